@@ -1,0 +1,13 @@
+"""verl-offgrpo: off-policy GRPO (Mroueh et al., arXiv 2505.22257) as a verl plugin.
+
+Importing this package is cheap and has no side effects; the registrations with verl happen in
+:mod:`verl_offgrpo.plugin`, which verl imports through the ``verl.plugins`` entry point.
+"""
+
+__version__ = "0.1.0"
+
+#: Name of the advantage estimator and of the policy loss registered with verl.
+ESTIMATOR_NAME = "off_grpo"
+LOSS_NAME = "off_grpo"
+#: Name of the V1 trainer mode that implements the lagged weight sync.
+TRAINER_MODE = "off_grpo_sync"

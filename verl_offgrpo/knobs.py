@@ -1,0 +1,102 @@
+"""The plugin's knobs: everything under ``algorithm.off_grpo.*``.
+
+Paper: Mroueh et al., "Revisiting Group Relative Policy Optimization: Insights into On-Policy and
+Off-Policy Training", arXiv 2505.22257 (ICLR 2026). Symbols below follow the paper: v is the sync
+period (the rollout engine serves the lagged policy α = π_{k−v}), R the reference reset period, ε the
+clip width (taken from verl's ``actor.clip_ratio``), i the SGD passes per batch (verl's
+``actor.ppo_epochs``).
+
+The knobs of verl that the method uses are verl's own and are not repeated here:
+``actor_rollout_ref.actor.clip_ratio`` (ε; ``clip_ratio_low``/``clip_ratio_high`` per side),
+``actor_rollout_ref.actor.ppo_epochs`` (i), ``actor_rollout_ref.actor.use_kl_loss`` /
+``kl_loss_coef`` (β) / ``kl_loss_type``, ``algorithm.norm_adv_by_std_in_grpo``.
+
+The defaults live in one place, :class:`OffGRPOKnobs`; the shipped yaml
+(``verl_offgrpo/config/off_grpo_trainer.yaml``) is checked against it by the tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+KEEP_WEIGHTS_MODES = ("sleep_level1", "no_sleep")
+
+
+@dataclass(frozen=True)
+class OffGRPOKnobs:
+    """``algorithm.off_grpo.*`` with their defaults. Grouped as in the paper."""
+
+    # ---- Advantage (paper §2, eq. (1)): A = (r − mean_group(r)) / sqrt(std_group(r)² + ε_std) ----
+    std_unbiased: bool = field(
+        default=True,
+        metadata={"help": "Group std with Bessel's correction (N−1, as torch.std and verl's grpo). "
+                  "false: population std (N)."},
+    )
+    std_eps: float = field(
+        default=1e-6,
+        metadata={"help": "ε_std in sqrt(std² + ε_std), keeps A finite for low-variance groups. Must be > 0."},
+    )
+    zero_var_mask: bool = field(
+        default=True,
+        metadata={"help": "Groups whose rewards are all equal (σ = 0) leave the loss entirely: their tokens "
+                  "leave the token-mean denominator and the KL term, not only A = 0 (paper §4, 'masking "
+                  "zero-variance groups'). Singleton groups are not masked (verl's grpo behaviour)."},
+    )
+
+    # ---- Lagged sync (paper §3: the rollout engine serves α = π_{k−v}) ----
+    sync_period: int = field(
+        default=1,
+        metadata={"help": "v: trainer→vLLM weight sync every v steps. 1 = on-policy GRPO. The first step "
+                  "and the step after a resume always sync."},
+    )
+    sync_before_validate: bool = field(
+        default=True,
+        metadata={"help": "Sync the current π into vLLM before a validation pass (trainer.test_freq), so "
+                  "validation scores the current policy, not α."},
+    )
+    keep_weights: str = field(
+        default="sleep_level1",
+        metadata={"help": "How vLLM keeps α between syncs. 'sleep_level1': vLLM sleeps at level 1 (weights "
+                  "offloaded to CPU, restored on wake; verl's default level 2 discards them). 'no_sleep': "
+                  "vLLM never sleeps (rollout.free_cache_engine=False; more GPU memory held)."},
+    )
+
+    # ---- Reference policy (paper §3: π_ref ← π_θ every R steps) ----
+    ref_reset_period: int = field(
+        default=0,
+        metadata={"help": "R: copy the actor into the reference model every R steps. 0 = never."},
+    )
+
+    # ---- Safety ----
+    allow_truncated_rprime: bool = field(
+        default=False,
+        metadata={"help": "Accept a finite algorithm.rollout_correction.rollout_is_threshold or rejection "
+                  "sampling with loss off_grpo (r' = π_k/α truncated or tokens dropped: not the paper's "
+                  "objective). false: such configs are rejected at startup."},
+    )
+
+    @classmethod
+    def from_config(cls, off_grpo_cfg: Mapping[str, Any] | None) -> "OffGRPOKnobs":
+        """Read ``algorithm.off_grpo`` (DictConfig, dict or None). Unknown keys raise (typos)."""
+        values = dict(off_grpo_cfg or {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(
+                f"Unknown key(s) under algorithm.off_grpo: {unknown}. Known keys: {sorted(known)}."
+            )
+        return cls(**values)
+
+
+def knobs_from_algorithm(algorithm_cfg: Any) -> OffGRPOKnobs:
+    """The knobs from verl's ``algorithm`` config (a DictConfig, a dict or an AlgoConfig)."""
+    if algorithm_cfg is None:
+        return OffGRPOKnobs()
+    getter = algorithm_cfg.get if hasattr(algorithm_cfg, "get") else lambda k, d=None: getattr(algorithm_cfg, k, d)
+    return OffGRPOKnobs.from_config(getter("off_grpo", None))
+
+
+def default_knobs_dict() -> dict[str, Any]:
+    return dataclasses.asdict(OffGRPOKnobs())
