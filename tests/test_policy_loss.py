@@ -1,0 +1,201 @@
+"""The off_grpo policy loss through verl's real ``losses.ppo_loss`` with a real ``ActorConfig``.
+
+Hand-derived reference (ε = 0.2, π_k = 0.5 on every token, α = π_k / r', π_θ = r·α)::
+
+    token  A    r'   r     window [max(r'−ε,0), r'+ε]   f = min(rA, clip(r)A)
+    0     +1   1.5  2.0   [1.3, 1.7]                   1.7   (clipped high)
+    1     −1   0.1  0.05  [0.0, 0.3]                  −0.05
+    2     +1   1.0  0.5   [0.8, 1.2]                   0.5
+    3     −1   2.0  1.0   [1.8, 2.2]                  −1.8   (clipped low)
+
+token-mean loss = −(1.7 − 0.05 + 0.5 − 1.8)/4 = −0.0875; ∂loss/∂log π_θ = −A·r/4 where the unclipped
+term is selected, 0 where the clip binds: [0, 0.0125, −0.125, 0].
+"""
+
+import math
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+import verl  # noqa: F401  (loads the plugin)
+import verl.utils.tensordict_utils as tu
+from verl.trainer.ppo.core_algos import get_policy_loss_fn
+from verl.workers.config import ActorConfig, PolicyLossConfig
+from verl.workers.utils.losses import ppo_loss
+
+PROMPT_LEN = 2
+
+
+def actor_config(loss_mode="off_grpo", **kw):
+    kw.setdefault("clip_ratio", 0.2)
+    return ActorConfig(
+        strategy="fsdp",
+        rollout_n=1,
+        ppo_mini_batch_size=4,
+        ppo_micro_batch_size_per_gpu=4,
+        policy_loss=PolicyLossConfig(loss_mode=loss_mode),
+        **kw,
+    )
+
+
+def call_ppo_loss(config, log_prob, old_log_prob, advantages, response_mask, rollout_is_weights=None,
+                  ref_log_prob=None, lengths=None):
+    """Run verl's ppo_loss on a padded batch. ``log_prob`` (bs, L) is placed into the flat
+    (prompt+response) model output the way verl's no-padding layout expects it."""
+    bs, resp_len = log_prob.shape
+    lengths = lengths or [resp_len] * bs
+    pieces = []
+    for i, n in enumerate(lengths):
+        pieces += [torch.zeros(PROMPT_LEN - 1), log_prob[i, :n], torch.zeros(1)]
+    flat = torch.cat(pieces)
+    attention_mask = torch.zeros(bs, PROMPT_LEN + resp_len, dtype=torch.int64)
+    for i, n in enumerate(lengths):
+        attention_mask[i, : PROMPT_LEN + n] = 1
+    fields = {
+        "prompts": torch.ones(bs, PROMPT_LEN, dtype=torch.int64),
+        "responses": torch.ones(bs, resp_len, dtype=torch.int64),
+        "attention_mask": attention_mask,
+        "response_mask": response_mask,
+        "old_log_probs": old_log_prob,
+        "advantages": advantages,
+    }
+    if rollout_is_weights is not None:
+        fields["rollout_is_weights"] = rollout_is_weights
+    if ref_log_prob is not None:
+        fields["ref_log_prob"] = ref_log_prob
+    data = TensorDict(fields, batch_size=bs)
+    tu.assign_non_tensor_data(data, "dp_size", 1)
+    tu.assign_non_tensor_data(data, "batch_num_tokens", int(response_mask.sum()))
+    tu.assign_non_tensor_data(data, "global_batch_size", bs)
+    loss, metrics = ppo_loss(config, {"log_probs": flat}, data)
+    return loss, metrics
+
+
+def metric_value(metrics, key):
+    """A metric as verl reports it: ppo_loss wraps values in verl's ``Metric`` aggregator."""
+    value = metrics[key]
+    if hasattr(value, "aggregate"):
+        value = value.aggregate()
+    return float(value.item() if torch.is_tensor(value) else value)
+
+
+def reference_batch():
+    A = torch.tensor([[1.0], [-1.0], [1.0], [-1.0]])
+    rprime = torch.tensor([[1.5], [0.1], [1.0], [2.0]])
+    r = torch.tensor([[2.0], [0.05], [0.5], [1.0]])
+    pi_k = torch.full((4, 1), 0.5)
+    log_prob = torch.log(r * pi_k / rprime).requires_grad_(True)
+    return log_prob, torch.log(pi_k), A, torch.ones(4, 1, dtype=torch.int64), rprime
+
+
+def test_hand_derived_loss_gradient_and_metrics():
+    log_prob, old, A, mask, rprime = reference_batch()
+    loss, metrics = call_ppo_loss(actor_config(), log_prob, old, A, mask, rollout_is_weights=rprime)
+    torch.testing.assert_close(loss, torch.tensor(-0.0875))
+    loss.backward()
+    torch.testing.assert_close(log_prob.grad, torch.tensor([[0.0], [0.0125], [-0.125], [0.0]]))
+    assert metric_value(metrics, "actor/off_grpo/clipfrac_high") == pytest.approx(0.25)
+    assert metric_value(metrics, "actor/off_grpo/clipfrac_low") == pytest.approx(0.25)
+    assert metric_value(metrics, "actor/pg_clipfrac") == pytest.approx(0.5)
+    assert metric_value(metrics, "actor/off_grpo/rprime_mean") == pytest.approx((1.5 + 0.1 + 1.0 + 2.0) / 4)
+    assert metric_value(metrics, "actor/off_grpo/rprime_max") == pytest.approx(2.0)
+    expected_abs_log = (math.log(1.5) + abs(math.log(0.1)) + 0 + math.log(2.0)) / 4
+    assert metric_value(metrics, "actor/off_grpo/mean_abs_log_rprime") == pytest.approx(expected_abs_log, rel=1e-5)
+    assert metric_value(metrics, "actor/off_grpo/masked_seq_frac") == 0.0
+
+
+def test_asymmetric_clip_uses_low_and_high():
+    # token 0 of the reference: r=2.0, r'=1.5, A=+1; ε_high=0.6 -> window top 2.1 > r: unclipped, f=2.0
+    # token 3: r=1.0, r'=2.0, A=-1; ε_low=1.5 -> window bottom 0.5 < r: unclipped, f=-1.0
+    log_prob, old, A, mask, rprime = reference_batch()
+    cfg = actor_config(clip_ratio_low=1.5, clip_ratio_high=0.6)
+    loss, metrics = call_ppo_loss(cfg, log_prob, old, A, mask, rollout_is_weights=rprime)
+    torch.testing.assert_close(loss, torch.tensor(-(2.0 - 0.05 + 0.5 - 1.0) / 4))
+    assert metric_value(metrics, "actor/pg_clipfrac") == 0.0
+
+
+def random_batch(seed, bs=6, resp_len=5):
+    g = torch.Generator().manual_seed(seed)
+    old = -torch.rand(bs, resp_len, generator=g) * 3
+    log_prob = (old + 0.4 * torch.randn(bs, resp_len, generator=g)).requires_grad_(True)
+    A = torch.randn(bs, 1, generator=g).expand(bs, resp_len).contiguous()
+    mask = torch.ones(bs, resp_len, dtype=torch.int64)
+    mask[0, 3:] = 0
+    mask[2, 1:] = 0
+    return log_prob, old, A * mask, mask
+
+
+@pytest.mark.parametrize("weights", ["none", "ones"])
+def test_rprime_one_reduces_to_on_policy_grpo(weights):
+    """r' = 1 (no rollout log-probs, or α = π_k) gives verl's PPO/GRPO clipped surrogate exactly
+    (dual clip off: clip_ratio_c huge), loss and gradient."""
+    log_prob, old, A, mask = random_batch(0)
+    rprime = None if weights == "none" else torch.ones_like(old) * mask
+    ours, _ = call_ppo_loss(actor_config(), log_prob, old, A, mask, rollout_is_weights=rprime)
+    (g_ours,) = torch.autograd.grad(ours, log_prob)
+    log_prob2 = log_prob.detach().clone().requires_grad_(True)
+    theirs, _ = call_ppo_loss(actor_config("vanilla", clip_ratio_c=1e9), log_prob2, old, A, mask)
+    (g_theirs,) = torch.autograd.grad(theirs, log_prob2)
+    torch.testing.assert_close(ours, theirs)
+    torch.testing.assert_close(g_ours, g_theirs)
+
+
+def test_loss_equals_formula_on_random_batch_all_agg_modes():
+    log_prob, old, A, mask = random_batch(1)
+    g = torch.Generator().manual_seed(7)
+    rprime = torch.exp(0.5 * torch.randn(old.shape, generator=g)) * mask
+    eps = 0.2
+    r = torch.exp(log_prob.detach() - old) * torch.where(mask.bool(), rprime, torch.ones_like(rprime))
+    rp = torch.where(mask.bool(), rprime, torch.ones_like(rprime))
+    f = torch.minimum(r * A, torch.maximum(torch.minimum(r, rp + eps), (rp - eps).clamp(min=0)) * A)
+    m = mask.float()
+    expected = {
+        "token-mean": -(f * m).sum() / m.sum(),
+        "seq-mean-token-sum": -((f * m).sum(-1)).mean(),
+        "seq-mean-token-mean": -((f * m).sum(-1) / m.sum(-1)).mean(),
+    }
+    for mode, value in expected.items():
+        loss, _ = call_ppo_loss(actor_config(loss_agg_mode=mode), log_prob, old, A, mask, rollout_is_weights=rprime)
+        torch.testing.assert_close(loss, value, msg=mode)
+
+
+def test_extreme_ratios_give_finite_loss_and_gradient():
+    log_prob = torch.tensor([[200.0, -200.0, 0.0]], requires_grad=True)
+    old = torch.tensor([[-100.0, 100.0, -1.0]])
+    A = torch.tensor([[1.0, -1.0, 1.0]])
+    rprime = torch.tensor([[1e30, 1e-30, 0.0]])  # includes r' = 0 on a valid token
+    mask = torch.ones(1, 3, dtype=torch.int64)
+    loss, metrics = call_ppo_loss(actor_config(), log_prob, old, A, mask, rollout_is_weights=rprime)
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert torch.isfinite(log_prob.grad).all()
+    assert math.isfinite(metric_value(metrics, "actor/off_grpo/mean_abs_log_rprime"))
+
+
+def test_kl_and_denominator_exclude_masked_rows():
+    """Rows with an all-zero response_mask (zero-variance groups) leave the pg denominator and the KL."""
+    log_prob, old, A, mask = random_batch(2, bs=4, resp_len=3)
+    mask = torch.ones(4, 3, dtype=torch.int64)
+    ref = old - 0.3
+    cfg = actor_config(use_kl_loss=True, kl_loss_coef=0.5, kl_loss_type="low_var_kl")
+    masked = mask.clone()
+    masked[2:] = 0
+    A_masked = A * masked
+    loss_full, m_full = call_ppo_loss(cfg, log_prob, old, A_masked, mask, ref_log_prob=ref)
+    loss_masked, m_masked = call_ppo_loss(cfg, log_prob, old, A_masked, masked, ref_log_prob=ref)
+    # pg part: same numerator (A = 0 on the masked rows), denominator 6 instead of 12 tokens
+    pg_full, pg_masked = metric_value(m_full, "actor/pg_loss"), metric_value(m_masked, "actor/pg_loss")
+    assert pg_masked == pytest.approx(2 * pg_full, rel=1e-5)
+    # KL: mean over the 6 kept tokens only
+    from verl.trainer.ppo.core_algos import kl_penalty
+
+    kl = kl_penalty(log_prob.detach(), ref, "low_var_kl")
+    assert metric_value(m_masked, "kl_loss") == pytest.approx(kl[:2].mean().item(), rel=1e-5)
+    assert metric_value(m_masked, "actor/off_grpo/masked_seq_frac") == 0.5
+
+
+def test_registered_under_off_grpo():
+    from verl_offgrpo.policy_loss import compute_policy_loss_off_grpo
+
+    assert get_policy_loss_fn("off_grpo") is compute_policy_loss_off_grpo

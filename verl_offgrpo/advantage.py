@@ -1,0 +1,86 @@
+"""The ``off_grpo`` advantage estimator (paper eq. (1), with the zero-variance mask of §4).
+
+For a prompt group G (verl's ``uid``) with sequence rewards r_j = Σ_t token_level_rewards[j, t]::
+
+    A_j = (r_j − mean_G(r)) / sqrt(std_G(r)² + ε)        (algorithm.norm_adv_by_std_in_grpo = true)
+    A_j =  r_j − mean_G(r)                              (false: Dr.GRPO, no std normalisation)
+
+std_G is the unbiased (N−1) sample std unless ``algorithm.off_grpo.std_unbiased=false`` (population,
+N); ε = ``algorithm.off_grpo.std_eps``. A singleton group takes mean 0 and std 1, as verl's ``grpo``.
+
+Zero-variance mask (``algorithm.off_grpo.zero_var_mask``): a group with N > 1 whose rewards are all
+equal has A = 0 and, with the mask on, leaves the loss entirely. verl's ``compute_advantage`` hands the
+estimator ``data.batch["response_mask"]`` itself; the estimator zeroes those rows of it in place, so
+the tokens leave the token-mean denominator, the entropy and the KL term of the actor update (v0
+trainer, and the padded batch of the V1 trainer, whose trainer mode writes the mask back to the
+TransferQueue's ``response_mask`` and ``loss_mask``: :mod:`verl_offgrpo.zero_var_mask`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from verl_offgrpo.knobs import knobs_from_algorithm
+from verl_offgrpo.zero_var_mask import group_ids, zero_variance_rows
+
+
+def group_normalized_advantage(
+    scores: torch.Tensor,
+    index: np.ndarray,
+    *,
+    std_eps: float,
+    std_unbiased: bool = True,
+    norm_by_std: bool = True,
+) -> torch.Tensor:
+    """Per-sequence A_j = (r_j − mean_G) / sqrt(std_G² + ε) (or r_j − mean_G); shape (bs,).
+
+    ``scores`` (bs,) are the sequence rewards, ``index`` (bs,) the group of each row.
+    """
+    scores = scores.to(torch.float32)
+    gid, n_groups = group_ids(index)
+    gid_t = torch.as_tensor(gid, dtype=torch.long, device=scores.device)
+    count = torch.zeros(n_groups, dtype=scores.dtype, device=scores.device).index_add_(
+        0, gid_t, torch.ones_like(scores)
+    )
+    mean = torch.zeros_like(count).index_add_(0, gid_t, scores) / count
+    sq_dev = (scores - mean[gid_t]) ** 2
+    dof = count - 1 if std_unbiased else count
+    var = torch.zeros_like(count).index_add_(0, gid_t, sq_dev) / dof.clamp(min=1)
+    singleton = count == 1
+    mean = torch.where(singleton, torch.zeros_like(mean), mean)
+    var = torch.where(singleton, torch.ones_like(var), var)
+    centred = scores - mean[gid_t]
+    if not norm_by_std:
+        return centred
+    return centred / torch.sqrt(var[gid_t] + std_eps)
+
+
+def compute_off_grpo_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    config: Any = None,
+    **unused: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl estimator contract: returns (advantages, returns), both (bs, L), broadcast over the response.
+
+    Reads ``norm_adv_by_std_in_grpo`` and ``off_grpo.*`` from ``config`` (verl's ``algorithm``).
+    With ``zero_var_mask`` on, zeroes the rows of ``response_mask`` of zero-variance groups in place.
+    """
+    if index is None:
+        raise ValueError("off_grpo needs the prompt-group index (uid) in the batch; verl adds it for GRPO-style runs.")
+    knobs = knobs_from_algorithm(config)
+    norm_by_std = bool(config.get("norm_adv_by_std_in_grpo", True)) if config is not None else True
+    with torch.no_grad():
+        scores = token_level_rewards.sum(dim=-1)
+        adv = group_normalized_advantage(
+            scores, index, std_eps=knobs.std_eps, std_unbiased=knobs.std_unbiased, norm_by_std=norm_by_std
+        )
+        if knobs.zero_var_mask:
+            masked_rows = zero_variance_rows(scores, index)
+            response_mask[masked_rows.to(response_mask.device)] = 0
+        advantages = adv.to(token_level_rewards.dtype).unsqueeze(-1) * response_mask
+    return advantages, advantages

@@ -1,0 +1,126 @@
+"""The ``off_grpo`` policy loss (paper §3, the clipped off-policy surrogate).
+
+Per response token, with π_θ the policy being optimised, π_k the policy at the start of this step
+(verl's recomputed ``old_log_prob``) and α the policy that generated the samples (the lagged weights
+vLLM serves)::
+
+    r  = π_θ / α            r' = π_k / α            (r' arrives as verl's ``rollout_is_weights``)
+    f_ε = min( r·A,  clip(r, max(r' − ε_low, 0), r' + ε_high) · A )
+    loss = − agg_loss(f_ε, response_mask, loss_agg_mode)
+
+ε_low/ε_high are ``actor.clip_ratio_low``/``clip_ratio_high`` (each falling back to
+``actor.clip_ratio``). r' is never truncated and there is no dual clip. Without rollout log-probs
+(``rollout_is_weights`` None) r' = 1, and f_ε is on-policy GRPO's clipped surrogate
+min(ρA, clip(ρ, 1−ε, 1+ε)A) with ρ = π_θ/π_k. Log-ratios are clamped to ±20 as verl does, so the loss
+and its gradient stay finite for extreme ratios. verl's ``ppo_loss`` adds the entropy and the
+β·KL(π_θ‖π_ref) terms on the same mask.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+from verl.trainer.ppo.core_algos import agg_loss
+
+LOG_RATIO_BOUND = 20.0  # verl's clamp on log-ratios
+
+
+def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    mask = mask.to(values.dtype)
+    return (values * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def clip_bounds(clip_ratio: float, clip_ratio_low: Optional[float], clip_ratio_high: Optional[float]):
+    """(ε_low, ε_high) from verl's actor config fields."""
+    eps_low = clip_ratio if clip_ratio_low is None else clip_ratio_low
+    eps_high = clip_ratio if clip_ratio_high is None else clip_ratio_high
+    return float(eps_low), float(eps_high)
+
+
+def off_grpo_objective(
+    log_prob: torch.Tensor,
+    old_log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    log_rprime: Optional[torch.Tensor],
+    eps_low: float,
+    eps_high: float,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Per-token f_ε (bs, L) and the tensors the metrics are made of.
+
+    log r = clamp(log π_θ − log π_k + log r', ±20); r' = exp(log r') (1 where ``log_rprime`` is None).
+    """
+    log_ratio_to_k = torch.clamp(log_prob - old_log_prob, -LOG_RATIO_BOUND, LOG_RATIO_BOUND)
+    if log_rprime is None:
+        log_rprime = torch.zeros_like(old_log_prob)
+    log_rprime = log_rprime.detach()
+    log_r = torch.clamp(log_ratio_to_k + log_rprime, -LOG_RATIO_BOUND, LOG_RATIO_BOUND)
+    r = torch.exp(log_r)
+    rprime = torch.exp(log_rprime)
+    lower = torch.clamp(rprime - eps_low, min=0.0)
+    upper = rprime + eps_high
+    unclipped = r * advantages
+    clipped = torch.clamp(r, min=lower, max=upper) * advantages
+    objective = torch.minimum(unclipped, clipped)
+    parts = {
+        "log_ratio_to_k": log_ratio_to_k.detach(),
+        "rprime": rprime,
+        "log_rprime": log_rprime,
+        # the clipped term is selected and differs: the token's gradient is cut
+        "clipped_high": (r > upper) & (advantages > 0),
+        "clipped_low": (r < lower) & (advantages < 0),
+    }
+    return objective, parts
+
+
+def log_rprime_from_weights(rollout_is_weights: Optional[torch.Tensor], response_mask: torch.Tensor):
+    """log r' from verl's ``rollout_is_weights`` (exp of a ±20-clamped log-ratio, 0 on padding)."""
+    if rollout_is_weights is None:
+        return None
+    mask = response_mask.bool()
+    safe = torch.where(mask, rollout_is_weights, torch.ones_like(rollout_is_weights))
+    return torch.log(safe.clamp(min=torch.finfo(safe.dtype).tiny)).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
+
+
+def compute_policy_loss_off_grpo(
+    old_log_prob: torch.Tensor,
+    log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    loss_agg_mode: str = "token-mean",
+    config: Any = None,
+    rollout_is_weights: Optional[torch.Tensor] = None,
+    **unused: Any,
+) -> tuple[torch.Tensor, dict[str, Any]]:
+    """verl policy-loss contract (``losses.ppo_loss``): returns (loss, metrics under ``actor/``)."""
+    if config is None:
+        raise ValueError("off_grpo policy loss needs the actor config (clip_ratio, global_batch_info).")
+    eps_low, eps_high = clip_bounds(config.clip_ratio, config.clip_ratio_low, config.clip_ratio_high)
+    log_rprime = log_rprime_from_weights(rollout_is_weights, response_mask)
+    objective, parts = off_grpo_objective(
+        log_prob, old_log_prob, advantages, response_mask, log_rprime, eps_low, eps_high
+    )
+    global_batch_info = getattr(config, "global_batch_info", None) or {}
+    loss = -agg_loss(
+        loss_mat=objective, loss_mask=response_mask, loss_agg_mode=loss_agg_mode, **global_batch_info
+    )
+
+    mask = response_mask.bool()
+    clipped_high = _masked_mean(parts["clipped_high"].float(), mask)
+    clipped_low = _masked_mean(parts["clipped_low"].float(), mask)
+    rprime_on_tokens = torch.where(mask, parts["rprime"], torch.zeros_like(parts["rprime"]))
+    metrics = {
+        # verl's names, so existing dashboards keep working
+        "actor/pg_clipfrac": (clipped_high + clipped_low).item(),
+        "actor/pg_clipfrac_lower": clipped_low.item(),
+        "actor/ppo_kl": _masked_mean(-parts["log_ratio_to_k"], mask).item(),
+        "actor/off_grpo/clipfrac_high": clipped_high.item(),
+        "actor/off_grpo/clipfrac_low": clipped_low.item(),
+        "actor/off_grpo/rprime_mean": _masked_mean(parts["rprime"], mask).item(),
+        "actor/off_grpo/rprime_max": rprime_on_tokens.max().item() if bool(mask.any()) else 1.0,
+        "actor/off_grpo/mean_abs_log_rprime": _masked_mean(parts["log_rprime"].abs(), mask).item(),
+        # rows with no token left in the loss (zero-variance groups under the mask)
+        "actor/off_grpo/masked_seq_frac": (~mask.any(dim=-1)).float().mean().item(),
+    }
+    return loss, metrics

@@ -1,0 +1,178 @@
+"""Startup checks: a config that would train silently wrong fails before any GPU work.
+
+:func:`validate_off_grpo_config` is called by the plugin right after verl's own
+``verl.utils.config.validate_config`` (which ``main_ppo`` runs in the driver before starting Ray),
+and by the lagged-sync trainer mode when it is constructed. Each error says what to change.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME, TRAINER_MODE
+from verl_offgrpo.knobs import KEEP_WEIGHTS_MODES, OffGRPOKnobs, knobs_from_algorithm
+
+logger = logging.getLogger(__name__)
+
+V0_MANAGER_MODULE_PREFIX = "verl_offgrpo.sync."
+
+
+class OffGRPOConfigError(ValueError):
+    """A configuration the off-policy GRPO plugin cannot train correctly."""
+
+
+def _get(cfg: Any, dotted: str, default: Any = None) -> Any:
+    node = cfg
+    for part in dotted.split("."):
+        if node is None:
+            return default
+        node = node.get(part, None) if hasattr(node, "get") else getattr(node, part, None)
+    return default if node is None else node
+
+
+def _threshold_upper(spec: Any) -> float:
+    """Upper bound of verl's ``rollout_is_threshold`` ("inf", 2.0, or an IcePop "lower_upper" string)."""
+    if isinstance(spec, str) and "_" in spec:
+        return -1.0  # IcePop: tokens outside [lower, upper] are zeroed; never the paper's r'
+    return float(spec)
+
+
+def check_knobs(knobs: OffGRPOKnobs) -> None:
+    if not (isinstance(knobs.std_eps, (int, float)) and knobs.std_eps > 0):
+        raise OffGRPOConfigError(f"algorithm.off_grpo.std_eps must be > 0 (got {knobs.std_eps!r}).")
+    if not (isinstance(knobs.sync_period, int) and not isinstance(knobs.sync_period, bool) and knobs.sync_period >= 1):
+        raise OffGRPOConfigError(
+            f"algorithm.off_grpo.sync_period must be an integer >= 1 (got {knobs.sync_period!r}); 1 is on-policy GRPO."
+        )
+    if not (isinstance(knobs.ref_reset_period, int) and knobs.ref_reset_period >= 0):
+        raise OffGRPOConfigError(
+            f"algorithm.off_grpo.ref_reset_period must be an integer >= 0 (got {knobs.ref_reset_period!r}); 0 = never."
+        )
+    if knobs.keep_weights not in KEEP_WEIGHTS_MODES:
+        raise OffGRPOConfigError(
+            f"algorithm.off_grpo.keep_weights must be one of {KEEP_WEIGHTS_MODES} (got {knobs.keep_weights!r})."
+        )
+
+
+def check_loss(config: Any, knobs: OffGRPOKnobs) -> None:
+    """Checks that apply when ``actor.policy_loss.loss_mode=off_grpo``."""
+    actor = _get(config, "actor_rollout_ref.actor")
+    for name in ("clip_ratio", "clip_ratio_low", "clip_ratio_high"):
+        value = _get(actor, name)
+        if value is not None and not float(value) > 0:
+            raise OffGRPOConfigError(
+                f"actor_rollout_ref.actor.{name} (ε of the off_grpo clip window) must be > 0 (got {value!r})."
+            )
+    rc = _get(config, "algorithm.rollout_correction")
+    calculate_log_probs = bool(_get(config, "actor_rollout_ref.rollout.calculate_log_probs", False))
+    if rc is not None and bool(_get(rc, "bypass_mode", False)):
+        raise OffGRPOConfigError(
+            "loss off_grpo needs π_k (verl's recomputed old_log_prob), which bypass mode never computes: "
+            "set algorithm.rollout_correction.bypass_mode=false."
+        )
+    rollout_is = _get(rc, "rollout_is") if rc is not None else None
+    if knobs.sync_period > 1:
+        if not calculate_log_probs:
+            raise OffGRPOConfigError(
+                f"algorithm.off_grpo.sync_period={knobs.sync_period} needs α's log-probs from vLLM: "
+                "set actor_rollout_ref.rollout.calculate_log_probs=true."
+            )
+        if rollout_is != "token":
+            raise OffGRPOConfigError(
+                f"algorithm.off_grpo.sync_period={knobs.sync_period} needs r' = π_k/α per token: "
+                f"set algorithm.rollout_correction.rollout_is=token (got {rollout_is!r})."
+            )
+    if rollout_is is not None and rollout_is != "token":
+        raise OffGRPOConfigError(
+            f"loss off_grpo uses r' = π_k/α per token: set algorithm.rollout_correction.rollout_is=token "
+            f"(got {rollout_is!r})."
+        )
+    if rollout_is == "token" and not knobs.allow_truncated_rprime:
+        upper = _threshold_upper(_get(rc, "rollout_is_threshold", 2.0))
+        if not math.isinf(upper):
+            raise OffGRPOConfigError(
+                "loss off_grpo needs r' = π_k/α untruncated, but algorithm.rollout_correction.rollout_is_threshold="
+                f"{_get(rc, 'rollout_is_threshold')!r} truncates it: set it to inf, or set "
+                "algorithm.off_grpo.allow_truncated_rprime=true to accept a truncated r'."
+            )
+        if _get(rc, "rollout_rs") is not None:
+            raise OffGRPOConfigError(
+                f"algorithm.rollout_correction.rollout_rs={_get(rc, 'rollout_rs')!r} drops tokens by rejection "
+                "sampling, which is not the off_grpo objective: set it to null, or set "
+                "algorithm.off_grpo.allow_truncated_rprime=true."
+            )
+        if bool(_get(rc, "rollout_is_batch_normalize", False)):
+            raise OffGRPOConfigError(
+                "algorithm.rollout_correction.rollout_is_batch_normalize=true rescales r': set it to false, or set "
+                "algorithm.off_grpo.allow_truncated_rprime=true."
+            )
+    top_p = float(_get(config, "actor_rollout_ref.rollout.top_p", 1.0))
+    top_k = int(_get(config, "actor_rollout_ref.rollout.top_k", -1))
+    if top_p < 1.0 or top_k > 0:
+        logger.warning(
+            "off_grpo: rollout top_p=%s top_k=%s: vLLM's log-probs of α are taken after top-p/top-k, so "
+            "r' = π_k/α is biased. Use top_p=1.0, top_k=-1 for the paper's ratio.",
+            top_p,
+            top_k,
+        )
+
+
+def check_trainer_hooks(config: Any, knobs: OffGRPOKnobs, uses_estimator: bool) -> None:
+    """The lagged sync and the V1 zero-variance write-back need the plugin's trainer hooks."""
+    use_v1 = bool(_get(config, "trainer.use_v1", True))
+    if use_v1:
+        mode = _get(config, "trainer.v1.trainer_mode", "sync")
+        needs_mode = knobs.sync_period > 1 or (uses_estimator and knobs.zero_var_mask)
+        if needs_mode and mode != TRAINER_MODE:
+            what = (
+                f"algorithm.off_grpo.sync_period={knobs.sync_period}"
+                if knobs.sync_period > 1
+                else "algorithm.off_grpo.zero_var_mask=true"
+            )
+            raise OffGRPOConfigError(
+                f"{what} on the V1 trainer needs trainer.v1.trainer_mode={TRAINER_MODE} (got {mode!r}); "
+                "the shipped yaml off_grpo_trainer sets it."
+            )
+    elif knobs.sync_period > 1:
+        fqn = _get(config, "actor_rollout_ref.rollout.checkpoint_manager_class")
+        if not (isinstance(fqn, str) and fqn.startswith(V0_MANAGER_MODULE_PREFIX)):
+            raise OffGRPOConfigError(
+                f"algorithm.off_grpo.sync_period={knobs.sync_period} with trainer.use_v1=false needs "
+                "+actor_rollout_ref.rollout.checkpoint_manager_class="
+                "verl_offgrpo.sync.checkpoint_manager_v0.LaggedCheckpointManager "
+                f"(got {fqn!r})."
+            )
+    if knobs.sync_period > 1:
+        rollout_name = _get(config, "actor_rollout_ref.rollout.name", "vllm")
+        if rollout_name != "vllm":
+            raise OffGRPOConfigError(
+                f"algorithm.off_grpo.sync_period > 1 is implemented for actor_rollout_ref.rollout.name=vllm only "
+                f"(got {rollout_name!r})."
+            )
+
+
+def validate_off_grpo_config(config: Any) -> OffGRPOKnobs:
+    """Raise :class:`OffGRPOConfigError` for a config the plugin cannot train correctly; return the knobs.
+
+    ``config`` is the full composed verl config (DictConfig or dict).
+    """
+    algorithm = _get(config, "algorithm")
+    try:
+        knobs = knobs_from_algorithm(algorithm)
+    except (TypeError, ValueError) as err:
+        raise OffGRPOConfigError(str(err)) from err
+    check_knobs(knobs)
+    uses_estimator = _get(algorithm, "adv_estimator") == ESTIMATOR_NAME
+    uses_loss = _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode") == LOSS_NAME
+    if uses_loss:
+        check_loss(config, knobs)
+    elif knobs.sync_period > 1:
+        raise OffGRPOConfigError(
+            f"algorithm.off_grpo.sync_period={knobs.sync_period} trains on samples of a lagged policy α: "
+            f"set actor_rollout_ref.actor.policy_loss.loss_mode={LOSS_NAME} (the off-policy clipped objective)."
+        )
+    if uses_estimator or uses_loss or knobs.sync_period > 1:
+        check_trainer_hooks(config, knobs, uses_estimator)
+    return knobs

@@ -1,0 +1,79 @@
+"""Zero-variance groups: which rows they are, and how they leave the V1 trainer's loss.
+
+A group G (rows sharing a ``uid``) with N > 1 members is *zero-variance* when max_G r = min_G r
+(all rewards equal; exact comparison, so float rewards that only look equal are not masked).
+Its advantages are all 0, so it only contributes to the loss's token-mean denominator and the KL
+term; the paper masks such groups out entirely (§4). Singleton groups are never masked (their
+variance is undefined; verl's ``grpo`` gives them std 1).
+
+In the v0 trainer the estimator's in-place edit of ``data.batch["response_mask"]`` is the batch that
+the actor update sees. The V1 trainer keeps the batch in the TransferQueue and only writes back
+``advantages`` (and ``response_mask`` when rollout correction is on); its actor reads ``loss_mask``
+for the denominator. :func:`write_back_zero_var_mask_v1` puts both masks back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def group_ids(index: np.ndarray) -> tuple[np.ndarray, int]:
+    """Dense group id per row (0..n_groups−1) and the number of groups."""
+    _, inverse = np.unique(np.asarray(index, dtype=object).astype(str), return_inverse=True)
+    inverse = inverse.reshape(-1)
+    return inverse, int(inverse.max()) + 1 if inverse.size else 0
+
+
+def zero_variance_rows(scores: torch.Tensor, index: np.ndarray) -> torch.Tensor:
+    """Bool (bs,): rows of groups with N > 1 whose scores are all equal."""
+    gid, n_groups = group_ids(index)
+    gid_t = torch.as_tensor(gid, dtype=torch.long, device=scores.device)
+    scores = scores.detach().to(torch.float64)
+    g_max = torch.full((n_groups,), -torch.inf, dtype=scores.dtype, device=scores.device)
+    g_min = torch.full((n_groups,), torch.inf, dtype=scores.dtype, device=scores.device)
+    g_max = g_max.scatter_reduce(0, gid_t, scores, reduce="amax")
+    g_min = g_min.scatter_reduce(0, gid_t, scores, reduce="amin")
+    count = torch.bincount(gid_t, minlength=n_groups)
+    zero_var_group = (g_max == g_min) & (count > 1)
+    return zero_var_group[gid_t]
+
+
+def zero_rows_nested(nested: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """A jagged nested tensor (or a padded one) with the given rows set to 0."""
+    if not nested.is_nested:
+        out = nested.clone()
+        out[rows.to(out.device)] = 0
+        return out
+    pieces = [torch.zeros_like(t) if bool(drop) else t for t, drop in zip(nested.unbind(), rows.tolist(), strict=True)]
+    return torch.nested.as_nested_tensor(pieces, layout=torch.jagged)
+
+
+def write_back_zero_var_mask_v1(tq, batch, reward_field: str) -> dict[str, float]:
+    """V1 trainer: zero ``response_mask`` and ``loss_mask`` of zero-variance groups in the TransferQueue.
+
+    ``tq`` is the ``transfer_queue`` module, ``batch`` the trainer's ``KVBatchMeta``; ``reward_field``
+    the per-token reward field the estimator summed (``rm_scores``, or ``token_level_rewards`` when
+    ``algorithm.use_kl_in_reward``). Returns the fraction of masked rows.
+    """
+    from tensordict import TensorDict
+
+    data = tq.kv_batch_get(
+        keys=batch.keys,
+        partition_id=batch.partition_id,
+        select_fields=["uid", reward_field, "response_mask", "loss_mask"],
+    )
+    index = np.array(data["uid"].tolist() if hasattr(data["uid"], "tolist") else list(data["uid"]), dtype=object)
+    rewards = data[reward_field]
+    scores = torch.stack([t.sum() for t in rewards.unbind()]) if rewards.is_nested else rewards.sum(-1)
+    rows = zero_variance_rows(scores, index)
+    if bool(rows.any()):
+        fields = TensorDict(
+            {
+                "response_mask": zero_rows_nested(data["response_mask"], rows),
+                "loss_mask": zero_rows_nested(data["loss_mask"], rows),
+            },
+            batch_size=len(batch),
+        )
+        tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=fields)
+    return {"off_grpo/zero_var_masked_frac": float(rows.float().mean().item()) if rows.numel() else 0.0}
