@@ -1,0 +1,79 @@
+"""Theorem 1's measurable terms, estimated from the batch every step (no extra forward pass).
+
+Theorem 1 (paper §3):  J(π) − J(π_k) ≥ L_α(π) − 2·((1−σ_{α,r,ε})/σ_{α,r,ε})·TV(π, α) − 2·TV(π_k, α),
+with σ_{α,r,ε} = sqrt(σ²_{α,r} + ε) the (regularised) reward std of a prompt under α. What a user can
+watch to choose v:
+
+* ``off_grpo/bound/tv_token``  = ½·E_{t∼α}|r'_t − 1|, r'_t = π_k/α per sampled token. For one state,
+  ½·Σ_a|π_k(a) − α(a)| = ½·E_{a∼α}|π_k(a)/α(a) − 1|, so this is an unbiased one-sample estimate of the
+  per-token TV(π_k, α), averaged over the response tokens of the batch.
+* ``off_grpo/bound/tv_seq``    = ½·E_{y∼α}|Π_t r'_t − 1| over responses: the same estimator for the
+  sequence-level TV (log Π clamped to ±20 like verl's ratios; high variance for long responses).
+* ``off_grpo/bound/coef_mean|max`` = mean / max over groups with σ > 0 of (1 − σ_g)/σ_g, σ_g =
+  sqrt(std_g² + ε) the group's reward std (the estimator's own std and ε).
+* ``off_grpo/bound/zero_var_group_frac`` = fraction of groups (N > 1) whose rewards are all equal
+  (σ = 0: masked by the zero-variance mask, excluded from the coefficient).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+
+from verl_offgrpo.zero_var_mask import group_ids
+
+LOG_BOUND = 20.0
+
+
+def tv_estimates(rprime: torch.Tensor, response_mask: torch.Tensor) -> dict[str, float]:
+    """Token- and sequence-level ½·E_α|ratio − 1| from per-token r' (bs, L)."""
+    mask = response_mask.bool()
+    safe = torch.where(mask, rprime.to(torch.float64), torch.ones_like(rprime, dtype=torch.float64))
+    n_tok = mask.sum().clamp(min=1)
+    tv_token = 0.5 * ((safe - 1).abs() * mask).sum() / n_tok
+    log_seq = torch.log(safe.clamp(min=1e-300)).sum(-1).clamp(-LOG_BOUND, LOG_BOUND)
+    rows = mask.any(-1)
+    tv_seq = 0.5 * (torch.exp(log_seq) - 1).abs()[rows].mean() if bool(rows.any()) else torch.tensor(0.0)
+    return {"off_grpo/bound/tv_token": float(tv_token), "off_grpo/bound/tv_seq": float(tv_seq)}
+
+
+def group_std_terms(scores: torch.Tensor, index: np.ndarray, std_eps: float, std_unbiased: bool = True):
+    """(1−σ_g)/σ_g statistics over groups with σ > 0, and the zero-variance group fraction."""
+    gid, n_groups = group_ids(index)
+    scores = scores.detach().to(torch.float64).cpu()
+    coefs, n_multi, n_zero = [], 0, 0
+    for g in range(n_groups):
+        s = scores[torch.as_tensor(gid == g)]
+        if s.numel() < 2:
+            continue
+        n_multi += 1
+        if bool((s == s[0]).all()):
+            n_zero += 1
+            continue
+        std = s.std(unbiased=std_unbiased)
+        sigma = float(torch.sqrt(std**2 + std_eps))
+        coefs.append((1 - sigma) / sigma)
+    return {
+        "off_grpo/bound/coef_mean": float(np.mean(coefs)) if coefs else 0.0,
+        "off_grpo/bound/coef_max": float(np.max(coefs)) if coefs else 0.0,
+        "off_grpo/bound/zero_var_group_frac": n_zero / n_multi if n_multi else 0.0,
+    }
+
+
+def bound_metrics(
+    scores: torch.Tensor,
+    index: np.ndarray,
+    response_mask: torch.Tensor,
+    rprime: Optional[torch.Tensor],
+    std_eps: float,
+    std_unbiased: bool = True,
+) -> dict[str, float]:
+    """All bound-monitor metrics; TV terms are 0 when there is no r' (α = π_k, on-policy)."""
+    metrics = group_std_terms(scores, index, std_eps, std_unbiased)
+    if rprime is None:
+        metrics.update({"off_grpo/bound/tv_token": 0.0, "off_grpo/bound/tv_seq": 0.0})
+    else:
+        metrics.update(tv_estimates(rprime, response_mask))
+    return metrics
