@@ -1,0 +1,309 @@
+"""data_prep/*.py: offline runs on the shared data, schema, and bad-input errors.
+
+Shared data: <repo>/../shared/data (see its README.md for the fields).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+GSM8K_INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
+BOXED_INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
+
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared data not found at {SHARED}")
+
+ROW_SCHEMA_FIELDS = {
+    "data_source": pa.string(),
+    "prompt": pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())])),
+    "ability": pa.string(),
+    "reward_model": pa.struct([("style", pa.string()), ("ground_truth", pa.string())]),
+}
+
+
+def run_script(name: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(REPO / "data_prep" / f"{name}.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def load_rows(path: Path) -> tuple[pa.Schema, list[dict]]:
+    table = pq.read_table(path)
+    return table.schema, table.to_pylist()
+
+
+def check_schema(schema: pa.Schema, extra_fields: set[str]) -> None:
+    assert schema.names == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+    for name, typ in ROW_SCHEMA_FIELDS.items():
+        assert schema.field(name).type == typ, name
+    extra = schema.field("extra_info").type
+    assert {extra.field(i).name for i in range(extra.num_fields)} == {"split", "index"} | extra_fields
+    assert extra.field("index").type == pa.int64()
+
+
+def check_common(rows: list[dict], data_source: str, split: str, instruction: str) -> None:
+    assert [r["extra_info"]["index"] for r in rows] == list(range(len(rows)))
+    assert {r["extra_info"]["split"] for r in rows} == {split}
+    assert {r["data_source"] for r in rows} == {data_source}
+    assert {r["ability"] for r in rows} == {"math"}
+    assert {r["reward_model"]["style"] for r in rows} == {"rule"}
+    for r in rows:
+        assert len(r["prompt"]) == 1 and r["prompt"][0]["role"] == "user"
+        assert r["prompt"][0]["content"] == r["extra_info"]["question"] + " " + instruction
+
+
+@needs_shared
+def test_gsm8k_offline(tmp_path):
+    res = run_script("gsm8k", "--local-dir", str(SHARED / "gsm8k"), "--output-dir", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["test.parquet", "train.parquet"]
+    for split, count in (("train", 7473), ("test", 1319)):
+        schema, rows = load_rows(tmp_path / f"{split}.parquet")
+        assert len(rows) == count
+        check_schema(schema, {"question", "answer"})
+        check_common(rows, "openai/gsm8k", split, GSM8K_INSTRUCTION)
+        raw = read_jsonl(SHARED / "gsm8k" / f"{split}.jsonl")
+        for r, src in zip(rows, raw):
+            assert r["extra_info"]["question"] == src["question"]
+            assert r["extra_info"]["answer"] == src["answer"]
+            last = src["answer"].splitlines()[-1]
+            assert r["reward_model"]["ground_truth"] == last.removeprefix("#### ").replace(",", "")
+            assert re.fullmatch(r"-?\d+(\.\d+)?", r["reward_model"]["ground_truth"])
+    _, test_rows = load_rows(tmp_path / "test.parquet")
+    assert test_rows[0]["reward_model"]["ground_truth"] == "18"
+    assert test_rows[0]["prompt"][0]["content"].startswith("Janet’s ducks lay 16 eggs per day.")
+    with_comma = [r for r in test_rows if "," in r["extra_info"]["answer"].splitlines()[-1]]
+    assert len(with_comma) == 14  # e.g. "#### 1,000" -> "1000"
+    assert all("," not in r["reward_model"]["ground_truth"] for r in with_comma)
+    assert "wrote 7473 rows" in res.stdout and "wrote 1319 rows" in res.stdout
+
+
+@needs_shared
+def test_math500_offline(tmp_path):
+    res = run_script("math500", "--local-dir", str(SHARED / "math500"), "--output-dir", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["test.parquet"]
+    schema, rows = load_rows(tmp_path / "test.parquet")
+    assert len(rows) == 500
+    check_schema(schema, {"question", "solution", "subject", "level", "unique_id"})
+    check_common(rows, "math500", "test", BOXED_INSTRUCTION)
+    raw = read_jsonl(SHARED / "math500" / "test.jsonl")
+    assert [r["reward_model"]["ground_truth"] for r in rows] == [s["answer"] for s in raw]
+    assert rows[0]["reward_model"]["ground_truth"] == "\\left( 3, \\frac{\\pi}{2} \\right)"
+    assert rows[0]["extra_info"]["subject"] == "Precalculus" and rows[0]["extra_info"]["level"] == 2
+    assert sum(r["extra_info"]["subject"] == "Algebra" for r in rows) == 124
+
+
+@needs_shared
+def test_aime24_offline(tmp_path):
+    res = run_script("aime24", "--local-dir", str(SHARED / "aime24"), "--output-dir", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    schema, rows = load_rows(tmp_path / "test.parquet")
+    assert len(rows) == 30
+    check_schema(schema, {"question", "answer", "id", "url"})
+    check_common(rows, "aime24", "test", BOXED_INSTRUCTION)
+    raw = read_jsonl(SHARED / "aime24" / "test.jsonl")
+    assert [r["reward_model"]["ground_truth"] for r in rows] == [str(int(s["answer"])) for s in raw]
+    by_id = {r["extra_info"]["id"]: r for r in rows}
+    assert by_id[67]["reward_model"]["ground_truth"] == "25"  # "025" in the file
+    assert by_id[67]["extra_info"]["answer"] == "025"
+    assert by_id[60]["reward_model"]["ground_truth"] == "204"
+
+
+def test_deepscaler_fixture(tmp_path):
+    res = run_script("deepscaler", "--local-dir", str(FIXTURES / "deepscaler"), "--output-dir", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    schema, rows = load_rows(tmp_path / "train.parquet")
+    check_schema(schema, {"question", "solution"})
+    check_common(rows, "deepscaler", "train", BOXED_INSTRUCTION)
+    assert [r["reward_model"]["ground_truth"] for r in rows] == ["\\frac{1}{2}", "12", "5\\sqrt{2}", "8", "-\\frac{3}{2}"]
+    assert rows[1] == {
+        "data_source": "deepscaler",
+        "prompt": [{"role": "user", "content": "Find the positive integer $n$ with $n^2 = 144$. " + BOXED_INSTRUCTION}],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": "12"},
+        "extra_info": {
+            "split": "train",
+            "index": 1,
+            "question": "Find the positive integer $n$ with $n^2 = 144$.",
+            "solution": "Since $12^2=144$, $n=\\boxed{12}$.",
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "name, files",
+    [
+        ("gsm8k", ["train.jsonl", "test.jsonl"]),
+        ("math500", ["test.jsonl"]),
+        ("aime24", ["test.jsonl"]),
+        ("deepscaler", ["train.jsonl"]),
+    ],
+)
+def test_help_documents_cli(name, files):
+    res = run_script(name, "--help")
+    assert res.returncode == 0
+    out = " ".join(res.stdout.split())
+    assert "--local-dir DIR" in out and "--output-dir DIR" in out
+    for f in files:
+        assert f"<DIR>/{f}" in out
+
+
+GOOD_GSM8K = {"question": "What is 2+2?", "answer": "2+2=<<2+2=4>>4\n#### 4"}
+GOOD_MATH = {"problem": "p", "answer": "1", "solution": "s", "subject": "Algebra", "level": 1, "unique_id": "u"}
+
+
+def _lines(*objs) -> str:
+    return "".join((o if isinstance(o, str) else json.dumps(o)) + "\n" for o in objs)
+
+
+BAD_INPUTS = [
+    # (script, file, content, line, message)
+    ("gsm8k", "train.jsonl", _lines(GOOD_GSM8K, {"question": "q"}), 2, "missing field 'answer'"),
+    ("gsm8k", "train.jsonl", _lines(GOOD_GSM8K, GOOD_GSM8K, '{"question": "q", "answer": '), 3, "invalid JSON"),
+    ("gsm8k", "train.jsonl", _lines(GOOD_GSM8K, {"question": "q", "answer": "so the answer is 4"}), 2, "cannot parse the final answer"),
+    ("gsm8k", "train.jsonl", _lines(GOOD_GSM8K, {"question": "q", "answer": "x\n#### four"}), 2, "cannot parse the final answer"),
+    ("gsm8k", "train.jsonl", _lines(GOOD_GSM8K, "", "[1, 2]"), 3, "expected a JSON object"),
+    ("gsm8k", "test.jsonl", _lines({"question": "", "answer": "#### 1"}), 1, "field 'question' is empty"),
+    ("math500", "test.jsonl", _lines(GOOD_MATH, dict(GOOD_MATH, level="1")), 2, "field 'level' has type str"),
+    ("aime24", "test.jsonl", _lines({"problem": "p", "answer": "12a"}), 1, "cannot parse the answer '12a'"),
+    ("aime24", "test.jsonl", _lines({"problem": "p", "answer": "1000"}), 1, "outside 0-999"),
+    ("deepscaler", "train.jsonl", _lines({"problem": "p", "solution": "s"}), 1, "missing field 'answer'"),
+]
+
+
+@pytest.mark.parametrize("name, bad_file, content, line, message", BAD_INPUTS)
+def test_bad_input_names_file_and_line(tmp_path, name, bad_file, content, line, message):
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    if name == "gsm8k":  # the other split is valid: nothing at all may be written
+        for f in ("train.jsonl", "test.jsonl"):
+            (src / f).write_text(_lines(GOOD_GSM8K))
+    (src / bad_file).write_text(content)
+    res = run_script(name, "--local-dir", str(src), "--output-dir", str(out))
+    assert res.returncode == 1
+    assert f"error: {src / bad_file}:{line}: " in res.stderr
+    assert message in res.stderr
+    assert "Traceback" not in res.stderr
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("content", ["", "\n\n  \n"])
+def test_empty_file(tmp_path, content):
+    (tmp_path / "test.jsonl").write_text(content)
+    out = tmp_path / "out"
+    res = run_script("math500", "--local-dir", str(tmp_path), "--output-dir", str(out))
+    assert res.returncode == 1
+    assert f"error: {tmp_path / 'test.jsonl'}: empty file (no records)" in res.stderr
+    assert not out.exists()
+
+
+def test_missing_file_and_existing_output_untouched(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "train.parquet").write_text("old")
+    (tmp_path / "train.jsonl").write_text(_lines(GOOD_GSM8K))  # test.jsonl is missing
+    res = run_script("gsm8k", "--local-dir", str(tmp_path), "--output-dir", str(out))
+    assert res.returncode == 1
+    assert f"error: {tmp_path / 'test.jsonl'}: no such file" in res.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["train.parquet"]
+    assert (out / "train.parquet").read_text() == "old"
+
+
+def _load_script(name: str):
+    spec = importlib.util.spec_from_file_location(f"_data_prep_{name}", REPO / "data_prep" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_write_failure_leaves_no_file(tmp_path, monkeypatch):
+    common = _load_script("_common")
+    import pyarrow.parquet as pq_mod
+
+    calls = []
+
+    def failing_write(table, where, *a, **k):
+        calls.append(where)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        return real_write(table, where, *a, **k)
+
+    real_write = pq_mod.write_table
+    monkeypatch.setattr(pq_mod, "write_table", failing_write)
+    row = common.make_row("s", "c", "1", "train", 0)
+    with pytest.raises(OSError, match="disk full"):
+        common.write_parquet_atomic({str(tmp_path / "train.parquet"): [row], str(tmp_path / "test.parquet"): [row]})
+    assert len(calls) == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_hub_path_with_fake_datasets(tmp_path, monkeypatch):
+    """Without --local-dir the script reads datasets.load_dataset(<hub id>, <config>, split=...)."""
+    calls = []
+
+    def load_dataset(path, name=None, split=None):
+        calls.append((path, name, split))
+        return [{"question": f"{split} q{i}", "answer": f"work\n#### {i},000"} for i in range(3)]
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    assert _load_script("gsm8k").main(["--output-dir", str(tmp_path)]) == 0
+    assert calls == [("openai/gsm8k", "main", "train"), ("openai/gsm8k", "main", "test")]
+    _, rows = load_rows(tmp_path / "test.parquet")
+    assert [r["reward_model"]["ground_truth"] for r in rows] == ["0000", "1000", "2000"]
+    assert rows[2]["extra_info"]["question"] == "test q2"
+
+
+def test_hub_record_errors_name_split_and_row(tmp_path, monkeypatch, capsys):
+    def load_dataset(path, name=None, split=None):
+        return [{"problem": "p", "answer": "1", "solution": "s"}, {"problem": "p", "answer": " ", "solution": "s"}]
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    assert _load_script("deepscaler").main(["--output-dir", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "error: agentica-org/DeepScaleR-Preview-Dataset [train] row 1: field 'answer' is empty" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_offline_path_does_not_import_datasets(tmp_path):
+    code = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('m', {str(REPO / 'data_prep' / 'deepscaler.py')!r})\n"
+        "m = importlib.util.module_from_spec(spec); sys.modules['m'] = m; spec.loader.exec_module(m)\n"
+        f"rc = m.main(['--local-dir', {str(FIXTURES / 'deepscaler')!r}, '--output-dir', {str(tmp_path)!r}])\n"
+        "print(rc, 'datasets' in sys.modules)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert res.stdout.splitlines()[-1] == "0 False", res.stderr
+
+
+def test_runnable_as_module(tmp_path):
+    res = subprocess.run(
+        [sys.executable, "-m", "data_prep.deepscaler", "--local-dir", str(FIXTURES / "deepscaler"), "--output-dir", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    assert pq.read_table(tmp_path / "train.parquet").num_rows == 5

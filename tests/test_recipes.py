@@ -1,0 +1,139 @@
+"""recipes/*.sh: every recipe composes with hydra's --cfg job into the intended config.
+
+Runs each recipe through bash (PYTHON = this interpreter), with data/model paths from environment
+variables, a user override and --cfg job, and checks the printed yaml. Needs the package installed
+(pip install -e .), as verl finds the yaml through `python -m verl_offgrpo` or the package path.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPES = REPO / "recipes"
+
+# recipe -> (sync_period v, ppo_epochs i, zero_var_mask)
+GSM8K = {
+    "gsm8k_onpolicy": (1, 1, False),
+    "gsm8k_onpolicy_zvmask": (1, 1, True),
+    "gsm8k_offpolicy_v10": (10, 1, True),
+    "gsm8k_reuse_i10": (1, 10, True),
+}
+DEEPSCALER = {
+    "deepscaler_onpolicy": (1, 1, True),
+    "deepscaler_offpolicy_v10": (10, 1, True),
+}
+ALL = {**GSM8K, **DEEPSCALER}
+
+
+def run_recipe(name: str, env_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(
+        os.environ,
+        PYTHON=sys.executable,
+        MODEL_PATH=str(env_dir / "model"),
+        DATA_DIR=str(env_dir / "data"),
+        AIME24_DIR=str(env_dir / "aime"),
+        MATH500_DIR=str(env_dir / "math500"),
+        N_GPUS_PER_NODE="2",
+    )
+    env.pop("LOGGER", None)
+    return subprocess.run(
+        ["bash", str(RECIPES / f"{name}.sh"), *args], env=env, capture_output=True, text=True, timeout=170
+    )
+
+
+# Hydra takes overrides only before its flags; the recipes move the user's flags last, so both orders work.
+ARGS = {name: ("trainer.total_epochs=2", "--cfg", "job") for name in GSM8K}
+ARGS.update({name: ("--cfg", "job", "trainer.total_epochs=2") for name in DEEPSCALER})
+# A user override of a recipe's own knob wins (composed in the same parallel batch, under this key).
+KNOB_OVERRIDE = ("gsm8k_offpolicy_v10", ("--cfg", "job", "algorithm.off_grpo.sync_period=4"))
+
+
+@pytest.fixture(scope="module")
+def composed(tmp_path_factory):
+    """key -> (env dir, composed config); all compositions run in parallel (each imports verl: ~6 s)."""
+    jobs = {name: (name, ARGS[name]) for name in ALL}
+    jobs["knob_override"] = KNOB_OVERRIDE
+    dirs = {key: tmp_path_factory.mktemp(key) for key in jobs}
+    with ThreadPoolExecutor(len(jobs)) as ex:
+        results = dict(zip(jobs, ex.map(lambda k: run_recipe(jobs[k][0], dirs[k], *jobs[k][1]), jobs)))
+    out = {}
+    for key, res in results.items():
+        assert res.returncode == 0, f"{key}: {res.stderr[-3000:]}"
+        out[key] = (dirs[key], yaml.safe_load(res.stdout))
+    return out
+
+
+def test_recipe_set_is_complete():
+    assert sorted(p.stem for p in RECIPES.glob("*.sh") if not p.name.startswith("_")) == sorted(ALL)
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_recipe_composes_with_intended_knobs(composed, name):
+    env_dir, cfg = composed[name]
+    v, i, mask = ALL[name]
+    actor = cfg["actor_rollout_ref"]["actor"]
+    assert cfg["algorithm"]["adv_estimator"] == "off_grpo"
+    assert actor["policy_loss"]["loss_mode"] == "off_grpo"
+    assert cfg["algorithm"]["off_grpo"]["sync_period"] == v
+    assert actor["ppo_epochs"] == i
+    assert cfg["algorithm"]["off_grpo"]["zero_var_mask"] is mask
+    # shared settings: ε, β with the KL loss
+    assert actor["clip_ratio"] == 0.2
+    assert actor["use_kl_loss"] is True
+    assert actor["kl_loss_coef"] == 0.001
+    assert cfg["actor_rollout_ref"]["rollout"]["name"] == "vllm"
+    assert cfg["actor_rollout_ref"]["model"]["path"] == str(env_dir / "model")
+    assert cfg["trainer"]["experiment_name"] == name
+    # environment and the user's override (appended last, so it wins over the recipe's 15/30)
+    assert cfg["trainer"]["n_gpus_per_node"] == 2
+    assert cfg["trainer"]["total_epochs"] == 2
+    assert cfg["trainer"]["logger"] == ["console"]
+
+
+@pytest.mark.parametrize("name", sorted(GSM8K))
+def test_gsm8k_recipes_data_and_reward(composed, name):
+    env_dir, cfg = composed[name]
+    assert cfg["data"]["train_files"] == f"{env_dir}/data/train.parquet"
+    assert cfg["data"]["val_files"] == f"{env_dir}/data/test.parquet"
+    assert cfg["reward"]["custom_reward_function"]["path"] is None  # verl's built-in GSM8K scorer
+    assert cfg["actor_rollout_ref"]["rollout"]["n"] == 5
+
+
+@pytest.mark.parametrize("name", sorted(DEEPSCALER))
+def test_deepscaler_recipes_data_and_reward(composed, name):
+    env_dir, cfg = composed[name]
+    assert cfg["data"]["train_files"] == f"{env_dir}/data/train.parquet"
+    assert cfg["data"]["val_files"] == [f"{env_dir}/aime/test.parquet", f"{env_dir}/math500/test.parquet"]
+    assert cfg["reward"]["custom_reward_function"] == {"path": "pkg://verl_offgrpo.rewards", "name": "compute_score"}
+    assert cfg["data"]["max_response_length"] == 8192
+    assert cfg["actor_rollout_ref"]["rollout"]["n"] == 8
+
+
+def test_user_override_of_a_recipe_knob_wins(composed):
+    _, cfg = composed["knob_override"]
+    assert cfg["algorithm"]["off_grpo"]["sync_period"] == 4
+    assert cfg["trainer"]["experiment_name"] == "gsm8k_offpolicy_v10"
+
+
+def test_config_dir_helper():
+    res = subprocess.run(
+        ["bash", "-c", f"source {RECIPES / '_common.sh'} && offgrpo_config_dir"],
+        env=dict(os.environ, PYTHON=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    import verl_offgrpo
+
+    expected = Path(verl_offgrpo.__file__).parent / "config"
+    assert Path(res.stdout.strip()) == expected
+    assert (expected / "off_grpo_trainer.yaml").is_file()

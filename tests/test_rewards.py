@@ -1,0 +1,226 @@
+"""verl_offgrpo.rewards: GSM8K via verl's scorer, math sets via math-verify, timeouts, verl loading.
+
+Real answers come from the shared data (<repo>/../shared/data), run through data_prep first so the
+ground truths are exactly what training sees.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from verl_offgrpo.rewards import compute_score
+from verl_offgrpo.rewards import _worker
+from verl_offgrpo.rewards.math_verify_reward import answer_region, verify_with_alarm
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared data not found at {SHARED}")
+PATHOLOGICAL = "\\boxed{9^{9^{9^{9}}}}"  # sympy tries to evaluate the tower: never finishes
+
+
+def prepared(tmp_path_factory, name: str, local_dir: Path, split: str = "test") -> list[dict]:
+    out = tmp_path_factory.mktemp(name)
+    res = subprocess.run(
+        [sys.executable, str(REPO / "data_prep" / f"{name}.py"), "--local-dir", str(local_dir), "--output-dir", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    return pq.read_table(out / f"{split}.parquet").to_pylist()
+
+
+@pytest.fixture(scope="module")
+def gsm8k_test(tmp_path_factory):
+    return prepared(tmp_path_factory, "gsm8k", SHARED / "gsm8k")
+
+
+@pytest.fixture(scope="module")
+def math500(tmp_path_factory):
+    return {r["extra_info"]["unique_id"]: r for r in prepared(tmp_path_factory, "math500", SHARED / "math500")}
+
+
+@pytest.fixture(scope="module")
+def aime24(tmp_path_factory):
+    return {r["extra_info"]["id"]: r for r in prepared(tmp_path_factory, "aime24", SHARED / "aime24")}
+
+
+def score(row: dict, response: str, **kw) -> float:
+    return compute_score(row["data_source"], response, row["reward_model"]["ground_truth"], row["extra_info"], **kw)
+
+
+# ---------------------------------------------------------------- GSM8K (verl's strict scorer)
+
+
+@needs_shared
+def test_gsm8k_every_reference_solution_scores_one(gsm8k_test):
+    """The gold worked solution (ending in '#### n') is a perfect response for all 1319 items."""
+    assert len(gsm8k_test) == 1319
+    scores = [score(r, r["extra_info"]["answer"]) for r in gsm8k_test]
+    assert scores == [1.0] * 1319
+
+
+@needs_shared
+def test_gsm8k_correct_wrong_and_format(gsm8k_test):
+    janet = gsm8k_test[0]  # ground truth 18
+    assert score(janet, "16 - 3 - 4 = 9 eggs, 9 * 2 = 18.\n#### 18") == 1.0
+    assert score(janet, "#### 17") == 0.0
+    assert score(janet, "The answer is 18.") == 0.0  # strict: the '#### ' marker is required
+    assert score(janet, "#### $18") == 0.0  # verl's strict regex wants the number right after '#### '
+    assert score(janet, "#### 9\nwait, no.\n#### 18") == 1.0  # the last marker counts
+    big = next(r for r in gsm8k_test if r["extra_info"]["answer"].endswith("#### 114,200"))
+    assert big["reward_model"]["ground_truth"] == "114200"
+    assert score(big, "#### 114,200") == 1.0
+    assert score(big, "#### 114200") == 1.0
+    assert score(big, "#### 114,000") == 0.0
+    assert isinstance(score(big, "#### 114200"), float)
+
+
+# ---------------------------------------------------------------- MATH-500 / AIME24 / DeepScaleR (math-verify)
+
+
+@needs_shared
+def test_math500_every_reference_solution_scores_one(math500):
+    """Each of the 500 reference solutions (LaTeX, \\boxed{answer} inside) scores 1.0."""
+    assert len(math500) == 500
+    assert [score(r, r["extra_info"]["solution"]) for r in math500.values()] == [1.0] * 500
+
+
+@needs_shared
+def test_math500_equal_values_written_differently(math500):
+    half = math500["test/counting_and_probability/282.json"]
+    assert half["reward_model"]["ground_truth"] == "\\frac{1}{2}"
+    for response in ("$\\boxed{\\frac{1}{2}}$", "\\boxed{0.5}", "\\boxed{\\dfrac12}", "\\boxed{1/2}", "so $\\boxed{.5}$"):
+        assert score(half, response) == 1.0, response
+    assert score(half, "\\boxed{\\frac{1}{3}}") == 0.0
+    assert score(half, "\\boxed{0.51}") == 0.0
+    fourteen_thirds = next(r for r in math500.values() if r["reward_model"]["ground_truth"] == "\\frac{14}{3}")
+    assert score(fourteen_thirds, "\\boxed{4\\frac{2}{3}}") == 1.0
+    assert score(fourteen_thirds, "\\boxed{4.6667}") == 0.0  # rounded decimals are not equal
+    polar = math500["test/precalculus/807.json"]  # (3, pi/2)
+    assert score(polar, "$\\boxed{(3, \\frac{\\pi}{2})}$") == 1.0
+    assert score(polar, "$\\boxed{(3, \\pi)}$") == 0.0
+    root = next(r for r in math500.values() if r["reward_model"]["ground_truth"] == "3\\sqrt{13}")
+    assert score(root, "\\boxed{\\sqrt{117}}") == 1.0
+    assert score(root, "\\boxed{2\\sqrt{13}}") == 0.0
+
+
+@needs_shared
+def test_aime24_every_reference_answer_and_leading_zeros(aime24):
+    """All 30 answers as written in the file (three digits, '025') score 1.0 against ints."""
+    raw = [json.loads(line) for line in (SHARED / "aime24" / "test.jsonl").read_text().splitlines()]
+    assert [score(aime24[r["id"]], f"The answer is $\\boxed{{{r['answer']}}}$.") for r in raw] == [1.0] * 30
+    row = aime24[67]  # answer "025"
+    assert score(row, "\\boxed{025}") == 1.0
+    assert score(row, "\\boxed{25}") == 1.0
+    assert score(row, "\\boxed{26}") == 0.0
+    assert score(row, "no boxed answer and no number") == 0.0
+
+
+@needs_shared
+def test_r1_style_response_scores_the_text_after_think(aime24):
+    row = aime24[67]
+    assert score(row, "<think>maybe \\boxed{24}? no.</think>\nThe answer is $\\boxed{25}$.") == 1.0
+    assert score(row, "<think>it is \\boxed{25}</think>\nThe answer is $\\boxed{24}$.") == 0.0
+    assert answer_region("a</think>b</think>c") == "c"
+    assert answer_region("no think tags") == "no think tags"
+
+
+def test_deepscaler_fixture_answers(tmp_path_factory):
+    rows = prepared(tmp_path_factory, "deepscaler", FIXTURES / "deepscaler", split="train")
+    assert [score(r, r["extra_info"]["solution"]) for r in rows] == [1.0] * 5
+    assert score(rows[0], "\\boxed{0.5}") == 1.0
+    assert score(rows[2], "\\boxed{\\sqrt{50}}") == 1.0
+    assert score(rows[4], "\\boxed{-1.5}") == 1.0
+    assert score(rows[4], "\\boxed{1.5}") == 0.0
+
+
+def test_hub_ids_route_to_math_verify_and_others_to_verl():
+    assert compute_score("HuggingFaceH4/MATH-500", "\\boxed{0.5}", "\\frac{1}{2}") == 1.0
+    assert compute_score("agentica-org/DeepScaleR-Preview-Dataset", "\\boxed{0.5}", "\\frac{1}{2}") == 1.0
+    # not ours: verl's default_compute_score (lighteval/MATH -> verl's math_reward)
+    assert compute_score("lighteval/MATH", "so \\boxed{2}", "2") == 1.0
+    with pytest.raises(NotImplementedError):
+        compute_score("no_such_dataset", "x", "y")
+
+
+# ---------------------------------------------------------------- threads and timeouts
+
+
+def test_reward_threads_give_the_same_scores():
+    """verl calls the reward from executor threads: those go through the helper processes."""
+    cases = [("math500", "\\boxed{0.5}", "\\frac{1}{2}", 1.0), ("aime24", "\\boxed{025}", "25", 1.0),
+             ("aime24", "\\boxed{24}", "25", 0.0), ("openai/gsm8k", "#### 72", "72", 1.0),
+             ("deepscaler", "<think>x</think> \\boxed{5\\sqrt{2}}", "\\sqrt{50}", 1.0)] * 3
+    with ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(lambda c: compute_score(c[0], c[1], c[2]), cases))
+    assert got == [c[3] for c in cases]
+
+
+def test_timeout_in_main_thread():
+    start = time.monotonic()
+    assert compute_score("math500", PATHOLOGICAL, "5", timeout=1.0) == 0.0
+    assert time.monotonic() - start < 3.0
+    assert compute_score("math500", "\\boxed{5}", "5") == 1.0  # and the next check works
+
+
+def test_timeout_in_worker_thread():
+    start = time.monotonic()
+    with ThreadPoolExecutor(1) as ex:
+        got = ex.submit(compute_score, "math500", PATHOLOGICAL, "5", None, 1.0).result()
+    assert got == 0.0
+    assert time.monotonic() - start < 1.0 + _worker.TIMEOUT_GRACE_S + 30  # + helper start-up
+    with ThreadPoolExecutor(1) as ex:
+        assert ex.submit(compute_score, "math500", "\\boxed{5}", "5").result() == 1.0
+
+
+def test_helper_that_does_not_answer_is_killed():
+    pool = _worker.WorkerPool(1)
+    try:
+        assert pool.call({"op": "sleep", "seconds": 0}, timeout=60) == {"slept": 0}
+        helper = pool._idle.queue[0]
+        start = time.monotonic()
+        with pytest.raises(TimeoutError):
+            pool.call({"op": "sleep", "seconds": 60}, timeout=0.5)
+        assert time.monotonic() - start < 5.0
+        assert helper.proc.poll() is not None  # killed
+        assert pool.call({"op": "sleep", "seconds": 0}, timeout=60) == {"slept": 0}  # a fresh helper
+        assert pool.call({"op": "nope"}, timeout=60) == {"error": "unknown op 'nope'"}
+    finally:
+        pool.close()
+
+
+def test_alarm_restores_a_running_timer():
+    signal.setitimer(signal.ITIMER_REAL, 100.0)
+    try:
+        assert verify_with_alarm("\\boxed{5}", "5", 2.0) == 1.0
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 90.0 < left <= 100.0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+# ---------------------------------------------------------------- loading through verl's config
+
+
+def test_loads_through_verl_custom_reward_function():
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    cfg = OmegaConf.create(
+        {"reward": {"custom_reward_function": {"path": "pkg://verl_offgrpo.rewards", "name": "compute_score",
+                                               "reward_kwargs": {"timeout": 5.0}}}}
+    )
+    fn = get_custom_reward_fn(cfg)
+    assert fn(data_source="aime24", solution_str="\\boxed{025}", ground_truth="25", extra_info={"num_turns": None}) == 1.0
+    assert fn(data_source="openai/gsm8k", solution_str="#### 7", ground_truth="8", extra_info={}) == 0.0

@@ -1,0 +1,117 @@
+"""math-verify reward for answers in ``\\boxed{}`` (MATH-500, AIME24, DeepScaleR).
+
+The response's final answer (in an R1-style response, the text after the last ``</think>``) is
+parsed with ``math_verify.parse`` and compared with the ground truth by ``math_verify.verify``, so
+equal values written differently score 1.0: ``\\frac{1}{2}`` and ``0.5``, ``\\boxed{025}`` and
+``25``, ``3\\sqrt{13}`` and ``\\sqrt{117}``.
+
+Timeouts. math-verify's own timeouts use ``signal.alarm``, which works only in the main thread,
+and verl calls reward functions from a thread pool (``loop.run_in_executor``). So:
+
+* in the main thread, one ``SIGALRM`` timer bounds the whole check (math-verify's per-call
+  timers are turned off, they would replace ours);
+* in any other thread, the check runs in a helper process (:mod:`._worker`), where the same
+  timer works, and the calling thread waits at most ``timeout + grace``; a helper that does not
+  answer in time (e.g. stuck inside C code, where signals are not delivered) is killed.
+
+A timed-out check scores 0.0. POSIX only (verl runs on Linux).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+
+logger = logging.getLogger(__name__)
+
+#: Seconds a single check may take before it scores 0.0.
+DEFAULT_TIMEOUT_S = 10.0
+
+THINK_END = "</think>"
+
+
+class CheckTimeout(BaseException):
+    """Raised by the SIGALRM handler. A BaseException, so math-verify's ``except Exception``
+    blocks (which turn errors into "no match") do not swallow it."""
+
+
+def answer_region(solution_str: str) -> str:
+    """The part of a response that holds its final answer: after the last ``</think>``, if any."""
+    head, sep, tail = solution_str.rpartition(THINK_END)
+    return tail if sep else solution_str
+
+
+def verify_answer(solution_str: str, ground_truth: str) -> float:
+    """1.0 if the response's answer equals ``ground_truth`` under math-verify, else 0.0.
+
+    No timeout of its own: call it through :func:`math_verify_score`.
+    """
+    import math_verify.grader
+    import math_verify.parser
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+    # math-verify's own timers are off (they would replace ours, see the module docstring); mute its
+    # one-time "Timeout is disabled" warning, since the caller does bound the time.
+    math_verify.parser.TIMEOUT_WARNING_SHOWN = math_verify.grader.TIMEOUT_WARNING_SHOWN = True
+    gold = parse(
+        "\\boxed{" + ground_truth + "}",
+        extraction_config=[LatexExtractionConfig()],
+        parsing_timeout=None,
+    )
+    pred = parse(
+        answer_region(solution_str),
+        extraction_config=[LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()],
+        parsing_timeout=None,
+    )
+    if not gold or not pred:
+        return 0.0
+    return 1.0 if verify(gold, pred, timeout_seconds=None) else 0.0
+
+
+def verify_with_alarm(solution_str: str, ground_truth: str, timeout: float) -> float:
+    """:func:`verify_answer` bounded by a ``SIGALRM`` timer; 0.0 on timeout. Main thread only.
+
+    A timer already running (e.g. pytest-timeout's) is restored afterwards with what is left of it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("verify_with_alarm uses SIGALRM and must run in the main thread")
+
+    def _on_alarm(signum, frame):
+        raise CheckTimeout()
+
+    start = time.monotonic()
+    old_handler = signal.signal(signal.SIGALRM, _on_alarm)
+    old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        return verify_answer(solution_str, ground_truth)
+    except CheckTimeout:
+        logger.warning("math-verify check timed out after %.1fs; scoring 0.0", timeout)
+        return 0.0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old_handler)
+        if old_delay > 0:
+            left = max(old_delay - (time.monotonic() - start), 1e-3)
+            signal.setitimer(signal.ITIMER_REAL, left, old_interval)
+
+
+def math_verify_score(solution_str: str, ground_truth: str, timeout: float = DEFAULT_TIMEOUT_S) -> float:
+    """Score one response, from any thread, never taking much longer than ``timeout`` seconds."""
+    if threading.current_thread() is threading.main_thread():
+        return verify_with_alarm(solution_str, ground_truth, timeout)
+    from ._worker import TIMEOUT_GRACE_S, get_pool
+
+    try:
+        reply = get_pool().call(
+            {"op": "verify", "solution": solution_str, "ground_truth": ground_truth, "timeout": timeout},
+            timeout=timeout + TIMEOUT_GRACE_S,
+        )
+    except TimeoutError:
+        logger.warning("math-verify helper did not answer within %.1fs; killed it, scoring 0.0", timeout)
+        return 0.0
+    if "error" in reply:
+        logger.warning("math-verify helper failed: %s; scoring 0.0", reply["error"])
+        return 0.0
+    return float(reply["score"])

@@ -1,0 +1,56 @@
+"""``compute_score``: the per-sample reward verl calls, dispatched on ``data_source``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .math_verify_reward import DEFAULT_TIMEOUT_S, math_verify_score
+
+#: Scored by verl's built-in strict GSM8K scorer (the final answer must follow ``#### ``).
+GSM8K_SOURCES = frozenset({"openai/gsm8k", "gsm8k"})
+
+#: Scored by math-verify (the final answer in ``\boxed{}``). The first three are the names written
+#: by ``data_prep/``; the others are the hub ids, accepted for data prepared elsewhere.
+MATH_VERIFY_SOURCES = frozenset(
+    {
+        "math500",
+        "aime24",
+        "deepscaler",
+        "HuggingFaceH4/MATH-500",
+        "HuggingFaceH4/aime_2024",
+        "agentica-org/DeepScaleR-Preview-Dataset",
+    }
+)
+
+
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: str,
+    extra_info: dict[str, Any] | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    **kwargs: Any,
+) -> float:
+    """Reward of one response: 1.0 if its final answer equals ``ground_truth``, else 0.0.
+
+    Args:
+        data_source: the row's ``data_source``; see :data:`GSM8K_SOURCES` and
+            :data:`MATH_VERIFY_SOURCES`. Any other source falls back to verl's
+            ``default_compute_score`` (as if no custom reward function were configured).
+        solution_str: the decoded response.
+        ground_truth: ``reward_model.ground_truth`` of the row.
+        extra_info: the row's ``extra_info`` (unused; accepted for verl's signature).
+        timeout: math-verify only: seconds after which the answer scores 0.0
+            (set through ``reward.custom_reward_function.reward_kwargs.timeout``).
+        **kwargs: further arguments verl may pass (e.g. ``reward_router_address``); ignored.
+    """
+    if data_source in GSM8K_SOURCES:
+        from verl.utils.reward_score import gsm8k
+
+        return float(gsm8k.compute_score(solution_str, str(ground_truth)))
+    if data_source in MATH_VERIFY_SOURCES:
+        return math_verify_score(solution_str, str(ground_truth), timeout=timeout)
+
+    from verl.utils.reward_score import default_compute_score
+
+    return default_compute_score(data_source, solution_str, ground_truth, extra_info=extra_info)
