@@ -101,6 +101,8 @@ REJECTED = [
     (["trainer.v1.trainer_mode=sync"], "zero_var_mask=true on the V1 trainer"),
     (["trainer.use_v1=false", "algorithm.off_grpo.sync_period=4"], "checkpoint_manager_class"),
     (["algorithm.off_grpo.sync_period=4", "actor_rollout_ref.rollout.name=sglang"], "rollout.name=vllm"),
+    (["algorithm.off_grpo.sync_period=4", "actor_rollout_ref.hybrid_engine=false"], "hybrid_engine=true"),
+    (["algorithm.off_grpo.sync_period=4", "actor_rollout_ref.model.lora_rank=8"], "not supported with LoRA"),
     (["algorithm.off_grpo.sync_period=4", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla"],
      "loss_mode=off_grpo"),
 ]

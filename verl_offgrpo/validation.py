@@ -13,23 +13,13 @@ from typing import Any
 
 from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME, TRAINER_MODE
 from verl_offgrpo.knobs import KEEP_WEIGHTS_MODES, OffGRPOKnobs, knobs_from_algorithm
+from verl_offgrpo.sync.checks import SyncConfigError, _get, check_sync_config
 
 logger = logging.getLogger(__name__)
-
-V0_MANAGER_MODULE_PREFIX = "verl_offgrpo.sync."
 
 
 class OffGRPOConfigError(ValueError):
     """A configuration the off-policy GRPO plugin cannot train correctly."""
-
-
-def _get(cfg: Any, dotted: str, default: Any = None) -> Any:
-    node = cfg
-    for part in dotted.split("."):
-        if node is None:
-            return default
-        node = node.get(part, None) if hasattr(node, "get") else getattr(node, part, None)
-    return default if node is None else node
 
 
 def _threshold_upper(spec: Any) -> float:
@@ -120,37 +110,20 @@ def check_loss(config: Any, knobs: OffGRPOKnobs) -> None:
 
 
 def check_trainer_hooks(config: Any, knobs: OffGRPOKnobs, uses_estimator: bool) -> None:
-    """The lagged sync and the V1 zero-variance write-back need the plugin's trainer hooks."""
+    """The lagged sync (:func:`verl_offgrpo.sync.checks.check_sync_config`: backend, hybrid engine, LoRA,
+    trainer mode / v0 manager class, ...) and the V1 zero-variance write-back need the plugin's hooks."""
+    try:
+        check_sync_config(config)
+    except SyncConfigError as err:
+        raise OffGRPOConfigError(str(err)) from err
     use_v1 = bool(_get(config, "trainer.use_v1", True))
-    if use_v1:
-        mode = _get(config, "trainer.v1.trainer_mode", "sync")
-        needs_mode = knobs.sync_period > 1 or (uses_estimator and knobs.zero_var_mask)
-        if needs_mode and mode != TRAINER_MODE:
-            what = (
-                f"algorithm.off_grpo.sync_period={knobs.sync_period}"
-                if knobs.sync_period > 1
-                else "algorithm.off_grpo.zero_var_mask=true"
-            )
-            raise OffGRPOConfigError(
-                f"{what} on the V1 trainer needs trainer.v1.trainer_mode={TRAINER_MODE} (got {mode!r}); "
-                "the shipped yaml off_grpo_trainer sets it."
-            )
-    elif knobs.sync_period > 1:
-        fqn = _get(config, "actor_rollout_ref.rollout.checkpoint_manager_class")
-        if not (isinstance(fqn, str) and fqn.startswith(V0_MANAGER_MODULE_PREFIX)):
-            raise OffGRPOConfigError(
-                f"algorithm.off_grpo.sync_period={knobs.sync_period} with trainer.use_v1=false needs "
-                "+actor_rollout_ref.rollout.checkpoint_manager_class="
-                "verl_offgrpo.sync.checkpoint_manager_v0.LaggedCheckpointManager "
-                f"(got {fqn!r})."
-            )
-    if knobs.sync_period > 1:
-        rollout_name = _get(config, "actor_rollout_ref.rollout.name", "vllm")
-        if rollout_name != "vllm":
-            raise OffGRPOConfigError(
-                f"algorithm.off_grpo.sync_period > 1 is implemented for actor_rollout_ref.rollout.name=vllm only "
-                f"(got {rollout_name!r})."
-            )
+    mode = _get(config, "trainer.v1.trainer_mode", "sync")
+    if use_v1 and uses_estimator and knobs.zero_var_mask and mode != TRAINER_MODE:
+        raise OffGRPOConfigError(
+            f"algorithm.off_grpo.zero_var_mask=true on the V1 trainer needs trainer.v1.trainer_mode={TRAINER_MODE} "
+            f"(got {mode!r}): it writes the mask back to the TransferQueue's loss_mask; the shipped yaml "
+            "off_grpo_trainer sets it. Or set algorithm.off_grpo.zero_var_mask=false."
+        )
 
 
 def validate_off_grpo_config(config: Any) -> OffGRPOKnobs:

@@ -1,0 +1,493 @@
+"""The lagged sync hooks against fakes of verl's rollout servers, in real Ray actor processes.
+
+* ``FakeVLLMServer`` mimics ``vLLMHttpServer``'s sleep/wake: ``_sleep_hybrid`` sleeps at
+  ``self._resolve_sleep_level()`` (2 in verl for a plain model); level 2 discards the weights and a wake
+  without a sync then "generates garbage"; level 1 restores them. It runs as a Ray actor, so the
+  sleep-level override must really reach another process.
+* ``FakeActorWG.update_weights`` stands for verl's naive sync (count = resharding + transfer).
+* Replicas are verl's own ``RolloutReplica`` (its ``wake_up``/``sleep``) over the fake servers.
+* The loop below follows verl's order: generate → ``sleep_replicas`` → update actor → ``update_weights(s)``.
+"""
+
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+import ray
+from hydra import compose, initialize_config_dir
+
+import verl  # noqa: F401
+from verl.checkpoint_engine.base import CheckpointEngineManager
+from verl.utils.config import omega_conf_to_dataclass
+from verl.utils.import_utils import load_class_from_fqn
+from verl.workers.rollout.replica import RolloutReplica
+
+import verl_offgrpo
+from verl_offgrpo.sync import V0_MANAGER_FQN, SyncConfigError, check_sync_config, register_sync_hooks
+from verl_offgrpo.sync import checkpoint_manager_v0 as cm
+from verl_offgrpo.sync import vllm_sleep
+
+CONFIG_DIR = os.path.join(os.path.dirname(verl_offgrpo.__file__), "config")
+V0_OVERRIDES = ["trainer.use_v1=false", f"+actor_rollout_ref.rollout.checkpoint_manager_class={V0_MANAGER_FQN}"]
+
+
+def compose_cfg(*overrides):
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+        return compose(config_name="off_grpo_trainer", overrides=["actor_rollout_ref.rollout.name=vllm", *overrides])
+
+
+# ----------------------------------------------------------------------------- fakes
+class FakeVLLMServer:
+    def __init__(self, free_cache_engine=True):
+        self.config = SimpleNamespace(free_cache_engine=free_cache_engine)
+        self.rollout_mode = "hybrid"
+        self.node_rank = 0
+        self.global_steps = None
+        self.weights = "dummy"
+        self.cpu_copy = None
+        self.awake = True
+        self.log = []
+
+    def _resolve_sleep_level(self):
+        return 2
+
+    async def _sleep_hybrid(self):
+        level = self._resolve_sleep_level()
+        self.log.append(("sleep", level))
+        self.cpu_copy = self.weights if level == 1 else None
+        self.weights, self.awake = None, False
+
+    async def sleep(self):
+        if self.node_rank != 0 or not self.config.free_cache_engine:
+            return
+        await self._sleep_hybrid()
+
+    async def wake_up(self, tags=None):
+        tags = tags or ["kv_cache", "weights"]
+        self.log.append(("wake", tuple(tags)))
+        if "weights" in tags and self.weights is None:
+            self.weights = self.cpu_copy if self.cpu_copy is not None else "garbage"
+        if "kv_cache" in tags:
+            self.awake = True
+
+    async def receive_weights(self, version):
+        """What verl's naive sync does to the server: resume, load π_version, set the version."""
+        if self.config.free_cache_engine:
+            await self.wake_up(["weights"])
+        self.weights = f"pi_{version}"
+        if version is not None:
+            self.global_steps = version
+        if self.config.free_cache_engine:
+            await self.wake_up(["kv_cache"])
+        self.log.append(("sync", version))
+
+    async def wait_for_requests_to_drain(self):
+        return None
+
+    def generate(self):
+        if not self.awake:
+            return "asleep"
+        return self.weights
+
+    def get_log(self):
+        return list(self.log)
+
+
+class FakeWorker:
+    def empty_cache_calls(self):
+        return getattr(self, "_off_grpo_empty_cache_calls", 0)
+
+
+class FakeReplica(RolloutReplica):
+    def __init__(self, servers):
+        self.servers = servers
+
+    async def launch_servers(self):
+        raise NotImplementedError
+
+
+class FakeActorWG:
+    def __init__(self, workers, servers):
+        self.workers = workers
+        self.servers = servers
+        self.sync_calls = []
+
+    def update_weights(self, global_steps=None, mode="auto"):
+        self.sync_calls.append((global_steps, mode))
+        return [server.receive_weights.remote(global_steps) for server in self.servers]
+
+
+class FakeV0Trainer:
+    """Stands for RayPPOTrainer: builds the manager the way its init_workers does."""
+
+    def __init__(self, config, actor_wg, total_training_steps=12):
+        self.config = config
+        self.actor_rollout_wg = actor_wg
+        self.total_training_steps = total_training_steps
+
+    def init_workers(self, replicas, manager_cls=None):
+        fqn = self.config.actor_rollout_ref.rollout.get("checkpoint_manager_class")
+        manager_cls = manager_cls or load_class_from_fqn(fqn, "CheckpointEngineManager")
+        self.checkpoint_manager = manager_cls(
+            config=omega_conf_to_dataclass(self.config.actor_rollout_ref.rollout.checkpoint_engine),
+            actor_wg=self.actor_rollout_wg,
+            replicas=replicas,
+        )
+        self.checkpoint_manager.sleep_replicas()
+        return self.checkpoint_manager
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    import ray.cloudpickle as rcp
+
+    rcp.register_pickle_by_value(sys.modules[__name__])
+    yield
+    ray.shutdown()
+
+
+def make_cluster(n_servers=2, free_cache_engine=True):
+    server_cls = ray.remote(num_cpus=0)(FakeVLLMServer)
+    worker_cls = ray.remote(num_cpus=0)(FakeWorker)
+    servers = [server_cls.remote(free_cache_engine) for _ in range(n_servers)]
+    workers = [worker_cls.remote() for _ in range(2)]
+    replicas = [FakeReplica([s]) for s in servers]
+    return servers, workers, replicas, FakeActorWG(workers, servers)
+
+
+def run_v0_loop(trainer, manager, servers, steps, start=0):
+    """verl v0 order; returns {step: weights each server generated from}."""
+    manager.update_weights(start)
+    generated = {}
+    for s in steps:
+        generated[s] = ray.get([server.generate.remote() for server in servers])
+        manager.sleep_replicas()
+        manager.update_weights(s)
+    return generated
+
+
+# ----------------------------------------------------------------------------- v0 manager
+def test_v0_lagged_sync_serves_alpha(ray_local):
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=4")
+    servers, workers, replicas, wg = make_cluster()
+    trainer = FakeV0Trainer(cfg, wg)
+    manager = trainer.init_workers(replicas)
+    assert type(manager).__name__ == "LaggedCheckpointManager" and manager.trainer is trainer
+    # the override reached the server processes; the class in this process is untouched
+    states = ray.get([s.__ray_call__.remote(vllm_sleep.read_server_state) for s in servers])
+    assert [st["sleep_level"] for st in states] == [1, 1] and FakeVLLMServer(True)._resolve_sleep_level() == 2
+
+    generated = run_v0_loop(trainer, manager, servers, range(1, 13))
+    # resharding + transfer only at the first slot and every 4 steps
+    assert [c[0] for c in wg.sync_calls] == [0, 4, 8, 12]
+    assert all(mode == "naive" for _, mode in wg.sync_calls)
+    # every generation used α = π of the last sync, never garbage
+    for s, weights in generated.items():
+        assert weights == [f"pi_{4 * ((s - 1) // 4)}"] * 2, (s, weights)
+    # skipped slots woke vLLM (weights + kv cache) and emptied the actor cache, nothing else
+    log = ray.get(servers[0].get_log.remote())
+    assert sum(1 for e in log if e[0] == "sync") == 4
+    assert sum(1 for e in log if e == ("wake", ("kv_cache", "weights"))) == 9
+    assert all(e == ("sleep", 1) for e in log if e[0] == "sleep")
+    assert ray.get([w.empty_cache_calls.remote() for w in workers]) == [9, 9]
+    # the engine's weight version only moves on real syncs (V1's trajectory_staleness relies on it)
+    assert ray.get(servers[0].__ray_call__.remote(lambda srv: srv.global_steps)) == 12
+    # metrics by step
+    m = {s: manager.step_metrics(s) for s in range(5, 13)}
+    assert [m[s]["off_grpo/synced"] for s in range(5, 13)] == [0, 0, 0, 1, 0, 0, 0, 1]
+    assert [m[s]["off_grpo/lag"] for s in range(5, 13)] == [1, 2, 3, 0, 1, 2, 3, 0]
+    assert [m[s]["off_grpo/rollout_lag"] for s in range(5, 13)] == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert all(m[s]["timing_s/off_grpo_sync"] >= 0 for s in m)
+
+
+def test_without_the_override_skips_serve_garbage(ray_local, monkeypatch):
+    """Control: the same loop with verl's level-2 sleep generates garbage on lagged steps."""
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=4")
+    servers, workers, replicas, wg = make_cluster(n_servers=1)
+    monkeypatch.setattr(cm, "keep_weights_across_sleep", lambda replicas, level=1: [])
+    manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
+    generated = run_v0_loop(None, manager, servers, range(1, 5))
+    assert generated[1] == ["pi_0"] and generated[2] == ["garbage"]
+
+
+def test_no_sleep_mode_never_wakes(ray_local):
+    cfg = compose_cfg(
+        *V0_OVERRIDES,
+        "algorithm.off_grpo.sync_period=3",
+        "algorithm.off_grpo.keep_weights=no_sleep",
+        "actor_rollout_ref.rollout.free_cache_engine=false",
+    )
+    servers, workers, replicas, wg = make_cluster(n_servers=1, free_cache_engine=False)
+    manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
+    generated = run_v0_loop(None, manager, servers, range(1, 7))
+    assert [c[0] for c in wg.sync_calls] == [0, 3, 6]
+    assert generated == {1: ["pi_0"], 2: ["pi_0"], 3: ["pi_0"], 4: ["pi_3"], 5: ["pi_3"], 6: ["pi_3"]}
+    log = ray.get(servers[0].get_log.remote())
+    assert not [e for e in log if e[0] in ("wake", "sleep")]
+    assert ray.get(servers[0].__ray_call__.remote(vllm_sleep.read_server_state))["sleep_level"] == 2
+    assert ray.get(workers[0].empty_cache_calls.remote()) == 0
+
+
+def test_period_one_is_verl_behaviour(ray_local):
+    """sync_period=1: no override, every call a real sync, including the wake inside _validate."""
+    cfg = compose_cfg(*V0_OVERRIDES)
+    servers, workers, replicas, wg = make_cluster(n_servers=1)
+    manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
+    run_v0_loop(None, manager, servers, range(1, 4))
+    manager.sleep_replicas()
+    manager.update_weights(3)  # v0 _validate with a colocated reward model
+    assert [c[0] for c in wg.sync_calls] == [0, 1, 2, 3, 3]
+    assert ray.get(servers[0].generate.remote()) == "pi_3"
+    assert ray.get(servers[0].__ray_call__.remote(vllm_sleep.read_server_state))["override"] is None
+    assert [manager.step_metrics(s)["off_grpo/synced"] for s in (1, 2, 3)] == [1, 1, 1]
+
+
+def test_validation_forces_sync_and_validation_wake_does_not_transfer(ray_local):
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=4", "trainer.test_freq=5")
+    servers, workers, replicas, wg = make_cluster(n_servers=1)
+    trainer = FakeV0Trainer(cfg, wg, total_training_steps=11)
+    manager = trainer.init_workers(replicas)
+    manager.update_weights(0)
+    for s in range(1, 12):
+        manager.sleep_replicas()
+        manager.update_weights(s)
+        if s in (5, 10, 11):  # verl validates after these slots; a colocated RM sleeps + wakes vLLM
+            assert ray.get(servers[0].generate.remote()) == f"pi_{s}"
+            manager.sleep_replicas()
+            manager.update_weights(s)
+            assert ray.get(servers[0].generate.remote()) == f"pi_{s}"
+    assert [c[0] for c in wg.sync_calls] == [0, 4, 5, 8, 10, 11]
+
+    cfg2 = compose_cfg(
+        *V0_OVERRIDES, "algorithm.off_grpo.sync_period=4", "trainer.test_freq=5",
+        "algorithm.off_grpo.sync_before_validate=false",
+    )
+    servers, workers, replicas, wg = make_cluster(n_servers=1)
+    manager = FakeV0Trainer(cfg2, wg, total_training_steps=11).init_workers(replicas)
+    run_v0_loop(None, manager, servers, range(1, 12))
+    assert [c[0] for c in wg.sync_calls] == [0, 4, 8]
+
+
+def test_resume_syncs_first_slot(ray_local):
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=4")
+    servers, workers, replicas, wg = make_cluster(n_servers=1)
+    manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
+    generated = run_v0_loop(None, manager, servers, range(11, 15), start=10)
+    assert [c[0] for c in wg.sync_calls] == [10, 12]
+    assert generated == {11: ["pi_10"], 12: ["pi_10"], 13: ["pi_12"], 14: ["pi_12"]}
+
+
+def test_v0_metrics_reach_the_logger(ray_local):
+    from verl.utils.tracking import Tracking
+
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=2")
+    servers, workers, replicas, wg = make_cluster(n_servers=1)
+    manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
+    run_v0_loop(None, manager, servers, range(1, 4))
+
+    class Memory:
+        def __init__(self):
+            self.rows = []
+
+        def log(self, data, step):
+            self.rows.append((step, dict(data)))
+
+    tracking = Tracking(project_name="p", experiment_name="e", default_backend=[])
+    tracking.logger["memory"] = mem = Memory()
+    tracking.log(data={"actor/x": 1.0}, step=3)
+    tracking.log(data={"actor/x": 2.0}, step=3)  # consumed once
+    step, row = mem.rows[0]
+    assert step == 3 and row["actor/x"] == 1.0
+    assert row["off_grpo/synced"] == 0.0 and row["off_grpo/lag"] == 1.0 and row["off_grpo/rollout_lag"] == 0.0
+    assert "timing_s/off_grpo_sync" in row
+    assert "off_grpo/synced" not in mem.rows[1][1]
+
+
+def test_v0_manager_without_trainer_is_an_error(ray_local):
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=4")
+    servers, workers, replicas, wg = make_cluster(n_servers=1)
+    with pytest.raises(RuntimeError, match="must be built by a verl trainer"):
+        cm.LaggedCheckpointManager(
+            config=omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout.checkpoint_engine),
+            actor_wg=wg,
+            replicas=replicas,
+        )
+
+
+def test_override_rejects_a_server_without_the_hooks(ray_local):
+    @ray.remote(num_cpus=0)
+    class Bare:
+        pass
+
+    with pytest.raises(Exception, match="sleep-level override"):
+        vllm_sleep.keep_weights_across_sleep([FakeReplica([Bare.remote()])])
+
+
+# ----------------------------------------------------------------------------- V1 mode
+def test_v1_mode_is_registered_and_presents_sync():
+    register_sync_hooks()
+    from verl.trainer.ppo.v1 import PPOTrainerSync, get_trainer_cls
+
+    from verl_offgrpo.sync.trainer_v1 import OffGRPOSyncTrainer
+
+    cls = get_trainer_cls(verl_offgrpo.TRAINER_MODE)
+    assert cls is OffGRPOSyncTrainer and issubclass(cls, PPOTrainerSync)
+    bare = cls.__new__(cls)
+    bare.trainer_mode = "off_grpo_sync"  # what PPOTrainer.__init__ does
+    assert bare.trainer_mode == "sync" and bare.configured_trainer_mode == "off_grpo_sync"
+
+
+def test_v1_construction_uses_the_sync_paths():
+    from verl.trainer.ppo.v1 import get_trainer_cls
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+    register_sync_hooks()
+    cfg = compose_cfg(
+        "algorithm.off_grpo.sync_period=4",
+        "+trainer.v1.sync.parameter_sync_step=1",
+        "+trainer.v1.off_grpo_sync.parameter_sync_step=3",
+    )
+    trainer = get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
+    assert trainer.trainer_mode == "sync"
+    assert type(trainer.replay_buffer) is ReplayBuffer and trainer.replay_buffer.trainer_mode == "sync"
+    assert trainer.parameter_sync_step == 1  # read from trainer.v1.sync, not trainer.v1.off_grpo_sync
+    assert trainer.off_grpo_knobs.sync_period == 4
+
+
+def test_v1_no_sleep_sets_free_cache_engine():
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    register_sync_hooks()
+    cfg = compose_cfg("algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.keep_weights=no_sleep")
+    get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
+    assert cfg.actor_rollout_ref.rollout.free_cache_engine is False
+
+
+def test_v1_rejects_bad_config_before_any_worker():
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    register_sync_hooks()
+    cfg = compose_cfg("algorithm.off_grpo.sync_period=4", "actor_rollout_ref.model.lora_rank=8")
+    with pytest.raises(ValueError, match="LoRA"):
+        get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
+
+
+def test_v1_hooks_drive_the_lagged_manager(ray_local, monkeypatch):
+    from verl.trainer.ppo.v1 import get_trainer_cls
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    from verl_offgrpo.sync.checkpoint_manager_v0 import LaggedCheckpointManager
+
+    register_sync_hooks()
+    cfg = compose_cfg("algorithm.off_grpo.sync_period=4", "trainer.test_freq=6")
+    trainer = get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
+    servers, workers, replicas, wg = make_cluster()
+    engine_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout.checkpoint_engine)
+
+    def fake_setup(self):  # what PPOTrainer._setup leaves behind, minus the GPU work
+        self.actor_rollout_wg = wg
+        self.checkpoint_manager = CheckpointEngineManager(config=engine_cfg, actor_wg=wg, replicas=replicas)
+        self.checkpoint_manager.sleep_replicas()
+        self.global_steps = 0
+        self.total_training_steps = 12
+
+    monkeypatch.setattr(PPOTrainer, "_setup", fake_setup)
+    trainer.init()  # _setup + on_init_end
+    assert isinstance(trainer.checkpoint_manager, LaggedCheckpointManager)
+    assert trainer.checkpoint_manager.trainer is trainer and trainer.checkpoint_manager.trainer_kind == "v1"
+    assert [st["sleep_level"] for st in ray.get([s.__ray_call__.remote(vllm_sleep.read_server_state) for s in servers])] == [1, 1]
+    trainer.curr_step_profile = False
+
+    served = {1: 0, 2: 0, 3: 0, 4: 0, 5: 4, 6: 4, 7: 6, 8: 6, 9: 8, 10: 8, 11: 8, 12: 8}
+    logged = {}
+    for s in range(1, 13):
+        trainer.global_steps = s
+        trainer.timing_raw = {}
+        assert ray.get([srv.generate.remote() for srv in servers]) == [f"pi_{served[s]}"] * 2
+        trainer.on_sample_end()  # sleep
+        trainer.on_step_end()
+        assert "update_weights" in trainer.timing_raw
+        logged[s] = trainer._consume_sync_metrics()
+    # slots 0, 4, 6 (validation follows, test_freq=6), 8, 12 (6 and 12 are validation steps too)
+    assert [c[0] for c in wg.sync_calls] == [0, 4, 6, 8, 12]
+    assert [logged[s]["off_grpo/synced"] for s in range(1, 13)] == [0, 0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 1]
+    assert [logged[s]["off_grpo/lag"] for s in range(1, 13)] == [1, 2, 3, 0, 1, 0, 1, 0, 1, 2, 3, 0]
+    assert [logged[s]["off_grpo/rollout_lag"] for s in range(1, 13)] == [0, 1, 2, 3, 0, 1, 0, 1, 0, 1, 2, 3]
+    assert all("timing_s/off_grpo_sync" in logged[s] for s in logged)
+    assert ray.get(servers[0].__ray_call__.remote(lambda srv: srv.global_steps)) == 12
+    # V1's _validate wakes with update_weights() (no step) after a colocated reward model: no transfer
+    trainer.checkpoint_manager.sleep_replicas()
+    trainer.checkpoint_manager.update_weights()
+    assert len(wg.sync_calls) == 5 and ray.get(servers[0].generate.remote()) == "pi_12"
+
+
+# ----------------------------------------------------------------------------- config
+def test_hydra_v0_composition_loads_the_manager_class():
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=4")
+    assert cfg.trainer.use_v1 is False
+    cls = load_class_from_fqn(cfg.actor_rollout_ref.rollout.checkpoint_manager_class, "CheckpointEngineManager")
+    assert issubclass(cls, CheckpointEngineManager) and cls.__name__ == "LaggedCheckpointManager"
+    assert check_sync_config(cfg).sync_period == 4
+    # and the V1 default of the shipped yaml
+    assert compose_cfg().trainer.v1.trainer_mode == verl_offgrpo.TRAINER_MODE
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (["actor_rollout_ref.rollout.name=sglang"], "vllm only"),
+        (["actor_rollout_ref.model.lora_rank=16"], "LoRA"),
+        (["actor_rollout_ref.model.lora.rank=16"], "LoRA"),
+        (["actor_rollout_ref.hybrid_engine=false"], "hybrid"),
+        (["trainer.v1.trainer_mode=sync"], "trainer_mode=off_grpo_sync"),
+        (["trainer.v1.trainer_mode=colocate_async"], "trainer_mode=off_grpo_sync"),
+        (["trainer.use_v1=false"], "checkpoint_manager_class"),
+        ([*V0_OVERRIDES, "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl"], "backend=naive"),
+        ([*V0_OVERRIDES, "algorithm.off_grpo.keep_weights=no_sleep"], "free_cache_engine=false"),
+        (["algorithm.off_grpo.keep_weights=sleep_level9"], "keep_weights"),
+        (["+actor_rollout_ref.rollout.enable_sleep_mode=false"], "enable_sleep_mode"),
+    ],
+)
+def test_configs_that_cannot_keep_alpha_are_rejected(overrides, match):
+    cfg = compose_cfg("algorithm.off_grpo.sync_period=4", *overrides)
+    with pytest.raises(SyncConfigError, match=match):
+        check_sync_config(cfg)
+
+
+def test_period_one_accepts_anything_verl_accepts():
+    for overrides in (["actor_rollout_ref.rollout.name=sglang"], ["trainer.v1.trainer_mode=sync"], ["trainer.use_v1=false"]):
+        assert check_sync_config(compose_cfg(*overrides)).sync_period == 1
+    with pytest.raises(SyncConfigError, match="sync_period"):
+        check_sync_config(compose_cfg("algorithm.off_grpo.sync_period=0"))
+
+
+# ----------------------------------------------------------------------------- import-time behaviour
+def _run(code):
+    env = dict(os.environ, VERL_USE_EXTERNAL_PLUGINS="none")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+def test_sync_package_import_is_light():
+    out = _run(
+        "import sys, verl_offgrpo.sync as s; s.register_sync_hooks(); s.register_sync_hooks();"
+        "print(sorted(m for m in ('verl', 'vllm', 'torch', 'ray') if m in sys.modules));"
+        "print(sum(type(f).__name__ == '_PostImportHook' for f in sys.meta_path))"
+    )
+    assert out.split() == ["[]", "1"]
+
+
+def test_hook_registers_the_mode_when_v1_is_imported():
+    out = _run(
+        "import sys, verl; from verl_offgrpo.sync import register_sync_hooks; register_sync_hooks();"
+        "assert 'verl.trainer.ppo.v1' not in sys.modules;"
+        "from verl.trainer.ppo.v1 import get_trainer_cls; c = get_trainer_cls('off_grpo_sync');"
+        "import verl.trainer.ppo.v1 as m; assert type(m.__loader__).__name__ != '_LoaderWithCallback';"
+        "print(c.__name__, 'vllm' in sys.modules, sum(type(f).__name__ == '_PostImportHook' for f in sys.meta_path))"
+    )
+    assert out.split()[-3:] == ["OffGRPOSyncTrainer", "False", "0"]

@@ -1,0 +1,114 @@
+"""Lagged weight sync (paper §3: vLLM serves α = π_{k−v}, synced every v = ``sync_period`` steps).
+
+Modules (each imports verl lazily, none imports vllm):
+
+* :mod:`.schedule` — the pure schedule (which slots sync, lag bookkeeping, resume).
+* :mod:`.checks` — configurations that cannot keep α, rejected with a clear error.
+* :mod:`.vllm_sleep` — keeping α across verl's sleep/wake (sleep level 1 inside the server actors).
+* :mod:`.checkpoint_manager_v0` — ``LaggedCheckpointManager`` (v0 trainer's manager class; V1 uses it too).
+* :mod:`.trainer_v1` — the V1 trainer mode ``off_grpo_sync``.
+
+:func:`register_sync_hooks` is called by the plugin entry in every verl process while
+``verl/__init__`` is still executing, so it imports nothing from verl: it installs a one-shot
+post-import hook that registers the V1 trainer mode as soon as ``verl.trainer.ppo.v1`` has been
+imported (in practice only the TaskRunner imports it). The v0 manager needs no registration (verl
+loads it by its dotted path) and the vLLM servers need nothing at import (the sleep-level override
+is sent to them at run time).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import sys
+import threading
+
+from .checks import V0_MANAGER_FQN, SyncConfigError, check_sync_config
+
+__all__ = ["register_sync_hooks", "check_sync_config", "SyncConfigError", "V0_MANAGER_FQN", "V1_MODULE"]
+
+#: The module whose import triggers the registration of the V1 trainer mode.
+V1_MODULE = "verl.trainer.ppo.v1"
+
+_lock = threading.Lock()
+
+
+def _register_v1_trainer(module=None) -> None:
+    from .trainer_v1 import register
+
+    register()
+
+
+class _LoaderWithCallback(importlib.abc.Loader):
+    """Wraps the real loader of ``V1_MODULE``: execute it, then run the callback."""
+
+    def __init__(self, loader, callback):
+        self._loader = loader
+        self._callback = callback
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        # Put the real loader back before the callback runs (importlib.reload, resources, …).
+        module.__loader__ = self._loader
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = self._loader
+        self._callback(module)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+class _PostImportHook(importlib.abc.MetaPathFinder):
+    """One-shot ``sys.meta_path`` finder: runs ``callback(module)`` after ``fullname`` is executed."""
+
+    def __init__(self, fullname, callback):
+        self.fullname = fullname
+        self.callback = callback
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.fullname:
+            return None
+        self.remove()
+        for finder in list(sys.meta_path):
+            find_spec = getattr(finder, "find_spec", None)
+            if find_spec is None:
+                continue
+            spec = find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _LoaderWithCallback(spec.loader, self.callback)
+                return spec
+        return None
+
+    def remove(self):
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+
+
+def _installed_hook():
+    for finder in sys.meta_path:
+        if isinstance(finder, _PostImportHook) and finder.fullname == V1_MODULE:
+            return finder
+    return None
+
+
+def register_sync_hooks() -> None:
+    """Make ``trainer.v1.trainer_mode=off_grpo_sync`` available; cheap, safe during ``import verl``.
+
+    Without the TransferQueue package verl's V1 trainer cannot be imported, so there is nothing to
+    register (the v0 manager still works). Errors in the registration itself propagate.
+    """
+    if importlib.util.find_spec("transfer_queue") is None:
+        return
+    with _lock:
+        module = sys.modules.get(V1_MODULE)
+        if module is not None and hasattr(module, "get_trainer_cls"):
+            _register_v1_trainer(module)
+            return
+        if _installed_hook() is None:
+            sys.meta_path.insert(0, _PostImportHook(V1_MODULE, _register_v1_trainer))

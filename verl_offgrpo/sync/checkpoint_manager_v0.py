@@ -1,0 +1,188 @@
+"""The lagged checkpoint manager: verl's ``CheckpointEngineManager`` that syncs only every v steps.
+
+One class serves both trainers:
+
+* v0 (``trainer.use_v1=false``): select it with
+  ``+actor_rollout_ref.rollout.checkpoint_manager_class=verl_offgrpo.sync.checkpoint_manager_v0.LaggedCheckpointManager``;
+  ``RayPPOTrainer.init_workers`` builds it as ``cls(config=, actor_wg=, replicas=)``. The trainer
+  (for ``algorithm.off_grpo`` and the validation schedule) is found as the ``self`` of the calling
+  frame (``init_workers``); a missing trainer is an error.
+* V1: the ``off_grpo_sync`` trainer mode (:mod:`.trainer_v1`) builds it with ``trainer=self``.
+
+``update_weights(s)`` follows :mod:`.schedule`. A real sync is verl's own (``actor_wg.update_weights``:
+resume vLLM's weights, gather the FSDP shards, CUDA-IPC them in, ``set_global_steps(s)`` on the
+server, resume the KV cache). A skipped sync does no resharding and no transfer: it empties the
+actor workers' torch cache (as verl's sync does before vLLM resumes) and wakes the replicas
+(``wake_up_replicas``: vLLM restores α from its level-1 CPU copy and its KV cache). The server's
+``global_steps`` (weight version) only moves on real syncs, so V1's
+``training/off_policy/trajectory_staleness/*`` reports the lag too.
+
+Metrics of the slot of step s (not the first slot): ``off_grpo/synced``, ``off_grpo/lag``,
+``off_grpo/rollout_lag``, ``off_grpo/weights_version``, ``off_grpo/num_syncs``,
+``timing_s/off_grpo_sync`` (wall time of the slot, sync or skip). V1 merges them through the
+trainer's ``_pending_sync_metrics`` (read by ``PPOTrainer._consume_sync_metrics`` right after
+``on_step_end``). v0 has no channel from the manager to its local ``metrics`` dict: the manager
+keeps them by step (``metrics_by_step``, ``last_metrics``) and, for v0 only, wraps
+``verl.utils.tracking.Tracking.log`` in the trainer process once, so the ``logger.log(data=metrics,
+step=s)`` of step s also carries the manager's metrics of step s (keys already present win).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+import time
+from typing import Any, Optional
+
+import ray
+
+from verl.checkpoint_engine.base import CheckpointEngineManager
+from verl.utils.ray_utils import auto_await
+
+from .checks import _get, check_sync_config, validation_follows
+from .schedule import FIRST, REPEAT, SlotDecision, SyncSchedule
+from .vllm_sleep import empty_device_cache, keep_weights_across_sleep
+
+logger = logging.getLogger(__name__)
+
+#: v0 only: metrics of a step waiting for ``Tracking.log(step=...)`` in this process.
+_PENDING_LOG_METRICS: dict[int, dict] = {}
+
+
+def install_tracking_merge() -> None:
+    """Wrap ``Tracking.log`` (once per process) to merge the manager's metrics of the logged step."""
+    from verl.utils import tracking
+
+    original = tracking.Tracking.log
+    if getattr(original, "__off_grpo_wrapped__", False):
+        return
+
+    @functools.wraps(original)
+    def log(self, data, step, backend=None):
+        extra = _PENDING_LOG_METRICS.pop(step, None)
+        if extra:
+            data = {**extra, **data}
+        return original(self, data=data, step=step, backend=backend)
+
+    log.__off_grpo_wrapped__ = True
+    tracking.Tracking.log = log
+
+
+def find_calling_trainer(skip: Any = None, depth: int = 8) -> Any:
+    """The trainer whose method is constructing us: the first ``self`` up the stack with a config."""
+    frame = sys._getframe(1)
+    for _ in range(depth):
+        frame = frame.f_back
+        if frame is None:
+            break
+        obj = frame.f_locals.get("self")
+        if obj is None or obj is skip or isinstance(obj, CheckpointEngineManager):
+            continue
+        if hasattr(obj, "config") and hasattr(obj, "actor_rollout_wg") and _get(obj.config, "algorithm") is not None:
+            return obj
+    return None
+
+
+class LaggedCheckpointManager(CheckpointEngineManager):
+    """verl's checkpoint manager with the off-policy sync schedule (see the module docstring)."""
+
+    def __init__(
+        self,
+        config,
+        actor_wg,
+        replicas,
+        *,
+        trainer: Any = None,
+        trainer_kind: Optional[str] = None,
+        empty_cache_on_skip: bool = True,
+    ) -> None:
+        super().__init__(config=config, actor_wg=actor_wg, replicas=replicas)
+        if trainer is None:
+            trainer = find_calling_trainer(skip=self)
+        if trainer is None:
+            raise RuntimeError(
+                "verl-offgrpo: LaggedCheckpointManager must be built by a verl trainer (RayPPOTrainer.init_workers "
+                "or the off_grpo_sync V1 mode), or given trainer=...; none found on the call stack."
+            )
+        self.trainer = trainer
+        full_config = trainer.config
+        if trainer_kind is None:
+            trainer_kind = "v1" if bool(_get(full_config, "trainer.use_v1", True)) else "v0"
+        self.trainer_kind = trainer_kind
+        self.knobs = check_sync_config(full_config, trainer=trainer_kind)
+        self.schedule = SyncSchedule(self.knobs.sync_period)
+        self.free_cache_engine = bool(_get(full_config, "actor_rollout_ref.rollout.free_cache_engine", True))
+        self.empty_cache_on_skip = empty_cache_on_skip
+        self.server_reports: list[dict] = []
+        lagged = self.knobs.sync_period > 1
+        if lagged and self.knobs.keep_weights == "sleep_level1" and self.free_cache_engine:
+            self.server_reports = keep_weights_across_sleep(self.replicas, level=1)
+        # Whether a woken vLLM still holds the weights of its last sync. If not (sync_period=1 with
+        # verl's level-2 sleep), every call is a real sync, exactly as verl does.
+        self.keeps_weights = lagged or not self.free_cache_engine
+        self.history: list[SlotDecision] = []
+        self.metrics_by_step: dict[int, dict] = {}
+        self.last_metrics: dict = {}
+        if trainer_kind == "v0":
+            install_tracking_merge()
+        logger.info(
+            "verl-offgrpo: lagged sync v=%d keep_weights=%s free_cache_engine=%s (%s trainer)",
+            self.knobs.sync_period,
+            self.knobs.keep_weights,
+            self.free_cache_engine,
+            trainer_kind,
+        )
+
+    # ------------------------------------------------------------------ schedule
+    def _force(self, step: Optional[int]) -> bool:
+        if step is None or not self.knobs.sync_before_validate:
+            return False
+        test_freq = _get(self.trainer.config, "trainer.test_freq", -1)
+        total = getattr(self.trainer, "total_training_steps", None)
+        return validation_follows(int(step), int(test_freq), total)
+
+    @auto_await
+    async def update_weights(self, global_steps: int = None):
+        start = time.perf_counter()
+        decision = self.schedule.decide(global_steps, force=self._force(global_steps))
+        result: Any = {}
+        if decision.sync or not self.keeps_weights:
+            result = await super().update_weights(global_steps)
+        else:
+            await self.wake_without_sync()
+        self.schedule.commit(decision)
+        self.history.append(decision)
+        if decision.reason not in (FIRST, REPEAT):
+            metrics = {
+                "off_grpo/synced": float(decision.sync),
+                "off_grpo/lag": float(decision.lag),
+                "off_grpo/weights_version": float(decision.version_after),
+                "off_grpo/num_syncs": float(self.schedule.num_syncs),
+                "timing_s/off_grpo_sync": time.perf_counter() - start,
+            }
+            if decision.rollout_lag is not None:
+                metrics["off_grpo/rollout_lag"] = float(decision.rollout_lag)
+            self.last_metrics = metrics
+            self.metrics_by_step[decision.step] = metrics
+            for old in [s for s in self.metrics_by_step if s < decision.step - 8]:
+                del self.metrics_by_step[old]
+            if self.trainer_kind == "v0":
+                _PENDING_LOG_METRICS[decision.step] = metrics
+                for old in [s for s in _PENDING_LOG_METRICS if s < decision.step - 8]:
+                    del _PENDING_LOG_METRICS[old]
+        return result
+
+    async def wake_without_sync(self) -> None:
+        """A skipped sync: no resharding, no transfer; vLLM wakes with α (or never slept)."""
+        if not self.free_cache_engine:
+            return
+        if self.empty_cache_on_skip:
+            workers = getattr(self.actor_wg, "workers", None) or []
+            if workers:
+                ray.get([worker.__ray_call__.remote(empty_device_cache) for worker in workers])
+        await self.wake_up_replicas()
+
+    def step_metrics(self, step: int) -> dict:
+        """The metrics of the slot of ``step`` (empty if that slot was the first or did not run)."""
+        return dict(self.metrics_by_step.get(step, {}))

@@ -1,0 +1,106 @@
+"""Keep α in vLLM across verl's sleep/wake cycle (``algorithm.off_grpo.keep_weights``).
+
+verl puts every rollout replica to sleep right after generation. For a colocated (hybrid) model,
+``vLLMHttpServer._sleep_hybrid`` sleeps at ``self._resolve_sleep_level()``, which is 2: vLLM discards
+the weights, and a woken engine that did not get a weight sync generates garbage (token 0 forever,
+seen with vLLM 0.24). At level 1 vLLM copies the weights to CPU and restores them on wake.
+
+``sleep_level1``: the lagged checkpoint manager calls :func:`override_sleep_level` on each
+``vLLMHttpServer`` actor of the policy replicas through Ray's ``__ray_call__``. The function runs
+in the server actor's own process and shadows ``_resolve_sleep_level`` on that instance only (a
+patch in the driver would not reach it; reward-model and teacher replicas are untouched). It
+returns what the server now resolves, so the driver can check it took.
+
+``no_sleep``: ``rollout.free_cache_engine=False``; in verl 0.9.1 this makes ``vLLMHttpServer.sleep``
+and ``release_kv_cache`` no-ops and the worker's naive ``update_weights`` skips ``resume``: vLLM keeps
+weights and KV cache on the GPU all the time. Nothing to patch.
+
+This module never imports vllm: the server object is only touched through attributes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ray
+
+SLEEP_LEVEL_ATTR = "_off_grpo_sleep_level"
+
+
+def override_sleep_level(server: Any, level: int) -> dict:
+    """Run inside a ``vLLMHttpServer`` actor (via ``__ray_call__``): sleep at ``level`` from now on."""
+    required = ("_resolve_sleep_level", "_sleep_hybrid", "sleep", "wake_up")
+    missing = [name for name in required if not hasattr(server, name)]
+    if missing:
+        raise RuntimeError(
+            f"verl-offgrpo: rollout server {type(server).__name__} lacks {missing}; the sleep-level override "
+            "was written for verl 0.9.1's vLLMHttpServer."
+        )
+
+    def _resolve_sleep_level() -> int:
+        return level
+
+    server._resolve_sleep_level = _resolve_sleep_level
+    setattr(server, SLEEP_LEVEL_ATTR, level)
+    config = getattr(server, "config", None)
+    mode = getattr(server, "rollout_mode", None)
+    return {
+        "sleep_level": server._resolve_sleep_level(),
+        "rollout_mode": getattr(mode, "value", mode),
+        "free_cache_engine": getattr(config, "free_cache_engine", None),
+        "node_rank": getattr(server, "node_rank", None),
+        "server_class": type(server).__name__,
+    }
+
+
+def read_server_state(server: Any) -> dict:
+    """Run inside a server actor: its sleep level and weight version (for checks and tests)."""
+    return {
+        "sleep_level": server._resolve_sleep_level(),
+        "override": getattr(server, SLEEP_LEVEL_ATTR, None),
+        "global_steps": getattr(server, "global_steps", None),
+    }
+
+
+def policy_servers(replicas) -> list:
+    servers = []
+    for replica in replicas:
+        handles = getattr(replica, "servers", None)
+        if not handles:
+            raise RuntimeError(
+                f"verl-offgrpo: rollout replica {type(replica).__name__} has no launched servers; cannot keep α."
+            )
+        servers.extend(handles)
+    return servers
+
+
+def keep_weights_across_sleep(replicas, level: int = 1) -> list[dict]:
+    """Driver side: make every server of ``replicas`` sleep at ``level``; verify and return their reports."""
+    servers = policy_servers(replicas)
+    reports = ray.get([server.__ray_call__.remote(override_sleep_level, level) for server in servers])
+    for report in reports:
+        if report["sleep_level"] != level:
+            raise RuntimeError(f"verl-offgrpo: sleep-level override did not take on a rollout server: {report}")
+        if report["rollout_mode"] not in (None, "hybrid"):
+            raise RuntimeError(
+                "verl-offgrpo: algorithm.off_grpo.sync_period > 1 needs the colocated hybrid rollout "
+                f"(actor_rollout_ref.hybrid_engine=true); a server runs in mode {report['rollout_mode']!r}."
+            )
+    return reports
+
+
+def empty_device_cache(worker: Any) -> int:
+    """Run inside an actor worker (via ``__ray_call__``): free the torch cache before vLLM wakes.
+
+    verl's naive sync does this before resuming vLLM; a skipped sync must too, or the memory the
+    actor update left cached can make vLLM's wake-up run out of device memory.
+    """
+    from verl.utils.device import get_torch_device
+
+    device = get_torch_device()
+    if getattr(device, "is_available", lambda: False)():
+        device.synchronize()
+        device.empty_cache()
+    count = getattr(worker, "_off_grpo_empty_cache_calls", 0) + 1
+    worker._off_grpo_empty_cache_calls = count
+    return count
