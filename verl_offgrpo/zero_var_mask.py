@@ -9,7 +9,7 @@ variance is undefined; verl's ``grpo`` gives them std 1).
 In the v0 trainer the estimator's in-place edit of ``data.batch["response_mask"]`` is the batch that
 the actor update sees. The V1 trainer keeps the batch in the TransferQueue and only writes back
 ``advantages`` (and ``response_mask`` when rollout correction is on); its actor reads ``loss_mask``
-for the denominator. :func:`write_back_zero_var_mask_v1` puts both masks back.
+for the denominator. :func:`after_advantage_v1` puts both masks back.
 """
 
 from __future__ import annotations
@@ -49,25 +49,45 @@ def zero_rows_nested(nested: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return torch.nested.as_nested_tensor(pieces, layout=torch.jagged)
 
 
-def write_back_zero_var_mask_v1(tq, batch, reward_field: str) -> dict[str, float]:
-    """V1 trainer: zero ``response_mask`` and ``loss_mask`` of zero-variance groups in the TransferQueue.
+def padded(tensor: torch.Tensor) -> torch.Tensor:
+    """(bs, L) zero-padded view of a jagged nested tensor (a padded tensor is returned as is)."""
+    return tensor.to_padded_tensor(0.0) if tensor.is_nested else tensor
 
-    ``tq`` is the ``transfer_queue`` module, ``batch`` the trainer's ``KVBatchMeta``; ``reward_field``
-    the per-token reward field the estimator summed (``rm_scores``, or ``token_level_rewards`` when
-    ``algorithm.use_kl_in_reward``). Returns the fraction of masked rows.
+
+def after_advantage_v1(tq, batch, algorithm_cfg) -> dict[str, float]:
+    """V1 trainer, right after verl's ``_compute_advantage``: zero-variance mask and bound monitor.
+
+    Zeroes ``response_mask`` and ``loss_mask`` of zero-variance groups in the TransferQueue (when
+    ``algorithm.off_grpo.zero_var_mask``) and returns the masked fraction plus the bound-monitor
+    metrics (:mod:`verl_offgrpo.bound_monitor`). ``tq`` is the ``transfer_queue`` module, ``batch``
+    the trainer's ``KVBatchMeta``. The rewards are those the estimator summed: ``rm_scores``, or
+    ``token_level_rewards`` with ``algorithm.use_kl_in_reward``.
     """
     from tensordict import TensorDict
 
-    data = tq.kv_batch_get(
-        keys=batch.keys,
-        partition_id=batch.partition_id,
-        select_fields=["uid", reward_field, "response_mask", "loss_mask"],
-    )
-    index = np.array(data["uid"].tolist() if hasattr(data["uid"], "tolist") else list(data["uid"]), dtype=object)
-    rewards = data[reward_field]
-    scores = torch.stack([t.sum() for t in rewards.unbind()]) if rewards.is_nested else rewards.sum(-1)
+    from verl_offgrpo.bound_monitor import bound_metrics
+    from verl_offgrpo.knobs import knobs_from_algorithm
+
+    knobs = knobs_from_algorithm(algorithm_cfg)
+    reward_field = "token_level_rewards" if algorithm_cfg.get("use_kl_in_reward", False) else "rm_scores"
+    fields = ["uid", reward_field, "response_mask", "loss_mask"]
+    has_rprime = batch.fields is not None and "rollout_is_weights" in batch.fields
+    if has_rprime:
+        fields.append("rollout_is_weights")
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+    index = np.array(data["uid"].tolist(), dtype=object)
+    scores = padded(data[reward_field]).sum(-1)
     rows = zero_variance_rows(scores, index)
-    if bool(rows.any()):
+    metrics = bound_metrics(
+        scores,
+        index,
+        padded(data["loss_mask"]),
+        padded(data["rollout_is_weights"]) if has_rprime else None,
+        std_eps=knobs.std_eps,
+        std_unbiased=knobs.std_unbiased,
+    )
+    metrics["off_grpo/zero_var_masked_frac"] = float(rows.float().mean()) if knobs.zero_var_mask else 0.0
+    if knobs.zero_var_mask and bool(rows.any()):
         fields = TensorDict(
             {
                 "response_mask": zero_rows_nested(data["response_mask"], rows),
@@ -76,4 +96,4 @@ def write_back_zero_var_mask_v1(tq, batch, reward_field: str) -> dict[str, float
             batch_size=len(batch),
         )
         tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=fields)
-    return {"off_grpo/zero_var_masked_frac": float(rows.float().mean().item()) if rows.numel() else 0.0}
+    return metrics

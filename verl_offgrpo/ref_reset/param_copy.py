@@ -57,6 +57,7 @@ class CopyReport:
     dst_dtypes: list = field(default_factory=list)
     cast: bool = False
     max_abs_diff: float | None = None
+    resharded: int = 0
 
     def as_dict(self) -> dict:
         return {
@@ -69,6 +70,7 @@ class CopyReport:
             "dst_devices": sorted(self.dst_devices),
             "dst_dtypes": sorted(self.dst_dtypes),
             "cast": self.cast,
+            "resharded": self.resharded,
             "max_abs_diff": self.max_abs_diff,
         }
 
@@ -160,10 +162,12 @@ def _reshard_fsdp2(module: nn.Module) -> None:
 def _copy_named_(dst_module: nn.Module, src_module: nn.Module, report: CopyReport, verify: bool) -> None:
     dtensor = _dtensor_cls()
     if report.path == "fsdp2":
-        # Registered parameters are the sharded DTensors only while resharded; reshard is local.
+        # Registered parameters are the sharded DTensors only while resharded (FSDP2 keeps the root
+        # unsharded after a forward); resharding is local and frees the unsharded copies, so the next
+        # forward all-gathers the new shards.
         for mod in (dst_module, src_module):
-            if dtensor is not None and not all(isinstance(p, dtensor) for p in mod.parameters()):
-                _reshard_fsdp2(mod)
+            report.resharded += int(dtensor is not None and not all(isinstance(p, dtensor) for p in mod.parameters()))
+            _reshard_fsdp2(mod)
     dst_params = dict(dst_module.named_parameters())
     src_params = dict(src_module.named_parameters())
     _names_check(dst_params, src_params, "parameter names")
@@ -218,6 +222,24 @@ def _fsdp1_units(module: nn.Module):
     return units
 
 
+def _reshard_fsdp1(units) -> int:
+    """Free every still-allocated unsharded flat parameter (local; no communication); return how many.
+
+    FSDP1 does not free the *root* unit's unsharded parameter after a forward (it expects a backward to
+    use it), and a later ``unshard`` of a unit whose unsharded storage is still allocated skips the
+    all-gather (``FlatParamHandle.needs_unshard``). The reference only ever runs forwards, so without this
+    its next forward would use the stale pre-reset root weights (embeddings, final norm, LM head with
+    verl's per-decoder-layer wrapping). verl's ``EngineEvalModeCtx`` reshards the root only when
+    ``fsdp_size > 1``.
+    """
+    freed = 0
+    for _, handle in units:
+        if getattr(handle, "uses_sharded_strategy", False) and not handle.needs_unshard():
+            handle.reshard(True)
+            freed += 1
+    return freed
+
+
 def _flat_local_shard(handle, who: str, unit: str) -> torch.Tensor:
     flat = handle.flat_param
     local = getattr(flat, "_local_shard", None)  # set at FSDP lazy init; shares storage with .data when resharded
@@ -235,6 +257,7 @@ def _flat_local_shard(handle, who: str, unit: str) -> torch.Tensor:
 def _copy_fsdp1_(dst_module: nn.Module, src_module: nn.Module, report: CopyReport, verify: bool) -> None:
     dst_units, src_units = _fsdp1_units(dst_module), _fsdp1_units(src_module)
     _names_check([n for n, _ in dst_units], [n for n, _ in src_units], "FSDP-wrapped units (wrap policy)")
+    report.resharded = _reshard_fsdp1(dst_units) + _reshard_fsdp1(src_units)
     plans = []
     for (unit, dh), (_, sh) in zip(dst_units, src_units):
         dflat, sflat = dh.flat_param, sh.flat_param

@@ -30,7 +30,7 @@ from omegaconf import open_dict
 from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY, register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-from verl_offgrpo import TRAINER_MODE
+from verl_offgrpo import ESTIMATOR_NAME, TRAINER_MODE
 
 from .checks import _get, check_sync_config
 from .checkpoint_manager_v0 import LaggedCheckpointManager
@@ -88,6 +88,17 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
         return LaggedCheckpointManager(
             config=base.config, actor_wg=base.actor_wg, replicas=base.replicas, trainer=self, trainer_kind="v1"
         )
+
+    def _compute_advantage(self, batch, metrics: dict):
+        """verl's, then the zero-variance mask on ``loss_mask``/``response_mask`` and the bound monitor."""
+        import transfer_queue as tq
+
+        from verl_offgrpo.zero_var_mask import after_advantage_v1
+
+        batch = super()._compute_advantage(batch, metrics)
+        if self.config.algorithm.adv_estimator == ESTIMATOR_NAME:
+            metrics.update(after_advantage_v1(tq, batch, self.config.algorithm))
+        return batch
 
     def on_step_end(self):
         super().on_step_end()

@@ -1,0 +1,93 @@
+"""V1 trainer: the zero-variance mask reaches the TransferQueue's ``loss_mask`` and ``response_mask``
+(which the V1 actor's token-mean denominator and KL read), and the bound monitor is computed.
+A dict-backed stand-in implements the two TransferQueue calls used (kv_batch_get / kv_batch_put)."""
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+from tensordict import TensorDict
+
+from verl_offgrpo.zero_var_mask import after_advantage_v1, zero_variance_rows
+
+
+def nested(rows, dtype=torch.float32):
+    return torch.nested.as_nested_tensor([torch.tensor(r, dtype=dtype) for r in rows], layout=torch.jagged)
+
+
+class FakeTQ:
+    def __init__(self, fields):
+        self.store = dict(fields)
+        self.puts = []
+
+    def kv_batch_get(self, keys, partition_id, select_fields):
+        return {k: self.store[k] for k in select_fields}
+
+    def kv_batch_put(self, keys, partition_id, fields):
+        self.puts.append(sorted(fields.keys()))
+        for k in fields.keys():
+            self.store[k] = fields[k]
+
+
+class _UID(list):
+    def tolist(self):
+        return list(self)
+
+
+def make_store():
+    # groups: a = {1, 1} (zero variance), b = {0, 1}, c = {2} (singleton)
+    return {
+        "uid": _UID(["a", "a", "b", "b", "c"]),
+        "rm_scores": nested([[0, 1.0], [0, 0, 1.0], [0.0], [0, 1.0], [2.0]]),
+        "response_mask": nested([[1, 1], [1, 1, 1], [1], [1, 1], [1]], torch.int64),
+        "loss_mask": nested([[1, 1], [1, 1, 1], [1], [1, 1], [1]], torch.int64),
+        "rollout_is_weights": nested([[1, 1], [2.0, 0.5, 1], [1], [1, 1], [1]]),
+    }
+
+
+def algo(**off_grpo):
+    return OmegaConf.create({"use_kl_in_reward": False, "off_grpo": off_grpo})
+
+
+class Meta:
+    def __init__(self, fields):
+        self.keys = [f"k{i}" for i in range(5)]
+        self.partition_id = "train"
+        self.fields = fields
+
+    def __len__(self):
+        return len(self.keys)
+
+
+def test_masks_zeroed_for_zero_variance_group_only():
+    tq = FakeTQ(make_store())
+    metrics = after_advantage_v1(tq, Meta(list(make_store())), algo(zero_var_mask=True, std_eps=1e-6))
+    assert tq.puts == [["loss_mask", "response_mask"]]
+    assert [t.sum().item() for t in tq.store["loss_mask"].unbind()] == [0, 0, 1, 2, 1]
+    assert [t.sum().item() for t in tq.store["response_mask"].unbind()] == [0, 0, 1, 2, 1]
+    assert metrics["off_grpo/zero_var_masked_frac"] == pytest.approx(2 / 5)
+    assert metrics["off_grpo/bound/zero_var_group_frac"] == pytest.approx(1 / 2)
+    # TV over the 9 loss tokens before masking: ½·(|2−1| + |0.5−1|)/9
+    assert metrics["off_grpo/bound/tv_token"] == pytest.approx(0.5 * 1.5 / 9)
+
+
+def test_mask_off_writes_nothing():
+    tq = FakeTQ(make_store())
+    metrics = after_advantage_v1(tq, Meta(list(make_store())), algo(zero_var_mask=False))
+    assert tq.puts == []
+    assert metrics["off_grpo/zero_var_masked_frac"] == 0.0
+
+
+def test_without_rollout_weights_tv_is_zero():
+    store = make_store()
+    del store["rollout_is_weights"]
+    tq = FakeTQ(store)
+    metrics = after_advantage_v1(tq, Meta(list(store)), algo())
+    assert metrics["off_grpo/bound/tv_token"] == 0.0
+
+
+def test_zero_variance_rows_exact_equality_and_singletons():
+    rows = zero_variance_rows(torch.tensor([0.3, 0.3, 0.1 + 0.2, 5.0], dtype=torch.float64), np.array(["a", "a", "a", "s"], dtype=object))
+    assert rows.tolist() == [False, False, False, False]  # 0.1+0.2 != 0.3 exactly; singleton never
+    rows = zero_variance_rows(torch.tensor([1.0, 1.0, 0.0, 1.0]), np.array(["a", "a", "b", "b"], dtype=object))
+    assert rows.tolist() == [True, True, False, False]
