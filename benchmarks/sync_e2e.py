@@ -436,6 +436,8 @@ def main(argv=None):
     p.add_argument("--budget-s", type=float, default=530.0, help="total wall budget for all runs")
     p.add_argument("--run-timeout", type=float, default=200.0)
     p.add_argument("--work", default=None, help="scratch dir for model/data/logs (default OUT/sync_e2e_work)")
+    p.add_argument("--merge", default=None,
+                   help="an earlier sync_e2e.json: keep its runs except those re-run now (same trainer and period)")
     args = p.parse_args(argv)
 
     t0 = time.time()
@@ -460,6 +462,10 @@ def main(argv=None):
         runs.append(run_one(trainer, int(period), args, model_dir, data_dir, log_dir, deadline, info))
         (out / "sync_e2e.json").write_text(json.dumps({"runs": runs}, indent=1, default=str))
 
+    if args.merge and Path(args.merge).exists():
+        rerun = {(r["trainer"], r["sync_period"]) for r in runs}
+        earlier = json.loads(Path(args.merge).read_text()).get("runs", [])
+        runs = [r for r in earlier if (r["trainer"], r["sync_period"]) not in rerun] + runs
     result = {
         "runs": runs,
         "ok": all(r.get("checks", {}).get("ok", False) for r in runs),

@@ -68,7 +68,8 @@ def test_shipped_yaml_wires_estimator_loss_rprime_and_trainer_mode():
         ["actor_rollout_ref.actor.ppo_epochs=10"],
         ["trainer.use_v1=false", "algorithm.off_grpo.sync_period=4", V0_MANAGER],
         ["algorithm.rollout_correction.rollout_is_threshold=2.0", "algorithm.off_grpo.allow_truncated_rprime=true"],
-        ["algorithm.off_grpo.keep_weights=no_sleep", "algorithm.off_grpo.ref_reset_period=50"],
+        ["algorithm.off_grpo.keep_weights=no_sleep", "algorithm.off_grpo.ref_reset_period=50",
+         "actor_rollout_ref.actor.use_kl_loss=true"],
         # on-policy without rollout log-probs: r' = 1
         ["actor_rollout_ref.rollout.calculate_log_probs=false", "algorithm.rollout_correction.rollout_is=null"],
     ],
@@ -93,6 +94,7 @@ REJECTED = [
     (["algorithm.off_grpo.sync_period=0"], "sync_period must be an integer >= 1"),
     (["algorithm.off_grpo.sync_period=2.5"], "sync_period must be an integer >= 1"),
     (["algorithm.off_grpo.ref_reset_period=-1"], "ref_reset_period"),
+    (["algorithm.off_grpo.ref_reset_period=3", "actor_rollout_ref.actor.use_kl_loss=false"], "reference"),
     (["algorithm.off_grpo.keep_weights=sleep_level2"], "keep_weights"),
     (["actor_rollout_ref.actor.clip_ratio=0"], "clip_ratio .* must be > 0"),
     (["actor_rollout_ref.actor.clip_ratio_low=-0.1"], "clip_ratio_low .* must be > 0"),
@@ -102,7 +104,6 @@ REJECTED = [
     (["trainer.use_v1=false", "algorithm.off_grpo.sync_period=4"], "checkpoint_manager_class"),
     (["algorithm.off_grpo.sync_period=4", "actor_rollout_ref.rollout.name=sglang"], "rollout.name=vllm"),
     (["algorithm.off_grpo.sync_period=4", "actor_rollout_ref.hybrid_engine=false"], "hybrid_engine=true"),
-    (["algorithm.off_grpo.sync_period=4", "actor_rollout_ref.model.lora_rank=8"], "not supported with LoRA"),
     (["algorithm.off_grpo.sync_period=4", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla"],
      "loss_mode=off_grpo"),
 ]
@@ -154,3 +155,12 @@ def test_check_cli_is_loud_when_verl_did_not_load_the_plugin():
     proc = _run("-m", "verl_offgrpo", "check", env={"VERL_USE_EXTERNAL_PLUGINS": "none"})
     assert proc.returncode == 1
     assert "advantage estimator 'off_grpo' is not registered" in proc.stderr
+
+
+def test_lora_with_lag_rejected():
+    from verl_offgrpo.validation import validate_off_grpo_config
+
+    cfg = composed("algorithm.off_grpo.sync_period=4")
+    cfg.actor_rollout_ref.model.lora_rank = 8
+    with pytest.raises(OffGRPOConfigError, match="not supported with LoRA"):
+        validate_off_grpo_config(cfg)

@@ -247,9 +247,10 @@ def test_sharded_world_size_2(mode, tmp_path):
             assert mode == "fsdp1_orig_params_cast" and "mismatched sharding" in res["error"], res
         else:
             assert res["full_params_equal"] and res["outputs_equal"] and res["max_abs_diff"] == 0.0, res
-            # the reference's root unit was left unsharded by its forward (stale weights for the next
-            # forward unless freed): the copy must have resharded it
-            assert res["resharded"] >= 1, res
+            if mode.startswith("fsdp1"):
+                # FSDP1 leaves the reference's root unit unsharded after its forward (stale weights for the
+                # next forward unless freed): the copy must have resharded it
+                assert res["resharded"] >= 1, res
     assert len({r["outcome"] for r in results}) == 1  # ranks agree (all checks before writing)
 
 
@@ -258,11 +259,16 @@ def test_maybe_reset_reference_through_ray_call():
     ray = pytest.importorskip("ray")
     from verl_offgrpo.ref_reset.trainer import maybe_reset_reference
 
+    from ray import cloudpickle
+
+    # pytest imports this file under a name the Ray worker cannot import (verl ships a package "tests"):
+    # ship its classes and functions by value
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
     started = not ray.is_initialized()
     if started:
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
-        handle = _RayWorkerDict.remote()
+        handle = ray.remote(num_cpus=0)(_RayWorkerDict).remote()
         cfg = OmegaConf.create({"algorithm": {"off_grpo": {"ref_reset_period": 3}}})
         trainer = types.SimpleNamespace(config=cfg, actor_rollout_wg=types.SimpleNamespace(workers=[handle]))
         rows = []
@@ -291,40 +297,34 @@ def test_maybe_reset_reference_through_ray_call():
             ray.shutdown()
 
 
-try:
-    import ray as _ray
+class _RayWorkerDict:  # made a Ray actor inside the test
+    """Like verl's colocated WorkerDict: an async Ray actor holding the worker in .worker_dict."""
 
-    @_ray.remote(num_cpus=0)
-    class _RayWorkerDict:
-        """Like verl's colocated WorkerDict: an async Ray actor holding the worker in .worker_dict."""
+    def __init__(self):
+        self.worker_dict = {"actor_rollout_ref": fake_arr_worker(TinyPolicy(0), TinyPolicy(1), "fsdp")}
 
-        def __init__(self):
-            self.worker_dict = {"actor_rollout_ref": fake_arr_worker(TinyPolicy(0), TinyPolicy(1), "fsdp")}
+    def _w(self):
+        return self.worker_dict["actor_rollout_ref"]
 
-        def _w(self):
-            return self.worker_dict["actor_rollout_ref"]
+    def kl(self):
+        from verl.trainer.ppo.core_algos import kl_penalty
 
-        def kl(self):
-            from verl.trainer.ppo.core_algos import kl_penalty
+        w, ids = self._w(), toy_batch()
+        with torch.no_grad():
+            lp_a, lp_r = token_log_probs(w.actor.engine.module, ids), token_log_probs(w.ref.engine.module, ids)
+        return float(kl_penalty(lp_a, lp_r, "low_var_kl").abs().max())
 
-            w, ids = self._w(), toy_batch()
-            with torch.no_grad():
-                lp_a, lp_r = token_log_probs(w.actor.engine.module, ids), token_log_probs(w.ref.engine.module, ids)
-            return float(kl_penalty(lp_a, lp_r, "low_var_kl").abs().max())
+    def train_step(self):
+        with torch.no_grad():
+            for p in self._w().actor.engine.module.parameters():
+                p.add_(0.01 * torch.randn_like(p))
 
-        def train_step(self):
-            with torch.no_grad():
-                for p in self._w().actor.engine.module.parameters():
-                    p.add_(0.01 * torch.randn_like(p))
+    def resets(self):
+        return getattr(self, "_off_grpo_ref_resets", 0)
 
-        def resets(self):
-            return getattr(self, "_off_grpo_ref_resets", 0)
+    async def update_weights(self):  # makes it an async actor, like verl's workers
+        return None
 
-        async def update_weights(self):  # makes it an async actor, like verl's workers
-            return None
-
-except ImportError:  # pragma: no cover
-    _RayWorkerDict = None
 
 
 # ----------------------------------------------------------------------------- startup check

@@ -30,8 +30,7 @@ class FakeTQ:
 
 
 class _UID(list):
-    def tolist(self):
-        return list(self)
+    """Like tensordict's LinkedList that kv_batch_get returns for uid: iterable, no tolist()."""
 
 
 def make_store():

@@ -148,4 +148,11 @@ def validate_off_grpo_config(config: Any) -> OffGRPOKnobs:
         )
     if uses_estimator or uses_loss or knobs.sync_period > 1:
         check_trainer_hooks(config, knobs, uses_estimator)
+    if knobs.ref_reset_period > 0:
+        from verl_offgrpo.ref_reset import RefResetConfigError, check_ref_reset_config
+
+        try:
+            check_ref_reset_config(config)
+        except RefResetConfigError as err:
+            raise OffGRPOConfigError(str(err)) from err
     return knobs

@@ -75,7 +75,8 @@ def after_advantage_v1(tq, batch, algorithm_cfg) -> dict[str, float]:
     if has_rprime:
         fields.append("rollout_is_weights")
     data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
-    index = np.array(data["uid"].tolist(), dtype=object)
+    uid = data["uid"]  # a tensordict LinkedList/NonTensorStack of strings
+    index = np.array(uid.tolist() if hasattr(uid, "tolist") else list(uid), dtype=object)
     scores = padded(data[reward_field]).sum(-1)
     rows = zero_variance_rows(scores, index)
     metrics = bound_metrics(

@@ -153,8 +153,15 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             await self.wake_without_sync()
         self.schedule.commit(decision)
         self.history.append(decision)
+        # π_ref ← π_θ every R steps (algorithm.off_grpo.ref_reset_period), at the same end-of-step slot
+        ref_metrics = {}
+        if decision.reason != REPEAT and self.trainer is not None:
+            from verl_offgrpo.ref_reset import maybe_reset_reference
+
+            ref_metrics = maybe_reset_reference(self.trainer, global_steps, at_init=decision.reason == FIRST)
         if decision.reason not in (FIRST, REPEAT):
             metrics = {
+                **ref_metrics,
                 "off_grpo/synced": float(decision.sync),
                 "off_grpo/lag": float(decision.lag),
                 "off_grpo/weights_version": float(decision.version_after),
