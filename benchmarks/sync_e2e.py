@@ -390,6 +390,7 @@ def run_one(trainer, period, args, model_dir, data_dir, log_dir, deadline, info)
         sys.executable, "-m", "verl.trainer.main_ppo",
         "--config-path", str(REPO / "verl_offgrpo" / "config"), "--config-name", "off_grpo_trainer",
         *overrides(trainer, period, model_dir, data_dir, args.steps, args.lr, name),
+        *args.extra,
     ]  # fmt: skip
     timeout = max(30.0, min(args.run_timeout, deadline - time.time()))
     start = time.time()
@@ -410,6 +411,7 @@ def run_one(trainer, period, args, model_dir, data_dir, log_dir, deadline, info)
     run = {
         "trainer": trainer,
         "sync_period": period,
+        "extra_overrides": list(args.extra),
         "device": info.get("device"),
         "verl": info.get("verl"),
         "vllm": info.get("vllm"),
@@ -436,6 +438,7 @@ def main(argv=None):
     p.add_argument("--budget-s", type=float, default=530.0, help="total wall budget for all runs")
     p.add_argument("--run-timeout", type=float, default=200.0)
     p.add_argument("--work", default=None, help="scratch dir for model/data/logs (default OUT/sync_e2e_work)")
+    p.add_argument("--extra", nargs="*", default=[], help="extra hydra overrides for every run")
     p.add_argument("--merge", default=None,
                    help="an earlier sync_e2e.json: keep its runs except those re-run now (same trainer and period)")
     args = p.parse_args(argv)
