@@ -23,27 +23,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from verl_offgrpo import TRAINER_MODE as V1_MODE
+from verl_offgrpo.sync.checks import _get
+
 from .schedule import check_period
 
 FSDP_STRATEGIES = ("fsdp", "fsdp2")
-V1_MODE = "off_grpo_sync"
 V0_MANAGER_PREFIX = "verl_offgrpo.sync."
 
 
 class RefResetConfigError(ValueError):
     """``algorithm.off_grpo.ref_reset_period`` > 0 with a configuration the reset does not support."""
-
-
-def _get(cfg: Any, dotted: str, default: Any = None) -> Any:
-    node = cfg
-    for part in dotted.split("."):
-        if node is None:
-            return default
-        try:
-            node = node.get(part, None) if hasattr(node, "get") else getattr(node, part, None)
-        except Exception:  # noqa: BLE001 - omegaconf MissingMandatoryValue / interpolation errors
-            return default
-    return default if node is None else node
 
 
 def _plain(value: Any) -> Any:
