@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import subprocess
 import sys
 import time
@@ -69,20 +68,7 @@ def run(trainer: str, period: int, args, model_dir: Path, data_dir: Path, log_di
     name = f"ref_reset_{trainer}_R{period}"
     jsonl, console = log_dir / f"{name}.jsonl", log_dir / f"{name}.log"
     jsonl.unlink(missing_ok=True)
-    env = dict(os.environ)
-    env.update(
-        VERL_FILE_LOGGER_PATH=str(jsonl),
-        VERL_OFFGRPO_REF_RESET_VERIFY="1",
-        VLLM_USE_FLASHINFER_SAMPLER="0",
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        TOKENIZERS_PARALLELISM="false",
-        PYTHONUNBUFFERED="1",
-        RAY_DEDUP_LOGS="0",
-    )
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    extern = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
-    env["VERL_USE_EXTERNAL_MODULES"] = ",".join(dict.fromkeys([*extern, "verl_offgrpo.plugin"]))
+    env = sync_e2e.run_env(jsonl, VERL_OFFGRPO_REF_RESET_VERIFY="1")
     cmd = [
         sys.executable, "-m", "verl.trainer.main_ppo",
         "--config-path", str(REPO / "verl_offgrpo" / "config"), "--config-name", "off_grpo_trainer",

@@ -366,11 +366,8 @@ def kill_group(proc: subprocess.Popen) -> None:
         time.sleep(1 if sig == signal.SIGTERM else 0)
 
 
-def run_one(trainer, period, args, model_dir, data_dir, log_dir, deadline, info):
-    name = f"{trainer}_v{period}"
-    jsonl = log_dir / f"{name}.jsonl"
-    console = log_dir / f"{name}.log"
-    jsonl.unlink(missing_ok=True)
+def run_env(jsonl: Path, **extra: str) -> dict:
+    """Environment of one main_ppo run: offline, jsonl file logger, the repo's plugin loaded loudly."""
     env = dict(os.environ)
     env.update(
         VERL_FILE_LOGGER_PATH=str(jsonl),
@@ -380,12 +377,22 @@ def run_one(trainer, period, args, model_dir, data_dir, log_dir, deadline, info)
         TOKENIZERS_PARALLELISM="false",
         PYTHONUNBUFFERED="1",
         RAY_DEDUP_LOGS="0",
+        **extra,
     )
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     # load the plugin explicitly in every verl process (errors propagate, unlike entry points,
     # which verl logs at DEBUG); harmless if the entry point is installed too
     extern = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
     env["VERL_USE_EXTERNAL_MODULES"] = ",".join(dict.fromkeys([*extern, "verl_offgrpo.plugin"]))
+    return env
+
+
+def run_one(trainer, period, args, model_dir, data_dir, log_dir, deadline, info):
+    name = f"{trainer}_v{period}"
+    jsonl = log_dir / f"{name}.jsonl"
+    console = log_dir / f"{name}.log"
+    jsonl.unlink(missing_ok=True)
+    env = run_env(jsonl)
     cmd = [
         sys.executable, "-m", "verl.trainer.main_ppo",
         "--config-path", str(REPO / "verl_offgrpo" / "config"), "--config-name", "off_grpo_trainer",

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from verl_offgrpo import TRAINER_MODE as V1_MODE
-from verl_offgrpo.sync.checks import _get
+from verl_offgrpo.sync.checks import _get, uses_lora
 
 from .schedule import check_period
 
@@ -47,14 +47,6 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _uses_lora(config: Any) -> bool:
-    model = _get(config, "actor_rollout_ref.model")
-    rank = _get(model, "lora.rank", 0) or 0
-    if rank <= 0:
-        rank = _get(model, "lora_rank", 0) or 0
-    return rank > 0 or _get(model, "lora_adapter_path") is not None
-
-
 def check_ref_reset_config(config: Any, *, require_hooks: bool = True) -> int:
     """Raise :class:`RefResetConfigError` if ``ref_reset_period`` > 0 cannot work with ``config``; return R."""
     from verl_offgrpo.knobs import knobs_from_algorithm
@@ -74,7 +66,7 @@ def check_ref_reset_config(config: Any, *, require_hooks: bool = True) -> int:
             f"{why} needs a reference model, which verl builds only with actor_rollout_ref.actor.use_kl_loss=true "
             "(β = kl_loss_coef) or algorithm.use_kl_in_reward=true; set one, or ref_reset_period=0."
         )
-    if _uses_lora(config):
+    if uses_lora(config):
         raise RefResetConfigError(
             f"{why} is not supported with LoRA (actor_rollout_ref.model.lora.rank / lora_rank / lora_adapter_path): "
             "verl's reference is then the actor's base model with adapters disabled, which cannot be reset "
