@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -68,22 +67,12 @@ def run(trainer: str, period: int, args, model_dir: Path, data_dir: Path, log_di
     name = f"ref_reset_{trainer}_R{period}"
     jsonl, console = log_dir / f"{name}.jsonl", log_dir / f"{name}.log"
     jsonl.unlink(missing_ok=True)
-    env = sync_e2e.run_env(jsonl, VERL_OFFGRPO_REF_RESET_VERIFY="1")
-    cmd = [
-        sys.executable, "-m", "verl.trainer.main_ppo",
-        "--config-path", str(REPO / "verl_offgrpo" / "config"), "--config-name", "off_grpo_trainer",
-        *ref_overrides(trainer, period, args, model_dir, data_dir, name),
-    ]  # fmt: skip
+    stack_dir = log_dir / f"{name}.stacks"
+    env = sync_e2e.run_env(jsonl, stack_dir=stack_dir, VERL_OFFGRPO_REF_RESET_VERIFY="1")
+    cmd = sync_e2e.main_ppo_cmd(ref_overrides(trainer, period, args, model_dir, data_dir, name))
     start = time.time()
-    with open(console, "w") as fh:
-        proc = subprocess.Popen(
-            cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=str(log_dir), start_new_session=True
-        )
-        try:
-            rc = proc.wait(timeout=args.run_timeout)
-        except subprocess.TimeoutExpired:
-            rc = 124
-        sync_e2e.kill_group(proc)
+    rc, progress = sync_e2e.launch(cmd, env, name, log_dir, jsonl, args.run_timeout, args.steps, args.stall_s)
+    sync_e2e.save_logs(Path(args.out).resolve(), name, log_dir, stack_dir)
     metrics = sync_e2e.parse_jsonl(jsonl) or sync_e2e.parse_console(console.read_text(errors="replace"))
     rows, wired = [], False
     for step in sorted(s for s in metrics if s >= 1):
@@ -111,6 +100,7 @@ def run(trainer: str, period: int, args, model_dir: Path, data_dir: Path, log_di
         "device": info.get("device"),
         "returncode": rc,
         "wall_s": round(time.time() - start, 1),
+        **progress,
         "wired": wired,
         "log": str(console),
         "steps": rows,
@@ -129,7 +119,7 @@ def _finite(x) -> bool:
 
 def check(run: dict, steps: int) -> dict:
     rows, R = run["steps"], run["ref_reset_period"]
-    c: dict = {"completed": run["returncode"] == 0 and len(rows) >= steps, "wired": run["wired"]}
+    c: dict = {"completed": run["returncode"] in (0, sync_e2e.EXIT_HANG) and len(rows) >= steps, "wired": run["wired"]}
     c["reset_schedule"] = [r["reset"] for r in rows[:steps]] == [s % R == 0 for s in range(1, steps + 1)]
     kl = {r["step"]: r["kl"] for r in rows}
     c["kl_finite"] = bool(kl) and all(_finite(v) for v in kl.values())
@@ -156,6 +146,7 @@ def main(argv=None) -> int:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--kl-coef", type=float, default=0.1)
     p.add_argument("--run-timeout", type=float, default=240.0)
+    p.add_argument("--stall-s", type=float, default=120.0)
     p.add_argument("--work", default=None)
     args = p.parse_args(argv)
 

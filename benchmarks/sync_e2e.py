@@ -304,7 +304,7 @@ def finite(x) -> bool:
 def check_run(run: dict, steps: int) -> dict:
     rows, v = run["steps"], run["sync_period"]
     checks: dict = {}
-    checks["completed"] = run["returncode"] == 0 and len(rows) >= steps
+    checks["completed"] = run["returncode"] in (0, EXIT_HANG) and len(rows) >= steps
     expected_synced = [float(s % v == 0) for s in range(1, steps + 1)]
     checks["sync_schedule"] = [r["synced"] for r in rows[:steps]] == expected_synced
     expected_rollout_lag = [float((s - 1) % v) for s in range(1, steps + 1)]
@@ -366,8 +366,12 @@ def kill_group(proc: subprocess.Popen) -> None:
         time.sleep(1 if sig == signal.SIGTERM else 0)
 
 
-def run_env(jsonl: Path, **extra: str) -> dict:
-    """Environment of one main_ppo run: offline, jsonl file logger, the repo's plugin loaded loudly."""
+def run_env(jsonl: Path, stack_dir: Path | None = None, **extra: str) -> dict:
+    """Environment of one main_ppo run: offline, jsonl file logger, the repo's plugin loaded loudly.
+
+    With ``stack_dir``, every Python process of the run can dump its stacks on demand
+    (``benchmarks/diag/sitecustomize.py``; see :func:`launch`).
+    """
     env = dict(os.environ)
     env.update(
         VERL_FILE_LOGGER_PATH=str(jsonl),
@@ -377,9 +381,14 @@ def run_env(jsonl: Path, **extra: str) -> dict:
         TOKENIZERS_PARALLELISM="false",
         PYTHONUNBUFFERED="1",
         RAY_DEDUP_LOGS="0",
+        VERL_REPLAY_BUFFER_DEBUG_INTERVAL_SECONDS="20",
         **extra,
     )
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    paths = [str(REPO), env.get("PYTHONPATH", "")]
+    if stack_dir is not None:
+        env["OFFGRPO_STACK_DUMP_DIR"] = str(stack_dir)
+        paths.insert(0, str(REPO / "benchmarks" / "diag"))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     # load the plugin explicitly in every verl process (errors propagate, unlike entry points,
     # which verl logs at DEBUG); harmless if the entry point is installed too
     extern = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
@@ -387,30 +396,99 @@ def run_env(jsonl: Path, **extra: str) -> dict:
     return env
 
 
-def run_one(trainer, period, args, model_dir, data_dir, log_dir, deadline, info):
-    name = f"{trainer}_v{period}"
-    jsonl = log_dir / f"{name}.jsonl"
-    console = log_dir / f"{name}.log"
-    jsonl.unlink(missing_ok=True)
-    env = run_env(jsonl)
-    cmd = [
+def main_ppo_cmd(overrides_list: list[str]) -> list[str]:
+    """``python -m verl.trainer.main_ppo`` with the plugin's shipped yaml and the given overrides."""
+    return [
         sys.executable, "-m", "verl.trainer.main_ppo",
         "--config-path", str(REPO / "verl_offgrpo" / "config"), "--config-name", "off_grpo_trainer",
-        *overrides(trainer, period, model_dir, data_dir, args.steps, args.lr, name),
-        *args.extra,
+        *overrides_list,
     ]  # fmt: skip
-    timeout = max(30.0, min(args.run_timeout, deadline - time.time()))
+
+
+#: return code of a job that logged every step but did not exit within the grace period (then killed)
+EXIT_HANG = 125
+
+
+def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: int, stall_s: float = 120.0,
+           exit_grace_s: float = 60.0):
+    """Run one training job, watching its metrics file; returns ``(rc, progress)``.
+
+    ``rc``: the job's exit status, 124 if killed for a timeout or stall, :data:`EXIT_HANG` if it logged
+    all ``steps`` but had not exited ``exit_grace_s`` later.
+
+    ``progress``: ``startup_s`` (launch → first logged step), ``step_arrival_s`` (seconds after launch
+    at which each step's metrics appeared), ``stalled`` (no new step for ``stall_s`` after the first
+    one, or none within the timeout), ``stack_dump`` (folder of per-process stack dumps taken before
+    killing a stalled or timed-out run, when ``env`` has ``OFFGRPO_STACK_DUMP_DIR``).
+    """
+    console = log_dir / f"{name}.log"
     start = time.time()
+    arrival: dict[int, float] = {}
+    stalled = False
     with open(console, "w") as fh:
         # own session: on a timeout the whole local Ray cluster (raylet, workers, vLLM) goes with it
         proc = subprocess.Popen(
             cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=str(log_dir), start_new_session=True
         )
-        try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            rc = 124
+        rc = None
+        while rc is None:
+            try:
+                rc = proc.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.time() - start
+            for step in parse_jsonl(jsonl):
+                arrival.setdefault(step, round(now, 1))
+            if rc is not None:
+                break
+            last = max(arrival.values()) if arrival else None
+            if len(arrival) >= steps:
+                if now - last > exit_grace_s:  # every step logged, but the job does not exit
+                    rc = EXIT_HANG
+                continue
+            if (last is not None and now - last > stall_s) or now > timeout:
+                stalled = last is None or now - last > stall_s
+                rc = 124
+        stack_dir = env.get("OFFGRPO_STACK_DUMP_DIR")
+        if rc not in (0, EXIT_HANG) and stack_dir and proc.poll() is None:
+            Path(stack_dir).mkdir(parents=True, exist_ok=True)
+            (Path(stack_dir) / "DUMP").touch()
+            time.sleep(6)
         kill_group(proc)
+    return rc, {
+        "startup_s": min(arrival.values()) if arrival else None,
+        "step_arrival_s": {str(k): v for k, v in sorted(arrival.items())},
+        "stalled": stalled,
+        "stack_dump": stack_dir if rc not in (0, EXIT_HANG) and stack_dir else None,
+    }
+
+
+def save_logs(out: Path, name: str, log_dir: Path, stack_dir: Path | None, keep_bytes: int = 400_000) -> None:
+    """Copy the run's console log (tail) and stack dumps into ``OUT/logs`` (they come back from the GPU)."""
+    dest = out / "logs"
+    dest.mkdir(parents=True, exist_ok=True)
+    console = log_dir / f"{name}.log"
+    if console.exists():
+        data = console.read_bytes()[-keep_bytes:]
+        (dest / f"{name}.log").write_bytes(data)
+    if stack_dir is not None and stack_dir.exists():
+        dumps = sorted(f for f in stack_dir.glob("*.txt"))
+        with open(dest / f"{name}.stacks.txt", "w") as fh:
+            for f in dumps:
+                fh.write(f"===== {f.name}\n{f.read_text(errors='replace')}\n")
+
+
+def run_one(trainer, period, args, model_dir, data_dir, log_dir, deadline, info):
+    name = f"{trainer}_v{period}"
+    jsonl = log_dir / f"{name}.jsonl"
+    jsonl.unlink(missing_ok=True)
+    stack_dir = log_dir / f"{name}.stacks"
+    env = run_env(jsonl, stack_dir=stack_dir)
+    cmd = main_ppo_cmd([*overrides(trainer, period, model_dir, data_dir, args.steps, args.lr, name), *args.extra])
+    timeout = max(30.0, min(args.run_timeout, deadline - time.time()))
+    start = time.time()
+    rc, progress = launch(cmd, env, name, log_dir, jsonl, timeout, args.steps, args.stall_s)
+    console = log_dir / f"{name}.log"
     metrics = parse_jsonl(jsonl)
     source = "file"
     if not metrics:
@@ -424,6 +502,7 @@ def run_one(trainer, period, args, model_dir, data_dir, log_dir, deadline, info)
         "vllm": info.get("vllm"),
         "returncode": rc,
         "wall_s": round(time.time() - start, 1),
+        **progress,
         "metrics_source": source,
         "log": str(console),
         "steps": step_rows(metrics),
@@ -431,7 +510,9 @@ def run_one(trainer, period, args, model_dir, data_dir, log_dir, deadline, info)
     run["checks"] = check_run(run, args.steps)
     if rc != 0:
         run["log_tail"] = console.read_text(errors="replace")[-4000:]
-    print(f"[sync_e2e] {name}: rc={rc} wall={run['wall_s']}s ok={run['checks']['ok']} "
+    save_logs(Path(args.out).resolve(), name, log_dir, stack_dir)
+    print(f"[sync_e2e] {name}: rc={rc} wall={run['wall_s']}s startup={progress['startup_s']}s "
+          f"stalled={progress['stalled']} ok={run['checks']['ok']} "
           f"|log r'| by lag={run['checks'].get('mean_abs_log_rprime_by_rollout_lag')}", flush=True)  # fmt: skip
     return run
 
@@ -444,6 +525,8 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=1e-3, help="high so that π visibly moves between syncs")
     p.add_argument("--budget-s", type=float, default=530.0, help="total wall budget for all runs")
     p.add_argument("--run-timeout", type=float, default=200.0)
+    p.add_argument("--stall-s", type=float, default=120.0,
+                   help="a run with no new step for this long (after its first) is stalled: dump stacks, kill")
     p.add_argument("--work", default=None, help="scratch dir for model/data/logs (default OUT/sync_e2e_work)")
     p.add_argument("--extra", nargs="*", default=[], help="extra hydra overrides for every run")
     p.add_argument("--merge", default=None,

@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""Throughput of the lagged sync: the same verl GRPO job at sync_period v ∈ {1, 2, 4, 10}.
+
+Runs verl's real ``python3 -m verl.trainer.main_ppo`` with the plugin's yaml (the helpers of
+``benchmarks/sync_e2e.py``: environment, launch with stall detection, metric parsing) on a
+random-init model of a real shape (``--model``: Qwen2.5-0.5B/1.5B/7B configs, or ``tiny``) with a
+byte-level tokenizer padded to exactly the model's vocabulary size (so every sampled id decodes),
+the synthetic "repeat the digit" task, and a **fixed response length** (``rollout.ignore_eos=True``)
+so that every step does the same work. Any GPU count: ``--n-gpus`` (FSDP over all of them, colocated
+vLLM with ``--tp``), ``--offload`` (FSDP param + optimizer offload).
+
+One ``main_ppo`` job per value of v (``--v 1,10``); per job: ``--warmup`` steps dropped, then the
+median and the 10–90 % spread of ``timing_s/step``, ``timing_s/gen``, ``timing_s/update_actor``, the
+sync slot (``timing_s/update_weights`` = our ``timing_s/off_grpo_sync``: a real sync or a skip),
+separately on sync and skipped steps, and tokens/s (``perf/total_num_tokens / timing_s/step``).
+
+Speedups, relative to the same layout's v=1 row (``--merge`` keeps rows of earlier commands, so the
+v values of one layout may come from several commands on the same device):
+
+* measured  S_v = T_1 / T_v                         (median step times)
+* ideal     S*_v = T_1 / (T_1 − (1 − 1/v)·T_sync)   (T_sync = the v=1 run's median sync time: a
+  lagged run saves the sync on (1 − 1/v) of its steps and nothing else changes)
+
+Writes ``OUT/throughput.json``::
+
+    {"rows": [{"layout", "n_gpus", "model", "v", "step_time_s", "sync_time_s", "ideal_speedup",
+               "measured_speedup", "device", ...}, ...]}
+
+Usage on the GPU machine (after staging, see ../shared/gpu/README.md)::
+
+    python3 benchmarks/throughput.py --out results --model qwen2.5-1.5b --v 1,10 --merge results/throughput.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import sync_e2e  # noqa: E402  (run environment, launch, parsers, synthetic task)
+
+REPO = sync_e2e.REPO
+
+#: Hugging Face configs of the shapes (random init; nothing is downloaded)
+SHAPES = {
+    "tiny": dict(hidden_size=256, intermediate_size=704, num_hidden_layers=4, num_attention_heads=4,
+                 num_key_value_heads=2, vocab_size=4096, tie_word_embeddings=True, rope_theta=10000.0),
+    "qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+                         num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True, rope_theta=1e6),
+    "qwen2.5-1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+                         num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True, rope_theta=1e6),
+    "qwen2.5-7b": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
+                       num_key_value_heads=4, vocab_size=152064, tie_word_embeddings=False, rope_theta=1e6),
+}  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- model
+def build_padded_tokenizer(model_dir: Path, vocab_size: int):
+    """The byte-level BPE of ``sync_e2e`` with filler tokens ``w<i>`` up to exactly ``vocab_size`` ids.
+
+    The fillers have no merges, so encoding never produces them, but every id the random model samples
+    decodes (vLLM and verl detokenize responses). transformers 5 loads it as ``Qwen2Tokenizer`` (from
+    the model's ``config.json``), which keeps the BPE vocabulary as is.
+    """
+    from transformers import AutoTokenizer
+
+    sync_e2e.build_tokenizer(model_dir)
+    path = model_dir / "tokenizer.json"
+    spec = json.loads(path.read_text())
+    vocab = spec["model"]["vocab"]
+    used = set(vocab.values()) | {t["id"] for t in spec.get("added_tokens", [])}
+    next_id, i = max(used) + 1, 0
+    while next_id < vocab_size:
+        name = f"w{i}"
+        i += 1
+        if name not in vocab:
+            vocab[name] = next_id
+            next_id += 1
+    path.write_text(json.dumps(spec))
+    hf_tok = AutoTokenizer.from_pretrained(str(model_dir))
+    assert len(hf_tok) == vocab_size, (len(hf_tok), vocab_size)
+    return hf_tok
+
+
+def build_model(model_dir: Path, shape: str, seed: int = 0) -> dict:
+    """Random-init Qwen2 of ``shape`` in bf16 (initialised on the GPU when there is one)."""
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    model_dir.mkdir(parents=True, exist_ok=True)
+    cfg = SHAPES[shape]
+    hf_tok = build_padded_tokenizer(model_dir, cfg["vocab_size"])
+    config = Qwen2Config(
+        **cfg,
+        max_position_embeddings=4096,
+        bos_token_id=hf_tok.pad_token_id,
+        eos_token_id=hf_tok.eos_token_id,
+        pad_token_id=hf_tok.pad_token_id,
+        torch_dtype="bfloat16",
+    )
+    torch.manual_seed(seed)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    with torch.device(device):
+        model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+    n_params = sum(p.numel() for p in model.parameters())
+    model.save_pretrained(str(model_dir), safe_serialization=True)
+    GenerationConfig(
+        eos_token_id=hf_tok.eos_token_id, pad_token_id=hf_tok.pad_token_id, bos_token_id=hf_tok.pad_token_id
+    ).save_pretrained(str(model_dir))
+    del model
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    info = {"shape": shape, "params": n_params}
+    (model_dir / "offgrpo_shape.json").write_text(json.dumps(info))
+    return info
+
+
+# ----------------------------------------------------------------------------- runs
+def set_overrides(base: list[str], updates: dict[str, object]) -> list[str]:
+    """``base`` with the ``key=value`` entries of ``updates`` replaced or appended (``+key`` kept)."""
+    out = [o for o in base if o.split("=", 1)[0].lstrip("+") not in updates]
+    return out + [f"{k}={v}" for k, v in updates.items()]
+
+
+def job_overrides(args, v: int, model_dir: Path, data_dir: Path, name: str) -> list[str]:
+    base = sync_e2e.overrides(args.trainer, v, model_dir, data_dir, args.warmup + args.steps, 1e-6, name)
+    micro = max(1, args.micro_batch)
+    updates: dict[str, object] = {
+        "data.train_batch_size": args.batch,
+        "data.max_prompt_length": 32,
+        "data.max_response_length": args.response_length,
+        "actor_rollout_ref.rollout.ignore_eos": True,
+        "actor_rollout_ref.rollout.n": args.n,
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": args.tp,
+        "actor_rollout_ref.rollout.gpu_memory_utilization": args.gpu_mem,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": args.batch,
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": micro,
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": micro,
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": micro,
+        "actor_rollout_ref.model.enable_gradient_checkpointing": True,
+        "actor_rollout_ref.actor.fsdp_config.param_offload": args.offload,
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload": args.offload,
+        "algorithm.off_grpo.keep_weights": args.keep_weights,
+        "trainer.n_gpus_per_node": args.n_gpus,
+        "trainer.project_name": "offgrpo_throughput",
+    }
+    return set_overrides(base, updates) + list(args.extra)
+
+
+def _q(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    if len(xs) == 1:
+        return xs[0]
+    pos = q * (len(xs) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def summary(values: list[float]) -> dict | None:
+    values = [x for x in values if sync_e2e.finite(x)]
+    if not values:
+        return None
+    return {"median": statistics.median(values), "p10": _q(values, 0.1), "p90": _q(values, 0.9), "n": len(values)}
+
+
+def per_step(metrics: dict[int, dict]) -> list[dict]:
+    rows = []
+    for step in sorted(s for s in metrics if s >= 1):
+        row = metrics[step]
+        if "timing_s/step" not in row:
+            continue
+        tokens = row.get("perf/total_num_tokens")
+        rows.append(
+            {
+                "step": step,
+                "synced": row.get("off_grpo/synced"),
+                "step_s": row.get("timing_s/step"),
+                "gen_s": row.get("timing_s/gen"),
+                "update_actor_s": row.get("timing_s/update_actor"),
+                "old_log_prob_s": row.get("timing_s/old_log_prob"),
+                "sync_slot_s": sync_e2e.pick(row, "timing_s/update_weights", "timing_s/off_grpo_sync"),
+                "tokens": tokens,
+                "tokens_per_s": tokens / row["timing_s/step"] if tokens and row["timing_s/step"] else None,
+                "response_length": row.get("response_length/mean"),
+            }
+        )
+    return rows
+
+
+def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: dict, shape: dict) -> dict:
+    name = f"{args.layout}_{args.model}_v{v}"
+    jsonl = log_dir / f"{name}.jsonl"
+    jsonl.unlink(missing_ok=True)
+    stack_dir = log_dir / f"{name}.stacks"
+    env = sync_e2e.run_env(jsonl, stack_dir=stack_dir)
+    cmd = sync_e2e.main_ppo_cmd(job_overrides(args, v, model_dir, data_dir, name))
+    start = time.time()
+    total = args.warmup + args.steps
+    rc, progress = sync_e2e.launch(cmd, env, name, log_dir, jsonl, args.run_timeout, total, args.stall_s)
+    sync_e2e.save_logs(Path(args.out).resolve(), name, log_dir, stack_dir)
+    steps = per_step(sync_e2e.parse_jsonl(jsonl))
+    measured = [r for r in steps if r["step"] > args.warmup]
+    synced = [r for r in measured if r["synced"] == 1.0]
+    skipped = [r for r in measured if r["synced"] == 0.0]
+    row = {
+        "layout": args.layout,
+        "n_gpus": args.n_gpus,
+        "tp": args.tp,
+        "offload": args.offload,
+        "trainer": args.trainer,
+        "keep_weights": args.keep_weights,
+        "model": args.model,
+        "params": shape.get("params"),
+        "v": v,
+        "batch": f"{args.batch} prompts x {args.n} samples x {args.response_length} tokens",
+        "device": info.get("device"),
+        "returncode": rc,
+        "wall_s": round(time.time() - start, 1),
+        "startup_s": progress["startup_s"],
+        "stalled": progress["stalled"],
+        "measured_steps": len(measured),
+        "step_time_s": (summary([r["step_s"] for r in measured]) or {}).get("median"),
+        "step": summary([r["step_s"] for r in measured]),
+        "gen": summary([r["gen_s"] for r in measured]),
+        "update_actor": summary([r["update_actor_s"] for r in measured]),
+        "sync_slot_on_sync_steps": summary([r["sync_slot_s"] for r in synced]),
+        "sync_slot_on_skipped_steps": summary([r["sync_slot_s"] for r in skipped]),
+        "tokens_per_s": summary([r["tokens_per_s"] for r in measured]),
+        "steps": steps,
+    }
+    row["sync_time_s"] = (row["sync_slot_on_sync_steps"] or {}).get("median")
+    if rc not in (0, sync_e2e.EXIT_HANG):
+        row["log_tail"] = (log_dir / f"{name}.log").read_text(errors="replace")[-3000:]
+    print(f"[throughput] {name}: rc={rc} startup={progress['startup_s']}s steps={len(measured)} "
+          f"step={row['step_time_s']} sync={row['sync_time_s']} "
+          f"skip={(row['sync_slot_on_skipped_steps'] or {}).get('median')}", flush=True)  # fmt: skip
+    return row
+
+
+def add_speedups(rows: list[dict]) -> None:
+    """Ideal and measured speedups of each row relative to its layout's v=1 row (same model, device)."""
+    base = {
+        (r["layout"], r["model"], r["device"]): r
+        for r in rows
+        if r["v"] == 1 and r.get("step_time_s") and r.get("sync_time_s")
+    }
+    for r in rows:
+        b = base.get((r["layout"], r["model"], r["device"]))
+        if b is None or not r.get("step_time_s"):
+            r["ideal_speedup"] = r["measured_speedup"] = None
+            continue
+        t1, t_sync, v = b["step_time_s"], b["sync_time_s"], r["v"]
+        r["ideal_speedup"] = t1 / (t1 - (1 - 1 / v) * t_sync)
+        r["measured_speedup"] = t1 / r["step_time_s"]
+        r["measured_over_ideal"] = r["measured_speedup"] / r["ideal_speedup"]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default=str(REPO / "results"))
+    p.add_argument("--work", default=None, help="scratch dir (model, data, logs); default OUT/throughput_work")
+    p.add_argument("--model", default="qwen2.5-1.5b", choices=sorted(SHAPES))
+    p.add_argument("--v", default="1,10", help="comma list of sync periods, one main_ppo job each")
+    p.add_argument("--layout", default=None, help="row label; default '<n>gpu-tp<tp>[-offload]'")
+    p.add_argument("--trainer", default="v0", choices=["v0", "v1"])
+    p.add_argument("--n-gpus", type=int, default=1)
+    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--offload", action="store_true", help="FSDP param + optimizer offload")
+    p.add_argument("--keep-weights", default="sleep_level1", choices=["sleep_level1", "no_sleep"])
+    p.add_argument("--batch", type=int, default=16, help="prompts per step")
+    p.add_argument("--n", type=int, default=4, help="samples per prompt")
+    p.add_argument("--response-length", type=int, default=256)
+    p.add_argument("--micro-batch", type=int, default=16)
+    p.add_argument("--gpu-mem", type=float, default=0.4)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--steps", type=int, default=20, help="measured steps after the warm-up")
+    p.add_argument("--run-timeout", type=float, default=560.0)
+    p.add_argument("--stall-s", type=float, default=150.0)
+    p.add_argument("--merge", default=None, help="earlier throughput.json: keep its rows not re-run now")
+    p.add_argument("--extra", nargs="*", default=[], help="extra hydra overrides for every job")
+    args = p.parse_args(argv)
+    args.layout = args.layout or f"{args.n_gpus}gpu-tp{args.tp}{'-offload' if args.offload else ''}"
+
+    t0 = time.time()
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(args.work).resolve() if args.work else out / "throughput_work"
+    model_dir, data_dir, log_dir = work / f"model_{args.model}", work / "data", work / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    shape_file = model_dir / "offgrpo_shape.json"
+    shape = json.loads(shape_file.read_text()) if shape_file.exists() else build_model(model_dir, args.model)
+    sync_e2e.build_data(data_dir)
+    info = sync_e2e.versions()
+    print(f"[throughput] model {shape} ready after {time.time() - t0:.1f}s; {info}", flush=True)
+
+    rows = [run_job(args, int(v), model_dir, data_dir, log_dir, info, shape) for v in args.v.split(",")]
+    if args.merge and Path(args.merge).exists():
+        done = {(r["layout"], r["model"], r["device"], r["v"]) for r in rows}
+        earlier = json.loads(Path(args.merge).read_text()).get("rows", [])
+        rows = [r for r in earlier if (r["layout"], r["model"], r["device"], r["v"]) not in done] + rows
+    rows.sort(key=lambda r: (r["layout"], r["model"], r["device"] or "", r["v"]))
+    add_speedups(rows)
+    result = {"rows": rows, "versions": info}
+    (out / "throughput.json").write_text(json.dumps(result, indent=1, default=str))
+    for r in rows:
+        print(f"[throughput] {r['layout']} {r['model']} v={r['v']}: step {r['step_time_s']} sync {r['sync_time_s']} "
+              f"ideal {r['ideal_speedup']} measured {r['measured_speedup']}", flush=True)  # fmt: skip
+    return 0 if all(r["returncode"] in (0, sync_e2e.EXIT_HANG) for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
