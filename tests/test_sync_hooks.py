@@ -9,6 +9,7 @@
 * The loop below follows verl's order: generate → ``sleep_replicas`` → update actor → ``update_weights(s)``.
 """
 
+import math
 import os
 import subprocess
 import sys
@@ -305,6 +306,54 @@ def test_v0_metrics_reach_the_logger(ray_local):
     assert row["off_grpo/synced"] == 0.0 and row["off_grpo/lag"] == 1.0 and row["off_grpo/rollout_lag"] == 0.0
     assert "timing_s/off_grpo_sync" in row
     assert "off_grpo/synced" not in mem.rows[1][1]
+
+
+def test_v0_bound_monitor_goes_through_verls_compute_advantage_to_the_logger(ray_local):
+    """v0: verl's own ``ray_trainer.compute_advantage`` (wrapped by the manager) feeds the bound monitor.
+
+    Batch: group a rewards {1, 0}, group b {1, 1} (zero variance, masked), 2 response tokens each.
+    r' = [[2, 1], [1, 1], [0.5, 1], [1, 1]] -> tv_token = ½·(1 + 0.5)/8 = 0.09375 over the pre-mask
+    tokens; group a: unbiased std = sqrt(0.5), ε = 1e-6 -> coef = (1 − σ)/σ; 1 of 2 groups zero-var.
+    """
+    import numpy as np
+    import torch
+
+    from verl import DataProto
+    from verl.trainer.ppo import ray_trainer
+    from verl.utils.tracking import Tracking
+
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=2", "algorithm.off_grpo.zero_var_mask=true")
+    servers, workers, replicas, wg = make_cluster(n_servers=1)
+    trainer = FakeV0Trainer(cfg, wg)
+    trainer.init_workers(replicas)
+    trainer.global_steps = 7
+    rewards = torch.zeros(4, 2)
+    rewards[:, 1] = torch.tensor([1.0, 0.0, 1.0, 1.0])
+    data = DataProto.from_dict(
+        tensors={
+            "token_level_rewards": rewards,
+            "response_mask": torch.ones(4, 2, dtype=torch.int64),
+            "rollout_is_weights": torch.tensor([[2.0, 1.0], [1.0, 1.0], [0.5, 1.0], [1.0, 1.0]]),
+        },
+        non_tensors={"uid": np.array(["a", "a", "b", "b"], dtype=object)},
+    )
+    out = ray_trainer.compute_advantage(data, adv_estimator="off_grpo", num_repeat=2, config=cfg.algorithm)
+    assert out.batch["response_mask"][2:].sum() == 0  # the estimator masked group b
+
+    tracking = Tracking(project_name="p", experiment_name="e", default_backend=[])
+    rows = []
+    tracking.logger["memory"] = type("M", (), {"log": lambda self, data, step: rows.append((step, data))})()
+    tracking.log(data={"actor/x": 1.0}, step=7)
+    (step, row), sigma = rows[0], math.sqrt(0.5 + 1e-6)
+    assert step == 7
+    assert row["off_grpo/bound/tv_token"] == pytest.approx(0.09375)
+    assert row["off_grpo/bound/coef_mean"] == pytest.approx((1 - sigma) / sigma)
+    assert row["off_grpo/bound/zero_var_group_frac"] == pytest.approx(0.5)
+    assert row["off_grpo/zero_var_masked_frac"] == pytest.approx(0.5)
+    # verl's own estimators pass through untouched and log nothing of ours
+    ray_trainer.compute_advantage(data, adv_estimator="grpo", num_repeat=2, config=cfg.algorithm)
+    tracking.log(data={"actor/x": 2.0}, step=7)
+    assert not any(k.startswith("off_grpo/bound") for k in rows[1][1])
 
 
 def test_v0_manager_without_trainer_is_an_error(ray_local):

@@ -126,6 +126,9 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         self.last_metrics: dict = {}
         if trainer_kind == "v0":
             install_tracking_merge()
+            from . import bound_monitor_v0
+
+            bound_monitor_v0.install(self._stash_v0_step_metrics)
         logger.info(
             "verl-offgrpo: lagged sync v=%d keep_weights=%s free_cache_engine=%s (%s trainer)",
             self.knobs.sync_period,
@@ -175,7 +178,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             for old in [s for s in self.metrics_by_step if s < decision.step - 8]:
                 del self.metrics_by_step[old]
             if self.trainer_kind == "v0":
-                _PENDING_LOG_METRICS[decision.step] = metrics
+                _PENDING_LOG_METRICS.setdefault(decision.step, {}).update(metrics)
                 for old in [s for s in _PENDING_LOG_METRICS if s < decision.step - 8]:
                     del _PENDING_LOG_METRICS[old]
         return result
@@ -189,6 +192,11 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             if workers:
                 ray.get([worker.__ray_call__.remote(empty_device_cache) for worker in workers])
         await self.wake_up_replicas()
+
+    def _stash_v0_step_metrics(self, metrics: dict) -> None:
+        """v0: metrics computed during the trainer's current step, logged with that step."""
+        step = int(getattr(self.trainer, "global_steps", 0))
+        _PENDING_LOG_METRICS.setdefault(step, {}).update(metrics)
 
     def step_metrics(self, step: int) -> dict:
         """The metrics of the slot of ``step`` (empty if that slot was the first or did not run)."""
