@@ -20,6 +20,11 @@ v values of one layout may come from several commands on the same device):
 * measured  S_v = T_1 / T_v                         (median step times)
 * ideal     S*_v = T_1 / (T_1 − (1 − 1/v)·T_sync)   (T_sync = the v=1 run's median sync time: a
   lagged run saves the sync on (1 − 1/v) of its steps and nothing else changes)
+* ideal net of the skip cost: T_1 / (T_1 − (1 − 1/v)·(T_sync − T_skip)) (a skipped slot still wakes
+  vLLM from its level-1 CPU copy)
+
+Rows are compared only within one machine (``--machine``, default the hostname): the same GPU model
+on another host can differ by more than the effect measured here.
 
 Writes ``OUT/throughput.json``::
 
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import statistics
 import sys
 import time
@@ -222,6 +228,7 @@ def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: 
         "v": v,
         "batch": f"{args.batch} prompts x {args.n} samples x {args.response_length} tokens",
         "device": info.get("device"),
+        "machine": args.machine,
         "returncode": rc,
         "wall_s": round(time.time() - start, 1),
         "startup_s": progress["startup_s"],
@@ -245,20 +252,27 @@ def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: 
     return row
 
 
+def _base_key(row: dict) -> tuple:
+    return row["layout"], row["model"], row["device"], row.get("machine")
+
+
 def add_speedups(rows: list[dict]) -> None:
-    """Ideal and measured speedups of each row relative to its layout's v=1 row (same model, device)."""
-    base = {
-        (r["layout"], r["model"], r["device"]): r
-        for r in rows
-        if r["v"] == 1 and r.get("step_time_s") and r.get("sync_time_s")
-    }
+    """Speedups of each row relative to the v=1 row of the same layout, model, device and machine.
+
+    ``ideal_speedup`` = T_1 / (T_1 − (1 − 1/v)·T_sync) (a skipped slot assumed free);
+    ``ideal_speedup_net_of_skip`` = T_1 / (T_1 − (1 − 1/v)·(T_sync − T_skip)) with the row's own
+    median skip-slot time T_skip (level-1 wake + empty_cache are not free); ``measured_speedup`` = T_1/T_v.
+    """
+    base = {_base_key(r): r for r in rows if r["v"] == 1 and r.get("step_time_s") and r.get("sync_time_s")}
     for r in rows:
-        b = base.get((r["layout"], r["model"], r["device"]))
+        b = base.get(_base_key(r))
+        r["ideal_speedup"] = r["measured_speedup"] = r["ideal_speedup_net_of_skip"] = None
         if b is None or not r.get("step_time_s"):
-            r["ideal_speedup"] = r["measured_speedup"] = None
             continue
         t1, t_sync, v = b["step_time_s"], b["sync_time_s"], r["v"]
         r["ideal_speedup"] = t1 / (t1 - (1 - 1 / v) * t_sync)
+        t_skip = (r.get("sync_slot_on_skipped_steps") or {}).get("median") or 0.0
+        r["ideal_speedup_net_of_skip"] = t1 / (t1 - (1 - 1 / v) * (t_sync - t_skip))
         r["measured_speedup"] = t1 / r["step_time_s"]
         r["measured_over_ideal"] = r["measured_speedup"] / r["ideal_speedup"]
 
@@ -284,6 +298,8 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=20, help="measured steps after the warm-up")
     p.add_argument("--run-timeout", type=float, default=560.0)
     p.add_argument("--stall-s", type=float, default=150.0)
+    p.add_argument("--machine", default=socket.gethostname(),
+                   help="label of the host; speedups compare rows of the same machine only")
     p.add_argument("--merge", default=None, help="earlier throughput.json: keep its rows not re-run now")
     p.add_argument("--extra", nargs="*", default=[], help="extra hydra overrides for every job")
     args = p.parse_args(argv)
@@ -303,10 +319,10 @@ def main(argv=None) -> int:
 
     rows = [run_job(args, int(v), model_dir, data_dir, log_dir, info, shape) for v in args.v.split(",")]
     if args.merge and Path(args.merge).exists():
-        done = {(r["layout"], r["model"], r["device"], r["v"]) for r in rows}
+        done = {(*_base_key(r), r["v"]) for r in rows}
         earlier = json.loads(Path(args.merge).read_text()).get("rows", [])
-        rows = [r for r in earlier if (r["layout"], r["model"], r["device"], r["v"]) not in done] + rows
-    rows.sort(key=lambda r: (r["layout"], r["model"], r["device"] or "", r["v"]))
+        rows = [r for r in earlier if (*_base_key(r), r["v"]) not in done] + rows
+    rows.sort(key=lambda r: (r["layout"], r["model"], r["device"] or "", r.get("machine") or "", r["v"]))
     add_speedups(rows)
     result = {"rows": rows, "versions": info}
     (out / "throughput.json").write_text(json.dumps(result, indent=1, default=str))

@@ -22,15 +22,21 @@ def _row(v, step, sync, layout="1gpu-tp1"):
 
 def test_speedups_follow_the_formula_relative_to_the_layouts_v1_row():
     rows = [_row(1, 10.0, 2.0), _row(10, 8.5, 2.1), _row(2, 9.0, 2.0), _row(1, 4.0, None, layout="other")]
+    rows[1]["sync_slot_on_skipped_steps"] = {"median": 0.5}
     throughput.add_speedups(rows)
     v10, v2, other = rows[1], rows[2], rows[3]
     # S* = T1 / (T1 - (1 - 1/v) * T_sync) with T1 = 10, T_sync = 2
     assert v10["ideal_speedup"] == pytest.approx(10 / (10 - 0.9 * 2))
     assert v10["measured_speedup"] == pytest.approx(10 / 8.5)
+    # net of the skip slot's own cost: T1 / (T1 - (1 - 1/v) * (T_sync - T_skip)), T_skip = 0.5
+    assert v10["ideal_speedup_net_of_skip"] == pytest.approx(10 / (10 - 0.9 * 1.5))
     assert v2["ideal_speedup"] == pytest.approx(10 / 9.0)
     assert v2["measured_over_ideal"] == pytest.approx(1.0)
     assert rows[0]["ideal_speedup"] == pytest.approx(1.0)
     assert other["ideal_speedup"] is None  # its v=1 row has no sync time
+    elsewhere = {**_row(10, 5.0, 1.0), "machine": "host-b"}
+    throughput.add_speedups(rows + [elsewhere])
+    assert elsewhere["measured_speedup"] is None  # never compared across machines
 
 
 def test_summary_median_and_spread():

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Plots of the committed GPU results (reads ``results/*.json``, writes PNGs next to them).
+
+* ``sync_e2e.png``: mean |log r'| (= |log π_k/α|) per step and the sync steps, per run;
+* ``ref_reset.png``: the logged KL(π_θ‖π_ref) per step, reset steps marked;
+* ``throughput.png``: median step-time breakdown per (machine, v), and per-step times of the lagged
+  runs split by whether the previous slot was a real sync or a skip.
+
+    python3 benchmarks/plot_results.py --results results      # needs matplotlib
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def _load(path: Path):
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def plot_sync(data: dict, out: Path, plt) -> None:
+    runs = [r for r in data["runs"] if r.get("steps")]
+    fig, axes = plt.subplots(1, len(runs), figsize=(4.2 * len(runs), 3.4), squeeze=False)
+    for ax, run in zip(axes[0], runs):
+        steps = [s["step"] for s in run["steps"]]
+        rp = [s["mean_abs_log_rprime"] for s in run["steps"]]
+        ax.plot(steps, rp, "o-", color="tab:blue", label="mean |log r'|")
+        for s in run["steps"]:
+            if s["synced"] == 1.0:
+                ax.axvline(s["step"] + 0.5, color="tab:red", alpha=0.4, lw=1)
+        ax.set_title(f"{run['trainer']} v={run['sync_period']} ({run['device']})", fontsize=9)
+        ax.set_xlabel("step (red: sync at the end of the step)")
+        ax.set_ylabel("|log π_k/α| per token")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+def plot_ref_reset(data: dict, out: Path, plt) -> None:
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    steps = [s["step"] for s in data["steps"]]
+    ax.plot(steps, [s["kl"] for s in data["steps"]], "o-", label="KL(π_θ‖π_ref) (actor/kl_loss)")
+    for s in data["steps"]:
+        if s["reset"]:
+            ax.axvline(s["step"] + 0.5, color="tab:green", alpha=0.5, lw=1)
+    ax.set_title(f"π_ref ← π_θ every {data['ref_reset_period']} steps ({data['device']})", fontsize=9)
+    ax.set_xlabel("step (green: reset at the end of the step)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+def plot_throughput(data: dict, out: Path, plt) -> None:
+    rows = [r for r in data["rows"] if r.get("step_time_s")]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
+    labels, bottoms = [], [0.0] * len(rows)
+    parts = [("gen", "gen"), ("update_actor", "update_actor"), ("sync slot", None)]
+    for name, key in parts:
+        vals = []
+        for r in rows:
+            if key:
+                vals.append((r.get(key) or {}).get("median") or 0.0)
+            else:
+                steps = [s for s in r["steps"] if s["step"] > 2 and s["sync_slot_s"] is not None]
+                vals.append(sum(s["sync_slot_s"] for s in steps) / max(1, len(steps)))
+        ax.bar(range(len(rows)), vals, bottom=bottoms, label=name)
+        bottoms = [b + v for b, v in zip(bottoms, vals)]
+    other = [r["step_time_s"] - b for r, b in zip(rows, bottoms)]
+    ax.bar(range(len(rows)), other, bottom=bottoms, label="other (median step − parts)", color="lightgray")
+    labels = [f"{r['machine']}\nv={r['v']}" for r in rows]
+    ax.set_xticks(range(len(rows)), labels, fontsize=8)
+    ax.set_ylabel("seconds per step (median)")
+    ax.set_title(f"{rows[0]['model']} random init, {rows[0]['batch']}", fontsize=9)
+    ax.legend(fontsize=7)
+    for r in rows:
+        if r["v"] == 1:
+            continue
+        prev = {s["step"]: s["synced"] for s in r["steps"]}
+        xs = [s for s in r["steps"] if s["step"] > 2]
+        after_sync = [(s["step"], s["step_s"]) for s in xs if prev.get(s["step"] - 1) == 1.0]
+        after_skip = [(s["step"], s["step_s"]) for s in xs if prev.get(s["step"] - 1) == 0.0]
+        tag = f"{r['machine']} v={r['v']}"
+        ax2.plot(*zip(*after_skip), "o", label=f"{tag}: after a skipped sync", alpha=0.8)
+        if after_sync:
+            ax2.plot(*zip(*after_sync), "x", ms=9, label=f"{tag}: after a real sync")
+    ax2.set_xlabel("step")
+    ax2.set_ylabel("step time (s)")
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--results", default=str(Path(__file__).resolve().parents[1] / "results"))
+    args = p.parse_args(argv)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    res = Path(args.results)
+    for name, fn in (("sync_e2e", plot_sync), ("ref_reset", plot_ref_reset), ("throughput", plot_throughput)):
+        data = _load(res / f"{name}.json")
+        if data:
+            fn(data, res / f"{name}.png", plt)
+            print(f"wrote {res / f'{name}.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
