@@ -145,7 +145,7 @@ def main(argv=None) -> int:
     p.add_argument("--runs", default="v1", help="comma list of trainers: v1, v0")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--kl-coef", type=float, default=0.1)
-    p.add_argument("--run-timeout", type=float, default=240.0)
+    p.add_argument("--run-timeout", type=float, default=540.0)
     p.add_argument("--stall-s", type=float, default=120.0)
     p.add_argument("--work", default=None)
     args = p.parse_args(argv)
