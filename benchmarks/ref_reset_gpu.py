@@ -151,14 +151,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     t0 = time.time()
-    out = Path(args.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    work = Path(args.work).resolve() if args.work else out / "ref_reset_work"
-    model_dir, data_dir, log_dir = work / "model", work / "data", work / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    if not (model_dir / "config.json").exists():
-        sync_e2e.build_model(model_dir)
-    sync_e2e.build_data(data_dir)
+    out, model_dir, data_dir, log_dir = sync_e2e.prepare_work(args.out, args.work, "ref_reset_work")
     info = sync_e2e.versions()
     print(f"[ref_reset_gpu] built model/data in {time.time() - t0:.1f}s; {info}", flush=True)
 

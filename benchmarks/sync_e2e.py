@@ -518,6 +518,19 @@ def run_one(trainer, period, args, model_dir, data_dir, log_dir, deadline, info)
     return run
 
 
+def prepare_work(out_arg: str, work_arg: str | None, default_name: str) -> tuple[Path, Path, Path, Path]:
+    """``(out, model_dir, data_dir, log_dir)`` of a run, with the tiny model and the task built."""
+    out = Path(out_arg).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(work_arg).resolve() if work_arg else out / default_name
+    model_dir, data_dir, log_dir = work / "model", work / "data", work / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    if not (model_dir / "config.json").exists():
+        build_model(model_dir)
+    build_data(data_dir)
+    return out, model_dir, data_dir, log_dir
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=str(REPO / "results"))
@@ -537,14 +550,7 @@ def main(argv=None):
 
     t0 = time.time()
     deadline = t0 + args.budget_s
-    out = Path(args.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    work = Path(args.work).resolve() if args.work else out / "sync_e2e_work"
-    model_dir, data_dir, log_dir = work / "model", work / "data", work / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    if not (model_dir / "config.json").exists():
-        build_model(model_dir)
-    build_data(data_dir)
+    out, model_dir, data_dir, log_dir = prepare_work(args.out, args.work, "sync_e2e_work")
     info = versions()
     print(f"[sync_e2e] built model/data in {time.time() - t0:.1f}s; {info}", flush=True)
 

@@ -44,15 +44,8 @@ def integer_answer(rec: C.Record) -> str:
 def build_row(rec: C.Record, split: str, index: int) -> dict:
     problem = rec.field("problem" if "problem" in rec.data else "question")
     extra = {k: rec.data[k] for k in ("id", "url") if k in rec.data}
-    return C.make_row(
-        DATA_SOURCE,
-        problem + " " + C.BOXED_INSTRUCTION,
-        integer_answer(rec),
-        split,
-        index,
-        question=problem,
-        answer=str(rec.data["answer"]),
-        **extra,
+    return C.boxed_math_row(
+        DATA_SOURCE, problem, integer_answer(rec), split, index, answer=str(rec.data["answer"]), **extra
     )
 
 

@@ -25,14 +25,12 @@ SPLITS = (C.Split("test", "test.jsonl", "test"),)
 
 
 def build_row(rec: C.Record, split: str, index: int) -> dict:
-    problem = rec.field("problem")
-    return C.make_row(
+    return C.boxed_math_row(
         DATA_SOURCE,
-        problem + " " + C.BOXED_INSTRUCTION,
+        rec.field("problem"),
         rec.field("answer").strip(),
         split,
         index,
-        question=problem,
         solution=rec.field("solution"),
         subject=rec.field("subject"),
         level=rec.field("level", int),

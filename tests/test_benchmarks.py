@@ -102,3 +102,60 @@ def test_padded_tokenizer_decodes_every_id(tmp_path):
     ids = ids["input_ids"] if hasattr(ids, "keys") else ids
     assert max(ids) < 1000 and "Repeat the digit 3." in tok.decode(ids)
     assert json.loads((tmp_path / "tokenizer.json").read_text())["model"]["vocab"]["w0"] >= 512
+
+
+# ----------------------------------------------------------------------------- learning.py
+import learning  # noqa: E402
+
+
+@pytest.mark.parametrize("name", sorted(learning.CONFIGS))
+@pytest.mark.parametrize("trainer", ["v0", "v1"])
+def test_learning_jobs_compose_and_pass_the_startup_checks(tmp_path, name, trainer):
+    """Every (config, trainer) job of the learning benchmark is a valid verl + plugin config."""
+    from hydra import compose, initialize_config_dir
+
+    import verl  # noqa: F401  (loads the plugin, which wraps validate_config)
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config  # the plugin's wrapper once verl loaded it
+    from verl_offgrpo.__main__ import config_dir
+
+    ns = type("A", (), dict(batch=32, response_length=48, data_seed=1, lr=5e-6, n=8, temperature=1.0, steps=60,
+                             test_freq=10, trainer=trainer, extra=[]))()  # fmt: skip
+    overrides = learning.job_overrides(ns, name, 0, tmp_path / "model", tmp_path / "data")
+    with initialize_config_dir(config_dir=config_dir(), version_base=None):
+        cfg = compose(config_name="off_grpo_trainer", overrides=overrides)
+    v, i, mask = learning.CONFIGS[name]
+    assert cfg.algorithm.off_grpo.sync_period == v and cfg.actor_rollout_ref.actor.ppo_epochs == i
+    assert cfg.algorithm.off_grpo.zero_var_mask is mask
+    assert cfg.algorithm.adv_estimator == "off_grpo" and cfg.reward.custom_reward_function.path == "pkg://verl_offgrpo.rewards"
+    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+
+
+def test_learning_curve_reads_train_reward_validation_and_wall_clock():
+    metrics = {
+        0: {"val-core/arithmetic/add1/reward/mean@1": 0.3},
+        1: {"timing_s/step": 2.0, "critic/score/mean": 0.25},
+        2: {"timing_s/step": 3.0, "timing_s/testing": 1.0, "critic/score/mean": 0.5,
+            "val-core/arithmetic/add1/reward/mean@1": 0.4, "val-aux/arithmetic/add1/reward/std@1": 0.1},
+    }  # fmt: skip
+    assert learning.curve(metrics) == [
+        {"step": 0, "wall_s": 0.0, "train_reward": None, "val_pass1": 0.3},
+        {"step": 1, "wall_s": 2.0, "train_reward": 0.25, "val_pass1": None},
+        {"step": 2, "wall_s": 6.0, "train_reward": 0.5, "val_pass1": 0.4},
+    ]
+
+
+def test_learning_merge_keeps_other_configs_and_seeds_and_replaces_reruns():
+    def res(configs, runs):
+        return {"task": "t", "model": "m", "configs": configs, "runs": runs}
+
+    earlier = res({"on_policy": {"v": 1, "i": 1, "zero_var_mask": False, "seeds": {"0": ["old"], "1": ["keep"]}},
+                   "reuse_i10": {"v": 1, "i": 10, "zero_var_mask": True, "seeds": {"0": ["r"]}}},
+                  [{"config": "on_policy", "seed": 0, "x": "old"}, {"config": "reuse_i10", "seed": 0}])  # fmt: skip
+    now = res({"on_policy": {"v": 1, "i": 1, "zero_var_mask": False, "seeds": {"0": ["new"]}}},
+              [{"config": "on_policy", "seed": 0, "x": "new"}])  # fmt: skip
+    merged = learning.merge(now, earlier)
+    assert merged["configs"]["on_policy"]["seeds"] == {"0": ["new"], "1": ["keep"]}
+    assert merged["configs"]["reuse_i10"]["seeds"] == {"0": ["r"]}
+    assert [r.get("x") for r in merged["runs"] if r["config"] == "on_policy"] == ["new"]
+    assert learning.merge(now, {**earlier, "task": "other"}) == now  # never mixes tasks

@@ -307,3 +307,33 @@ def test_runnable_as_module(tmp_path):
     )
     assert res.returncode == 0, res.stderr
     assert pq.read_table(tmp_path / "train.parquet").num_rows == 5
+
+
+# ----------------------------------------------------------------------------- arithmetic (synthetic)
+@pytest.mark.parametrize("task", ["add1", "add2", "larger2", "largest4"])
+def test_arithmetic_rows_answers_and_disjoint_splits(tmp_path, task):
+    res = run_script("arithmetic", "--task", task, "--n-train", "300", "--n-test", "40", "--output-dir", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    train = pq.read_table(tmp_path / "train.parquet").to_pylist()
+    test = pq.read_table(tmp_path / "test.parquet").to_pylist()
+    assert len(train) == 300 and len(test) == 40
+    test_questions = {r["prompt"][0]["content"] for r in test}
+    assert len(test_questions) == 40
+    assert not test_questions & {r["prompt"][0]["content"] for r in train}
+    for row in train + test:
+        question = row["prompt"][0]["content"]
+        numbers = [int(x) for x in re.findall(r"\d+", question)]
+        expected = sum(numbers) if task.startswith("add") else max(numbers)
+        assert row["reward_model"]["ground_truth"] == str(expected), question
+        assert row["data_source"] == f"arithmetic/{task}" and question.endswith("Answer with just the number.")
+
+
+def test_arithmetic_is_reproducible_and_refuses_impossible_test_sizes(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for out in (a, b):
+        assert run_script("arithmetic", "--task", "add1", "--n-train", "50", "--n-test", "20", "--output-dir", str(out)).returncode == 0
+    assert pq.read_table(a / "test.parquet").to_pylist() == pq.read_table(b / "test.parquet").to_pylist()
+    # single-digit addition has only 100 distinct questions
+    res = run_script("arithmetic", "--task", "add1", "--n-test", "150", "--output-dir", str(tmp_path / "c"))
+    assert res.returncode == 1 and "only 100 distinct questions" in res.stderr
+    assert not (tmp_path / "c" / "test.parquet").exists()

@@ -224,3 +224,22 @@ def test_loads_through_verl_custom_reward_function():
     fn = get_custom_reward_fn(cfg)
     assert fn(data_source="aime24", solution_str="\\boxed{025}", ground_truth="25", extra_info={"num_turns": None}) == 1.0
     assert fn(data_source="openai/gsm8k", solution_str="#### 7", ground_truth="8", extra_info={}) == 0.0
+
+
+@pytest.mark.parametrize(
+    "response, truth, score",
+    [
+        ("12", "12", 1.0),
+        ("7 + 5 equals 12.", "12", 1.0),  # the last integer is the answer
+        ("The answer is 12, not 13", "12", 0.0),
+        ("I think 13. Actually 12", "12", 1.0),
+        ("The larger number is 63.", "63", 1.0),
+        ("-4", "-4", 1.0),
+        ("1,234 apples", "1234", 1.0),
+        ("12.5", "12", 0.0),  # "5" is the last integer
+        ("twelve", "12", 0.0),
+        ("", "12", 0.0),
+    ],
+)
+def test_arithmetic_last_integer_reward(response, truth, score):
+    assert compute_score("arithmetic/add1", response, truth) == score

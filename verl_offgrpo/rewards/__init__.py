@@ -6,11 +6,13 @@ Use with verl::
     reward.custom_reward_function.name=compute_score
 
 :func:`compute_score` sends GSM8K (``data_source="openai/gsm8k"``) to verl's own strict ``#### n``
-scorer and MATH-500 / AIME24 / DeepScaleR to math-verify (:mod:`.math_verify_reward`), with a
+scorer, the synthetic ``arithmetic/<task>`` rows of ``data_prep/arithmetic.py`` to the last integer
+of the response (:mod:`.last_integer`), and MATH-500 / AIME24 / DeepScaleR to math-verify
+(:mod:`.math_verify_reward`), with a
 timeout that also holds in verl's reward threads (:mod:`._worker`). Importing this package is
 cheap: math-verify and verl's scorers are imported on first use.
 """
 
-from .score import GSM8K_SOURCES, MATH_VERIFY_SOURCES, compute_score
+from .score import ARITHMETIC_PREFIX, GSM8K_SOURCES, MATH_VERIFY_SOURCES, compute_score
 
-__all__ = ["compute_score", "GSM8K_SOURCES", "MATH_VERIFY_SOURCES"]
+__all__ = ["compute_score", "ARITHMETIC_PREFIX", "GSM8K_SOURCES", "MATH_VERIFY_SOURCES"]

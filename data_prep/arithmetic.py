@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Synthetic verifiable arithmetic tasks (no download) -> train.parquet, test.parquet for verl.
+
+Small instruction models get GRPO signal on these without a warm start (issue 7 measured
+SmolLM2-135M-Instruct on the CPU: single-digit addition ~20 % sampled at T=1.0, larger-of-two
+~20 %), unlike GSM8K's strict ``#### n`` format (< 1 %). Scored by
+``verl_offgrpo.rewards.compute_score``: data_source ``arithmetic/<task>`` -> 1.0 if the last integer
+in the response equals the answer (:mod:`verl_offgrpo.rewards.last_integer`).
+
+Tasks (``--task``):
+
+    add1      "What is 7 + 5? Answer with just the number."                  a, b in 0..9
+    add2      "What is 37 + 45? Answer with just the number."                a, b in 10..99
+    larger2   "Which number is larger, 59 or 63? Answer with just the number."  distinct 10..99
+    largest4  "Which number is the largest: 12, 87, 45, 60? Answer with just the number."
+
+Train and test are drawn from one seeded generator; test questions never appear in train (when
+the task has fewer distinct questions than requested, the script says so and stops).
+
+    python data_prep/arithmetic.py --task add1 --output-dir ~/data/arith_add1
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+
+if __package__:
+    from . import _common as C
+else:  # run as a script: python data_prep/arithmetic.py
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _common as C
+
+SUFFIX = "Answer with just the number."
+
+
+def add1(rng: random.Random) -> tuple[str, int]:
+    a, b = rng.randrange(10), rng.randrange(10)
+    return f"What is {a} + {b}? {SUFFIX}", a + b
+
+
+def add2(rng: random.Random) -> tuple[str, int]:
+    a, b = rng.randrange(10, 100), rng.randrange(10, 100)
+    return f"What is {a} + {b}? {SUFFIX}", a + b
+
+
+def larger2(rng: random.Random) -> tuple[str, int]:
+    a, b = rng.sample(range(10, 100), 2)
+    return f"Which number is larger, {a} or {b}? {SUFFIX}", max(a, b)
+
+
+def largest4(rng: random.Random) -> tuple[str, int]:
+    xs = rng.sample(range(10, 100), 4)
+    return f"Which number is the largest: {', '.join(map(str, xs))}? {SUFFIX}", max(xs)
+
+
+TASKS = {"add1": add1, "add2": add2, "larger2": larger2, "largest4": largest4}
+
+
+def make_splits(task: str, n_train: int, n_test: int, seed: int) -> dict[str, list[dict]]:
+    """Rows of both splits; test questions are distinct and disjoint from train questions."""
+    rng = random.Random(seed)
+    gen = TASKS[task]
+    test: dict[str, int] = {}
+    for _ in range(100 * n_test):
+        if len(test) == n_test:
+            break
+        q, a = gen(rng)
+        test.setdefault(q, a)
+    if len(test) < n_test:
+        raise C.DataPrepError(f"task {task}: only {len(test)} distinct questions, {n_test} requested for test")
+    train = []
+    for _ in range(100 * n_train):
+        if len(train) == n_train:
+            break
+        q, a = gen(rng)
+        if q not in test:
+            train.append((q, a))
+    if len(train) < n_train:
+        raise C.DataPrepError(f"task {task}: could not draw {n_train} train questions outside the test set")
+    source = f"arithmetic/{task}"
+
+    def rows(pairs, split):
+        return [
+            {**C.make_row(source, q, str(a), split, i, question=q), "ability": "arithmetic"}
+            for i, (q, a) in enumerate(pairs)
+        ]
+
+    return {"train": rows(train, "train"), "test": rows(list(test.items()), "test")}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--task", choices=sorted(TASKS), default="add1")
+    p.add_argument("--n-train", type=int, default=4096, help="train rows (questions may repeat)")
+    p.add_argument("--n-test", type=int, default=50, help="distinct held-out questions")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--output-dir", default=None, help="default ~/data/arith_<task>")
+    args = p.parse_args(argv)
+    try:
+        splits = make_splits(args.task, args.n_train, args.n_test, args.seed)
+    except C.DataPrepError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    out_dir = os.path.expanduser(args.output_dir or f"~/data/arith_{args.task}")
+    os.makedirs(out_dir, exist_ok=True)
+    paths = {os.path.join(out_dir, f"{name}.parquet"): rows for name, rows in splits.items()}
+    C.write_parquet_atomic(paths)
+    for path, rows in paths.items():
+        print(f"wrote {len(rows)} rows to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
