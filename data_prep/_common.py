@@ -106,10 +106,11 @@ def make_row(
 
 
 def boxed_math_row(
-    data_source: str, problem: str, answer: str, split: str, index: int, **extra: Any
+    data_source: str, problem: str, ground_truth: str, split: str, index: int, **extra: Any
 ) -> dict[str, Any]:
     """A math row scored by math-verify: the problem plus :data:`BOXED_INSTRUCTION`, ``question`` kept."""
-    return make_row(data_source, problem + " " + BOXED_INSTRUCTION, answer, split, index, question=problem, **extra)
+    content = problem + " " + BOXED_INSTRUCTION
+    return make_row(data_source, content, ground_truth, split, index, question=problem, **extra)
 
 
 def write_parquet_atomic(tables: dict[str, Sequence[dict[str, Any]]]) -> None:
