@@ -410,6 +410,37 @@ def main_ppo_cmd(overrides_list: list[str]) -> list[str]:
 EXIT_HANG = 125
 
 
+def memory_sample() -> dict[str, float]:
+    """Used memory now: every GPU's (``nvidia-smi``, MiB, summed; absent without it) and the host's (MiB)."""
+    sample: dict[str, float] = {}
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=5,
+        )  # fmt: skip
+        if out.returncode == 0 and out.stdout.strip():
+            sample["gpu_mib"] = float(sum(float(x) for x in out.stdout.split()))
+    except (OSError, subprocess.SubprocessError, ValueError):
+        pass
+    try:
+        info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line)
+        kib = lambda key: float(info[key].split()[0])  # noqa: E731
+        sample["host_mib"] = (kib("MemTotal") - kib("MemAvailable")) / 1024
+    except (OSError, KeyError, ValueError):
+        pass
+    return sample
+
+
+def memory_summary(samples: list[dict[str, float]], after_s: float | None) -> dict:
+    """Max and median of the samples taken after ``after_s`` (the first logged step; training only)."""
+    out = {}
+    for key in ("gpu_mib", "host_mib"):
+        xs = sorted(v[key] for v in samples if key in v and (after_s is None or v["t"] >= after_s))
+        if xs:
+            out[key] = {"max": xs[-1], "median": xs[len(xs) // 2], "n": len(xs)}
+    return out
+
+
 def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: int, stall_s: float = 120.0,
            exit_grace_s: float = 60.0):
     """Run one training job, watching its metrics file; returns ``(rc, progress)``.
@@ -420,11 +451,13 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
     ``progress``: ``startup_s`` (launch → first logged step), ``step_arrival_s`` (seconds after launch
     at which each step's metrics appeared), ``stalled`` (no new step for ``stall_s`` after the first
     one, or none within the timeout), ``stack_dump`` (folder of per-process stack dumps taken before
-    killing a stalled or timed-out run, when ``env`` has ``OFFGRPO_STACK_DUMP_DIR``).
+    killing a stalled or timed-out run, when ``env`` has ``OFFGRPO_STACK_DUMP_DIR``), ``memory``
+    (max / median of GPU and host memory in use, sampled every 2 s from the first logged step on).
     """
     console = log_dir / f"{name}.log"
     start = time.time()
     arrival: dict[int, float] = {}
+    mem: list[dict[str, float]] = []
     stalled = False
     with open(console, "w") as fh:
         # own session: on a timeout the whole local Ray cluster (raylet, workers, vLLM) goes with it
@@ -440,6 +473,8 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
             now = time.time() - start
             for step in parse_jsonl(jsonl):
                 arrival.setdefault(step, round(now, 1))
+            if arrival:
+                mem.append({"t": now, **memory_sample()})
             if rc is not None:
                 break
             last = max(arrival.values()) if arrival else None
@@ -461,6 +496,7 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
         "step_arrival_s": {str(k): v for k, v in sorted(arrival.items())},
         "stalled": stalled,
         "stack_dump": stack_dir if rc not in (0, EXIT_HANG) and stack_dir else None,
+        "memory": memory_summary(mem, None),
     }
 
 

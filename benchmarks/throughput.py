@@ -233,6 +233,7 @@ def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: 
         "wall_s": round(time.time() - start, 1),
         "startup_s": progress["startup_s"],
         "stalled": progress["stalled"],
+        "memory_during_training": progress.get("memory"),
         "measured_steps": len(measured),
         "step_time_s": (summary([r["step_s"] for r in measured]) or {}).get("median"),
         "step": summary([r["step_s"] for r in measured]),

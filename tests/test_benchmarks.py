@@ -84,6 +84,7 @@ def test_launch_detects_stalls_and_dumps_stacks(tmp_path, mode, steps, expect_rc
     )  # fmt: skip
     assert rc == expect_rc
     assert set(progress["step_arrival_s"]) == {"1", "2"}
+    assert progress["memory"]["host_mib"]["max"] > 0  # sampled while the job ran (no GPU here)
     assert progress["stalled"] is (expect_rc == 124)
     if expect_rc == 124:  # the stalled job's stack was dumped before it was killed
         (dump,) = stacks.glob("*.txt")
@@ -159,3 +160,9 @@ def test_learning_merge_keeps_other_configs_and_seeds_and_replaces_reruns():
     assert merged["configs"]["reuse_i10"]["seeds"] == {"0": ["r"]}
     assert [r.get("x") for r in merged["runs"] if r["config"] == "on_policy"] == ["new"]
     assert learning.merge(now, {**earlier, "task": "other"}) == now  # never mixes tasks
+
+
+def test_memory_summary_only_counts_samples_after_training_started():
+    samples = [{"t": 1, "gpu_mib": 100.0}, {"t": 5, "gpu_mib": 900.0, "host_mib": 10.0}, {"t": 7, "gpu_mib": 300.0}]
+    assert sync_e2e.memory_summary(samples, after_s=5) == {
+        "gpu_mib": {"max": 900.0, "median": 900.0, "n": 2}, "host_mib": {"max": 10.0, "median": 10.0, "n": 1}}
