@@ -4,7 +4,9 @@
 * ``sync_e2e.png``: mean |log r'| (= |log π_k/α|) per step and the sync steps, per run;
 * ``ref_reset.png``: the logged KL(π_θ‖π_ref) per step, reset steps marked;
 * ``throughput.png``: median step-time breakdown per (machine, v), and per-step times of the lagged
-  runs split by whether the previous slot was a real sync or a skip.
+  runs split by whether the previous slot was a real sync or a skip;
+* ``learning.png``: train reward per step and held-out pass@1 against training wall-clock, per
+  configuration and seed.
 
     python3 benchmarks/plot_results.py --results results      # needs matplotlib
 """
@@ -91,6 +93,27 @@ def plot_throughput(data: dict, out: Path, plt) -> None:
     fig.savefig(out, dpi=110)
 
 
+def plot_learning(data: dict, out: Path, plt) -> None:
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for name, cfg in data["configs"].items():
+        for seed, rows in cfg["seeds"].items():
+            label = f"{name} (v={cfg['v']}, i={cfg['i']}, mask={cfg['zero_var_mask']}) s{seed}"
+            train = [(r["step"], r["train_reward"]) for r in rows if r["train_reward"] is not None]
+            val = [(r["wall_s"], r["val_pass1"]) for r in rows if r["val_pass1"] is not None]
+            if train:
+                ax.plot(*zip(*train), label=label, alpha=0.8)
+            if val:
+                ax2.plot(*zip(*val), "o-", label=label, alpha=0.8)
+    ax.set_xlabel("step (same prompts for every config)")
+    ax.set_ylabel("train reward")
+    ax2.set_xlabel("training wall-clock (s, start-up excluded)")
+    ax2.set_ylabel("held-out greedy pass@1")
+    ax.set_title(f"{data['model']} on {data['task'].split(' ')[0]} ({data['device']})", fontsize=9)
+    ax2.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--results", default=str(Path(__file__).resolve().parents[1] / "results"))
@@ -101,7 +124,9 @@ def main(argv=None) -> int:
     import matplotlib.pyplot as plt
 
     res = Path(args.results)
-    for name, fn in (("sync_e2e", plot_sync), ("ref_reset", plot_ref_reset), ("throughput", plot_throughput)):
+    plots = (("sync_e2e", plot_sync), ("ref_reset", plot_ref_reset), ("throughput", plot_throughput),
+             ("learning", plot_learning))  # fmt: skip
+    for name, fn in plots:
         data = _load(res / f"{name}.json")
         if data:
             fn(data, res / f"{name}.png", plt)
