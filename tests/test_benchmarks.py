@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import textwrap
@@ -166,3 +167,31 @@ def test_memory_summary_only_counts_samples_after_training_started():
     samples = [{"t": 1, "gpu_mib": 100.0}, {"t": 5, "gpu_mib": 900.0, "host_mib": 10.0}, {"t": 7, "gpu_mib": 300.0}]
     assert sync_e2e.memory_summary(samples, after_s=5) == {
         "gpu_mib": {"max": 900.0, "median": 900.0, "n": 2}, "host_mib": {"max": 10.0, "median": 10.0, "n": 1}}
+
+
+@pytest.mark.parametrize(
+    "n_gpus, tp, offload, model, trainer",
+    [(1, 1, False, "qwen2.5-1.5b", "v0"), (2, 2, True, "qwen2.5-1.5b", "v1"), (4, 4, False, "qwen2.5-7b", "v0"),
+     (8, 8, True, "qwen2.5-7b", "v1")],
+)  # fmt: skip
+def test_throughput_layouts_compose_and_pass_the_startup_checks(tmp_path, n_gpus, tp, offload, model, trainer):
+    """Every layout the throughput benchmark offers (issues 5 and 7) is a valid verl + plugin config."""
+    from hydra import compose, initialize_config_dir
+
+    import verl  # noqa: F401  (loads the plugin, which wraps validate_config)
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl_offgrpo.__main__ import config_dir
+
+    args = argparse.Namespace(
+        trainer=trainer, warmup=2, steps=20, batch=16, n=4, response_length=256, micro_batch=16, gpu_mem=0.4,
+        tp=tp, n_gpus=n_gpus, offload=offload, keep_weights="sleep_level1", extra=[],
+    )  # fmt: skip
+    for v in (1, 10):
+        overrides = throughput.job_overrides(args, v, tmp_path / model, tmp_path / "data", f"{model}_v{v}")
+        with initialize_config_dir(config_dir=config_dir(), version_base=None):
+            cfg = compose(config_name="off_grpo_trainer", overrides=overrides)
+        assert cfg.trainer.n_gpus_per_node == n_gpus and cfg.actor_rollout_ref.rollout.tensor_model_parallel_size == tp
+        assert cfg.actor_rollout_ref.actor.fsdp_config.param_offload is offload
+        assert cfg.actor_rollout_ref.rollout.ignore_eos is True and cfg.algorithm.off_grpo.sync_period == v
+        validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
