@@ -54,6 +54,21 @@ def padded(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to_padded_tensor(0.0) if tensor.is_nested else tensor
 
 
+def advantage_step_metrics(scores, index, mask_before, rprime, knobs) -> tuple[dict[str, float], torch.Tensor]:
+    """The step's bound-monitor metrics and ``off_grpo/zero_var_masked_frac``, and the zero-variance rows.
+
+    Shared by both trainers, right after the advantage: ``scores`` (bs,) summed rewards, ``index``
+    the group ids, ``mask_before`` the response/loss mask *before* the zero-variance mask, ``rprime``
+    verl's token IS weights (or ``None``), ``knobs`` the :class:`~verl_offgrpo.knobs.OffGRPOKnobs`.
+    """
+    from verl_offgrpo.bound_monitor import bound_metrics
+
+    rows = zero_variance_rows(scores, index)
+    metrics = bound_metrics(scores, index, mask_before, rprime, std_eps=knobs.std_eps, std_unbiased=knobs.std_unbiased)
+    metrics["off_grpo/zero_var_masked_frac"] = float(rows.float().mean()) if knobs.zero_var_mask else 0.0
+    return metrics, rows
+
+
 def after_advantage_v1(tq, batch, algorithm_cfg) -> dict[str, float]:
     """V1 trainer, right after verl's ``_compute_advantage``: zero-variance mask and bound monitor.
 
@@ -65,7 +80,6 @@ def after_advantage_v1(tq, batch, algorithm_cfg) -> dict[str, float]:
     """
     from tensordict import TensorDict
 
-    from verl_offgrpo.bound_monitor import bound_metrics
     from verl_offgrpo.knobs import knobs_from_algorithm
 
     knobs = knobs_from_algorithm(algorithm_cfg)
@@ -78,16 +92,8 @@ def after_advantage_v1(tq, batch, algorithm_cfg) -> dict[str, float]:
     uid = data["uid"]  # a tensordict LinkedList/NonTensorStack of strings
     index = np.array(uid.tolist() if hasattr(uid, "tolist") else list(uid), dtype=object)
     scores = padded(data[reward_field]).sum(-1)
-    rows = zero_variance_rows(scores, index)
-    metrics = bound_metrics(
-        scores,
-        index,
-        padded(data["loss_mask"]),
-        padded(data["rollout_is_weights"]) if has_rprime else None,
-        std_eps=knobs.std_eps,
-        std_unbiased=knobs.std_unbiased,
-    )
-    metrics["off_grpo/zero_var_masked_frac"] = float(rows.float().mean()) if knobs.zero_var_mask else 0.0
+    rprime = padded(data["rollout_is_weights"]) if has_rprime else None
+    metrics, rows = advantage_step_metrics(scores, index, padded(data["loss_mask"]), rprime, knobs)
     if knobs.zero_var_mask and bool(rows.any()):
         fields = TensorDict(
             {

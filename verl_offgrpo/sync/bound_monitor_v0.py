@@ -7,7 +7,7 @@ lagged checkpoint manager is built for v0 with the ``off_grpo`` estimator. Aroun
 wrapper reads, from the ``DataProto``: ``token_level_rewards`` (what the estimator sums), ``uid``,
 the ``response_mask`` *before* the zero-variance mask edits it, and verl's token IS weights
 ``rollout_is_weights`` (= r' = π_k/α, present with the shipped yaml's rollout correction). The
-metrics (:func:`verl_offgrpo.bound_monitor.bound_metrics` plus ``off_grpo/zero_var_masked_frac``)
+metrics (:func:`verl_offgrpo.zero_var_mask.advantage_step_metrics`, the same as V1's)
 go to the same per-step channel as the sync metrics, merged into ``Tracking.log`` of that step.
 """
 
@@ -24,19 +24,13 @@ logger = logging.getLogger(__name__)
 
 def v0_metrics(data: Any, mask_before: Any, algorithm_cfg: Any) -> dict[str, float]:
     """Bound-monitor metrics of a v0 ``DataProto`` (after the advantage; ``mask_before`` = pre-mask)."""
-    from verl_offgrpo.bound_monitor import bound_metrics
     from verl_offgrpo.knobs import knobs_from_algorithm
-    from verl_offgrpo.zero_var_mask import zero_variance_rows
+    from verl_offgrpo.zero_var_mask import advantage_step_metrics
 
-    knobs = knobs_from_algorithm(algorithm_cfg)
     scores = data.batch["token_level_rewards"].sum(-1)
     index = np.asarray(data.non_tensor_batch["uid"], dtype=object)
     rprime = data.batch["rollout_is_weights"] if "rollout_is_weights" in data.batch.keys() else None
-    metrics = bound_metrics(
-        scores, index, mask_before, rprime, std_eps=knobs.std_eps, std_unbiased=knobs.std_unbiased
-    )
-    rows = zero_variance_rows(scores, index)
-    metrics["off_grpo/zero_var_masked_frac"] = float(rows.float().mean()) if knobs.zero_var_mask else 0.0
+    metrics, _rows = advantage_step_metrics(scores, index, mask_before, rprime, knobs_from_algorithm(algorithm_cfg))
     return metrics
 
 
