@@ -98,53 +98,32 @@ def build_task(data_dir: Path, task: str, seed: int = 0) -> Path:
 
 # ----------------------------------------------------------------------------- runs
 def job_overrides(args, name: str, seed: int, model_dir: Path, data_dir: Path) -> list[str]:
+    """The sync benchmark's job (:func:`sync_e2e.overrides`: model, vLLM and trainer settings that work
+    on the GPU machine) with this task's data, reward, batch, validation and the config's knobs."""
     v, i, mask = CONFIGS[name]
-    ov = [
-        f"algorithm.off_grpo.sync_period={v}",
-        f"algorithm.off_grpo.zero_var_mask={str(mask).lower()}",
-        f"actor_rollout_ref.actor.ppo_epochs={i}",
-        f"data.train_files={data_dir / 'train.parquet'}",
-        f"data.val_files={data_dir / 'test.parquet'}",
-        f"data.train_batch_size={args.batch}",
-        "data.max_prompt_length=64",
-        f"data.max_response_length={args.response_length}",
-        "data.dataloader_num_workers=0",
-        f"data.seed={args.data_seed}",
-        "reward.custom_reward_function.path=pkg://verl_offgrpo.rewards",
-        "reward.custom_reward_function.name=compute_score",
-        f"actor_rollout_ref.model.path={model_dir}",
-        "actor_rollout_ref.model.use_remove_padding=False",
-        "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
-        f"actor_rollout_ref.actor.optim.lr={args.lr}",
-        f"actor_rollout_ref.actor.ppo_mini_batch_size={args.batch}",
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64",
-        "actor_rollout_ref.actor.use_kl_loss=False",
-        f"actor_rollout_ref.actor.data_loader_seed={seed}",
-        "actor_rollout_ref.rollout.name=vllm",
-        f"actor_rollout_ref.rollout.n={args.n}",
-        f"actor_rollout_ref.rollout.temperature={args.temperature}",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
-        "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
-        "actor_rollout_ref.rollout.enforce_eager=True",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=64",
-        "actor_rollout_ref.rollout.agent.num_workers=1",
-        f"actor_rollout_ref.rollout.seed={seed}",
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=64",
-        "trainer.n_gpus_per_node=1",
-        "trainer.nnodes=1",
-        f"trainer.total_training_steps={args.steps}",
-        "trainer.logger=[console,file]",
-        "trainer.val_before_train=True",
-        f"trainer.test_freq={args.test_freq}",
-        "trainer.save_freq=-1",
-        "trainer.project_name=offgrpo_learning",
-        f"trainer.experiment_name={name}_s{seed}",
-    ]
-    if args.trainer == "v0":
-        from verl_offgrpo.sync import V0_MANAGER_FQN
-
-        ov += ["trainer.use_v1=false", f"+actor_rollout_ref.rollout.checkpoint_manager_class={V0_MANAGER_FQN}"]
-    return ov + list(args.extra)
+    base = sync_e2e.overrides(args.trainer, v, model_dir, data_dir, args.steps, args.lr, f"{name}_s{seed}")
+    updates: dict[str, object] = {
+        "algorithm.off_grpo.zero_var_mask": str(mask).lower(),
+        "actor_rollout_ref.actor.ppo_epochs": i,
+        "data.val_files": data_dir / "test.parquet",
+        "data.train_batch_size": args.batch,
+        "data.max_response_length": args.response_length,
+        "data.seed": args.data_seed,
+        "reward.custom_reward_function.path": "pkg://verl_offgrpo.rewards",
+        "reward.custom_reward_function.name": "compute_score",
+        "actor_rollout_ref.actor.ppo_mini_batch_size": args.batch,
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 64,
+        "actor_rollout_ref.actor.data_loader_seed": seed,
+        "actor_rollout_ref.rollout.n": args.n,
+        "actor_rollout_ref.rollout.temperature": args.temperature,
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": 64,
+        "actor_rollout_ref.rollout.seed": seed,
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": 64,
+        "trainer.val_before_train": True,
+        "trainer.test_freq": args.test_freq,
+        "trainer.project_name": "offgrpo_learning",
+    }
+    return sync_e2e.set_overrides(base, updates) + list(args.extra)
 
 
 def val_pass1(row: dict) -> float | None:
@@ -187,13 +166,11 @@ def merge(result: dict, earlier: dict | None) -> dict:
 
 def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir: Path) -> tuple[list[dict], dict]:
     tag = f"{name}_s{seed}"
-    jsonl = log_dir / f"{tag}.jsonl"
-    jsonl.unlink(missing_ok=True)
-    env = sync_e2e.run_env(jsonl, stack_dir=log_dir / f"{tag}.stacks")
-    cmd = sync_e2e.main_ppo_cmd(job_overrides(args, name, seed, model_dir, data_dir))
     start = time.time()
-    rc, progress = sync_e2e.launch(cmd, env, tag, log_dir, jsonl, args.run_timeout, args.steps + 1, args.stall_s)
-    sync_e2e.save_logs(Path(args.out).resolve(), tag, log_dir, log_dir / f"{tag}.stacks")
+    rc, progress, jsonl = sync_e2e.run_main_ppo(
+        tag, job_overrides(args, name, seed, model_dir, data_dir), args.out, log_dir, args.run_timeout,
+        args.steps + 1, args.stall_s,
+    )  # fmt: skip
     rows = curve(sync_e2e.parse_jsonl(jsonl))
     trained = [r for r in rows if r["step"] >= 1]
     info = {

@@ -65,14 +65,12 @@ def ref_overrides(trainer: str, period: int, args, model_dir: Path, data_dir: Pa
 
 def run(trainer: str, period: int, args, model_dir: Path, data_dir: Path, log_dir: Path, info: dict) -> dict:
     name = f"ref_reset_{trainer}_R{period}"
-    jsonl, console = log_dir / f"{name}.jsonl", log_dir / f"{name}.log"
-    jsonl.unlink(missing_ok=True)
-    stack_dir = log_dir / f"{name}.stacks"
-    env = sync_e2e.run_env(jsonl, stack_dir=stack_dir, VERL_OFFGRPO_REF_RESET_VERIFY="1")
-    cmd = sync_e2e.main_ppo_cmd(ref_overrides(trainer, period, args, model_dir, data_dir, name))
+    console = log_dir / f"{name}.log"
     start = time.time()
-    rc, progress = sync_e2e.launch(cmd, env, name, log_dir, jsonl, args.run_timeout, args.steps, args.stall_s)
-    sync_e2e.save_logs(Path(args.out).resolve(), name, log_dir, stack_dir)
+    rc, progress, jsonl = sync_e2e.run_main_ppo(
+        name, ref_overrides(trainer, period, args, model_dir, data_dir, name), args.out, log_dir,
+        args.run_timeout, args.steps, args.stall_s, VERL_OFFGRPO_REF_RESET_VERIFY="1",
+    )  # fmt: skip
     metrics = sync_e2e.parse_jsonl(jsonl) or sync_e2e.parse_console(console.read_text(errors="replace"))
     rows, wired = [], False
     for step in sorted(s for s in metrics if s >= 1):

@@ -218,6 +218,12 @@ def overrides(trainer: str, period: int, model_dir: Path, data_dir: Path, steps:
     return ov
 
 
+def set_overrides(base: list[str], updates: dict[str, object]) -> list[str]:
+    """``base`` with the ``key=value`` entries of ``updates`` replaced or appended (``+key`` kept)."""
+    out = [o for o in base if o.split("=", 1)[0].lstrip("+") not in updates]
+    return out + [f"{k}={v}" for k, v in updates.items()]
+
+
 _NUM = re.compile(r"^(?:np\.\w+\()?(-?[\d.eE+-]+|nan|inf|-inf)\)?$")
 
 
@@ -432,7 +438,7 @@ def memory_sample() -> dict[str, float]:
 
 
 def memory_summary(samples: list[dict[str, float]], after_s: float | None) -> dict:
-    """Max and median of the samples taken after ``after_s`` (the first logged step; training only)."""
+    """Max and median of the samples taken from ``after_s`` on (the first logged step: training only)."""
     out = {}
     for key in ("gpu_mib", "host_mib"):
         xs = sorted(v[key] for v in samples if key in v and (after_s is None or v["t"] >= after_s))
@@ -472,9 +478,8 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
                 pass
             now = time.time() - start
             for step in parse_jsonl(jsonl):
-                arrival.setdefault(step, round(now, 1))
-            if arrival:
-                mem.append({"t": now, **memory_sample()})
+                arrival.setdefault(step, now)
+            mem.append({"t": now, **memory_sample()})
             if rc is not None:
                 break
             last = max(arrival.values()) if arrival else None
@@ -485,18 +490,18 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
             if (last is not None and now - last > stall_s) or now > timeout:
                 stalled = last is None or now - last > stall_s
                 rc = 124
-        stack_dir = env.get("OFFGRPO_STACK_DUMP_DIR")
-        if rc not in (0, EXIT_HANG) and stack_dir and proc.poll() is None:
+        stack_dir = env.get("OFFGRPO_STACK_DUMP_DIR") if rc not in (0, EXIT_HANG) else None
+        if stack_dir and proc.poll() is None:
             Path(stack_dir).mkdir(parents=True, exist_ok=True)
             (Path(stack_dir) / "DUMP").touch()
             time.sleep(6)
         kill_group(proc)
     return rc, {
-        "startup_s": min(arrival.values()) if arrival else None,
-        "step_arrival_s": {str(k): v for k, v in sorted(arrival.items())},
+        "startup_s": round(min(arrival.values()), 1) if arrival else None,
+        "step_arrival_s": {str(k): round(v, 1) for k, v in sorted(arrival.items())},
         "stalled": stalled,
-        "stack_dump": stack_dir if rc not in (0, EXIT_HANG) and stack_dir else None,
-        "memory": memory_summary(mem, None),
+        "stack_dump": stack_dir,
+        "memory": memory_summary(mem, min(arrival.values()) if arrival else None),
     }
 
 
@@ -515,16 +520,27 @@ def save_logs(out: Path, name: str, log_dir: Path, stack_dir: Path | None, keep_
                 fh.write(f"===== {f.name}\n{f.read_text(errors='replace')}\n")
 
 
-def run_one(trainer, period, args, model_dir, data_dir, log_dir, deadline, info):
-    name = f"{trainer}_v{period}"
+def run_main_ppo(name: str, job_overrides: list[str], out, log_dir: Path, timeout: float, steps: int,
+                 stall_s: float, **env_extra: str) -> tuple[int, dict, Path]:
+    """One ``main_ppo`` job named ``name``: fresh metrics file, :func:`launch`, logs copied to ``out``.
+
+    Returns ``(rc, progress, jsonl)`` (see :func:`launch`; ``jsonl`` = the job's metrics file).
+    """
     jsonl = log_dir / f"{name}.jsonl"
     jsonl.unlink(missing_ok=True)
     stack_dir = log_dir / f"{name}.stacks"
-    env = run_env(jsonl, stack_dir=stack_dir)
-    cmd = main_ppo_cmd([*overrides(trainer, period, model_dir, data_dir, args.steps, args.lr, name), *args.extra])
+    env = run_env(jsonl, stack_dir=stack_dir, **env_extra)
+    rc, progress = launch(main_ppo_cmd(job_overrides), env, name, log_dir, jsonl, timeout, steps, stall_s)
+    save_logs(Path(out).resolve(), name, log_dir, stack_dir)
+    return rc, progress, jsonl
+
+
+def run_one(trainer, period, args, model_dir, data_dir, log_dir, deadline, info):
+    name = f"{trainer}_v{period}"
+    job = [*overrides(trainer, period, model_dir, data_dir, args.steps, args.lr, name), *args.extra]
     timeout = max(30.0, min(args.run_timeout, deadline - time.time()))
     start = time.time()
-    rc, progress = launch(cmd, env, name, log_dir, jsonl, timeout, args.steps, args.stall_s)
+    rc, progress, jsonl = run_main_ppo(name, job, args.out, log_dir, timeout, args.steps, args.stall_s)
     console = log_dir / f"{name}.log"
     metrics = parse_jsonl(jsonl)
     source = "file"
@@ -547,7 +563,6 @@ def run_one(trainer, period, args, model_dir, data_dir, log_dir, deadline, info)
     run["checks"] = check_run(run, args.steps)
     if rc != 0:
         run["log_tail"] = console.read_text(errors="replace")[-4000:]
-    save_logs(Path(args.out).resolve(), name, log_dir, stack_dir)
     print(f"[sync_e2e] {name}: rc={rc} wall={run['wall_s']}s startup={progress['startup_s']}s "
           f"stalled={progress['stalled']} ok={run['checks']['ok']} "
           f"|log r'| by lag={run['checks'].get('mean_abs_log_rprime_by_rollout_lag')}", flush=True)  # fmt: skip

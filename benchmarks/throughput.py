@@ -41,10 +41,11 @@ from __future__ import annotations
 import argparse
 import json
 import socket
-import statistics
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
@@ -129,12 +130,6 @@ def build_model(model_dir: Path, shape: str, seed: int = 0) -> dict:
 
 
 # ----------------------------------------------------------------------------- runs
-def set_overrides(base: list[str], updates: dict[str, object]) -> list[str]:
-    """``base`` with the ``key=value`` entries of ``updates`` replaced or appended (``+key`` kept)."""
-    out = [o for o in base if o.split("=", 1)[0].lstrip("+") not in updates]
-    return out + [f"{k}={v}" for k, v in updates.items()]
-
-
 def job_overrides(args, v: int, model_dir: Path, data_dir: Path, name: str) -> list[str]:
     base = sync_e2e.overrides(args.trainer, v, model_dir, data_dir, args.warmup + args.steps, 1e-6, name)
     micro = max(1, args.micro_batch)
@@ -157,24 +152,16 @@ def job_overrides(args, v: int, model_dir: Path, data_dir: Path, name: str) -> l
         "trainer.n_gpus_per_node": args.n_gpus,
         "trainer.project_name": "offgrpo_throughput",
     }
-    return set_overrides(base, updates) + list(args.extra)
-
-
-def _q(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    if len(xs) == 1:
-        return xs[0]
-    pos = q * (len(xs) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+    return sync_e2e.set_overrides(base, updates) + list(args.extra)
 
 
 def summary(values: list[float]) -> dict | None:
+    """Median and 10th / 90th percentiles (linear interpolation) of the finite values."""
     values = [x for x in values if sync_e2e.finite(x)]
     if not values:
         return None
-    return {"median": statistics.median(values), "p10": _q(values, 0.1), "p90": _q(values, 0.9), "n": len(values)}
+    p10, median, p90 = (float(q) for q in np.percentile(values, [10, 50, 90]))
+    return {"median": median, "p10": p10, "p90": p90, "n": len(values)}
 
 
 def per_step(metrics: dict[int, dict]) -> list[dict]:
@@ -203,15 +190,11 @@ def per_step(metrics: dict[int, dict]) -> list[dict]:
 
 def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: dict, shape: dict) -> dict:
     name = f"{args.layout}_{args.model}_v{v}"
-    jsonl = log_dir / f"{name}.jsonl"
-    jsonl.unlink(missing_ok=True)
-    stack_dir = log_dir / f"{name}.stacks"
-    env = sync_e2e.run_env(jsonl, stack_dir=stack_dir)
-    cmd = sync_e2e.main_ppo_cmd(job_overrides(args, v, model_dir, data_dir, name))
     start = time.time()
-    total = args.warmup + args.steps
-    rc, progress = sync_e2e.launch(cmd, env, name, log_dir, jsonl, args.run_timeout, total, args.stall_s)
-    sync_e2e.save_logs(Path(args.out).resolve(), name, log_dir, stack_dir)
+    rc, progress, jsonl = sync_e2e.run_main_ppo(
+        name, job_overrides(args, v, model_dir, data_dir, name), args.out, log_dir, args.run_timeout,
+        args.warmup + args.steps, args.stall_s,
+    )  # fmt: skip
     steps = per_step(sync_e2e.parse_jsonl(jsonl))
     measured = [r for r in steps if r["step"] > args.warmup]
     synced = [r for r in measured if r["synced"] == 1.0]

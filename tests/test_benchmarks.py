@@ -47,7 +47,7 @@ def test_summary_median_and_spread():
 
 def test_set_overrides_replaces_plain_and_plus_keys_and_appends_new_ones():
     base = ["a.b=1", "+c.d=x", "e=2"]
-    assert throughput.set_overrides(base, {"a.b": 3, "c.d": "y", "f": True}) == ["e=2", "a.b=3", "c.d=y", "f=True"]
+    assert sync_e2e.set_overrides(base, {"a.b": 3, "c.d": "y", "f": True}) == ["e=2", "a.b=3", "c.d=y", "f=True"]
 
 
 def test_per_step_reads_verl_timing_keys():
