@@ -203,7 +203,7 @@ def main(argv=None) -> int:
     p.add_argument("--n", type=int, default=8, help="samples per prompt")
     p.add_argument("--response-length", type=int, default=48)
     p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--lr", type=float, default=5e-6)
+    p.add_argument("--lr", type=float, default=1e-5)
     p.add_argument("--data-seed", type=int, default=1, help="dataloader shuffle seed: the same prompts for all")
     p.add_argument("--run-timeout", type=float, default=560.0)
     p.add_argument("--stall-s", type=float, default=150.0)
