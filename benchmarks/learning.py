@@ -30,6 +30,7 @@ Usage on the GPU machine (one config per 10-minute command; accumulate with --me
 from __future__ import annotations
 
 import argparse
+import gzip
 import importlib.util
 import json
 import subprocess
@@ -123,6 +124,9 @@ def job_overrides(args, name: str, seed: int, model_dir: Path, data_dir: Path) -
         "trainer.test_freq": args.test_freq,
         "trainer.project_name": "offgrpo_learning",
     }
+    if getattr(args, "keep_weights", "sleep_level1") == "no_sleep":
+        updates["algorithm.off_grpo.keep_weights"] = "no_sleep"
+        updates["actor_rollout_ref.rollout.free_cache_engine"] = False
     return sync_e2e.set_overrides(base, updates) + list(args.extra)
 
 
@@ -134,8 +138,22 @@ def val_pass1(row: dict) -> float | None:
     return None
 
 
+#: extra per-step columns of a curve row -> the verl / plugin metric they come from
+STEP_COLUMNS = {
+    "step_time_s": "timing_s/step",
+    "gen_s": "timing_s/gen",
+    "update_actor_s": "timing_s/update_actor",
+    "sync_slot_s": "timing_s/off_grpo_sync",
+    "synced": "off_grpo/synced",
+    "rollout_lag": "off_grpo/rollout_lag",
+    "mean_abs_log_rprime": "actor/off_grpo/mean_abs_log_rprime",
+    "zero_var_group_frac": "off_grpo/bound/zero_var_group_frac",
+}
+
+
 def curve(metrics: dict[int, dict]) -> list[dict]:
-    """Per-step rows ``{step, wall_s, train_reward, val_pass1}``; step 0 = validation before training."""
+    """Per-step rows ``{step, wall_s, train_reward, val_pass1, <STEP_COLUMNS>}``; step 0 = validation
+    before training. ``wall_s`` = cumulative ``timing_s/step`` + ``timing_s/testing`` (start-up excluded)."""
     rows, wall = [], 0.0
     for step in sorted(metrics):
         row = metrics[step]
@@ -148,8 +166,39 @@ def curve(metrics: dict[int, dict]) -> list[dict]:
         }
         if entry["train_reward"] is None and entry["val_pass1"] is None:
             continue
+        if entry["train_reward"] is not None:
+            entry.update({col: row.get(key) for col, key in STEP_COLUMNS.items()})
         rows.append(entry)
     return rows
+
+
+def read_metrics(log_dir: Path, tag: str) -> tuple[dict[int, dict], str]:
+    """A job's per-step metrics from ``log_dir``: its metrics file ``<tag>.jsonl`` if saved, else its
+    console log ``<tag>.log`` (or ``.log.gz``). Returns ``(metrics, source file name)``."""
+    jsonl = log_dir / f"{tag}.jsonl"
+    if jsonl.exists() and (metrics := sync_e2e.parse_jsonl(jsonl)):
+        return metrics, jsonl.name
+    for name in (f"{tag}.log", f"{tag}.log.gz"):
+        path = log_dir / name
+        if path.exists():
+            raw = gzip.decompress(path.read_bytes()) if name.endswith(".gz") else path.read_bytes()
+            return sync_e2e.parse_console(raw.decode(errors="replace")), name
+    return {}, ""
+
+
+def rebuild(result: dict, log_dir: Path) -> dict:
+    """``result`` with every run's curve re-derived from its saved log in ``log_dir``: turns the logs
+    that came back from the GPU into the committed JSON. Steps the log lacks (a console log whose last
+    line was cut when the job was stopped) keep their earlier rows."""
+    for run in result["runs"]:
+        metrics, source = read_metrics(log_dir, run.get("tag") or f"{run['config']}_s{run['seed']}")
+        if metrics:
+            seeds = result["configs"][run["config"]]["seeds"]
+            rows = {r["step"]: r for r in seeds.get(str(run["seed"]), [])}
+            rows.update({r["step"]: r for r in curve(metrics)})
+            seeds[str(run["seed"])] = [rows[s] for s in sorted(rows)]
+            run["metrics_source"] = source
+    return result
 
 
 def merge(result: dict, earlier: dict | None) -> dict:
@@ -164,8 +213,13 @@ def merge(result: dict, earlier: dict | None) -> dict:
     return {**result, "configs": configs, "runs": runs}
 
 
+def entry_name(name: str, keep_weights: str) -> str:
+    """The JSON key of a config run with ``keep_weights``: ``name`` for the default, else ``name+<mode>``."""
+    return name if keep_weights == "sleep_level1" else f"{name}+{keep_weights}"
+
+
 def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir: Path) -> tuple[list[dict], dict]:
-    tag = f"{name}_s{seed}"
+    tag = f"{entry_name(name, args.keep_weights)}_s{seed}"
     start = time.time()
     rc, progress, jsonl = sync_e2e.run_main_ppo(
         tag, job_overrides(args, name, seed, model_dir, data_dir), args.out, log_dir, args.run_timeout,
@@ -174,13 +228,18 @@ def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir
     rows = curve(sync_e2e.parse_jsonl(jsonl))
     trained = [r for r in rows if r["step"] >= 1]
     info = {
-        "config": name,
+        "config": entry_name(name, args.keep_weights),
         "seed": seed,
+        "tag": tag,
+        "steps_requested": args.steps,
+        "keep_weights": args.keep_weights,
         "returncode": rc,
         "complete": len(trained) >= args.steps,
         "steps_logged": len(trained),
         "wall_s": round(time.time() - start, 1),
         "startup_s": progress["startup_s"],
+        "extra_overrides": list(args.extra),
+        "memory_during_training": progress.get("memory"),
     }
     print(f"[learning] {tag}: rc={rc} steps={len(trained)} start pass@1={rows[0]['val_pass1'] if rows else None} "
           f"last={[r for r in rows if r['val_pass1'] is not None][-1:]}", flush=True)  # fmt: skip
@@ -207,12 +266,22 @@ def main(argv=None) -> int:
     p.add_argument("--data-seed", type=int, default=1, help="dataloader shuffle seed: the same prompts for all")
     p.add_argument("--run-timeout", type=float, default=560.0)
     p.add_argument("--stall-s", type=float, default=150.0)
+    p.add_argument("--keep-weights", default="sleep_level1", choices=["sleep_level1", "no_sleep"],
+                   help="algorithm.off_grpo.keep_weights; no_sleep runs are stored as '<config>+no_sleep'")
     p.add_argument("--merge", default=None)
+    p.add_argument("--rebuild", default=None, metavar="LOG_DIR",
+                   help="no GPU: re-derive the curves of the --merge JSON from the saved logs in LOG_DIR "
+                        "(<tag>.jsonl, <tag>.log or <tag>.log.gz) and write OUT/learning.json")
     p.add_argument("--extra", nargs="*", default=[])
     args = p.parse_args(argv)
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    if args.rebuild:
+        result = rebuild(json.loads(Path(args.merge).read_text()), Path(args.rebuild))
+        (out / "learning.json").write_text(json.dumps(result, indent=1, default=str))
+        print(f"[learning] rebuilt {len(result['runs'])} runs from {args.rebuild} -> {out / 'learning.json'}")
+        return 0
     work = Path(args.work).resolve() if args.work else out / "learning_work"
     log_dir = work / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -232,7 +301,8 @@ def main(argv=None) -> int:
     }  # fmt: skip
     for name in args.config.split(","):
         v, i, mask = CONFIGS[name]
-        entry = result["configs"].setdefault(name, {"v": v, "i": i, "zero_var_mask": mask, "seeds": {}})
+        entry = result["configs"].setdefault(entry_name(name, args.keep_weights), {
+            "v": v, "i": i, "zero_var_mask": mask, "keep_weights": args.keep_weights, "seeds": {}})
         for seed in [int(s) for s in args.seeds.split(",")]:
             rows, run = run_job(args, name, seed, model_dir, data_dir, log_dir)
             entry["seeds"][str(seed)] = rows

@@ -506,9 +506,13 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
 
 
 def save_logs(out: Path, name: str, log_dir: Path, stack_dir: Path | None, keep_bytes: int = 400_000) -> None:
-    """Copy the run's console log (tail) and stack dumps into ``OUT/logs`` (they come back from the GPU)."""
+    """Copy the run's console log (tail), metrics file and stack dumps into ``OUT/logs`` (they come
+    back from the GPU)."""
     dest = out / "logs"
     dest.mkdir(parents=True, exist_ok=True)
+    metrics = log_dir / f"{name}.jsonl"
+    if metrics.exists():
+        (dest / metrics.name).write_bytes(metrics.read_bytes())
     console = log_dir / f"{name}.log"
     if console.exists():
         data = console.read_bytes()[-keep_bytes:]

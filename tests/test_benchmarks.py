@@ -121,7 +121,7 @@ def test_learning_jobs_compose_and_pass_the_startup_checks(tmp_path, name, train
     from verl.utils.config import validate_config  # the plugin's wrapper once verl loaded it
     from verl_offgrpo.__main__ import config_dir
 
-    ns = type("A", (), dict(batch=32, response_length=48, data_seed=1, lr=5e-6, n=8, temperature=1.0, steps=60,
+    ns = type("A", (), dict(batch=32, response_length=48, data_seed=1, lr=1e-5, n=8, temperature=1.0, steps=60,
                              test_freq=10, trainer=trainer, extra=[]))()  # fmt: skip
     overrides = learning.job_overrides(ns, name, 0, tmp_path / "model", tmp_path / "data")
     with initialize_config_dir(config_dir=config_dir(), version_base=None):
@@ -136,15 +136,55 @@ def test_learning_jobs_compose_and_pass_the_startup_checks(tmp_path, name, train
 def test_learning_curve_reads_train_reward_validation_and_wall_clock():
     metrics = {
         0: {"val-core/arithmetic/add1/reward/mean@1": 0.3},
-        1: {"timing_s/step": 2.0, "critic/score/mean": 0.25},
-        2: {"timing_s/step": 3.0, "timing_s/testing": 1.0, "critic/score/mean": 0.5,
+        1: {"timing_s/step": 2.0, "critic/score/mean": 0.25, "timing_s/off_grpo_sync": 0.1, "off_grpo/synced": 1.0},
+        2: {"timing_s/step": 3.0, "timing_s/testing": 1.0, "critic/score/mean": 0.5, "off_grpo/rollout_lag": 1.0,
             "val-core/arithmetic/add1/reward/mean@1": 0.4, "val-aux/arithmetic/add1/reward/std@1": 0.1},
     }  # fmt: skip
-    assert learning.curve(metrics) == [
+    rows = learning.curve(metrics)
+    assert [{k: r[k] for k in ("step", "wall_s", "train_reward", "val_pass1")} for r in rows] == [
         {"step": 0, "wall_s": 0.0, "train_reward": None, "val_pass1": 0.3},
         {"step": 1, "wall_s": 2.0, "train_reward": 0.25, "val_pass1": None},
         {"step": 2, "wall_s": 6.0, "train_reward": 0.5, "val_pass1": 0.4},
     ]
+    assert set(rows[0]) == {"step", "wall_s", "train_reward", "val_pass1"}  # validation only: no step columns
+    assert (rows[1]["step_time_s"], rows[1]["sync_slot_s"], rows[1]["synced"], rows[1]["rollout_lag"]) == (2.0, 0.1, 1.0, None)
+    assert (rows[2]["synced"], rows[2]["rollout_lag"]) == (None, 1.0)
+
+
+def test_learning_rebuild_reads_saved_logs_and_keeps_steps_the_log_lacks(tmp_path):
+    """The committed JSON is re-derived from the logs that came back from the GPU (gzip console log)."""
+    import gzip
+
+    console = ("(TaskRunner pid=1) step:1 - critic/score/mean:0.25 - timing_s/step:2.0 - off_grpo/synced:0.0\n"
+               "(TaskRunner pid=1) step:2 - critic/score/mean:np.float64(0.5) - timing_s/step:3.0\n")  # fmt: skip
+    (tmp_path / "off_policy_v10+no_sleep_s0.log.gz").write_bytes(gzip.compress(console.encode()))
+    result = {
+        "configs": {"off_policy_v10+no_sleep": {"seeds": {"0": [{"step": 3, "wall_s": 9.0, "train_reward": 0.75,
+                                                                  "val_pass1": None}]}}},
+        "runs": [{"config": "off_policy_v10+no_sleep", "seed": 0, "tag": "off_policy_v10+no_sleep_s0"}],
+    }  # fmt: skip
+    rows = learning.rebuild(result, tmp_path)["configs"]["off_policy_v10+no_sleep"]["seeds"]["0"]
+    assert [(r["step"], r["wall_s"], r["train_reward"]) for r in rows] == [(1, 2.0, 0.25), (2, 5.0, 0.5), (3, 9.0, 0.75)]
+    assert rows[0]["synced"] == 0.0 and result["runs"][0]["metrics_source"] == "off_policy_v10+no_sleep_s0.log.gz"
+
+
+def test_learning_no_sleep_job_is_a_separate_entry_and_a_valid_config(tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    import verl  # noqa: F401  (loads the plugin, which wraps validate_config)
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl_offgrpo.__main__ import config_dir
+
+    ns = type("A", (), dict(batch=32, response_length=48, data_seed=1, lr=1e-5, n=8, temperature=1.0, steps=20,
+                             test_freq=10, trainer="v0", extra=[], keep_weights="no_sleep"))()  # fmt: skip
+    overrides = learning.job_overrides(ns, "off_policy_v10", 0, tmp_path / "model", tmp_path / "data")
+    with initialize_config_dir(config_dir=config_dir(), version_base=None):
+        cfg = compose(config_name="off_grpo_trainer", overrides=overrides)
+    assert cfg.algorithm.off_grpo.keep_weights == "no_sleep" and cfg.actor_rollout_ref.rollout.free_cache_engine is False
+    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    assert learning.entry_name("off_policy_v10", "no_sleep") == "off_policy_v10+no_sleep"
+    assert learning.entry_name("off_policy_v10", "sleep_level1") == "off_policy_v10"
 
 
 def test_learning_merge_keeps_other_configs_and_seeds_and_replaces_reruns():
@@ -195,3 +235,32 @@ def test_throughput_layouts_compose_and_pass_the_startup_checks(tmp_path, n_gpus
         assert cfg.actor_rollout_ref.actor.fsdp_config.param_offload is offload
         assert cfg.actor_rollout_ref.rollout.ignore_eos is True and cfg.algorithm.off_grpo.sync_period == v
         validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+
+
+# ----------------------------------------------------------------------------- keep_weights.py
+import keep_weights  # noqa: E402
+
+
+def test_keep_weights_compares_the_common_steps_and_splits_the_sync_slot():
+    def row(step, t, slot, synced):
+        return {"step": step, "train_reward": 0.5, "step_time_s": t, "gen_s": 1.0, "update_actor_s": 2.0,
+                "sync_slot_s": slot, "synced": synced}  # fmt: skip
+
+    sleep = [{"step": 0, "train_reward": None, "val_pass1": 0.8}, row(1, 99.0, 9.0, 1.0), row(2, 6.0, 0.07, 0.0),
+             row(3, 5.0, 0.05, 0.0), row(4, 7.0, 0.2, 1.0), row(5, 4.0, 0.06, 0.0)]  # step 5: only in this run
+    no_sleep = [row(1, 99.0, 9.0, 1.0), row(2, 6.5, 0.0, 0.0), row(3, 6.5, 0.0, 0.0), row(4, 6.5, 0.1, 1.0)]
+    learning_json = {
+        "device": "GPU", "model": "m",
+        "configs": {"off_policy_v10": {"seeds": {"0": sleep}}, "off_policy_v10+no_sleep": {"seeds": {"0": no_sleep}}},
+        "runs": [{"config": "off_policy_v10", "seed": 0, "memory_during_training": {"gpu_mib": {"median": 9000.0, "max": 46000.0}}},
+                 {"config": "off_policy_v10+no_sleep", "seed": 0,
+                  "memory_during_training": {"gpu_mib": {"median": 52000.0, "max": 52500.0}}}],
+    }  # fmt: skip
+    out = keep_weights.compare(learning_json, "off_policy_v10")
+    assert out["steps"] == [2, 4]  # step 1 (warm-up) and the unmatched step 5 left out
+    sl, ns = out["modes"]["sleep_level1"], out["modes"]["no_sleep"]
+    assert (sl["step_time_s"], sl["sync_slot_skipped_s"], sl["sync_slot_synced_s"]) == (6.0, 0.06, 0.2)
+    assert (ns["step_time_s"], ns["sync_slot_skipped_s"], ns["sync_slot_synced_s"]) == (6.5, 0.0, 0.1)
+    assert (sl["gpu_mib_median"], ns["gpu_mib_max"], sl["host_mib_median"]) == (9000, 52500, None)
+    assert out["no_sleep_minus_sleep"]["gpu_mib_median"] == 43000 and "host_mib_median" not in out["no_sleep_minus_sleep"]
+    assert out["no_sleep_minus_sleep"]["step_time_s"] == 0.5
