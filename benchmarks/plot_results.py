@@ -5,8 +5,8 @@
 * ``ref_reset.png``: the logged KL(π_θ‖π_ref) per step, reset steps marked;
 * ``throughput.png``: median step-time breakdown per (machine, v), and per-step times of the lagged
   runs split by whether the previous slot was a real sync or a skip;
-* ``learning.png``: train reward per step and held-out pass@1 against training wall-clock, per
-  configuration and seed.
+* ``learning.png``: train reward per step, held-out pass@1 against training wall-clock and
+  mean |log r'| per step, per configuration and seed.
 
     python3 benchmarks/plot_results.py --results results      # needs matplotlib
 """
@@ -94,22 +94,28 @@ def plot_throughput(data: dict, out: Path, plt) -> None:
 
 
 def plot_learning(data: dict, out: Path, plt) -> None:
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, (ax, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 3.9))
     for name, cfg in data["configs"].items():
+        style = "--" if "+" in name else "-"  # variants (e.g. +no_sleep) dashed
         for seed, rows in cfg["seeds"].items():
             label = f"{name} (v={cfg['v']}, i={cfg['i']}, mask={cfg['zero_var_mask']}) s{seed}"
             train = [(r["step"], r["train_reward"]) for r in rows if r["train_reward"] is not None]
             val = [(r["wall_s"], r["val_pass1"]) for r in rows if r["val_pass1"] is not None]
+            rprime = [(r["step"], r["mean_abs_log_rprime"]) for r in rows if r.get("mean_abs_log_rprime") is not None]
             if train:
-                ax.plot(*zip(*train), label=label, alpha=0.8)
+                ax.plot(*zip(*train), style, label=label, alpha=0.8)
             if val:
-                ax2.plot(*zip(*val), "o-", label=label, alpha=0.8)
+                ax2.plot(*zip(*val), "o" + style, label=label, alpha=0.8)
+            if rprime:
+                ax3.plot(*zip(*rprime), style, label=label, alpha=0.8)
     ax.set_xlabel("step (same prompts for every config)")
-    ax.set_ylabel("train reward")
+    ax.set_ylabel("train reward (samples of the policy in vLLM)")
     ax2.set_xlabel("training wall-clock (s, start-up excluded)")
     ax2.set_ylabel("held-out greedy pass@1")
+    ax3.set_xlabel("step")
+    ax3.set_ylabel("mean |log π_k/α| per response token")
     ax.set_title(f"{data['model']} on {data['task'].split(' ')[0]} ({data['device']})", fontsize=9)
-    ax2.legend(fontsize=6)
+    ax3.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 
