@@ -22,9 +22,19 @@ steps it logged (``complete: false``). Writes/merges ``OUT/learning.json``::
     {"task", "model", "device", "configs": {"<name>": {"v", "i", "zero_var_mask",
         "seeds": {"<seed>": [{"step", "wall_s", "train_reward", "val_pass1"}, ...]}}}, "runs": [...]}
 
+Each curve row also carries the step's timing (step, gen, update_actor, sync slot), whether it
+synced, its rollout lag, mean |log r'| and the all-equal group fraction (``STEP_COLUMNS``).
+``--keep-weights no_sleep`` runs a config with vLLM never sleeping, stored as ``<config>+no_sleep``
+(compared by ``benchmarks/keep_weights.py``).
+
 Usage on the GPU machine (one config per 10-minute command; accumulate with --merge)::
 
-    python3 benchmarks/learning.py --out results --config on_policy --seeds 0 --merge results/learning.json
+    python3 benchmarks/learning.py --out $OUT --config on_policy --seeds 0 --merge results/learning.json
+
+The logs come back in ``$OUT/logs`` (metrics ``<tag>.jsonl`` and console ``<tag>.log``); keep them in
+``results/raw/learning/`` (gzip is fine) and the committed JSON can be re-derived without a GPU::
+
+    python3 benchmarks/learning.py --rebuild results/raw/learning --merge results/learning.json --out results
 """
 
 from __future__ import annotations
