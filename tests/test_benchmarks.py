@@ -264,3 +264,17 @@ def test_keep_weights_compares_the_common_steps_and_splits_the_sync_slot():
     assert (sl["gpu_mib_median"], ns["gpu_mib_max"], sl["host_mib_median"]) == (9000, 52500, None)
     assert out["no_sleep_minus_sleep"]["gpu_mib_median"] == 43000 and "host_mib_median" not in out["no_sleep_minus_sleep"]
     assert out["no_sleep_minus_sleep"]["step_time_s"] == 0.5
+
+
+def test_committed_learning_and_keep_weights_results_are_what_the_scripts_derive_from_the_saved_logs():
+    """results/learning.json = learning.py --rebuild over results/raw/learning; keep_weights.json = its comparison."""
+    results = Path(__file__).resolve().parents[1] / "results"
+    committed = json.loads((results / "learning.json").read_text())
+    rebuilt = learning.rebuild(json.loads(json.dumps(committed)), results / "raw" / "learning")
+    assert rebuilt == committed
+    assert all(r["metrics_source"].endswith(".log.gz") for r in committed["runs"])
+    kw = json.loads((results / "keep_weights.json").read_text())
+    assert kw == keep_weights.compare(committed, kw["config"], kw["seed"])
+    # what the results page states: no_sleep holds vLLM's KV-cache pool during training, and skips the wake
+    assert kw["no_sleep_minus_sleep"]["gpu_mib_median"] > 40_000
+    assert kw["modes"]["no_sleep"]["sync_slot_skipped_s"] < 0.01 < kw["modes"]["sleep_level1"]["sync_slot_skipped_s"]
