@@ -97,6 +97,10 @@ def smollm2_from_gguf(dest: Path) -> Path:
     return dest
 
 
+def task_label(task: str) -> str:
+    return f"arithmetic/{task} (data_prep/arithmetic.py, 50 held-out questions, last-integer reward)"
+
+
 def build_task(data_dir: Path, task: str, seed: int = 0) -> Path:
     if not (data_dir / "train.parquet").exists():
         subprocess.run(
@@ -211,16 +215,31 @@ def rebuild(result: dict, log_dir: Path) -> dict:
     return result
 
 
+def incompatible(result: dict, earlier: dict) -> str | None:
+    """Why ``result`` and ``earlier`` cannot share one JSON (task, model or settings differ), or None."""
+    for key in ("task", "model"):
+        if earlier.get(key) != result.get(key):
+            return f"{key}: {earlier.get(key)!r} in the earlier file vs {result.get(key)!r} now"
+    before = {k: v for k, v in (earlier.get("settings") or {}).items() if k != "steps"}
+    if before and before != result.get("settings"):
+        return f"settings: {before} in the earlier file vs {result.get('settings')} now"
+    return None
+
+
 def merge(result: dict, earlier: dict | None) -> dict:
-    """``result`` plus the configs/seeds of ``earlier`` not re-run now (same task and model only)."""
-    if not earlier or (earlier.get("task"), earlier.get("model")) != (result["task"], result["model"]):
+    """``result`` plus the configs/seeds of ``earlier`` not re-run now; refuses to mix incomparable runs."""
+    if not earlier:
         return result
+    if why := incompatible(result, earlier):
+        raise ValueError(f"cannot merge into the earlier learning.json: {why}")
     configs = json.loads(json.dumps(earlier.get("configs", {})))
     for name, cfg in result["configs"].items():
         configs.setdefault(name, {**cfg, "seeds": {}})["seeds"].update(cfg["seeds"])
     runs = [r for r in earlier.get("runs", []) if (r["config"], r["seed"]) not in
             {(x["config"], x["seed"]) for x in result["runs"]}] + result["runs"]  # fmt: skip
-    return {**result, "configs": configs, "runs": runs}
+    devices = sorted({r["device"] for r in runs if r.get("device")})
+    device = devices[0] if len(devices) == 1 else " + ".join(devices) or result.get("device")
+    return {**result, "device": device, "configs": configs, "runs": runs}
 
 
 def entry_name(name: str, keep_weights: str) -> str:
@@ -295,20 +314,23 @@ def main(argv=None) -> int:
     work = Path(args.work).resolve() if args.work else out / "learning_work"
     log_dir = work / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    model_dir = Path(args.model_path) if args.model_path else smollm2_from_gguf(work / "smollm2")
-    data_dir = build_task(work / f"arith_{args.task}", args.task)
     info = sync_e2e.versions()
 
     result = {
-        "task": f"arithmetic/{args.task} (data_prep/arithmetic.py, 50 held-out questions, last-integer reward)",
+        "task": task_label(args.task),
         "model": MODEL_NAME if not args.model_path else str(args.model_path),
         "device": info.get("device"),
-        "settings": {k: getattr(args, k) for k in ("trainer", "steps", "test_freq", "batch", "n",
-                                                   "response_length", "temperature", "lr", "data_seed")},
+        "settings": {k: getattr(args, k) for k in ("trainer", "test_freq", "batch", "n", "response_length",
+                                                   "temperature", "lr", "data_seed")},  # steps: per run
         "configs": {},
         "runs": [],
         "versions": info,
     }  # fmt: skip
+    earlier = json.loads(Path(args.merge).read_text()) if args.merge and Path(args.merge).exists() else None
+    if earlier and (why := incompatible(result, earlier)):  # before any GPU work
+        raise SystemExit(f"--merge {args.merge}: {why}; use another --out/--merge or the same settings")
+    model_dir = Path(args.model_path) if args.model_path else smollm2_from_gguf(work / "smollm2")
+    data_dir = build_task(work / f"arith_{args.task}", args.task)
     for name in args.config.split(","):
         v, i, mask = CONFIGS[name]
         entry = result["configs"].setdefault(entry_name(name, args.keep_weights), {
@@ -317,7 +339,6 @@ def main(argv=None) -> int:
             rows, run = run_job(args, name, seed, model_dir, data_dir, log_dir)
             entry["seeds"][str(seed)] = rows
             result["runs"].append({**run, "device": info.get("device")})
-    earlier = json.loads(Path(args.merge).read_text()) if args.merge and Path(args.merge).exists() else None
     result = merge(result, earlier)
     (out / "learning.json").write_text(json.dumps(result, indent=1, default=str))
     print(f"[learning] -> {out / 'learning.json'}", flush=True)

@@ -200,7 +200,21 @@ def test_learning_merge_keeps_other_configs_and_seeds_and_replaces_reruns():
     assert merged["configs"]["on_policy"]["seeds"] == {"0": ["new"], "1": ["keep"]}
     assert merged["configs"]["reuse_i10"]["seeds"] == {"0": ["r"]}
     assert [r.get("x") for r in merged["runs"] if r["config"] == "on_policy"] == ["new"]
-    assert learning.merge(now, {**earlier, "task": "other"}) == now  # never mixes tasks
+    with pytest.raises(ValueError, match="task"):  # never mixes tasks (nor silently drops the earlier runs)
+        learning.merge(now, {**earlier, "task": "other"})
+    with pytest.raises(ValueError, match="settings"):
+        learning.merge({**now, "settings": {"lr": 1e-5}}, {**earlier, "settings": {"lr": 5e-6, "steps": 60}})
+    assert learning.merge({**now, "settings": {"lr": 1e-5}}, {**earlier, "settings": {"lr": 1e-5, "steps": 60}})
+
+
+def test_learning_refuses_an_incomparable_merge_before_any_gpu_work(tmp_path, monkeypatch):
+    earlier = tmp_path / "learning.json"
+    earlier.write_text(json.dumps({"task": learning.task_label("add1"), "model": learning.MODEL_NAME,
+                                   "settings": {"lr": 5e-6}, "configs": {}, "runs": []}))  # fmt: skip
+    monkeypatch.setattr(sync_e2e, "versions", lambda: {"device": "cpu"})
+    monkeypatch.setattr(learning, "smollm2_from_gguf", lambda *_: pytest.fail("converted the model before the check"))
+    with pytest.raises(SystemExit, match="settings"):
+        learning.main(["--out", str(tmp_path / "out"), "--config", "on_policy", "--merge", str(earlier)])
 
 
 def test_memory_summary_only_counts_samples_after_training_started():
