@@ -168,7 +168,8 @@ def test_learning_rebuild_reads_saved_logs_and_keeps_steps_the_log_lacks(tmp_pat
     assert rows[0]["synced"] == 0.0 and result["runs"][0]["metrics_source"] == "off_policy_v10+no_sleep_s0.log.gz"
 
 
-def test_learning_no_sleep_job_is_a_separate_entry_and_a_valid_config(tmp_path):
+@pytest.mark.parametrize("trainer", ["v0", "v1"])
+def test_learning_no_sleep_job_is_a_separate_entry_and_a_valid_config(tmp_path, trainer):
     from hydra import compose, initialize_config_dir
 
     import verl  # noqa: F401  (loads the plugin, which wraps validate_config)
@@ -177,7 +178,7 @@ def test_learning_no_sleep_job_is_a_separate_entry_and_a_valid_config(tmp_path):
     from verl_offgrpo.__main__ import config_dir
 
     ns = type("A", (), dict(batch=32, response_length=48, data_seed=1, lr=1e-5, n=8, temperature=1.0, steps=20,
-                             test_freq=10, trainer="v0", extra=[], keep_weights="no_sleep"))()  # fmt: skip
+                             test_freq=10, trainer=trainer, extra=[], keep_weights="no_sleep"))()  # fmt: skip
     overrides = learning.job_overrides(ns, "off_policy_v10", 0, tmp_path / "model", tmp_path / "data")
     with initialize_config_dir(config_dir=config_dir(), version_base=None):
         cfg = compose(config_name="off_grpo_trainer", overrides=overrides)
