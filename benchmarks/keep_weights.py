@@ -8,7 +8,7 @@ warms up, excluded) it reports per mode:
 
 * time: median ``timing_s/step``, ``timing_s/gen``, ``timing_s/update_actor`` and the sync slot
   (``timing_s/off_grpo_sync``) split into skipped steps (level-1 wake of α vs nothing) and sync steps;
-* memory while training (sampled every ~2 s by ``sync_e2e.launch`` from the first logged step on):
+* memory while training (sampled every ~2 s by ``mainppo_job.launch`` from the first logged step on):
   GPU memory used (nvidia-smi) and host memory used (/proc/meminfo), median and max.
 
     python3 benchmarks/keep_weights.py --learning results/learning.json --config off_policy_v10 \\

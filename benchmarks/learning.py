@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The paper's four configurations at small scale: on-policy, + zero-variance mask, off-policy v=10, reuse i=10.
 
-Runs verl's real ``python3 -m verl.trainer.main_ppo`` (the helpers of ``benchmarks/sync_e2e.py``) with
+Runs verl's real ``python3 -m verl.trainer.main_ppo`` (``benchmarks/mainppo_job.py``) with
 the plugin's yaml on **SmolLM2-135M-Instruct** (dequantized from the GGUF that
 ``../shared/gpu/stage.sh --with-smollm2`` carries; or ``--model-path`` to any HF checkpoint) and a
 synthetic verifiable task of ``data_prep/arithmetic.py`` (default ``add1``: single-digit addition,
@@ -52,9 +52,10 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-import sync_e2e  # noqa: E402  (run environment, launch, parsers)
+import mainppo_job  # noqa: E402  (run environment, launch, parsers)
+import sync_e2e  # noqa: E402  (the job's base overrides)
 
-REPO = sync_e2e.REPO
+REPO = mainppo_job.REPO
 MODEL_NAME = "SmolLM2-135M-Instruct"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -141,7 +142,7 @@ def job_overrides(args, name: str, seed: int, model_dir: Path, data_dir: Path) -
     if getattr(args, "keep_weights", "sleep_level1") == "no_sleep":
         updates["algorithm.off_grpo.keep_weights"] = "no_sleep"
         updates["actor_rollout_ref.rollout.free_cache_engine"] = False
-    return sync_e2e.set_overrides(base, updates) + list(args.extra)
+    return mainppo_job.set_overrides(base, updates) + list(args.extra)
 
 
 def val_pass1(row: dict) -> float | None:
@@ -175,7 +176,7 @@ def curve(metrics: dict[int, dict]) -> list[dict]:
         entry = {
             "step": step,
             "wall_s": round(wall, 3),
-            "train_reward": sync_e2e.pick(row, "critic/score/mean", "critic/rewards/mean"),
+            "train_reward": mainppo_job.pick(row, "critic/score/mean", "critic/rewards/mean"),
             "val_pass1": val_pass1(row),
         }
         if entry["train_reward"] is None and entry["val_pass1"] is None:
@@ -190,13 +191,13 @@ def read_metrics(log_dir: Path, tag: str) -> tuple[dict[int, dict], str]:
     """A job's per-step metrics from ``log_dir``: its metrics file ``<tag>.jsonl`` if saved, else its
     console log ``<tag>.log`` (or ``.log.gz``). Returns ``(metrics, source file name)``."""
     jsonl = log_dir / f"{tag}.jsonl"
-    if jsonl.exists() and (metrics := sync_e2e.parse_jsonl(jsonl)):
+    if jsonl.exists() and (metrics := mainppo_job.parse_jsonl(jsonl)):
         return metrics, jsonl.name
     for name in (f"{tag}.log", f"{tag}.log.gz"):
         path = log_dir / name
         if path.exists():
             raw = gzip.decompress(path.read_bytes()) if name.endswith(".gz") else path.read_bytes()
-            return sync_e2e.parse_console(raw.decode(errors="replace")), name
+            return mainppo_job.parse_console(raw.decode(errors="replace")), name
     return {}, ""
 
 
@@ -250,11 +251,11 @@ def entry_name(name: str, keep_weights: str) -> str:
 def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir: Path) -> tuple[list[dict], dict]:
     tag = f"{entry_name(name, args.keep_weights)}_s{seed}"
     start = time.time()
-    rc, progress, jsonl = sync_e2e.run_main_ppo(
+    rc, progress, jsonl = mainppo_job.run_main_ppo(
         tag, job_overrides(args, name, seed, model_dir, data_dir), args.out, log_dir, args.run_timeout,
         args.steps + 1, args.stall_s,
     )  # fmt: skip
-    rows = curve(sync_e2e.parse_jsonl(jsonl))
+    rows = curve(mainppo_job.parse_jsonl(jsonl))
     trained = [r for r in rows if r["step"] >= 1]
     info = {
         "config": entry_name(name, args.keep_weights),
@@ -314,7 +315,7 @@ def main(argv=None) -> int:
     work = Path(args.work).resolve() if args.work else out / "learning_work"
     log_dir = work / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    info = sync_e2e.versions()
+    info = mainppo_job.versions()
 
     result = {
         "task": task_label(args.task),

@@ -43,9 +43,10 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-import sync_e2e  # noqa: E402  (the tiny model/data builder and log parsers of the sync benchmark)
+import mainppo_job  # noqa: E402  (run environment, launch, parsers)
+import sync_e2e  # noqa: E402  (the tiny model/data builder of the sync benchmark)
 
-REPO = sync_e2e.REPO
+REPO = mainppo_job.REPO
 KL_KEYS = ("actor/kl_loss", "actor/kl_loss/mean")
 NEAR_ZERO = 1e-3
 
@@ -67,11 +68,11 @@ def run(trainer: str, period: int, args, model_dir: Path, data_dir: Path, log_di
     name = f"ref_reset_{trainer}_R{period}"
     console = log_dir / f"{name}.log"
     start = time.time()
-    rc, progress, jsonl = sync_e2e.run_main_ppo(
+    rc, progress, jsonl = mainppo_job.run_main_ppo(
         name, ref_overrides(trainer, period, args, model_dir, data_dir, name), args.out, log_dir,
         args.run_timeout, args.steps, args.stall_s, VERL_OFFGRPO_REF_RESET_VERIFY="1",
     )  # fmt: skip
-    metrics = sync_e2e.parse_jsonl(jsonl) or sync_e2e.parse_console(console.read_text(errors="replace"))
+    metrics = mainppo_job.parse_jsonl(jsonl) or mainppo_job.parse_console(console.read_text(errors="replace"))
     rows, wired = [], False
     for step in sorted(s for s in metrics if s >= 1):
         row = metrics[step]
@@ -83,13 +84,13 @@ def run(trainer: str, period: int, args, model_dir: Path, data_dir: Path, log_di
             {
                 "step": step,
                 "reset": bool(logged) if logged is not None else (step % period == 0),
-                "kl": sync_e2e.pick(row, *KL_KEYS),
+                "kl": mainppo_job.pick(row, *KL_KEYS),
                 "ref_policy_step": row.get("off_grpo/ref_policy_step"),
                 "reset_time_s": row.get("timing_s/off_grpo_ref_reset"),
                 "reset_gb": row.get("off_grpo/ref_reset_gb"),
                 "reset_max_abs_diff": row.get("off_grpo/ref_reset_max_abs_diff"),
                 "step_time_s": row.get("timing_s/step"),
-                "reward": sync_e2e.pick(row, "critic/score/mean", "critic/rewards/mean"),
+                "reward": mainppo_job.pick(row, "critic/score/mean", "critic/rewards/mean"),
             }
         )
     out = {
@@ -117,7 +118,7 @@ def _finite(x) -> bool:
 
 def check(run: dict, steps: int) -> dict:
     rows, R = run["steps"], run["ref_reset_period"]
-    c: dict = {"completed": run["returncode"] in (0, sync_e2e.EXIT_HANG) and len(rows) >= steps, "wired": run["wired"]}
+    c: dict = {"completed": run["returncode"] in (0, mainppo_job.EXIT_HANG) and len(rows) >= steps, "wired": run["wired"]}
     c["reset_schedule"] = [r["reset"] for r in rows[:steps]] == [s % R == 0 for s in range(1, steps + 1)]
     kl = {r["step"]: r["kl"] for r in rows}
     c["kl_finite"] = bool(kl) and all(_finite(v) for v in kl.values())
@@ -150,7 +151,7 @@ def main(argv=None) -> int:
 
     t0 = time.time()
     out, model_dir, data_dir, log_dir = sync_e2e.prepare_work(args.out, args.work, "ref_reset_work")
-    info = sync_e2e.versions()
+    info = mainppo_job.versions()
     print(f"[ref_reset_gpu] built model/data in {time.time() - t0:.1f}s; {info}", flush=True)
 
     runs = [run(t.strip(), args.period, args, model_dir, data_dir, log_dir, info) for t in args.runs.split(",")]

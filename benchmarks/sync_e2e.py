@@ -38,16 +38,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import random
-import re
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from mainppo_job import EXIT_HANG, REPO, parse_console, parse_jsonl, pick, run_main_ppo, versions  # noqa: E402
+
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -218,65 +219,6 @@ def overrides(trainer: str, period: int, model_dir: Path, data_dir: Path, steps:
     return ov
 
 
-def set_overrides(base: list[str], updates: dict[str, object]) -> list[str]:
-    """``base`` with the ``key=value`` entries of ``updates`` replaced or appended (``+key`` kept)."""
-    out = [o for o in base if o.split("=", 1)[0].lstrip("+") not in updates]
-    return out + [f"{k}={v}" for k, v in updates.items()]
-
-
-_NUM = re.compile(r"^(?:np\.\w+\()?(-?[\d.eE+-]+|nan|inf|-inf)\)?$")
-
-
-def parse_console(text: str) -> dict[int, dict]:
-    """verl's console logger: 'step:N - key:value - ...' (values may print as np.float64(x))."""
-    rows: dict[int, dict] = {}
-    for line in text.splitlines():
-        idx = line.find("step:")
-        if idx < 0 or " - " not in line[idx:]:
-            continue
-        parts = line[idx:].strip().split(" - ")
-        try:
-            step = int(parts[0].split(":", 1)[1])
-        except ValueError:
-            continue
-        row = rows.setdefault(step, {})
-        for part in parts[1:]:
-            if ":" not in part:
-                continue
-            key, _, val = part.rpartition(":")
-            m = _NUM.match(val.strip())
-            if m:
-                try:
-                    row[key.strip()] = float(m.group(1))
-                except ValueError:
-                    pass
-    return rows
-
-
-def parse_jsonl(path: Path) -> dict[int, dict]:
-    rows: dict[int, dict] = {}
-    if not path.exists():
-        return rows
-    for line in path.read_text().splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        rows.setdefault(int(rec["step"]), {}).update(rec.get("data", {}))
-    return rows
-
-
-def pick(row: dict, *names, suffix: str | None = None):
-    for name in names:
-        if name in row:
-            return row[name]
-    if suffix:
-        for key, val in row.items():
-            if key.endswith(suffix):
-                return val
-    return None
-
-
 def step_rows(metrics: dict[int, dict]) -> list[dict]:
     out = []
     for step in sorted(s for s in metrics if s >= 1):
@@ -341,202 +283,6 @@ def check_run(run: dict, steps: int) -> dict:
     checks["min_response_clip_ratio"] = min(clip) if clip else None
     checks["ok"] = all(val for key, val in checks.items() if isinstance(val, bool))
     return checks
-
-
-def versions() -> dict:
-    out = {}
-    for mod in ("verl", "vllm", "torch", "transformers"):
-        try:
-            out[mod] = __import__(mod).__version__
-        except Exception as err:  # noqa: BLE001
-            out[mod] = f"unavailable: {type(err).__name__}"
-    try:
-        import torch
-
-        out["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    except Exception:  # noqa: BLE001
-        out["device"] = "unknown"
-    return out
-
-
-def kill_group(proc: subprocess.Popen) -> None:
-    """Stop what is left of the run's process group (ours only, by its id)."""
-    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        try:
-            proc.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            pass
-        time.sleep(1 if sig == signal.SIGTERM else 0)
-
-
-def run_env(jsonl: Path, stack_dir: Path | None = None, **extra: str) -> dict:
-    """Environment of one main_ppo run: offline, jsonl file logger, the repo's plugin loaded loudly.
-
-    With ``stack_dir``, every Python process of the run can dump its stacks on demand
-    (``benchmarks/diag/sitecustomize.py``; see :func:`launch`).
-    """
-    env = dict(os.environ)
-    env.update(
-        VERL_FILE_LOGGER_PATH=str(jsonl),
-        VLLM_USE_FLASHINFER_SAMPLER="0",
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        TOKENIZERS_PARALLELISM="false",
-        PYTHONUNBUFFERED="1",
-        RAY_DEDUP_LOGS="0",
-        VERL_REPLAY_BUFFER_DEBUG_INTERVAL_SECONDS="20",
-        **extra,
-    )
-    paths = [str(REPO), env.get("PYTHONPATH", "")]
-    if stack_dir is not None:
-        env["OFFGRPO_STACK_DUMP_DIR"] = str(stack_dir)
-        paths.insert(0, str(REPO / "benchmarks" / "diag"))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-    # load the plugin explicitly in every verl process (errors propagate, unlike entry points,
-    # which verl logs at DEBUG); harmless if the entry point is installed too
-    extern = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
-    env["VERL_USE_EXTERNAL_MODULES"] = ",".join(dict.fromkeys([*extern, "verl_offgrpo.plugin"]))
-    return env
-
-
-def main_ppo_cmd(overrides_list: list[str]) -> list[str]:
-    """``python -m verl.trainer.main_ppo`` with the plugin's shipped yaml and the given overrides."""
-    return [
-        sys.executable, "-m", "verl.trainer.main_ppo",
-        "--config-path", str(REPO / "verl_offgrpo" / "config"), "--config-name", "off_grpo_trainer",
-        *overrides_list,
-    ]  # fmt: skip
-
-
-#: return code of a job that logged every step but did not exit within the grace period (then killed)
-EXIT_HANG = 125
-
-
-def memory_sample() -> dict[str, float]:
-    """Used memory now: every GPU's (``nvidia-smi``, MiB, summed; absent without it) and the host's (MiB)."""
-    sample: dict[str, float] = {}
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=5,
-        )  # fmt: skip
-        if out.returncode == 0 and out.stdout.strip():
-            sample["gpu_mib"] = float(sum(float(x) for x in out.stdout.split()))
-    except (OSError, subprocess.SubprocessError, ValueError):
-        pass
-    try:
-        info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line)
-        kib = lambda key: float(info[key].split()[0])  # noqa: E731
-        sample["host_mib"] = (kib("MemTotal") - kib("MemAvailable")) / 1024
-    except (OSError, KeyError, ValueError):
-        pass
-    return sample
-
-
-def memory_summary(samples: list[dict[str, float]], after_s: float | None) -> dict:
-    """Max and median of the samples taken from ``after_s`` on (the first logged step: training only)."""
-    out = {}
-    for key in ("gpu_mib", "host_mib"):
-        xs = sorted(v[key] for v in samples if key in v and (after_s is None or v["t"] >= after_s))
-        if xs:
-            out[key] = {"max": xs[-1], "median": xs[len(xs) // 2], "n": len(xs)}
-    return out
-
-
-def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: int, stall_s: float = 120.0,
-           exit_grace_s: float = 60.0):
-    """Run one training job, watching its metrics file; returns ``(rc, progress)``.
-
-    ``rc``: the job's exit status, 124 if killed for a timeout or stall, :data:`EXIT_HANG` if it logged
-    all ``steps`` but had not exited ``exit_grace_s`` later.
-
-    ``progress``: ``startup_s`` (launch → first logged step), ``step_arrival_s`` (seconds after launch
-    at which each step's metrics appeared), ``stalled`` (no new step for ``stall_s`` after the first
-    one, or none within the timeout), ``stack_dump`` (folder of per-process stack dumps taken before
-    killing a stalled or timed-out run, when ``env`` has ``OFFGRPO_STACK_DUMP_DIR``), ``memory``
-    (max / median of GPU and host memory in use, sampled every 2 s from the first logged step on).
-    """
-    console = log_dir / f"{name}.log"
-    start = time.time()
-    arrival: dict[int, float] = {}
-    mem: list[dict[str, float]] = []
-    stalled = False
-    with open(console, "w") as fh:
-        # own session: on a timeout the whole local Ray cluster (raylet, workers, vLLM) goes with it
-        proc = subprocess.Popen(
-            cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=str(log_dir), start_new_session=True
-        )
-        rc = None
-        while rc is None:
-            try:
-                rc = proc.wait(timeout=2.0)
-            except subprocess.TimeoutExpired:
-                pass
-            now = time.time() - start
-            for step in parse_jsonl(jsonl):
-                arrival.setdefault(step, now)
-            mem.append({"t": now, **memory_sample()})
-            if rc is not None:
-                break
-            last = max(arrival.values()) if arrival else None
-            if len(arrival) >= steps:
-                if now - last > exit_grace_s:  # every step logged, but the job does not exit
-                    rc = EXIT_HANG
-                continue
-            if (last is not None and now - last > stall_s) or now > timeout:
-                stalled = last is None or now - last > stall_s
-                rc = 124
-        stack_dir = env.get("OFFGRPO_STACK_DUMP_DIR") if rc not in (0, EXIT_HANG) else None
-        if stack_dir and proc.poll() is None:
-            Path(stack_dir).mkdir(parents=True, exist_ok=True)
-            (Path(stack_dir) / "DUMP").touch()
-            time.sleep(6)
-        kill_group(proc)
-    return rc, {
-        "startup_s": round(min(arrival.values()), 1) if arrival else None,
-        "step_arrival_s": {str(k): round(v, 1) for k, v in sorted(arrival.items())},
-        "stalled": stalled,
-        "stack_dump": stack_dir,
-        "memory": memory_summary(mem, min(arrival.values()) if arrival else None),
-    }
-
-
-def save_logs(out: Path, name: str, log_dir: Path, stack_dir: Path | None, keep_bytes: int = 400_000) -> None:
-    """Copy the run's console log (tail), metrics file and stack dumps into ``OUT/logs`` (they come
-    back from the GPU)."""
-    dest = out / "logs"
-    dest.mkdir(parents=True, exist_ok=True)
-    metrics = log_dir / f"{name}.jsonl"
-    if metrics.exists():
-        (dest / metrics.name).write_bytes(metrics.read_bytes())
-    console = log_dir / f"{name}.log"
-    if console.exists():
-        data = console.read_bytes()[-keep_bytes:]
-        (dest / f"{name}.log").write_bytes(data)
-    if stack_dir is not None and stack_dir.exists():
-        dumps = sorted(f for f in stack_dir.glob("*.txt"))
-        with open(dest / f"{name}.stacks.txt", "w") as fh:
-            for f in dumps:
-                fh.write(f"===== {f.name}\n{f.read_text(errors='replace')}\n")
-
-
-def run_main_ppo(name: str, job_overrides: list[str], out, log_dir: Path, timeout: float, steps: int,
-                 stall_s: float, **env_extra: str) -> tuple[int, dict, Path]:
-    """One ``main_ppo`` job named ``name``: fresh metrics file, :func:`launch`, logs copied to ``out``.
-
-    Returns ``(rc, progress, jsonl)`` (see :func:`launch`; ``jsonl`` = the job's metrics file).
-    """
-    jsonl = log_dir / f"{name}.jsonl"
-    jsonl.unlink(missing_ok=True)
-    stack_dir = log_dir / f"{name}.stacks"
-    env = run_env(jsonl, stack_dir=stack_dir, **env_extra)
-    rc, progress = launch(main_ppo_cmd(job_overrides), env, name, log_dir, jsonl, timeout, steps, stall_s)
-    save_logs(Path(out).resolve(), name, log_dir, stack_dir)
-    return rc, progress, jsonl
 
 
 def run_one(trainer, period, args, model_dir, data_dir, log_dir, deadline, info):

@@ -2,7 +2,7 @@
 """Throughput of the lagged sync: the same verl GRPO job at sync_period v ∈ {1, 2, 4, 10}.
 
 Runs verl's real ``python3 -m verl.trainer.main_ppo`` with the plugin's yaml (the helpers of
-``benchmarks/sync_e2e.py``: environment, launch with stall detection, metric parsing) on a
+``benchmarks/mainppo_job.py``: environment, launch with stall detection, metric parsing) on a
 random-init model of a real shape (``--model``: Qwen2.5-0.5B/1.5B/7B configs, or ``tiny``) with a
 byte-level tokenizer padded to exactly the model's vocabulary size (so every sampled id decodes),
 the synthetic "repeat the digit" task, and a **fixed response length** (``rollout.ignore_eos=True``)
@@ -51,9 +51,10 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-import sync_e2e  # noqa: E402  (run environment, launch, parsers, synthetic task)
+import mainppo_job  # noqa: E402  (run environment, launch, parsers)
+import sync_e2e  # noqa: E402  (tokenizer, synthetic task, base overrides)
 
-REPO = sync_e2e.REPO
+REPO = mainppo_job.REPO
 
 #: Hugging Face configs of the shapes (random init; nothing is downloaded)
 SHAPES = {
@@ -152,7 +153,7 @@ def job_overrides(args, v: int, model_dir: Path, data_dir: Path, name: str) -> l
         "trainer.n_gpus_per_node": args.n_gpus,
         "trainer.project_name": "offgrpo_throughput",
     }
-    return sync_e2e.set_overrides(base, updates) + list(args.extra)
+    return mainppo_job.set_overrides(base, updates) + list(args.extra)
 
 
 def summary(values: list[float]) -> dict | None:
@@ -179,7 +180,7 @@ def per_step(metrics: dict[int, dict]) -> list[dict]:
                 "gen_s": row.get("timing_s/gen"),
                 "update_actor_s": row.get("timing_s/update_actor"),
                 "old_log_prob_s": row.get("timing_s/old_log_prob"),
-                "sync_slot_s": sync_e2e.pick(row, "timing_s/update_weights", "timing_s/off_grpo_sync"),
+                "sync_slot_s": mainppo_job.pick(row, "timing_s/update_weights", "timing_s/off_grpo_sync"),
                 "tokens": tokens,
                 "tokens_per_s": tokens / row["timing_s/step"] if tokens and row["timing_s/step"] else None,
                 "response_length": row.get("response_length/mean"),
@@ -191,11 +192,11 @@ def per_step(metrics: dict[int, dict]) -> list[dict]:
 def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: dict, shape: dict) -> dict:
     name = f"{args.layout}_{args.model}_v{v}"
     start = time.time()
-    rc, progress, jsonl = sync_e2e.run_main_ppo(
+    rc, progress, jsonl = mainppo_job.run_main_ppo(
         name, job_overrides(args, v, model_dir, data_dir, name), args.out, log_dir, args.run_timeout,
         args.warmup + args.steps, args.stall_s,
     )  # fmt: skip
-    steps = per_step(sync_e2e.parse_jsonl(jsonl))
+    steps = per_step(mainppo_job.parse_jsonl(jsonl))
     measured = [r for r in steps if r["step"] > args.warmup]
     synced = [r for r in measured if r["synced"] == 1.0]
     skipped = [r for r in measured if r["synced"] == 0.0]
@@ -228,7 +229,7 @@ def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: 
         "steps": steps,
     }
     row["sync_time_s"] = (row["sync_slot_on_sync_steps"] or {}).get("median")
-    if rc not in (0, sync_e2e.EXIT_HANG):
+    if rc not in (0, mainppo_job.EXIT_HANG):
         row["log_tail"] = (log_dir / f"{name}.log").read_text(errors="replace")[-3000:]
     print(f"[throughput] {name}: rc={rc} startup={progress['startup_s']}s steps={len(measured)} "
           f"step={row['step_time_s']} sync={row['sync_time_s']} "
@@ -298,7 +299,7 @@ def main(argv=None) -> int:
     shape_file = model_dir / "offgrpo_shape.json"
     shape = json.loads(shape_file.read_text()) if shape_file.exists() else build_model(model_dir, args.model)
     sync_e2e.build_data(data_dir)
-    info = sync_e2e.versions()
+    info = mainppo_job.versions()
     print(f"[throughput] model {shape} ready after {time.time() - t0:.1f}s; {info}", flush=True)
 
     rows = [run_job(args, int(v), model_dir, data_dir, log_dir, info, shape) for v in args.v.split(",")]
@@ -313,7 +314,7 @@ def main(argv=None) -> int:
     for r in rows:
         print(f"[throughput] {r['layout']} {r['model']} v={r['v']}: step {r['step_time_s']} sync {r['sync_time_s']} "
               f"ideal {r['ideal_speedup']} measured {r['measured_speedup']}", flush=True)  # fmt: skip
-    return 0 if all(r["returncode"] in (0, sync_e2e.EXIT_HANG) for r in rows) else 1
+    return 0 if all(r["returncode"] in (0, mainppo_job.EXIT_HANG) for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
+import mainppo_job  # noqa: E402
 import sync_e2e  # noqa: E402
 import throughput  # noqa: E402
 
@@ -47,7 +48,7 @@ def test_summary_median_and_spread():
 
 def test_set_overrides_replaces_plain_and_plus_keys_and_appends_new_ones():
     base = ["a.b=1", "+c.d=x", "e=2"]
-    assert sync_e2e.set_overrides(base, {"a.b": 3, "c.d": "y", "f": True}) == ["e=2", "a.b=3", "c.d=y", "f=True"]
+    assert mainppo_job.set_overrides(base, {"a.b": 3, "c.d": "y", "f": True}) == ["e=2", "a.b=3", "c.d=y", "f=True"]
 
 
 def test_per_step_reads_verl_timing_keys():
@@ -73,13 +74,13 @@ FAKE_JOB = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("mode, steps, expect_rc", [("exit", 2, 0), ("hang", 5, 124), ("hang", 2, sync_e2e.EXIT_HANG)])
+@pytest.mark.parametrize("mode, steps, expect_rc", [("exit", 2, 0), ("hang", 5, 124), ("hang", 2, mainppo_job.EXIT_HANG)])
 def test_launch_detects_stalls_and_dumps_stacks(tmp_path, mode, steps, expect_rc):
     script = tmp_path / "job.py"
     script.write_text(FAKE_JOB)
     jsonl, stacks = tmp_path / "m.jsonl", tmp_path / "stacks"
-    env = sync_e2e.run_env(jsonl, stack_dir=stacks)
-    rc, progress = sync_e2e.launch(
+    env = mainppo_job.run_env(jsonl, stack_dir=stacks)
+    rc, progress = mainppo_job.launch(
         [sys.executable, str(script), mode], env, "job", tmp_path, jsonl, timeout=60, steps=steps, stall_s=4,
         exit_grace_s=4,
     )  # fmt: skip
@@ -90,7 +91,7 @@ def test_launch_detects_stalls_and_dumps_stacks(tmp_path, mode, steps, expect_rc
     if expect_rc == 124:  # the stalled job's stack was dumped before it was killed
         (dump,) = stacks.glob("*.txt")
         assert "time.sleep(600)" in dump.read_text()
-        sync_e2e.save_logs(tmp_path / "out", "job", tmp_path, stacks)
+        mainppo_job.save_logs(tmp_path / "out", "job", tmp_path, stacks)
         assert "time.sleep(600)" in (tmp_path / "out" / "logs" / "job.stacks.txt").read_text()
     else:
         assert not stacks.exists() or not list(stacks.glob("*.txt"))
@@ -212,7 +213,7 @@ def test_learning_refuses_an_incomparable_merge_before_any_gpu_work(tmp_path, mo
     earlier = tmp_path / "learning.json"
     earlier.write_text(json.dumps({"task": learning.task_label("add1"), "model": learning.MODEL_NAME,
                                    "settings": {"lr": 5e-6}, "configs": {}, "runs": []}))  # fmt: skip
-    monkeypatch.setattr(sync_e2e, "versions", lambda: {"device": "cpu"})
+    monkeypatch.setattr(mainppo_job, "versions", lambda: {"device": "cpu"})
     monkeypatch.setattr(learning, "smollm2_from_gguf", lambda *_: pytest.fail("converted the model before the check"))
     with pytest.raises(SystemExit, match="settings"):
         learning.main(["--out", str(tmp_path / "out"), "--config", "on_policy", "--merge", str(earlier)])
@@ -220,7 +221,7 @@ def test_learning_refuses_an_incomparable_merge_before_any_gpu_work(tmp_path, mo
 
 def test_memory_summary_only_counts_samples_after_training_started():
     samples = [{"t": 1, "gpu_mib": 100.0}, {"t": 5, "gpu_mib": 900.0, "host_mib": 10.0}, {"t": 7, "gpu_mib": 300.0}]
-    assert sync_e2e.memory_summary(samples, after_s=5) == {
+    assert mainppo_job.memory_summary(samples, after_s=5) == {
         "gpu_mib": {"max": 900.0, "median": 900.0, "n": 2}, "host_mib": {"max": 10.0, "median": 10.0, "n": 1}}
 
 

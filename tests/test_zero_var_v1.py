@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
-from tensordict import TensorDict
 
 from verl_offgrpo.zero_var_mask import after_advantage_v1, zero_variance_rows
 
