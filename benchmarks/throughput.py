@@ -31,9 +31,16 @@ Writes ``OUT/throughput.json``::
     {"rows": [{"layout", "n_gpus", "model", "v", "step_time_s", "sync_time_s", "ideal_speedup",
                "measured_speedup", "device", ...}, ...]}
 
+``--accumulate`` (with ``--merge``) pools the measured steps of a re-run with the earlier row of the
+same job and machine (each row keeps its ``runs``; each step its ``run`` index): the way to reach
+≥ 20 measured steps when start-up leaves too little of a 10-minute command (a 7B model), and to
+interleave v=1 and v=10 runs on one lease.
+
 Usage on the GPU machine (after staging, see ../shared/gpu/README.md)::
 
     python3 benchmarks/throughput.py --out results --model qwen2.5-1.5b --v 1,10 --merge results/throughput.json
+    python3 benchmarks/throughput.py --out $OUT --n-gpus 4 --tp 4 --model qwen2.5-7b --v 1 --steps 10 \
+        --machine x4-a --merge results/throughput.json --accumulate      # twice, then the same with --v 10
 """
 
 from __future__ import annotations
@@ -189,6 +196,24 @@ def per_step(metrics: dict[int, dict]) -> list[dict]:
     return rows
 
 
+def row_stats(measured: list[dict]) -> dict:
+    """The summary fields of a row from its measured step rows (:func:`per_step`, warm-up excluded)."""
+    synced = [r for r in measured if r["synced"] == 1.0]
+    skipped = [r for r in measured if r["synced"] == 0.0]
+    stats = {
+        "measured_steps": len(measured),
+        "step_time_s": (summary([r["step_s"] for r in measured]) or {}).get("median"),
+        "step": summary([r["step_s"] for r in measured]),
+        "gen": summary([r["gen_s"] for r in measured]),
+        "update_actor": summary([r["update_actor_s"] for r in measured]),
+        "sync_slot_on_sync_steps": summary([r["sync_slot_s"] for r in synced]),
+        "sync_slot_on_skipped_steps": summary([r["sync_slot_s"] for r in skipped]),
+        "tokens_per_s": summary([r["tokens_per_s"] for r in measured]),
+    }
+    stats["sync_time_s"] = (stats["sync_slot_on_sync_steps"] or {}).get("median")
+    return stats
+
+
 def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: dict, shape: dict) -> dict:
     name = f"{args.layout}_{args.model}_v{v}"
     start = time.time()
@@ -196,10 +221,15 @@ def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: 
         name, job_overrides(args, v, model_dir, data_dir, name), args.out, log_dir, args.run_timeout,
         args.warmup + args.steps, args.stall_s,
     )  # fmt: skip
-    steps = per_step(mainppo_job.parse_jsonl(jsonl))
-    measured = [r for r in steps if r["step"] > args.warmup]
-    synced = [r for r in measured if r["synced"] == 1.0]
-    skipped = [r for r in measured if r["synced"] == 0.0]
+    steps = [{**r, "run": 0, "measured": r["step"] > args.warmup} for r in per_step(mainppo_job.parse_jsonl(jsonl))]
+    run = {
+        "returncode": rc,
+        "wall_s": round(time.time() - start, 1),
+        "startup_s": progress["startup_s"],
+        "stalled": progress["stalled"],
+        "warmup": args.warmup,
+        "memory_during_training": progress.get("memory"),
+    }
     row = {
         "layout": args.layout,
         "n_gpus": args.n_gpus,
@@ -213,28 +243,49 @@ def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: 
         "batch": f"{args.batch} prompts x {args.n} samples x {args.response_length} tokens",
         "device": info.get("device"),
         "machine": args.machine,
-        "returncode": rc,
-        "wall_s": round(time.time() - start, 1),
-        "startup_s": progress["startup_s"],
-        "stalled": progress["stalled"],
-        "memory_during_training": progress.get("memory"),
-        "measured_steps": len(measured),
-        "step_time_s": (summary([r["step_s"] for r in measured]) or {}).get("median"),
-        "step": summary([r["step_s"] for r in measured]),
-        "gen": summary([r["gen_s"] for r in measured]),
-        "update_actor": summary([r["update_actor_s"] for r in measured]),
-        "sync_slot_on_sync_steps": summary([r["sync_slot_s"] for r in synced]),
-        "sync_slot_on_skipped_steps": summary([r["sync_slot_s"] for r in skipped]),
-        "tokens_per_s": summary([r["tokens_per_s"] for r in measured]),
+        **run,
+        "runs": [run],
+        **row_stats([r for r in steps if r["measured"]]),
         "steps": steps,
     }
-    row["sync_time_s"] = (row["sync_slot_on_sync_steps"] or {}).get("median")
     if rc not in (0, mainppo_job.EXIT_HANG):
         row["log_tail"] = (log_dir / f"{name}.log").read_text(errors="replace")[-3000:]
-    print(f"[throughput] {name}: rc={rc} startup={progress['startup_s']}s steps={len(measured)} "
+    print(f"[throughput] {name}: rc={rc} startup={progress['startup_s']}s steps={row['measured_steps']} "
           f"step={row['step_time_s']} sync={row['sync_time_s']} "
           f"skip={(row['sync_slot_on_skipped_steps'] or {}).get('median')}", flush=True)  # fmt: skip
     return row
+
+
+def accumulate(earlier: dict, now: dict) -> dict:
+    """One row from two runs of the same job on the same machine: their measured steps pooled.
+
+    For jobs whose start-up leaves too little of a 10-minute command for the wanted number of measured
+    steps (a 7B model), or for interleaving v=1 and v=10 runs on one lease. Rows written before runs
+    were recorded (no ``runs``) cannot be pooled: ``now`` replaces them.
+    """
+    if "runs" not in earlier:
+        return now
+    offset = len(earlier["runs"])
+    steps = earlier["steps"] + [{**r, "run": r["run"] + offset} for r in now["steps"]]
+    runs = earlier["runs"] + now["runs"]
+    row = {**now, "runs": runs, "steps": steps, **row_stats([r for r in steps if r["measured"]])}
+    row["returncode"] = next((r["returncode"] for r in runs if r["returncode"] not in (0, mainppo_job.EXIT_HANG)),
+                             now["returncode"])  # fmt: skip
+    row["wall_s"] = round(sum(r["wall_s"] for r in runs), 1)
+    return row
+
+
+def merge_rows(earlier: list[dict], now: list[dict], pool: bool) -> list[dict]:
+    """``now`` plus the rows of ``earlier`` not re-run; with ``pool`` a re-run row is pooled
+    (:func:`accumulate`) with the earlier one of the same layout, model, device, machine and v."""
+    before = {(*_base_key(r), r["v"]): r for r in earlier}
+    done = set()
+    merged = []
+    for r in now:
+        key = (*_base_key(r), r["v"])
+        done.add(key)
+        merged.append(accumulate(before[key], r) if pool and key in before else r)
+    return [r for r in earlier if (*_base_key(r), r["v"]) not in done] + merged
 
 
 def _base_key(row: dict) -> tuple:
@@ -286,6 +337,9 @@ def main(argv=None) -> int:
     p.add_argument("--machine", default=socket.gethostname(),
                    help="label of the host; speedups compare rows of the same machine only")
     p.add_argument("--merge", default=None, help="earlier throughput.json: keep its rows not re-run now")
+    p.add_argument("--accumulate", action="store_true",
+                   help="with --merge: pool this run's measured steps with the earlier row of the same job "
+                        "and machine instead of replacing it (>= 20 steps over several 10-minute commands)")
     p.add_argument("--extra", nargs="*", default=[], help="extra hydra overrides for every job")
     args = p.parse_args(argv)
     args.layout = args.layout or f"{args.n_gpus}gpu-tp{args.tp}{'-offload' if args.offload else ''}"
@@ -304,9 +358,7 @@ def main(argv=None) -> int:
 
     rows = [run_job(args, int(v), model_dir, data_dir, log_dir, info, shape) for v in args.v.split(",")]
     if args.merge and Path(args.merge).exists():
-        done = {(*_base_key(r), r["v"]) for r in rows}
-        earlier = json.loads(Path(args.merge).read_text()).get("rows", [])
-        rows = [r for r in earlier if (*_base_key(r), r["v"]) not in done] + rows
+        rows = merge_rows(json.loads(Path(args.merge).read_text()).get("rows", []), rows, args.accumulate)
     rows.sort(key=lambda r: (r["layout"], r["model"], r["device"] or "", r.get("machine") or "", r["v"]))
     add_speedups(rows)
     result = {"rows": rows, "versions": info}

@@ -294,3 +294,29 @@ def test_committed_learning_and_keep_weights_results_are_what_the_scripts_derive
     # what the results page states: no_sleep holds vLLM's KV-cache pool during training, and skips the wake
     assert kw["no_sleep_minus_sleep"]["gpu_mib_median"] > 40_000
     assert kw["modes"]["no_sleep"]["sync_slot_skipped_s"] < 0.01 < kw["modes"]["sleep_level1"]["sync_slot_skipped_s"]
+
+
+def test_throughput_accumulate_pools_the_measured_steps_of_two_runs_of_one_job():
+    def step(i, t, synced, measured):
+        return {"step": i, "synced": synced, "step_s": t, "gen_s": 1.0, "update_actor_s": 2.0, "old_log_prob_s": 0.5,
+                "sync_slot_s": 0.3 if synced else 0.1, "tokens": 100, "tokens_per_s": 100 / t, "response_length": 8.0,
+                "run": 0, "measured": measured}  # fmt: skip
+
+    def row(times, rc=0):
+        steps = [step(1, 50.0, 1.0, False)] + [step(i + 2, t, float(i % 2 == 0), True) for i, t in enumerate(times)]
+        run = {"returncode": rc, "wall_s": 100.0, "startup_s": 40.0, "stalled": False, "warmup": 1}
+        return {"layout": "4gpu-tp4", "model": "qwen2.5-7b", "device": "H100", "machine": "x4-a", "v": 1, **run,
+                "runs": [run], **throughput.row_stats([s for s in steps if s["measured"]]), "steps": steps}  # fmt: skip
+
+    first, second = row([10.0, 12.0, 14.0]), row([11.0, 13.0], rc=124)
+    pooled = throughput.accumulate(first, second)
+    assert pooled["measured_steps"] == 5 and pooled["step_time_s"] == 12.0  # median of 10, 11, 12, 13, 14
+    assert [s["run"] for s in pooled["steps"]] == [0, 0, 0, 0, 1, 1, 1]  # warm-up steps kept, not measured
+    assert pooled["sync_time_s"] == 0.3 and pooled["sync_slot_on_skipped_steps"]["n"] == 2
+    assert len(pooled["runs"]) == 2 and pooled["returncode"] == 124 and pooled["wall_s"] == 200.0
+    legacy = {k: v for k, v in first.items() if k != "runs"}  # rows written before runs were recorded
+    assert throughput.accumulate(legacy, second) is second
+    other_machine = {**first, "machine": "x4-b"}
+    merged = throughput.merge_rows([first, other_machine], [second], pool=True)
+    assert [(r["machine"], r["measured_steps"]) for r in merged] == [("x4-b", 3), ("x4-a", 5)]
+    assert [r["measured_steps"] for r in throughput.merge_rows([first], [second], pool=False)] == [2]
