@@ -31,6 +31,12 @@ Usage on the GPU machine (one config per 10-minute command; accumulate with --me
 
     python3 benchmarks/learning.py --out $OUT --config on_policy --seeds 0 --merge results/learning.json
 
+On a machine with several GPUs, ``--gpus 0,1,2,3`` runs the jobs side by side, one GPU and one local
+Ray cluster each (``mainppo_job.on_gpus``): all four configs of a seed in one command::
+
+    python3 benchmarks/learning.py --out $OUT --config on_policy,on_policy_mask,off_policy_v10,reuse_i10 \
+        --seeds 1 --steps 40 --gpus 0,1,2,3 --merge results/learning.json
+
 The logs come back in ``$OUT/logs`` (metrics ``<tag>.jsonl`` and console ``<tag>.log``); keep them in
 ``results/raw/learning/`` (gzip is fine) and the committed JSON can be re-derived without a GPU::
 
@@ -248,12 +254,13 @@ def entry_name(name: str, keep_weights: str) -> str:
     return name if keep_weights == "sleep_level1" else f"{name}+{keep_weights}"
 
 
-def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir: Path) -> tuple[list[dict], dict]:
+def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir: Path,
+            env_extra: dict[str, str] | None = None) -> tuple[list[dict], dict]:
     tag = f"{entry_name(name, args.keep_weights)}_s{seed}"
     start = time.time()
     rc, progress, jsonl = mainppo_job.run_main_ppo(
         tag, job_overrides(args, name, seed, model_dir, data_dir), args.out, log_dir, args.run_timeout,
-        args.steps + 1, args.stall_s,
+        args.steps + 1, args.stall_s, **(env_extra or {}),
     )  # fmt: skip
     rows = curve(mainppo_job.parse_jsonl(jsonl))
     trained = [r for r in rows if r["step"] >= 1]
@@ -270,6 +277,8 @@ def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir
         "startup_s": progress["startup_s"],
         "extra_overrides": list(args.extra),
         "memory_during_training": progress.get("memory"),
+        "gpu": (env_extra or {}).get("CUDA_VISIBLE_DEVICES"),
+        "concurrent_jobs": len(args.gpus.split(",")) if args.gpus else 1,
     }
     print(f"[learning] {tag}: rc={rc} steps={len(trained)} start pass@1={rows[0]['val_pass1'] if rows else None} "
           f"last={[r for r in rows if r['val_pass1'] is not None][-1:]}", flush=True)  # fmt: skip
@@ -296,6 +305,9 @@ def main(argv=None) -> int:
     p.add_argument("--data-seed", type=int, default=1, help="dataloader shuffle seed: the same prompts for all")
     p.add_argument("--run-timeout", type=float, default=560.0)
     p.add_argument("--stall-s", type=float, default=150.0)
+    p.add_argument("--gpus", default=None,
+                   help="comma list of GPU ids: run the (config, seed) jobs side by side, one GPU each "
+                        "(a 4-GPU machine runs the four configs in one command); default: one after another")
     p.add_argument("--keep-weights", default="sleep_level1", choices=["sleep_level1", "no_sleep"],
                    help="algorithm.off_grpo.keep_weights; no_sleep runs are stored as '<config>+no_sleep'")
     p.add_argument("--merge", default=None)
@@ -332,14 +344,17 @@ def main(argv=None) -> int:
         raise SystemExit(f"--merge {args.merge}: {why}; use another --out/--merge or the same settings")
     model_dir = Path(args.model_path) if args.model_path else smollm2_from_gguf(work / "smollm2")
     data_dir = build_task(work / f"arith_{args.task}", args.task)
-    for name in args.config.split(","):
+    jobs = [(name, int(seed)) for name in args.config.split(",") for seed in args.seeds.split(",")]
+    done = mainppo_job.on_gpus(
+        jobs, args.gpus.split(",") if args.gpus else None,
+        lambda job, env: run_job(args, *job, model_dir, data_dir, log_dir, env),
+    )  # fmt: skip
+    for (name, seed), (rows, run) in zip(jobs, done):
         v, i, mask = CONFIGS[name]
         entry = result["configs"].setdefault(entry_name(name, args.keep_weights), {
             "v": v, "i": i, "zero_var_mask": mask, "keep_weights": args.keep_weights, "seeds": {}})
-        for seed in [int(s) for s in args.seeds.split(",")]:
-            rows, run = run_job(args, name, seed, model_dir, data_dir, log_dir)
-            entry["seeds"][str(seed)] = rows
-            result["runs"].append({**run, "device": info.get("device")})
+        entry["seeds"][str(seed)] = rows
+        result["runs"].append({**run, "device": info.get("device")})
     result = merge(result, earlier)
     (out / "learning.json").write_text(json.dumps(result, indent=1, default=str))
     print(f"[learning] -> {out / 'learning.json'}", flush=True)

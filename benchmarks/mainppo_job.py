@@ -7,7 +7,8 @@
   host memory (:func:`memory_sample`, :func:`memory_summary`), stops a stalled or timed-out job after
   dumping every process's stacks (``benchmarks/diag/sitecustomize.py``), and :func:`save_logs`
   copies its console log, metrics file and dumps to ``OUT/logs`` so they come back from the GPU;
-  :func:`run_main_ppo` is all of that for one named job;
+  :func:`run_main_ppo` is all of that for one named job; :func:`on_gpus` runs several one-GPU jobs
+  side by side on a multi-GPU machine;
 * reading it: :func:`parse_jsonl` (the metrics file), :func:`parse_console` (verl's console lines),
   :func:`pick`, and :func:`versions` (library versions and the GPU name).
 """
@@ -16,12 +17,16 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -158,14 +163,13 @@ def main_ppo_cmd(overrides_list: list[str]) -> list[str]:
 EXIT_HANG = 125
 
 
-def memory_sample() -> dict[str, float]:
-    """Used memory now: every GPU's (``nvidia-smi``, MiB, summed; absent without it) and the host's (MiB)."""
+def memory_sample(gpus: str | None = None) -> dict[str, float]:
+    """Used memory now: the GPUs' (``nvidia-smi``, MiB, summed over ``gpus`` = a ``CUDA_VISIBLE_DEVICES``
+    list, or over every GPU; absent without nvidia-smi) and the host's (MiB)."""
     sample: dict[str, float] = {}
+    query = ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"]
     try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=5,
-        )  # fmt: skip
+        out = subprocess.run(query + (["-i", gpus] if gpus else []), capture_output=True, text=True, timeout=5)
         if out.returncode == 0 and out.stdout.strip():
             sample["gpu_mib"] = float(sum(float(x) for x in out.stdout.split()))
     except (OSError, subprocess.SubprocessError, ValueError):
@@ -200,7 +204,8 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
     at which each step's metrics appeared), ``stalled`` (no new step for ``stall_s`` after the first
     one, or none within the timeout), ``stack_dump`` (folder of per-process stack dumps taken before
     killing a stalled or timed-out run, when ``env`` has ``OFFGRPO_STACK_DUMP_DIR``), ``memory``
-    (max / median of GPU and host memory in use, sampled every 2 s from the first logged step on).
+    (max / median of GPU and host memory in use, sampled every 2 s from the first logged step on; GPU
+    memory of the job's ``CUDA_VISIBLE_DEVICES`` only, when ``env`` sets it).
     """
     console = log_dir / f"{name}.log"
     start = time.time()
@@ -221,7 +226,7 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
             now = time.time() - start
             for step in parse_jsonl(jsonl):
                 arrival.setdefault(step, now)
-            mem.append({"t": now, **memory_sample()})
+            mem.append({"t": now, **memory_sample(env.get("CUDA_VISIBLE_DEVICES"))})
             if rc is not None:
                 break
             last = max(arrival.values()) if arrival else None
@@ -264,6 +269,31 @@ def save_logs(out: Path, name: str, log_dir: Path, stack_dir: Path | None, keep_
         with open(dest / f"{name}.stacks.txt", "w") as fh:
             for f in dumps:
                 fh.write(f"===== {f.name}\n{f.read_text(errors='replace')}\n")
+
+
+def on_gpus(jobs: list, gpus: list[str] | None, run: Callable[[Any, dict[str, str]], Any]) -> list:
+    """``[run(job, env_extra) for job in jobs]``; with ``gpus``, the jobs run concurrently, each alone
+    on one GPU (``env_extra = {"CUDA_VISIBLE_DEVICES": gpu}``; each job starts its own local Ray
+    cluster), at most ``len(gpus)`` at a time. Results in the order of ``jobs``.
+
+    For jobs that need one GPU each (the learning runs on a multi-GPU machine): n GPUs run n jobs in
+    the device time of one. Their step times are then measured under shared CPUs and host memory.
+    """
+    if not gpus:
+        return [run(job, {}) for job in jobs]
+    free: queue.Queue[str] = queue.Queue()
+    for gpu in gpus:
+        free.put(gpu)
+
+    def on_free_gpu(job):
+        gpu = free.get()
+        try:
+            return run(job, {"CUDA_VISIBLE_DEVICES": gpu})
+        finally:
+            free.put(gpu)
+
+    with ThreadPoolExecutor(max_workers=len(gpus)) as pool:
+        return list(pool.map(on_free_gpu, jobs))
 
 
 def run_main_ppo(name: str, job_overrides: list[str], out, log_dir: Path, timeout: float, steps: int,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -320,3 +322,113 @@ def test_throughput_accumulate_pools_the_measured_steps_of_two_runs_of_one_job()
     merged = throughput.merge_rows([first, other_machine], [second], pool=True)
     assert [(r["machine"], r["measured_steps"]) for r in merged] == [("x4-b", 3), ("x4-a", 5)]
     assert [r["measured_steps"] for r in throughput.merge_rows([first], [second], pool=False)] == [2]
+
+
+# ----------------------------------------------------------------------------- jobs side by side
+def test_on_gpus_runs_jobs_concurrently_one_gpu_each_and_keeps_their_order():
+    import threading
+
+    lock, running, seen = threading.Lock(), set(), []
+
+    def run(job, env):
+        gpu = env["CUDA_VISIBLE_DEVICES"]
+        with lock:
+            assert gpu not in running  # never two jobs on one GPU
+            running.add(gpu)
+            seen.append(len(running))
+        time.sleep(0.2)
+        with lock:
+            running.discard(gpu)
+        return job * 10
+
+    assert mainppo_job.on_gpus([1, 2, 3, 4, 5], ["0", "1"], run) == [10, 20, 30, 40, 50]
+    assert max(seen) == 2  # side by side, at most one job per GPU
+    assert mainppo_job.on_gpus([1, 2], None, lambda job, env: (job, env)) == [(1, {}), (2, {})]
+
+
+def test_memory_sample_reads_only_the_jobs_gpus(monkeypatch):
+    calls = []
+
+    def fake_run(cmd, **kwargs):
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout="1000\n2500\n", stderr="")
+
+    monkeypatch.setattr(mainppo_job.subprocess, "run", fake_run)
+    assert mainppo_job.memory_sample("2,3")["gpu_mib"] == 3500.0
+    assert calls[-1][-2:] == ["-i", "2,3"]
+    mainppo_job.memory_sample(None)
+    assert "-i" not in calls[-1]
+
+
+def test_learning_runs_the_configs_side_by_side_on_the_given_gpus(tmp_path, monkeypatch):
+    """--gpus: every (config, seed) job gets its own GPU; the results are collected as in a sequential run."""
+    launched = []
+
+    def fake_run_main_ppo(name, overrides, out, log_dir, timeout, steps, stall_s, **env):
+        launched.append((name, env.get("CUDA_VISIBLE_DEVICES")))
+        jsonl = log_dir / f"{name}.jsonl"
+        rows = [{"step": 0, "data": {"val-core/arithmetic/add1/acc/mean@1": 0.8}}]
+        rows += [{"step": s, "data": {"timing_s/step": 2.0, "critic/score/mean": 0.1 * s}} for s in (1, 2)]
+        jsonl.write_text("\n".join(json.dumps(r) for r in rows))
+        return 0, {"startup_s": 1.0, "memory": {}}, jsonl
+
+    monkeypatch.setattr(mainppo_job, "run_main_ppo", fake_run_main_ppo)
+    monkeypatch.setattr(mainppo_job, "versions", lambda: {"device": "fake"})
+    (tmp_path / "model").mkdir()
+    out = tmp_path / "out"
+    learning.main(["--out", str(out), "--work", str(tmp_path / "w"), "--model-path", str(tmp_path / "model"),
+                   "--config", "on_policy,off_policy_v10", "--seeds", "0", "--steps", "2", "--gpus", "0,1"])  # fmt: skip
+    assert sorted(launched) == [("off_policy_v10_s0", "0"), ("on_policy_s0", "1")] or sorted(launched) == [
+        ("off_policy_v10_s0", "1"), ("on_policy_s0", "0")]  # fmt: skip
+    result = json.loads((out / "learning.json").read_text())
+    assert [(r["config"], r["concurrent_jobs"], r["complete"]) for r in result["runs"]] == [
+        ("on_policy", 2, True), ("off_policy_v10", 2, True)]
+    assert {r["gpu"] for r in result["runs"]} == {"0", "1"}
+    assert [r["train_reward"] for r in result["configs"]["off_policy_v10"]["seeds"]["0"]] == [None, 0.1, 0.2]
+
+
+# ----------------------------------------------------------------------------- sync_e2e.py acceptance checks
+def _sync_run(trainer="v0", v=4, steps=8, rprime_by_lag=(0.001, 0.18, 0.24, 0.29), staleness_offset=0.0, rc=0):
+    rows = []
+    for s in range(1, steps + 1):
+        lag = (s - 1) % v
+        rows.append({"step": s, "synced": float(s % v == 0), "rollout_lag": float(lag),
+                     "mean_abs_log_rprime": rprime_by_lag[lag], "staleness": lag + staleness_offset,
+                     "response_clip_ratio": 0.9})  # fmt: skip
+    return {"trainer": trainer, "sync_period": v, "returncode": rc, "steps": rows}
+
+
+@pytest.mark.parametrize(
+    "change, failing",
+    [
+        ({}, None),
+        ({"rprime_by_lag": (0.5, 0.6, 0.7, 0.8)}, "lag0_small"),  # engine off at lag 0: not serving π_k
+        ({"rprime_by_lag": (0.001, 0.3, 0.1, 0.05)}, "grows_with_lag"),  # lagged steps not from α_{k-lag}
+        ({"rprime_by_lag": (0.001, 9.0, 12.0, 15.0)}, "lagged_not_garbage"),  # garbage weights between syncs
+        ({"rprime_by_lag": (0.001, float("nan"), 0.2, 0.3)}, "rprime_finite"),
+        ({"trainer": "v1", "staleness_offset": 1.0}, "staleness_matches"),  # V1's own staleness disagrees
+        ({"rc": 124}, "completed"),
+    ],
+)
+def test_sync_check_accepts_alpha_and_rejects_what_wrong_weights_look_like(change, failing):
+    checks = sync_e2e.check_run(_sync_run(**change), steps=8)
+    assert checks["ok"] is (failing is None)
+    if failing:
+        assert checks[failing] is False
+
+
+def test_sync_check_rejects_a_run_that_syncs_off_schedule():
+    run = _sync_run()
+    run["steps"][1]["synced"] = 1.0  # an extra sync at step 2
+    assert sync_e2e.check_run(run, steps=8)["sync_schedule"] is False
+
+
+def test_committed_sync_e2e_runs_pass_the_acceptance_checks_recomputed_from_their_steps():
+    results = Path(__file__).resolve().parents[1] / "results"
+    runs = json.loads((results / "sync_e2e.json").read_text())["runs"]
+    assert {(r["trainer"], r["sync_period"]) for r in runs} >= {("v1", 4), ("v0", 4), ("v1", 1)}
+    for run in runs:
+        checks = sync_e2e.check_run(run, steps=12)
+        assert checks["ok"], (run["trainer"], run["sync_period"], checks)
+        by_lag = checks["mean_abs_log_rprime_by_rollout_lag"]
+        assert by_lag[0] < 0.01 and (run["sync_period"] == 1 or by_lag[3] > 0.1)
