@@ -24,7 +24,9 @@ v values of one layout may come from several commands on the same device):
   vLLM from its level-1 CPU copy)
 
 Rows are compared only within one machine (``--machine``, default the hostname): the same GPU model
-on another host can differ by more than the effect measured here.
+on another host can differ by more than the effect measured here. ``--gpus 0,1,2,3`` runs the
+one-GPU jobs of ``--v`` side by side on a multi-GPU machine (``mainppo_job.on_gpus``); such rows
+share CPUs and host memory and are compared only with rows of the same concurrency.
 
 Writes ``OUT/throughput.json``::
 
@@ -214,12 +216,13 @@ def row_stats(measured: list[dict]) -> dict:
     return stats
 
 
-def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: dict, shape: dict) -> dict:
+def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: dict, shape: dict,
+            env_extra: dict[str, str] | None = None) -> dict:
     name = f"{args.layout}_{args.model}_v{v}"
     start = time.time()
     rc, progress, jsonl = mainppo_job.run_main_ppo(
         name, job_overrides(args, v, model_dir, data_dir, name), args.out, log_dir, args.run_timeout,
-        args.warmup + args.steps, args.stall_s,
+        args.warmup + args.steps, args.stall_s, **(env_extra or {}),
     )  # fmt: skip
     steps = [{**r, "run": 0, "measured": r["step"] > args.warmup} for r in per_step(mainppo_job.parse_jsonl(jsonl))]
     run = {
@@ -243,6 +246,8 @@ def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: 
         "batch": f"{args.batch} prompts x {args.n} samples x {args.response_length} tokens",
         "device": info.get("device"),
         "machine": args.machine,
+        "concurrent_jobs": len(args.gpus.split(",")) if args.gpus else 1,
+        "gpu": (env_extra or {}).get("CUDA_VISIBLE_DEVICES"),
         **run,
         "runs": [run],
         **row_stats([r for r in steps if r["measured"]]),
@@ -289,7 +294,8 @@ def merge_rows(earlier: list[dict], now: list[dict], pool: bool) -> list[dict]:
 
 
 def _base_key(row: dict) -> tuple:
-    return row["layout"], row["model"], row["device"], row.get("machine")
+    """Rows compared with each other: same layout, model, device, machine and job concurrency."""
+    return row["layout"], row["model"], row["device"], row.get("machine"), row.get("concurrent_jobs", 1)
 
 
 def add_speedups(rows: list[dict]) -> None:
@@ -336,6 +342,9 @@ def main(argv=None) -> int:
     p.add_argument("--stall-s", type=float, default=150.0)
     p.add_argument("--machine", default=socket.gethostname(),
                    help="label of the host; speedups compare rows of the same machine only")
+    p.add_argument("--gpus", default=None,
+                   help="comma list of GPU ids: run the one-GPU jobs of --v side by side, one GPU each; rows "
+                        "are then compared only with rows of the same concurrency")
     p.add_argument("--merge", default=None, help="earlier throughput.json: keep its rows not re-run now")
     p.add_argument("--accumulate", action="store_true",
                    help="with --merge: pool this run's measured steps with the earlier row of the same job "
@@ -343,6 +352,8 @@ def main(argv=None) -> int:
     p.add_argument("--extra", nargs="*", default=[], help="extra hydra overrides for every job")
     args = p.parse_args(argv)
     args.layout = args.layout or f"{args.n_gpus}gpu-tp{args.tp}{'-offload' if args.offload else ''}"
+    if args.gpus and args.n_gpus != 1:
+        p.error("--gpus runs one-GPU jobs side by side: use it with --n-gpus 1")
 
     t0 = time.time()
     out = Path(args.out).resolve()
@@ -356,10 +367,13 @@ def main(argv=None) -> int:
     info = mainppo_job.versions()
     print(f"[throughput] model {shape} ready after {time.time() - t0:.1f}s; {info}", flush=True)
 
-    rows = [run_job(args, int(v), model_dir, data_dir, log_dir, info, shape) for v in args.v.split(",")]
+    rows = mainppo_job.on_gpus(
+        [int(v) for v in args.v.split(",")], args.gpus.split(",") if args.gpus else None,
+        lambda v, env: run_job(args, v, model_dir, data_dir, log_dir, info, shape, env),
+    )  # fmt: skip
     if args.merge and Path(args.merge).exists():
         rows = merge_rows(json.loads(Path(args.merge).read_text()).get("rows", []), rows, args.accumulate)
-    rows.sort(key=lambda r: (r["layout"], r["model"], r["device"] or "", r.get("machine") or "", r["v"]))
+    rows.sort(key=lambda r: (*(str(k) for k in _base_key(r)), r["v"]))
     add_speedups(rows)
     result = {"rows": rows, "versions": info}
     (out / "throughput.json").write_text(json.dumps(result, indent=1, default=str))

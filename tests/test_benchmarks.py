@@ -41,6 +41,9 @@ def test_speedups_follow_the_formula_relative_to_the_layouts_v1_row():
     elsewhere = {**_row(10, 5.0, 1.0), "machine": "host-b"}
     throughput.add_speedups(rows + [elsewhere])
     assert elsewhere["measured_speedup"] is None  # never compared across machines
+    side_by_side = {**_row(10, 5.0, 1.0), "concurrent_jobs": 4}
+    throughput.add_speedups(rows + [side_by_side])
+    assert side_by_side["measured_speedup"] is None  # nor across job concurrency (no side-by-side v=1 row)
 
 
 def test_summary_median_and_spread():
