@@ -46,7 +46,6 @@ The logs come back in ``$OUT/logs`` (metrics ``<tag>.jsonl`` and console ``<tag>
 from __future__ import annotations
 
 import argparse
-import gzip
 import importlib.util
 import json
 import subprocess
@@ -193,26 +192,12 @@ def curve(metrics: dict[int, dict]) -> list[dict]:
     return rows
 
 
-def read_metrics(log_dir: Path, tag: str) -> tuple[dict[int, dict], str]:
-    """A job's per-step metrics from ``log_dir``: its metrics file ``<tag>.jsonl`` if saved, else its
-    console log ``<tag>.log`` (or ``.log.gz``). Returns ``(metrics, source file name)``."""
-    jsonl = log_dir / f"{tag}.jsonl"
-    if jsonl.exists() and (metrics := mainppo_job.parse_jsonl(jsonl)):
-        return metrics, jsonl.name
-    for name in (f"{tag}.log", f"{tag}.log.gz"):
-        path = log_dir / name
-        if path.exists():
-            raw = gzip.decompress(path.read_bytes()) if name.endswith(".gz") else path.read_bytes()
-            return mainppo_job.parse_console(raw.decode(errors="replace")), name
-    return {}, ""
-
-
 def rebuild(result: dict, log_dir: Path) -> dict:
     """``result`` with every run's curve re-derived from its saved log in ``log_dir``: turns the logs
     that came back from the GPU into the committed JSON. Steps the log lacks (a console log whose last
     line was cut when the job was stopped) keep their earlier rows."""
     for run in result["runs"]:
-        metrics, source = read_metrics(log_dir, run.get("tag") or f"{run['config']}_s{run['seed']}")
+        metrics, source = mainppo_job.read_metrics(log_dir, run.get("tag") or f"{run['config']}_s{run['seed']}")
         if metrics:
             seeds = result["configs"][run["config"]]["seeds"]
             rows = {r["step"]: r for r in seeds.get(str(run["seed"]), [])}
@@ -320,6 +305,8 @@ def main(argv=None) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     if args.rebuild:
+        if not args.merge:
+            p.error("--rebuild re-derives the curves of the JSON given by --merge")
         result = rebuild(json.loads(Path(args.merge).read_text()), Path(args.rebuild))
         (out / "learning.json").write_text(json.dumps(result, indent=1, default=str))
         print(f"[learning] rebuilt {len(result['runs'])} runs from {args.rebuild} -> {out / 'learning.json'}")

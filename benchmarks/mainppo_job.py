@@ -10,11 +10,12 @@
   :func:`run_main_ppo` is all of that for one named job; :func:`on_gpus` runs several one-GPU jobs
   side by side on a multi-GPU machine;
 * reading it: :func:`parse_jsonl` (the metrics file), :func:`parse_console` (verl's console lines),
-  :func:`pick`, and :func:`versions` (library versions and the GPU name).
+  :func:`read_metrics` (a job's saved files, whichever holds its metrics), :func:`pick`, and :func:`versions` (library versions and the GPU name).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import queue
@@ -77,6 +78,21 @@ def parse_jsonl(path: Path) -> dict[int, dict]:
             continue
         rows.setdefault(int(rec["step"]), {}).update(rec.get("data", {}))
     return rows
+
+
+def read_metrics(log_dir: Path, tag: str) -> tuple[dict[int, dict], str]:
+    """A job's per-step metrics from ``log_dir``: its metrics file ``<tag>.jsonl`` if it has any, else
+    its console log ``<tag>.log`` (or ``.log.gz``). Returns ``(metrics, source file name)``, or
+    ``({}, "")`` when neither is there."""
+    jsonl = log_dir / f"{tag}.jsonl"
+    if metrics := parse_jsonl(jsonl):
+        return metrics, jsonl.name
+    for name in (f"{tag}.log", f"{tag}.log.gz"):
+        path = log_dir / name
+        if path.exists():
+            raw = gzip.decompress(path.read_bytes()) if name.endswith(".gz") else path.read_bytes()
+            return parse_console(raw.decode(errors="replace")), name
+    return {}, ""
 
 
 def pick(row: dict, *names, suffix: str | None = None):

@@ -68,11 +68,11 @@ def run(trainer: str, period: int, args, model_dir: Path, data_dir: Path, log_di
     name = f"ref_reset_{trainer}_R{period}"
     console = log_dir / f"{name}.log"
     start = time.time()
-    rc, progress, jsonl = mainppo_job.run_main_ppo(
+    rc, progress, _ = mainppo_job.run_main_ppo(
         name, ref_overrides(trainer, period, args, model_dir, data_dir, name), args.out, log_dir,
         args.run_timeout, args.steps, args.stall_s, VERL_OFFGRPO_REF_RESET_VERIFY="1",
     )  # fmt: skip
-    metrics = mainppo_job.parse_jsonl(jsonl) or mainppo_job.parse_console(console.read_text(errors="replace"))
+    metrics, _ = mainppo_job.read_metrics(log_dir, name)
     rows, wired = [], False
     for step in sorted(s for s in metrics if s >= 1):
         row = metrics[step]

@@ -47,7 +47,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from mainppo_job import EXIT_HANG, REPO, parse_console, parse_jsonl, pick, run_main_ppo, versions  # noqa: E402
+from mainppo_job import EXIT_HANG, REPO, pick, read_metrics, run_main_ppo, versions  # noqa: E402
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
@@ -290,12 +290,9 @@ def run_one(trainer, period, args, model_dir, data_dir, log_dir, deadline, info)
     job = [*overrides(trainer, period, model_dir, data_dir, args.steps, args.lr, name), *args.extra]
     timeout = max(30.0, min(args.run_timeout, deadline - time.time()))
     start = time.time()
-    rc, progress, jsonl = run_main_ppo(name, job, args.out, log_dir, timeout, args.steps, args.stall_s)
+    rc, progress, _ = run_main_ppo(name, job, args.out, log_dir, timeout, args.steps, args.stall_s)
     console = log_dir / f"{name}.log"
-    metrics = parse_jsonl(jsonl)
-    source = "file"
-    if not metrics:
-        metrics, source = parse_console(console.read_text(errors="replace")), "console"
+    metrics, source = read_metrics(log_dir, name)
     run = {
         "trainer": trainer,
         "sync_period": period,
@@ -306,7 +303,7 @@ def run_one(trainer, period, args, model_dir, data_dir, log_dir, deadline, info)
         "returncode": rc,
         "wall_s": round(time.time() - start, 1),
         **progress,
-        "metrics_source": source,
+        "metrics_source": "file" if source.endswith(".jsonl") else "console",
         "log": str(console),
         "steps": step_rows(metrics),
     }

@@ -435,3 +435,13 @@ def test_committed_sync_e2e_runs_pass_the_acceptance_checks_recomputed_from_thei
         assert checks["ok"], (run["trainer"], run["sync_period"], checks)
         by_lag = checks["mean_abs_log_rprime_by_rollout_lag"]
         assert by_lag[0] < 0.01 and (run["sync_period"] == 1 or by_lag[3] > 0.1)
+
+
+def test_read_metrics_prefers_the_metrics_file_and_falls_back_to_the_console_log(tmp_path):
+    (tmp_path / "job.log").write_text("(TaskRunner pid=1) step:1 - critic/score/mean:0.25 - timing_s/step:2.0\n")
+    assert mainppo_job.read_metrics(tmp_path, "job") == ({1: {"critic/score/mean": 0.25, "timing_s/step": 2.0}}, "job.log")
+    (tmp_path / "job.jsonl").write_text("")  # created but empty: the job died before its first step was logged
+    assert mainppo_job.read_metrics(tmp_path, "job")[1] == "job.log"
+    (tmp_path / "job.jsonl").write_text(json.dumps({"step": 1, "data": {"critic/score/mean": 0.5}}))
+    assert mainppo_job.read_metrics(tmp_path, "job") == ({1: {"critic/score/mean": 0.5}}, "job.jsonl")
+    assert mainppo_job.read_metrics(tmp_path, "other") == ({}, "")
