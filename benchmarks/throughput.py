@@ -193,6 +193,9 @@ def per_step(metrics: dict[int, dict]) -> list[dict]:
                 "tokens": tokens,
                 "tokens_per_s": tokens / row["timing_s/step"] if tokens and row["timing_s/step"] else None,
                 "response_length": row.get("response_length/mean"),
+                # the served policy: lag 0 → |log r'| at the engine's floor; garbage α → far above it
+                "rollout_lag": row.get("off_grpo/rollout_lag"),
+                "mean_abs_log_rprime": row.get("actor/off_grpo/mean_abs_log_rprime"),
             }
         )
     return rows
@@ -201,6 +204,7 @@ def per_step(metrics: dict[int, dict]) -> list[dict]:
 def row_stats(measured: list[dict]) -> dict:
     """The summary fields of a row from its measured step rows (:func:`per_step`, warm-up excluded)."""
     synced = [r for r in measured if r["synced"] == 1.0]
+    max_lag = max((r.get("rollout_lag") or 0 for r in measured), default=0)
     skipped = [r for r in measured if r["synced"] == 0.0]
     stats = {
         "measured_steps": len(measured),
@@ -211,6 +215,9 @@ def row_stats(measured: list[dict]) -> dict:
         "sync_slot_on_sync_steps": summary([r["sync_slot_s"] for r in synced]),
         "sync_slot_on_skipped_steps": summary([r["sync_slot_s"] for r in skipped]),
         "tokens_per_s": summary([r["tokens_per_s"] for r in measured]),
+        "abs_log_rprime_at_lag0": summary([r.get("mean_abs_log_rprime") for r in measured if r.get("rollout_lag") == 0]),
+        "abs_log_rprime_at_max_lag": summary([r.get("mean_abs_log_rprime") for r in measured
+                                              if r.get("rollout_lag") and r["rollout_lag"] == max_lag]),
     }
     stats["sync_time_s"] = (stats["sync_slot_on_sync_steps"] or {}).get("median")
     return stats

@@ -66,6 +66,19 @@ def test_per_step_reads_verl_timing_keys():
     assert row["step"] == 1 and row["sync_slot_s"] == 0.5 and row["tokens_per_s"] == 500.0 and row["synced"] == 1.0
 
 
+def test_row_stats_separates_the_served_policy_check_by_lag():
+    def step(lag, rprime):
+        return {"synced": float(lag == 0), "step_s": 1.0, "gen_s": None, "update_actor_s": None, "sync_slot_s": 0.1,
+                "tokens_per_s": None, "rollout_lag": lag, "mean_abs_log_rprime": rprime}  # fmt: skip
+
+    stats = throughput.row_stats([step(0, 0.01), step(1, 0.05), step(2, 0.2), step(0, 0.03), step(2, 0.4)])
+    assert stats["abs_log_rprime_at_lag0"]["median"] == pytest.approx(0.02)
+    assert stats["abs_log_rprime_at_max_lag"]["median"] == pytest.approx(0.3)
+    assert stats["abs_log_rprime_at_lag0"]["n"] == 2 and stats["sync_time_s"] == pytest.approx(0.1)
+    on_policy = throughput.row_stats([step(0, 0.01)])
+    assert on_policy["abs_log_rprime_at_max_lag"] is None
+
+
 FAKE_JOB = textwrap.dedent(
     """
     import json, os, sys, time
