@@ -54,9 +54,19 @@ def plot_ref_reset(data: dict, out: Path, plt) -> None:
 
 
 def plot_throughput(data: dict, out: Path, plt) -> None:
+    """One row of panels per (model, layout): the median step split into its parts, and the step
+    times of lagged runs after a skipped vs after a real sync."""
     rows = [r for r in data["rows"] if r.get("step_time_s")]
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
-    labels, bottoms = [], [0.0] * len(rows)
+    groups = list(dict.fromkeys((r["model"], r["layout"]) for r in rows))
+    fig, axes = plt.subplots(len(groups), 2, figsize=(11, 3.8 * len(groups)), squeeze=False)
+    for (ax, ax2), group in zip(axes, groups):
+        _plot_throughput_group([r for r in rows if (r["model"], r["layout"]) == group], ax, ax2)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+def _plot_throughput_group(rows: list[dict], ax, ax2) -> None:
+    bottoms = [0.0] * len(rows)
     parts = [("gen", "gen"), ("update_actor", "update_actor"), ("sync slot", None)]
     for name, key in parts:
         vals = []
@@ -64,7 +74,7 @@ def plot_throughput(data: dict, out: Path, plt) -> None:
             if key:
                 vals.append((r.get(key) or {}).get("median") or 0.0)
             else:
-                steps = [s for s in r["steps"] if s["step"] > 2 and s["sync_slot_s"] is not None]
+                steps = [s for s in r["steps"] if s.get("measured", s["step"] > 2) and s["sync_slot_s"] is not None]
                 vals.append(sum(s["sync_slot_s"] for s in steps) / max(1, len(steps)))
         ax.bar(range(len(rows)), vals, bottom=bottoms, label=name)
         bottoms = [b + v for b, v in zip(bottoms, vals)]
@@ -73,24 +83,23 @@ def plot_throughput(data: dict, out: Path, plt) -> None:
     labels = [f"{r['machine']}\nv={r['v']}" for r in rows]
     ax.set_xticks(range(len(rows)), labels, fontsize=8)
     ax.set_ylabel("seconds per step (median)")
-    ax.set_title(f"{rows[0]['model']} random init, {rows[0]['batch']}", fontsize=9)
+    ax.set_title(f"{rows[0]['model']} random init, {rows[0]['layout']}, {rows[0]['batch']}", fontsize=9)
     ax.legend(fontsize=7)
     for r in rows:
         if r["v"] == 1:
             continue
-        prev = {s["step"]: s["synced"] for s in r["steps"]}
-        xs = [s for s in r["steps"] if s["step"] > 2]
-        after_sync = [(s["step"], s["step_s"]) for s in xs if prev.get(s["step"] - 1) == 1.0]
-        after_skip = [(s["step"], s["step_s"]) for s in xs if prev.get(s["step"] - 1) == 0.0]
+        prev = {(s.get("run", 0), s["step"]): s["synced"] for s in r["steps"]}
+        xs = [s for s in r["steps"] if s.get("measured", s["step"] > 2)]
+        after_sync = [(s["step"], s["step_s"]) for s in xs if prev.get((s.get("run", 0), s["step"] - 1)) == 1.0]
+        after_skip = [(s["step"], s["step_s"]) for s in xs if prev.get((s.get("run", 0), s["step"] - 1)) == 0.0]
         tag = f"{r['machine']} v={r['v']}"
-        ax2.plot(*zip(*after_skip), "o", label=f"{tag}: after a skipped sync", alpha=0.8)
+        if after_skip:
+            ax2.plot(*zip(*after_skip), "o", label=f"{tag}: after a skipped sync", alpha=0.8)
         if after_sync:
             ax2.plot(*zip(*after_sync), "x", ms=9, label=f"{tag}: after a real sync")
     ax2.set_xlabel("step")
     ax2.set_ylabel("step time (s)")
     ax2.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
 
 
 def plot_learning(data: dict, out: Path, plt) -> None:

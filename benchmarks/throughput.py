@@ -41,8 +41,20 @@ interleave v=1 and v=10 runs on one lease.
 Usage on the GPU machine (after staging, see ../shared/gpu/README.md)::
 
     python3 benchmarks/throughput.py --out results --model qwen2.5-1.5b --v 1,10 --merge results/throughput.json
-    python3 benchmarks/throughput.py --out $OUT --n-gpus 4 --tp 4 --model qwen2.5-7b --v 1 --steps 10 \
-        --machine x4-a --merge results/throughput.json --accumulate      # twice, then the same with --v 10
+    timeout 598 python3 benchmarks/throughput.py --out $OUT --work /tmp/tp --budget-s 590 --n-gpus 4 --tp 4 \
+        --model qwen2.5-7b --v 1 --steps 40 --machine <lease label> --merge results/throughput.json --accumulate
+
+(7B on 4 H100s: start-up ≈ 250–290 s and ≈ 13–14 s a step, so one 10-minute command gives ≈ 17
+measured steps; run each v twice on the same lease, or pool as below. ``--budget-s`` ends the job in
+time for its row to be written: an outer ``timeout`` that strikes first loses the row.)
+
+Without a GPU, rows can be assembled from what came back (``results/raw/throughput``)::
+
+    # a run whose command was killed before it wrote its row: its metrics file, same job arguments
+    python3 benchmarks/throughput.py --out /tmp/a --n-gpus 4 --tp 4 --model qwen2.5-7b --v 1 --machine <label> \
+        --import-jsonl <job>.jsonl --device "NVIDIA H100 80GB HBM3" --merge results/throughput.json --accumulate
+    # other commands' throughput.json, pooled in order
+    python3 benchmarks/throughput.py --out results --rows-from run2.json run3.json --merge /tmp/a/throughput.json --accumulate
 """
 
 from __future__ import annotations
@@ -76,6 +88,17 @@ SHAPES = {
     "qwen2.5-7b": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
                        num_key_value_heads=4, vocab_size=152064, tie_word_embeddings=False, rope_theta=1e6),
 }  # fmt: skip
+
+
+def param_count(shape: str) -> int:
+    """Parameters of a Qwen2 of ``shape``: embeddings (+ an untied head), and per layer q/k/v (with
+    bias), o, the gated MLP (3·H·I) and two RMSNorms, plus the final norm."""
+    c = SHAPES[shape]
+    h, inter, layers = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
+    kv = h // c["num_attention_heads"] * c["num_key_value_heads"]
+    embed = c["vocab_size"] * h * (1 if c["tie_word_embeddings"] else 2)
+    layer = (h * h + h) + 2 * (h * kv + kv) + h * h + 3 * h * inter + 2 * h
+    return embed + layers * layer + h
 
 
 # ----------------------------------------------------------------------------- model
@@ -190,6 +213,8 @@ def per_step(metrics: dict[int, dict]) -> list[dict]:
                 "update_actor_s": row.get("timing_s/update_actor"),
                 "old_log_prob_s": row.get("timing_s/old_log_prob"),
                 "sync_slot_s": mainppo_job.pick(row, "timing_s/update_weights", "timing_s/off_grpo_sync"),
+                "skip_empty_cache_s": row.get("timing_s/off_grpo_skip_empty_cache"),
+                "skip_wake_s": row.get("timing_s/off_grpo_skip_wake"),
                 "tokens": tokens,
                 "tokens_per_s": tokens / row["timing_s/step"] if tokens and row["timing_s/step"] else None,
                 "response_length": row.get("response_length/mean"),
@@ -214,6 +239,8 @@ def row_stats(measured: list[dict]) -> dict:
         "update_actor": summary([r["update_actor_s"] for r in measured]),
         "sync_slot_on_sync_steps": summary([r["sync_slot_s"] for r in synced]),
         "sync_slot_on_skipped_steps": summary([r["sync_slot_s"] for r in skipped]),
+        "skip_empty_cache": summary([r.get("skip_empty_cache_s") for r in skipped]),
+        "skip_wake": summary([r.get("skip_wake_s") for r in skipped]),
         "tokens_per_s": summary([r["tokens_per_s"] for r in measured]),
         "abs_log_rprime_at_lag0": summary([r.get("mean_abs_log_rprime") for r in measured if r.get("rollout_lag") == 0]),
         "abs_log_rprime_at_max_lag": summary([r.get("mean_abs_log_rprime") for r in measured
@@ -225,14 +252,14 @@ def row_stats(measured: list[dict]) -> dict:
 
 def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: dict, shape: dict,
             env_extra: dict[str, str] | None = None) -> dict:
-    name = f"{args.layout}_{args.model}_v{v}"
+    name = job_name(args, v)
     start = time.time()
     rc, progress, jsonl = mainppo_job.run_main_ppo(
-        name, job_overrides(args, v, model_dir, data_dir, name), args.out, log_dir, args.run_timeout,
+        name, job_overrides(args, v, model_dir, data_dir, name), args.out, log_dir, job_timeout(args, start),
         args.warmup + args.steps, args.stall_s, **(env_extra or {}),
     )  # fmt: skip
-    steps = [{**r, "run": 0, "measured": r["step"] > args.warmup} for r in per_step(mainppo_job.parse_jsonl(jsonl))]
     run = {
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start)),
         "returncode": rc,
         "wall_s": round(time.time() - start, 1),
         "startup_s": progress["startup_s"],
@@ -240,7 +267,37 @@ def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: 
         "warmup": args.warmup,
         "memory_during_training": progress.get("memory"),
     }
-    row = {
+    row = job_row(args, v, mainppo_job.parse_jsonl(jsonl), run, info.get("device"), shape.get("params"),
+                  (env_extra or {}).get("CUDA_VISIBLE_DEVICES"))  # fmt: skip
+    if rc not in (0, mainppo_job.EXIT_HANG):
+        row["log_tail"] = (log_dir / f"{name}.log").read_text(errors="replace")[-3000:]
+    print(f"[throughput] {name}: rc={rc} startup={progress['startup_s']}s steps={row['measured_steps']} "
+          f"step={row['step_time_s']} sync={row['sync_time_s']} "
+          f"skip={(row['sync_slot_on_skipped_steps'] or {}).get('median')}", flush=True)  # fmt: skip
+    return row
+
+
+#: seconds kept back from --budget-s after a job's end: kill the job group, dump stacks, save logs, write rows
+BUDGET_RESERVE_S = 25.0
+
+
+def job_timeout(args, now: float) -> float:
+    """``--run-timeout``, cut so that the job ends ``BUDGET_RESERVE_S`` before ``--budget-s`` (seconds
+    since the script started, ``args.t0``) runs out: an outer ``timeout`` that kills the script first
+    loses the rows of the steps already run."""
+    if not args.budget_s:
+        return args.run_timeout
+    return max(0.0, min(args.run_timeout, args.budget_s - (now - args.t0) - BUDGET_RESERVE_S))
+
+
+def job_name(args, v: int) -> str:
+    return f"{args.layout}_{args.model}_v{v}"
+
+
+def job_row(args, v: int, metrics: dict[int, dict], run: dict, device, params, gpu=None) -> dict:
+    """The row of one run of the job ``(args, v)`` from its logged metrics (``{step: {key: value}}``)."""
+    steps = [{**r, "run": 0, "measured": r["step"] > run["warmup"]} for r in per_step(metrics)]
+    return {
         "layout": args.layout,
         "n_gpus": args.n_gpus,
         "tp": args.tp,
@@ -248,24 +305,29 @@ def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: 
         "trainer": args.trainer,
         "keep_weights": args.keep_weights,
         "model": args.model,
-        "params": shape.get("params"),
+        "params": params,
         "v": v,
         "batch": f"{args.batch} prompts x {args.n} samples x {args.response_length} tokens",
-        "device": info.get("device"),
+        "device": device,
         "machine": args.machine,
         "concurrent_jobs": len(args.gpus.split(",")) if args.gpus else 1,
-        "gpu": (env_extra or {}).get("CUDA_VISIBLE_DEVICES"),
+        "gpu": gpu,
         **run,
         "runs": [run],
         **row_stats([r for r in steps if r["measured"]]),
         "steps": steps,
     }
-    if rc not in (0, mainppo_job.EXIT_HANG):
-        row["log_tail"] = (log_dir / f"{name}.log").read_text(errors="replace")[-3000:]
-    print(f"[throughput] {name}: rc={rc} startup={progress['startup_s']}s steps={row['measured_steps']} "
-          f"step={row['step_time_s']} sync={row['sync_time_s']} "
-          f"skip={(row['sync_slot_on_skipped_steps'] or {}).get('median')}", flush=True)  # fmt: skip
-    return row
+
+
+def imported_row(args, jsonl: Path) -> dict:
+    """The row of a run whose command ended before this script wrote it (an outer ``timeout`` killed
+    the script while verl was still logging): the job's arguments as given now, its steps from the
+    metrics file it left (``--import-jsonl``, with ``--device``). Start-up, wall time and memory are
+    unknown (None); the run is marked ``imported_from``."""
+    (v,) = [int(x) for x in args.v.split(",")]
+    run = {"returncode": None, "wall_s": None, "startup_s": None, "stalled": None, "warmup": args.warmup,
+           "memory_during_training": None, "imported_from": jsonl.name}  # fmt: skip
+    return job_row(args, v, mainppo_job.parse_jsonl(jsonl), run, args.device, param_count(args.model))
 
 
 def accumulate(earlier: dict, now: dict) -> dict:
@@ -277,13 +339,18 @@ def accumulate(earlier: dict, now: dict) -> dict:
     """
     if "runs" not in earlier:
         return now
+    if any(run in earlier["runs"] for run in now["runs"]):
+        raise ValueError(f"run already pooled into the {earlier['layout']} {earlier['model']} v={earlier['v']} row: "
+                         f"{now['runs']}")  # fmt: skip
     offset = len(earlier["runs"])
     steps = earlier["steps"] + [{**r, "run": r["run"] + offset} for r in now["steps"]]
     runs = earlier["runs"] + now["runs"]
     row = {**now, "runs": runs, "steps": steps, **row_stats([r for r in steps if r["measured"]])}
-    row["returncode"] = next((r["returncode"] for r in runs if r["returncode"] not in (0, mainppo_job.EXIT_HANG)),
-                             now["returncode"])  # fmt: skip
-    row["wall_s"] = round(sum(r["wall_s"] for r in runs), 1)
+    clean = (0, mainppo_job.EXIT_HANG, None)  # None: an imported run (its exit status is unknown)
+    row["returncode"] = next((r["returncode"] for r in runs if r["returncode"] not in clean),
+                             next((r["returncode"] for r in runs if r["returncode"] is not None), None))  # fmt: skip
+    known = [r["wall_s"] for r in runs if r.get("wall_s") is not None]
+    row["wall_s"] = round(sum(known), 1) if len(known) == len(runs) else None
     return row
 
 
@@ -347,6 +414,9 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=20, help="measured steps after the warm-up")
     p.add_argument("--run-timeout", type=float, default=560.0)
     p.add_argument("--stall-s", type=float, default=150.0)
+    p.add_argument("--budget-s", type=float, default=None,
+                   help="wall seconds this whole command may take (e.g. the outer timeout): each job's run timeout "
+                        "is cut to end in time for the rows to be written")  # fmt: skip
     p.add_argument("--machine", default=socket.gethostname(),
                    help="label of the host; speedups compare rows of the same machine only")
     p.add_argument("--gpus", default=None,
@@ -357,14 +427,55 @@ def main(argv=None) -> int:
                    help="with --merge: pool this run's measured steps with the earlier row of the same job "
                         "and machine instead of replacing it (>= 20 steps over several 10-minute commands)")
     p.add_argument("--extra", nargs="*", default=[], help="extra hydra overrides for every job")
+    p.add_argument("--import-jsonl", default=None,
+                   help="no GPU: the row of a run whose command was killed before it wrote throughput.json, from "
+                        "the metrics file the job left (same job arguments as the run; needs --device)")  # fmt: skip
+    p.add_argument("--device", default=None, help="GPU name of an --import-jsonl run (nvidia-smi's name)")
+    p.add_argument("--rows-from", nargs="*", default=[],
+                   help="no GPU: rows of other commands' throughput.json files, merged (pooled with --accumulate) "
+                        "into --merge in the order given")  # fmt: skip
     args = p.parse_args(argv)
+    args.t0 = time.time()
     args.layout = args.layout or f"{args.n_gpus}gpu-tp{args.tp}{'-offload' if args.offload else ''}"
     if args.gpus and args.n_gpus != 1:
         p.error("--gpus runs one-GPU jobs side by side: use it with --n-gpus 1")
 
-    t0 = time.time()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    earlier = json.loads(Path(args.merge).read_text()) if args.merge and Path(args.merge).exists() else {}
+    if args.import_jsonl or args.rows_from:
+        if args.import_jsonl and not args.device:
+            p.error("--import-jsonl needs --device (the GPU the run used)")
+        batches = [[imported_row(args, Path(args.import_jsonl))]] if args.import_jsonl else []
+        documents = [json.loads(Path(f).read_text()) for f in args.rows_from]
+        batches += [d.get("rows", []) for d in documents]
+        info = next((d["versions"] for d in documents if d.get("versions")), earlier.get("versions") or {})
+    else:
+        rows_now, info = run_jobs(args, out)
+        batches = [rows_now]
+    rows = earlier.get("rows", [])
+    for batch in batches:
+        rows = merge_rows(rows, batch, args.accumulate)
+    rows.sort(key=lambda r: (*(str(k) for k in _base_key(r)), r["v"]))
+    add_speedups(rows)
+    result = {**{k: x for k, x in earlier.items() if k not in ("rows", "versions")}, "rows": rows, "versions": info}
+    (out / "throughput.json").write_text(json.dumps(result, indent=1, default=str))
+    for r in rows:
+        print(f"[throughput] {r['layout']} {r['model']} v={r['v']}: step {r['step_time_s']} sync {r['sync_time_s']} "
+              f"ideal {r['ideal_speedup']} measured {r['measured_speedup']}", flush=True)  # fmt: skip
+    return 0 if all(usable(r) for batch in batches for r in batch) else 1
+
+
+def usable(row: dict) -> bool:
+    """A row of this command counts if it has measured steps and its job ended cleanly, hung at exit
+    (:data:`mainppo_job.EXIT_HANG`), was stopped at ``--run-timeout`` (124: the 7B runs end so) or was
+    imported (None)."""
+    return bool(row.get("measured_steps")) and row.get("returncode") in (0, mainppo_job.EXIT_HANG, 124, None)
+
+
+def run_jobs(args, out: Path) -> tuple[list[dict], dict]:
+    """Build (or reuse) the model and data in the work dir, run the job of every v; (rows, versions)."""
+    t0 = time.time()
     work = Path(args.work).resolve() if args.work else out / "throughput_work"
     model_dir, data_dir, log_dir = work / f"model_{args.model}", work / "data", work / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -373,21 +484,11 @@ def main(argv=None) -> int:
     sync_e2e.build_data(data_dir)
     info = mainppo_job.versions()
     print(f"[throughput] model {shape} ready after {time.time() - t0:.1f}s; {info}", flush=True)
-
     rows = mainppo_job.on_gpus(
         [int(v) for v in args.v.split(",")], args.gpus.split(",") if args.gpus else None,
         lambda v, env: run_job(args, v, model_dir, data_dir, log_dir, info, shape, env),
     )  # fmt: skip
-    if args.merge and Path(args.merge).exists():
-        rows = merge_rows(json.loads(Path(args.merge).read_text()).get("rows", []), rows, args.accumulate)
-    rows.sort(key=lambda r: (*(str(k) for k in _base_key(r)), r["v"]))
-    add_speedups(rows)
-    result = {"rows": rows, "versions": info}
-    (out / "throughput.json").write_text(json.dumps(result, indent=1, default=str))
-    for r in rows:
-        print(f"[throughput] {r['layout']} {r['model']} v={r['v']}: step {r['step_time_s']} sync {r['sync_time_s']} "
-              f"ideal {r['ideal_speedup']} measured {r['measured_speedup']}", flush=True)  # fmt: skip
-    return 0 if all(r["returncode"] in (0, mainppo_job.EXIT_HANG) for r in rows) else 1
+    return rows, info
 
 
 if __name__ == "__main__":

@@ -338,6 +338,97 @@ def test_throughput_accumulate_pools_the_measured_steps_of_two_runs_of_one_job()
     merged = throughput.merge_rows([first, other_machine], [second], pool=True)
     assert [(r["machine"], r["measured_steps"]) for r in merged] == [("x4-b", 3), ("x4-a", 5)]
     assert [r["measured_steps"] for r in throughput.merge_rows([first], [second], pool=False)] == [2]
+    with pytest.raises(ValueError, match="already pooled"):  # the same run pooled twice would double its steps
+        throughput.accumulate(pooled, second)
+
+
+def test_job_timeout_leaves_time_to_write_the_rows_inside_the_command_budget():
+    args = argparse.Namespace(run_timeout=565.0, budget_s=None, t0=1000.0)
+    assert throughput.job_timeout(args, 1025.0) == 565.0  # no budget: the run timeout as given
+    args.budget_s = 595.0  # what killed the first 7B run: 25 s of model/data prep + 565 s > 595 s - teardown
+    assert throughput.job_timeout(args, 1025.0) == 595.0 - 25.0 - throughput.BUDGET_RESERVE_S
+    assert throughput.job_timeout(args, 1000.0) == 565.0
+    assert throughput.job_timeout(args, 1600.0) == 0.0
+
+
+def _verl_jsonl(path, step_times, sync_every=1, extra=None):
+    """A metrics file as verl's file logger writes it: one ``{"step", "data"}`` line per step."""
+    with open(path, "w") as fh:
+        for i, t in enumerate(step_times, start=1):
+            synced = float(i % sync_every == 0)
+            data = {"timing_s/step": t, "timing_s/gen": t / 2, "timing_s/off_grpo_sync": 2.0 if synced else 1.0,
+                    "off_grpo/synced": synced, "perf/total_num_tokens": 1000, **(extra or {})}  # fmt: skip
+            fh.write(json.dumps({"step": i, "data": data}) + "\n")
+    return path
+
+
+def test_throughput_rows_from_saved_files_pool_without_a_gpu(tmp_path):
+    """--import-jsonl (a run killed before it wrote its row) and --rows-from (other commands' outputs)
+    pool into --merge: the v=1 row from two runs, the v=10 row's speedups against it."""
+    job = ["--n-gpus", "4", "--tp", "4", "--model", "qwen2.5-7b", "--machine", "x4-a"]
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"rows": [], "versions": {"verl": "0.9.1"}, "note": "kept"}))
+    killed = _verl_jsonl(tmp_path / "4gpu-tp4_qwen2.5-7b_v1.jsonl", [50.0, 14.0, 14.0, 14.0, 13.0])
+    assert not throughput.usable({"measured_steps": 0, "returncode": 0})
+    assert not throughput.usable({"measured_steps": 5, "returncode": 1})
+    with pytest.raises(SystemExit):  # the GPU name is not in the metrics file
+        throughput.main(["--out", str(tmp_path / "a"), *job, "--v", "1", "--import-jsonl", str(killed)])
+    assert throughput.main(["--out", str(tmp_path / "a"), *job, "--v", "1", "--import-jsonl", str(killed),
+                            "--device", "H100", "--merge", str(earlier), "--accumulate"]) == 0  # fmt: skip
+    (row,) = json.loads((tmp_path / "a" / "throughput.json").read_text())["rows"]
+    assert row["params"] == 7_615_616_512 and row["measured_steps"] == 2 and row["runs"][0]["imported_from"]
+
+    def device_output(name, v, times, every):
+        args = argparse.Namespace(
+            layout="4gpu-tp4", n_gpus=4, tp=4, offload=False, trainer="v0", keep_weights="sleep_level1",
+            model="qwen2.5-7b", batch=16, n=4, response_length=256, machine="x4-a", gpus=None)  # fmt: skip
+        run = {"started_at": name, "returncode": 124, "wall_s": 500.0, "startup_s": 250.0, "stalled": False,
+               "warmup": 1, "memory_during_training": None}  # fmt: skip
+        metrics = mainppo_job.parse_jsonl(_verl_jsonl(tmp_path / f"{name}.jsonl", times, every))
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"rows": [throughput.job_row(args, v, metrics, run, "H100", 1)], "versions": {}}))
+        return path
+
+    second_v1 = device_output("b", 1, [48.0, 12.0, 12.0], 1)
+    v10 = device_output("c", 10, [45.0, 13.0, 12.0, 12.0, 12.0], 10)
+    assert throughput.main(["--out", str(tmp_path), "--rows-from", str(second_v1), str(v10),
+                            "--merge", str(tmp_path / "a" / "throughput.json"), "--accumulate"]) == 0  # rc 124: stopped at the time limit
+    result = json.loads((tmp_path / "throughput.json").read_text())
+    assert result["note"] == "kept" and result["versions"] == {"verl": "0.9.1"}
+    one, ten = sorted(result["rows"], key=lambda r: r["v"])
+    assert one["measured_steps"] == 4 and one["step_time_s"] == 12.5  # median of 14, 13 (imported, warm-up 3) and 12, 12
+    assert [r.get("imported_from") is not None for r in one["runs"]] == [True, False] and one["wall_s"] is None
+    assert one["sync_time_s"] == 2.0 and ten["measured_steps"] == 4 and ten["step_time_s"] == 12.0
+    assert ten["ideal_speedup"] == pytest.approx(12.5 / (12.5 - 0.9 * 2.0))
+    assert ten["ideal_speedup_net_of_skip"] == pytest.approx(12.5 / (12.5 - 0.9 * (2.0 - 1.0)))
+    assert ten["measured_speedup"] == pytest.approx(12.5 / 12.0)
+    with pytest.raises(ValueError, match="already pooled"):
+        throughput.main(["--out", str(tmp_path / "again"), "--rows-from", str(second_v1),
+                         "--merge", str(tmp_path / "throughput.json"), "--accumulate"])  # fmt: skip
+
+
+def test_committed_7b_throughput_rows_are_what_the_script_derives_from_the_saved_runs(tmp_path):
+    """results/throughput.json's 4-GPU 7B rows = throughput.py over results/raw/throughput: the killed
+    first v=1 run imported from its metrics file, then the v=10 and second v=1 device outputs pooled."""
+    results = Path(__file__).resolve().parents[1] / "results"
+    raw = results / "raw" / "throughput"
+    committed = json.loads((results / "throughput.json").read_text())
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({**committed, "rows": [r for r in committed["rows"] if r["model"] != "qwen2.5-7b"]}))
+    job = ["--n-gpus", "4", "--tp", "4", "--model", "qwen2.5-7b", "--machine", "h100x4-2026-11-26"]
+    assert throughput.main(["--out", str(tmp_path / "a"), *job, "--v", "1", "--device", "NVIDIA H100 80GB HBM3",
+                            "--import-jsonl", str(raw / "h100x4_qwen2.5-7b_v1_run1_killed.jsonl"),
+                            "--merge", str(earlier), "--accumulate"]) == 0  # fmt: skip
+    assert throughput.main(["--out", str(tmp_path / "b"), "--rows-from", str(raw / "h100x4_qwen2.5-7b_v10_run2.json"),
+                            str(raw / "h100x4_qwen2.5-7b_v1_run3.json"), "--merge", str(tmp_path / "a" / "throughput.json"),
+                            "--accumulate"]) == 0  # fmt: skip
+    assert json.loads((tmp_path / "b" / "throughput.json").read_text()) == committed
+    # what the results page states about them
+    one, ten = (next(r for r in committed["rows"] if r["model"] == "qwen2.5-7b" and r["v"] == v) for v in (1, 10))
+    assert (one["measured_steps"], ten["measured_steps"]) == (26, 17) and one["device"] == "NVIDIA H100 80GB HBM3"
+    assert 1.9 < one["sync_time_s"] < 2.1 and 1.0 < ten["sync_slot_on_skipped_steps"]["median"] < 1.1
+    assert ten["measured_speedup"] < 0.95 * ten["ideal_speedup"]  # short of the target ...
+    assert ten["measured_speedup"] > 0.98 * ten["ideal_speedup_net_of_skip"]  # ... by the cost of the skipped slot
 
 
 # ----------------------------------------------------------------------------- jobs side by side

@@ -203,6 +203,13 @@ def test_v0_lagged_sync_serves_alpha(ray_local):
     assert [m[s]["off_grpo/lag"] for s in range(5, 13)] == [1, 2, 3, 0, 1, 2, 3, 0]
     assert [m[s]["off_grpo/rollout_lag"] for s in range(5, 13)] == [0, 1, 2, 3, 0, 1, 2, 3]
     assert all(m[s]["timing_s/off_grpo_sync"] >= 0 for s in m)
+    # a skipped slot reports its two parts; a real sync has neither
+    parts = ("timing_s/off_grpo_skip_empty_cache", "timing_s/off_grpo_skip_wake")
+    for s in m:
+        if m[s]["off_grpo/synced"]:
+            assert not any(k in m[s] for k in parts), m[s]
+        else:
+            assert all(0 <= m[s][k] <= m[s]["timing_s/off_grpo_sync"] for k in parts), m[s]
 
 
 def test_without_the_override_skips_serve_garbage(ray_local, monkeypatch):
@@ -229,6 +236,7 @@ def test_no_sleep_mode_never_wakes(ray_local):
     assert generated == {1: ["pi_0"], 2: ["pi_0"], 3: ["pi_0"], 4: ["pi_3"], 5: ["pi_3"], 6: ["pi_3"]}
     log = ray.get(servers[0].get_log.remote())
     assert not [e for e in log if e[0] in ("wake", "sleep")]
+    assert "timing_s/off_grpo_skip_wake" not in manager.step_metrics(5)
     assert ray.get(servers[0].__ray_call__.remote(vllm_sleep.read_server_state))["sleep_level"] == 2
     assert ray.get(workers[0].empty_cache_calls.remote()) == 0
 

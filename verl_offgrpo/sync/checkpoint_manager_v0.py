@@ -19,7 +19,9 @@ actor workers' torch cache (as verl's sync does before vLLM resumes) and wakes t
 
 Metrics of the slot of step s (not the first slot): ``off_grpo/synced``, ``off_grpo/lag``,
 ``off_grpo/rollout_lag``, ``off_grpo/weights_version``, ``off_grpo/num_syncs``,
-``timing_s/off_grpo_sync`` (wall time of the slot, sync or skip). V1 merges them through the
+``timing_s/off_grpo_sync`` (wall time of the slot, sync or skip); on skipped slots also its two parts,
+``timing_s/off_grpo_skip_empty_cache`` (the actor workers' cache) and ``timing_s/off_grpo_skip_wake``
+(vLLM restoring α and its KV cache: the cost a lagged step still pays). V1 merges them through the
 trainer's ``_pending_sync_metrics`` (read by ``PPOTrainer._consume_sync_metrics`` right after
 ``on_step_end``). v0 has no channel from the manager to its local ``metrics`` dict: the manager
 keeps them by step (``metrics_by_step``, ``last_metrics``) and, for v0 only, wraps
@@ -150,10 +152,11 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         start = time.perf_counter()
         decision = self.schedule.decide(global_steps, force=self._force(global_steps))
         result: Any = {}
+        skip_timings: dict[str, float] = {}
         if decision.sync or not self.keeps_weights:
             result = await super().update_weights(global_steps)
         else:
-            await self.wake_without_sync()
+            skip_timings = await self.wake_without_sync()
         self.schedule.commit(decision)
         self.history.append(decision)
         # π_ref ← π_θ every R steps (algorithm.off_grpo.ref_reset_period), at the same end-of-step slot
@@ -170,6 +173,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
                 "off_grpo/weights_version": float(decision.version_after),
                 "off_grpo/num_syncs": float(self.schedule.num_syncs),
                 "timing_s/off_grpo_sync": time.perf_counter() - start,
+                **skip_timings,
             }
             if decision.rollout_lag is not None:
                 metrics["off_grpo/rollout_lag"] = float(decision.rollout_lag)
@@ -183,15 +187,24 @@ class LaggedCheckpointManager(CheckpointEngineManager):
                     del _PENDING_LOG_METRICS[old]
         return result
 
-    async def wake_without_sync(self) -> None:
-        """A skipped sync: no resharding, no transfer; vLLM wakes with α (or never slept)."""
+    async def wake_without_sync(self) -> dict[str, float]:
+        """A skipped sync: no resharding, no transfer; vLLM wakes with α (or never slept).
+
+        Returns the wall time of its parts (``timing_s/off_grpo_skip_*``; empty with ``no_sleep``).
+        """
         if not self.free_cache_engine:
-            return
+            return {}
+        start = time.perf_counter()
         if self.empty_cache_on_skip:
             workers = getattr(self.actor_wg, "workers", None) or []
             if workers:
                 ray.get([worker.__ray_call__.remote(empty_device_cache) for worker in workers])
+        emptied = time.perf_counter()
         await self.wake_up_replicas()
+        return {
+            "timing_s/off_grpo_skip_empty_cache": emptied - start,
+            "timing_s/off_grpo_skip_wake": time.perf_counter() - emptied,
+        }
 
     def _stash_v0_step_metrics(self, metrics: dict) -> None:
         """v0: metrics computed during the trainer's current step, logged with that step."""
