@@ -244,7 +244,8 @@ def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir
     tag = f"{entry_name(name, args.keep_weights)}_s{seed}"
     start = time.time()
     rc, progress, jsonl = mainppo_job.run_main_ppo(
-        tag, job_overrides(args, name, seed, model_dir, data_dir), args.out, log_dir, args.run_timeout,
+        tag, job_overrides(args, name, seed, model_dir, data_dir), args.out, log_dir,
+        mainppo_job.job_timeout(args.run_timeout, args.budget_s, args.t0, start),
         args.steps + 1, args.stall_s, **(env_extra or {}),
     )  # fmt: skip
     rows = curve(mainppo_job.parse_jsonl(jsonl))
@@ -289,6 +290,9 @@ def main(argv=None) -> int:
     p.add_argument("--lr", type=float, default=1e-5)
     p.add_argument("--data-seed", type=int, default=1, help="dataloader shuffle seed: the same prompts for all")
     p.add_argument("--run-timeout", type=float, default=560.0)
+    p.add_argument("--budget-s", type=float, default=None,
+                   help="wall seconds this whole command may take (e.g. the outer timeout): each job's run timeout "
+                        "is cut to end in time for the results to be written")  # fmt: skip
     p.add_argument("--stall-s", type=float, default=150.0)
     p.add_argument("--gpus", default=None,
                    help="comma list of GPU ids: run the (config, seed) jobs side by side, one GPU each "
@@ -301,6 +305,7 @@ def main(argv=None) -> int:
                         "(<tag>.jsonl, <tag>.log or <tag>.log.gz) and write OUT/learning.json")
     p.add_argument("--extra", nargs="*", default=[])
     args = p.parse_args(argv)
+    args.t0 = time.time()
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -312,6 +312,20 @@ def on_gpus(jobs: list, gpus: list[str] | None, run: Callable[[Any, dict[str, st
         return list(pool.map(on_free_gpu, jobs))
 
 
+#: seconds kept back from a command's budget after a job's end: kill its group, dump stacks, save logs,
+#: write the results
+BUDGET_RESERVE_S = 25.0
+
+
+def job_timeout(run_timeout: float, budget_s: float | None, t0: float, now: float) -> float:
+    """``run_timeout``, cut so that the job ends ``BUDGET_RESERVE_S`` before the command's ``budget_s``
+    (seconds since ``t0``, the script's start) runs out: an outer ``timeout`` that kills the script
+    first loses the results of the steps already run (it happened to a 7B run)."""
+    if not budget_s:
+        return run_timeout
+    return max(0.0, min(run_timeout, budget_s - (now - t0) - BUDGET_RESERVE_S))
+
+
 def run_main_ppo(name: str, job_overrides: list[str], out, log_dir: Path, timeout: float, steps: int,
                  stall_s: float, **env_extra: str) -> tuple[int, dict, Path]:
     """One ``main_ppo`` job named ``name``: fresh metrics file, :func:`launch`, logs copied to ``out``.

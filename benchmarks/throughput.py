@@ -255,7 +255,8 @@ def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: 
     name = job_name(args, v)
     start = time.time()
     rc, progress, jsonl = mainppo_job.run_main_ppo(
-        name, job_overrides(args, v, model_dir, data_dir, name), args.out, log_dir, job_timeout(args, start),
+        name, job_overrides(args, v, model_dir, data_dir, name), args.out, log_dir,
+        mainppo_job.job_timeout(args.run_timeout, args.budget_s, args.t0, start),
         args.warmup + args.steps, args.stall_s, **(env_extra or {}),
     )  # fmt: skip
     run = {
@@ -275,19 +276,6 @@ def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: 
           f"step={row['step_time_s']} sync={row['sync_time_s']} "
           f"skip={(row['sync_slot_on_skipped_steps'] or {}).get('median')}", flush=True)  # fmt: skip
     return row
-
-
-#: seconds kept back from --budget-s after a job's end: kill the job group, dump stacks, save logs, write rows
-BUDGET_RESERVE_S = 25.0
-
-
-def job_timeout(args, now: float) -> float:
-    """``--run-timeout``, cut so that the job ends ``BUDGET_RESERVE_S`` before ``--budget-s`` (seconds
-    since the script started, ``args.t0``) runs out: an outer ``timeout`` that kills the script first
-    loses the rows of the steps already run."""
-    if not args.budget_s:
-        return args.run_timeout
-    return max(0.0, min(args.run_timeout, args.budget_s - (now - args.t0) - BUDGET_RESERVE_S))
 
 
 def job_name(args, v: int) -> str:

@@ -343,12 +343,12 @@ def test_throughput_accumulate_pools_the_measured_steps_of_two_runs_of_one_job()
 
 
 def test_job_timeout_leaves_time_to_write_the_rows_inside_the_command_budget():
-    args = argparse.Namespace(run_timeout=565.0, budget_s=None, t0=1000.0)
-    assert throughput.job_timeout(args, 1025.0) == 565.0  # no budget: the run timeout as given
-    args.budget_s = 595.0  # what killed the first 7B run: 25 s of model/data prep + 565 s > 595 s - teardown
-    assert throughput.job_timeout(args, 1025.0) == 595.0 - 25.0 - throughput.BUDGET_RESERVE_S
-    assert throughput.job_timeout(args, 1000.0) == 565.0
-    assert throughput.job_timeout(args, 1600.0) == 0.0
+    job_timeout, reserve = mainppo_job.job_timeout, mainppo_job.BUDGET_RESERVE_S
+    assert job_timeout(565.0, None, t0=1000.0, now=1025.0) == 565.0  # no budget: the run timeout as given
+    # what killed the first 7B run: 25 s of model/data prep + a 565 s run > a 595 s outer timeout
+    assert job_timeout(565.0, 595.0, t0=1000.0, now=1025.0) == 595.0 - 25.0 - reserve
+    assert job_timeout(565.0, 595.0, t0=1000.0, now=1000.0) == 565.0
+    assert job_timeout(565.0, 595.0, t0=1000.0, now=1600.0) == 0.0
 
 
 def _verl_jsonl(path, step_times, sync_every=1, extra=None):
