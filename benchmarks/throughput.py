@@ -434,6 +434,8 @@ def main(argv=None) -> int:
     if args.import_jsonl or args.rows_from:
         if args.import_jsonl and not args.device:
             p.error("--import-jsonl needs --device (the GPU the run used)")
+        if args.import_jsonl and "," in args.v:
+            p.error("--import-jsonl imports one job: give its single --v")
         batches = [[imported_row(args, Path(args.import_jsonl))]] if args.import_jsonl else []
         documents = [json.loads(Path(f).read_text()) for f in args.rows_from]
         batches += [d.get("rows", []) for d in documents]
@@ -456,9 +458,10 @@ def main(argv=None) -> int:
 
 def usable(row: dict) -> bool:
     """A row of this command counts if it has measured steps and its job ended cleanly, hung at exit
-    (:data:`mainppo_job.EXIT_HANG`), was stopped at ``--run-timeout`` (124: the 7B runs end so) or was
-    imported (None)."""
-    return bool(row.get("measured_steps")) and row.get("returncode") in (0, mainppo_job.EXIT_HANG, 124, None)
+    (:data:`mainppo_job.EXIT_HANG`), was stopped at ``--run-timeout`` (124 without a stall: the 7B runs
+    end so) or was imported (None)."""
+    ended_ok = row.get("returncode") in (0, mainppo_job.EXIT_HANG, 124, None) and not row.get("stalled")
+    return bool(row.get("measured_steps")) and ended_ok
 
 
 def run_jobs(args, out: Path) -> tuple[list[dict], dict]:

@@ -371,6 +371,10 @@ def test_throughput_rows_from_saved_files_pool_without_a_gpu(tmp_path):
     killed = _verl_jsonl(tmp_path / "4gpu-tp4_qwen2.5-7b_v1.jsonl", [50.0, 14.0, 14.0, 14.0, 13.0])
     assert not throughput.usable({"measured_steps": 0, "returncode": 0})
     assert not throughput.usable({"measured_steps": 5, "returncode": 1})
+    assert not throughput.usable({"measured_steps": 5, "returncode": 124, "stalled": True})
+    assert throughput.usable({"measured_steps": 5, "returncode": 124, "stalled": False})
+    with pytest.raises(SystemExit):  # one metrics file is one job
+        throughput.main(["--out", str(tmp_path / "a"), *job, "--v", "1,10", "--import-jsonl", str(killed), "--device", "X"])
     with pytest.raises(SystemExit):  # the GPU name is not in the metrics file
         throughput.main(["--out", str(tmp_path / "a"), *job, "--v", "1", "--import-jsonl", str(killed)])
     assert throughput.main(["--out", str(tmp_path / "a"), *job, "--v", "1", "--import-jsonl", str(killed),
