@@ -143,6 +143,9 @@ def run_env(jsonl: Path, stack_dir: Path | None = None, **extra: str) -> dict:
     (``benchmarks/diag/sitecustomize.py``; see :func:`launch`).
     """
     env = dict(os.environ)
+    # every job starts its own local Ray cluster: a RAY_ADDRESS would make side-by-side jobs
+    # (on_gpus) join one cluster and share GPUs
+    env.pop("RAY_ADDRESS", None)
     env.update(
         VERL_FILE_LOGGER_PATH=str(jsonl),
         VLLM_USE_FLASHINFER_SAMPLER="0",

@@ -92,6 +92,14 @@ FAKE_JOB = textwrap.dedent(
 )
 
 
+def test_run_env_gives_each_job_its_own_ray_cluster_and_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    env = mainppo_job.run_env(tmp_path / "m.jsonl", CUDA_VISIBLE_DEVICES="2")
+    assert "RAY_ADDRESS" not in env and env["CUDA_VISIBLE_DEVICES"] == "2"
+    assert env["VERL_FILE_LOGGER_PATH"] == str(tmp_path / "m.jsonl")
+    assert "verl_offgrpo.plugin" in env["VERL_USE_EXTERNAL_MODULES"].split(",")
+
+
 @pytest.mark.parametrize("mode, steps, expect_rc", [("exit", 2, 0), ("hang", 5, 124), ("hang", 2, mainppo_job.EXIT_HANG)])
 def test_launch_detects_stalls_and_dumps_stacks(tmp_path, mode, steps, expect_rc):
     script = tmp_path / "job.py"
