@@ -215,6 +215,8 @@ def per_step(metrics: dict[int, dict]) -> list[dict]:
                 "sync_slot_s": mainppo_job.pick(row, "timing_s/update_weights", "timing_s/off_grpo_sync"),
                 "skip_empty_cache_s": row.get("timing_s/off_grpo_skip_empty_cache"),
                 "skip_wake_s": row.get("timing_s/off_grpo_skip_wake"),
+                "skip_wake_weights_s": row.get("timing_s/off_grpo_skip_wake_weights"),
+                "skip_wake_kv_cache_s": row.get("timing_s/off_grpo_skip_wake_kv_cache"),
                 "tokens": tokens,
                 "tokens_per_s": tokens / row["timing_s/step"] if tokens and row["timing_s/step"] else None,
                 "response_length": row.get("response_length/mean"),
@@ -241,6 +243,8 @@ def row_stats(measured: list[dict]) -> dict:
         "sync_slot_on_skipped_steps": summary([r["sync_slot_s"] for r in skipped]),
         "skip_empty_cache": summary([r.get("skip_empty_cache_s") for r in skipped]),
         "skip_wake": summary([r.get("skip_wake_s") for r in skipped]),
+        "skip_wake_weights": summary([r.get("skip_wake_weights_s") for r in skipped]),
+        "skip_wake_kv_cache": summary([r.get("skip_wake_kv_cache_s") for r in skipped]),
         "tokens_per_s": summary([r["tokens_per_s"] for r in measured]),
         "abs_log_rprime_at_lag0": summary([r.get("mean_abs_log_rprime") for r in measured if r.get("rollout_lag") == 0]),
         "abs_log_rprime_at_max_lag": summary([r.get("mean_abs_log_rprime") for r in measured

@@ -69,12 +69,15 @@ def test_per_step_reads_verl_timing_keys():
 def test_row_stats_separates_the_served_policy_check_by_lag():
     def step(lag, rprime):
         return {"synced": float(lag == 0), "step_s": 1.0, "gen_s": None, "update_actor_s": None, "sync_slot_s": 0.1,
-                "tokens_per_s": None, "rollout_lag": lag, "mean_abs_log_rprime": rprime}  # fmt: skip
+                "tokens_per_s": None, "rollout_lag": lag, "mean_abs_log_rprime": rprime,
+                **({} if lag == 0 else {"skip_wake_weights_s": 0.01 * lag, "skip_wake_kv_cache_s": 0.02})}  # fmt: skip
 
     stats = throughput.row_stats([step(0, 0.01), step(1, 0.05), step(2, 0.2), step(0, 0.03), step(2, 0.4)])
     assert stats["abs_log_rprime_at_lag0"]["median"] == pytest.approx(0.02)
     assert stats["abs_log_rprime_at_max_lag"]["median"] == pytest.approx(0.3)
     assert stats["abs_log_rprime_at_lag0"]["n"] == 2 and stats["sync_time_s"] == pytest.approx(0.1)
+    assert stats["skip_wake_weights"]["median"] == pytest.approx(0.02) and stats["skip_wake_weights"]["n"] == 3
+    assert stats["skip_wake_kv_cache"]["median"] == pytest.approx(0.02) and stats["skip_empty_cache"] is None
     on_policy = throughput.row_stats([step(0, 0.01)])
     assert on_policy["abs_log_rprime_at_max_lag"] is None
 

@@ -73,6 +73,12 @@ class FakeVLLMServer:
         if "kv_cache" in tags:
             self.awake = True
 
+    async def resume_kv_cache(self):
+        """verl 0.9.1's vLLMHttpServer.resume_kv_cache (hybrid mode)."""
+        if self.node_rank != 0 or not self.config.free_cache_engine:
+            return
+        await self.wake_up(["kv_cache"])
+
     async def receive_weights(self, version):
         """What verl's naive sync does to the server: resume, load π_version, set the version."""
         if self.config.free_cache_engine:
@@ -192,7 +198,17 @@ def test_v0_lagged_sync_serves_alpha(ray_local):
     # skipped slots woke vLLM (weights + kv cache) and emptied the actor cache, nothing else
     log = ray.get(servers[0].get_log.remote())
     assert sum(1 for e in log if e[0] == "sync") == 4
-    assert sum(1 for e in log if e == ("wake", ("kv_cache", "weights"))) == 9
+    # a skipped slot wakes as verl's sync does, minus the transfer: weights, then the KV cache
+    slots, current = [], []
+    for event in log:
+        if event[0] == "sleep" and current:
+            slots.append(current)
+            current = []
+        current.append(event)
+    slots.append(current)
+    skip_slot = [("sleep", 1), ("wake", ("weights",)), ("wake", ("kv_cache",))]
+    assert sum(slot == skip_slot for slot in slots) == 9
+    assert sum(slot[:3] == skip_slot and slot[3:] == [("sync", slot[3][1])] for slot in slots if len(slot) == 4) == 4
     assert all(e == ("sleep", 1) for e in log if e[0] == "sleep")
     assert ray.get([w.empty_cache_calls.remote() for w in workers]) == [9, 9]
     # the engine's weight version only moves on real syncs (V1's trajectory_staleness relies on it)
@@ -204,12 +220,14 @@ def test_v0_lagged_sync_serves_alpha(ray_local):
     assert [m[s]["off_grpo/rollout_lag"] for s in range(5, 13)] == [0, 1, 2, 3, 0, 1, 2, 3]
     assert all(m[s]["timing_s/off_grpo_sync"] >= 0 for s in m)
     # a skipped slot reports its two parts; a real sync has neither
-    parts = ("timing_s/off_grpo_skip_empty_cache", "timing_s/off_grpo_skip_wake")
+    parts = ["timing_s/off_grpo_skip_" + k for k in ("empty_cache", "wake_weights", "wake_kv_cache", "wake")]
     for s in m:
         if m[s]["off_grpo/synced"]:
             assert not any(k in m[s] for k in parts), m[s]
         else:
             assert all(0 <= m[s][k] <= m[s]["timing_s/off_grpo_sync"] for k in parts), m[s]
+            wake = m[s]["timing_s/off_grpo_skip_wake_weights"] + m[s]["timing_s/off_grpo_skip_wake_kv_cache"]
+            assert m[s]["timing_s/off_grpo_skip_wake"] == pytest.approx(wake)
 
 
 def test_without_the_override_skips_serve_garbage(ray_local, monkeypatch):

@@ -12,16 +12,18 @@ One class serves both trainers:
 ``update_weights(s)`` follows :mod:`.schedule`. A real sync is verl's own (``actor_wg.update_weights``:
 resume vLLM's weights, gather the FSDP shards, CUDA-IPC them in, ``set_global_steps(s)`` on the
 server, resume the KV cache). A skipped sync does no resharding and no transfer: it empties the
-actor workers' torch cache (as verl's sync does before vLLM resumes) and wakes the replicas
-(``wake_up_replicas``: vLLM restores α from its level-1 CPU copy and its KV cache). The server's
+actor workers' torch cache (as verl's sync does before vLLM resumes) and wakes the replicas the way
+verl's sync does, without the transfer: weights (vLLM restores α from its level-1 CPU copy), then the
+KV cache. The server's
 ``global_steps`` (weight version) only moves on real syncs, so V1's
 ``training/off_policy/trajectory_staleness/*`` reports the lag too.
 
 Metrics of the slot of step s (not the first slot): ``off_grpo/synced``, ``off_grpo/lag``,
 ``off_grpo/rollout_lag``, ``off_grpo/weights_version``, ``off_grpo/num_syncs``,
-``timing_s/off_grpo_sync`` (wall time of the slot, sync or skip); on skipped slots also its two parts,
-``timing_s/off_grpo_skip_empty_cache`` (the actor workers' cache) and ``timing_s/off_grpo_skip_wake``
-(vLLM restoring α and its KV cache: the cost a lagged step still pays). V1 merges them through the
+``timing_s/off_grpo_sync`` (wall time of the slot, sync or skip); on skipped slots also its parts,
+``timing_s/off_grpo_skip_{empty_cache,wake_weights,wake_kv_cache}`` and their wake total
+``timing_s/off_grpo_skip_wake`` (the cost a lagged step still pays; see :meth:`wake_without_sync`).
+V1 merges them through the
 trainer's ``_pending_sync_metrics`` (read by ``PPOTrainer._consume_sync_metrics`` right after
 ``on_step_end``). v0 has no channel from the manager to its local ``metrics`` dict: the manager
 keeps them by step (``metrics_by_step``, ``last_metrics``) and, for v0 only, wraps
@@ -31,6 +33,7 @@ step=s)`` of step s also carries the manager's metrics of step s (keys already p
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import sys
@@ -44,7 +47,7 @@ from verl.utils.ray_utils import auto_await
 
 from .checks import _get, check_sync_config, validation_follows
 from .schedule import FIRST, REPEAT, SlotDecision, SyncSchedule
-from .vllm_sleep import empty_device_cache, keep_weights_across_sleep
+from .vllm_sleep import empty_device_cache, keep_weights_across_sleep, policy_servers
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +193,14 @@ class LaggedCheckpointManager(CheckpointEngineManager):
     async def wake_without_sync(self) -> dict[str, float]:
         """A skipped sync: no resharding, no transfer; vLLM wakes with α (or never slept).
 
-        Returns the wall time of its parts (``timing_s/off_grpo_skip_*``; empty with ``no_sleep``).
+        The wake is verl's own sequence of a sync, minus the transfer: the weights (vLLM restores α
+        from its level-1 CPU copy), then the KV cache (``resume_kv_cache``). Returns the wall time of
+        each part (``timing_s/off_grpo_skip_*``; empty with ``no_sleep``):
+
+        * ``empty_cache``: the actor workers' torch cache, emptied before vLLM takes memory back;
+        * ``wake_weights``: α restored from host memory into vLLM's weight buffers;
+        * ``wake_kv_cache``: vLLM's KV cache mapped again;
+        * ``wake``: the two wakes together.
         """
         if not self.free_cache_engine:
             return {}
@@ -200,10 +210,15 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             if workers:
                 ray.get([worker.__ray_call__.remote(empty_device_cache) for worker in workers])
         emptied = time.perf_counter()
-        await self.wake_up_replicas()
+        await asyncio.gather(*[server.wake_up.remote(tags=["weights"]) for server in policy_servers(self.replicas)])
+        weights_woken = time.perf_counter()
+        await self.resume_kv_cache_replicas()
+        done = time.perf_counter()
         return {
             "timing_s/off_grpo_skip_empty_cache": emptied - start,
-            "timing_s/off_grpo_skip_wake": time.perf_counter() - emptied,
+            "timing_s/off_grpo_skip_wake_weights": weights_woken - emptied,
+            "timing_s/off_grpo_skip_wake_kv_cache": done - weights_woken,
+            "timing_s/off_grpo_skip_wake": done - emptied,
         }
 
     def _stash_v0_step_metrics(self, metrics: dict) -> None:
