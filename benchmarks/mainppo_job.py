@@ -290,29 +290,40 @@ def save_logs(out: Path, name: str, log_dir: Path, stack_dir: Path | None, keep_
                 fh.write(f"===== {f.name}\n{f.read_text(errors='replace')}\n")
 
 
-def on_gpus(jobs: list, gpus: list[str] | None, run: Callable[[Any, dict[str, str]], Any]) -> list:
+#: seconds between the starts of the first side-by-side jobs (:func:`on_gpus`): their Ray clusters,
+#: vLLM engines and process groups each pick free ports at start; staggered starts keep those picks apart
+ON_GPUS_STAGGER_S = 15.0
+
+
+def on_gpus(jobs: list, gpus: list[str] | None, run: Callable[[Any, dict[str, str]], Any],
+            stagger_s: float | None = None) -> list:
     """``[run(job, env_extra) for job in jobs]``; with ``gpus``, the jobs run concurrently, each alone
     on one GPU (``env_extra = {"CUDA_VISIBLE_DEVICES": gpu}``; each job starts its own local Ray
-    cluster), at most ``len(gpus)`` at a time. Results in the order of ``jobs``.
+    cluster), at most ``len(gpus)`` at a time, the first wave ``stagger_s`` apart (default
+    :data:`ON_GPUS_STAGGER_S`). Results in the order of ``jobs``.
 
     For jobs that need one GPU each (the learning runs on a multi-GPU machine): n GPUs run n jobs in
     the device time of one. Their step times are then measured under shared CPUs and host memory.
     """
     if not gpus:
         return [run(job, {}) for job in jobs]
+    stagger_s = ON_GPUS_STAGGER_S if stagger_s is None else stagger_s
     free: queue.Queue[str] = queue.Queue()
     for gpu in gpus:
         free.put(gpu)
 
-    def on_free_gpu(job):
+    def on_free_gpu(indexed):
+        index, job = indexed
         gpu = free.get()
+        if index < len(gpus):
+            time.sleep(index * stagger_s)
         try:
             return run(job, {"CUDA_VISIBLE_DEVICES": gpu})
         finally:
             free.put(gpu)
 
     with ThreadPoolExecutor(max_workers=len(gpus)) as pool:
-        return list(pool.map(on_free_gpu, jobs))
+        return list(pool.map(on_free_gpu, enumerate(jobs)))
 
 
 #: seconds kept back from a command's budget after a job's end: kill its group, dump stacks, save logs,

@@ -463,9 +463,24 @@ def test_on_gpus_runs_jobs_concurrently_one_gpu_each_and_keeps_their_order():
             running.discard(gpu)
         return job * 10
 
-    assert mainppo_job.on_gpus([1, 2, 3, 4, 5], ["0", "1"], run) == [10, 20, 30, 40, 50]
+    assert mainppo_job.on_gpus([1, 2, 3, 4, 5], ["0", "1"], run, stagger_s=0.0) == [10, 20, 30, 40, 50]
     assert max(seen) == 2  # side by side, at most one job per GPU
     assert mainppo_job.on_gpus([1, 2], None, lambda job, env: (job, env)) == [(1, {}), (2, {})]
+
+
+def test_on_gpus_staggers_the_first_wave_of_starts():
+    started = {}
+
+    def run(job, env):
+        started[job] = time.monotonic()
+        time.sleep(0.05)
+        return job
+
+    t0 = time.monotonic()
+    assert mainppo_job.on_gpus([0, 1, 2, 3], ["0", "1", "2"], run, stagger_s=0.5) == [0, 1, 2, 3]
+    offsets = [started[j] - t0 for j in range(4)]
+    assert offsets[1] >= 0.5 and offsets[2] >= 1.0  # the first wave, 0.5 s apart
+    assert offsets[0] < offsets[3] < offsets[1]  # a later job starts once a GPU frees up, without a stagger
 
 
 def test_memory_sample_reads_only_the_jobs_gpus(monkeypatch):
@@ -495,6 +510,7 @@ def test_learning_runs_the_configs_side_by_side_on_the_given_gpus(tmp_path, monk
         return 0, {"startup_s": 1.0, "memory": {}}, jsonl
 
     monkeypatch.setattr(mainppo_job, "run_main_ppo", fake_run_main_ppo)
+    monkeypatch.setattr(mainppo_job, "ON_GPUS_STAGGER_S", 0.0)
     monkeypatch.setattr(mainppo_job, "versions", lambda: {"device": "fake"})
     (tmp_path / "model").mkdir()
     out = tmp_path / "out"
