@@ -442,7 +442,7 @@ def main(argv=None) -> int:
             p.error("--import-jsonl imports one job: give its single --v")
         batches = [[imported_row(args, Path(args.import_jsonl))]] if args.import_jsonl else []
         documents = [json.loads(Path(f).read_text()) for f in args.rows_from]
-        batches += [d.get("rows", []) for d in documents]
+        batches += [[restated(r) for r in d.get("rows", [])] for d in documents]
         info = next((d["versions"] for d in documents if d.get("versions")), earlier.get("versions") or {})
     else:
         rows_now, info = run_jobs(args, out)
@@ -458,6 +458,15 @@ def main(argv=None) -> int:
         print(f"[throughput] {r['layout']} {r['model']} v={r['v']}: step {r['step_time_s']} sync {r['sync_time_s']} "
               f"ideal {r['ideal_speedup']} measured {r['measured_speedup']}", flush=True)  # fmt: skip
     return 0 if all(usable(r) for batch in batches for r in batch) else 1
+
+
+def restated(row: dict) -> dict:
+    """``row`` with its summary fields derived again from its measured steps by this version of
+    :func:`row_stats` (rows of other commands may come from an older script)."""
+    steps = row.get("steps") or []
+    if not steps or any("measured" not in s for s in steps):
+        return row
+    return {**row, **row_stats([s for s in steps if s["measured"]])}
 
 
 def usable(row: dict) -> bool:
