@@ -222,7 +222,7 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
     ``progress``: ``startup_s`` (launch → first logged step), ``step_arrival_s`` (seconds after launch
     at which each step's metrics appeared), ``stalled`` (no new step for ``stall_s`` after the first
     one, or none within the timeout), ``stack_dump`` (folder of per-process stack dumps taken before
-    killing a stalled or timed-out run, when ``env`` has ``OFFGRPO_STACK_DUMP_DIR``), ``memory``
+    killing a stalled run, when ``env`` has ``OFFGRPO_STACK_DUMP_DIR``), ``memory``
     (max / median of GPU and host memory in use, sampled every 2 s from the first logged step on; GPU
     memory of the job's ``CUDA_VISIBLE_DEVICES`` only, when ``env`` sets it).
     """
@@ -256,7 +256,9 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
             if (last is not None and now - last > stall_s) or now > timeout:
                 stalled = last is None or now - last > stall_s
                 rc = 124
-        stack_dir = env.get("OFFGRPO_STACK_DUMP_DIR") if rc not in (0, EXIT_HANG) else None
+        # stacks say where a stalled job hangs; a job stopped at its time limit while still logging
+        # steps (the 7B runs) needs none, and the dump would cost seconds of the command's budget
+        stack_dir = env.get("OFFGRPO_STACK_DUMP_DIR") if stalled else None
         if stack_dir and proc.poll() is None:
             Path(stack_dir).mkdir(parents=True, exist_ok=True)
             (Path(stack_dir) / "DUMP").touch()

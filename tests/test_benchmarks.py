@@ -91,8 +91,26 @@ FAKE_JOB = textwrap.dedent(
             fh.write(json.dumps({"step": step, "data": {"timing_s/step": 0.1}}) + "\\n")
     if sys.argv[1] == "hang":
         time.sleep(600)
+    step = 2
+    while sys.argv[1] == "slow":  # keeps logging steps until it is stopped
+        step += 1
+        time.sleep(0.5)
+        with open(path, "a") as fh:
+            fh.write(json.dumps({"step": step, "data": {"timing_s/step": 0.5}}) + "\\n")
     """
 )
+
+
+def test_launch_stops_a_job_at_its_time_limit_without_calling_it_stalled(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(FAKE_JOB)
+    jsonl = tmp_path / "m.jsonl"
+    env = mainppo_job.run_env(jsonl, stack_dir=tmp_path / "stacks")
+    rc, progress = mainppo_job.launch([sys.executable, str(script), "slow"], env, "job", tmp_path, jsonl,
+                                      timeout=8, steps=1000, stall_s=4)  # fmt: skip
+    assert rc == 124 and not progress["stalled"] and progress["stack_dump"] is None
+    assert len(progress["step_arrival_s"]) >= 4  # it kept logging until the limit
+    assert not (tmp_path / "stacks").exists()
 
 
 def test_run_env_gives_each_job_its_own_ray_cluster_and_gpu(tmp_path, monkeypatch):
@@ -117,6 +135,7 @@ def test_launch_detects_stalls_and_dumps_stacks(tmp_path, mode, steps, expect_rc
     assert set(progress["step_arrival_s"]) == {"1", "2"}
     assert progress["memory"]["host_mib"]["max"] > 0  # sampled while the job ran (no GPU here)
     assert progress["stalled"] is (expect_rc == 124)
+    assert (progress["stack_dump"] is not None) is (expect_rc == 124)
     if expect_rc == 124:  # the stalled job's stack was dumped before it was killed
         (dump,) = stacks.glob("*.txt")
         assert "time.sleep(600)" in dump.read_text()
