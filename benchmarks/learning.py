@@ -37,6 +37,16 @@ Ray cluster each (``mainppo_job.on_gpus``): all four configs of a seed in one co
     python3 benchmarks/learning.py --out $OUT --config on_policy,on_policy_mask,off_policy_v10,reuse_i10 \
         --seeds 1 --steps 40 --gpus 0,1,2,3 --merge results/learning.json
 
+A run longer than one 10-minute command (sample reuse, i=10, takes ~30 s a step) continues across
+commands on the same machine with ``--ckpt-dir``: verl checkpoints every ``--save-freq`` steps, the
+next command resumes each run from its last checkpoint (no second step-0 validation; the steps after
+the checkpoint are re-done) and logs as ``<tag>_from<step>``; with ``--merge`` of the previous
+command's JSON the curves are spliced (:func:`splice`; the run keeps its ``parts``). A lagged run
+(v > 1) restarts its sync cycle at the resume point (the first slot is a real sync)::
+
+    timeout 598 python3 benchmarks/learning.py --out $OUT --work /tmp/lw --budget-s 590 --config reuse_i10 \
+        --seeds 0 --steps 40 --ckpt-dir /tmp/lw/ckpt --merge results/learning.json      # repeat
+
 The logs come back in ``$OUT/logs`` (metrics ``<tag>.jsonl`` and console ``<tag>.log``); keep them in
 ``results/raw/learning/`` (gzip is fine) and the committed JSON can be re-derived without a GPU::
 
@@ -147,7 +157,38 @@ def job_overrides(args, name: str, seed: int, model_dir: Path, data_dir: Path) -
     if getattr(args, "keep_weights", "sleep_level1") == "no_sleep":
         updates["algorithm.off_grpo.keep_weights"] = "no_sleep"
         updates["actor_rollout_ref.rollout.free_cache_engine"] = False
+    if getattr(args, "ckpt_dir", None):
+        tag = f"{entry_name(name, getattr(args, 'keep_weights', 'sleep_level1'))}_s{seed}"
+        updates.update({
+            "trainer.default_local_dir": Path(args.ckpt_dir) / tag,
+            "trainer.save_freq": args.save_freq,
+            "trainer.resume_mode": "auto",
+            "trainer.max_actor_ckpt_to_keep": 1,
+        })  # fmt: skip
+        if resumed_from(args.ckpt_dir, tag):  # a continued run: its step-0 validation is in the first part
+            updates["trainer.val_before_train"] = False
     return mainppo_job.set_overrides(base, updates) + list(args.extra)
+
+
+def resumed_from(ckpt_dir, tag: str) -> int:
+    """The step a run continues from: verl's last checkpoint of ``tag`` under ``ckpt_dir`` (0 = none)."""
+    marker = Path(ckpt_dir) / tag / "latest_checkpointed_iteration.txt"
+    return int(marker.read_text().strip()) if marker.exists() else 0
+
+
+def part_tag(tag: str, resumed: int) -> str:
+    """Log name of one part of a run: ``tag`` for the first, ``<tag>_from<step>`` for a continuation."""
+    return tag if not resumed else f"{tag}_from{resumed}"
+
+
+def splice(before: list[dict], after: list[dict], resumed: int) -> list[dict]:
+    """The curve of a run continued from its checkpoint at step ``resumed``: ``before``'s rows up to
+    that step, then ``after``'s (its steps after the checkpoint replace any that ``before`` logged
+    past it, which the continued run re-did), with ``after``'s wall clock shifted to continue
+    ``before``'s."""
+    kept = [r for r in before if r["step"] <= resumed]
+    offset = max((r["wall_s"] for r in kept), default=0.0)
+    return kept + [{**r, "wall_s": round(r["wall_s"] + offset, 3)} for r in after if r["step"] > resumed]
 
 
 def val_pass1(row: dict) -> float | None:
@@ -197,9 +238,20 @@ def rebuild(result: dict, log_dir: Path) -> dict:
     that came back from the GPU into the committed JSON. Steps the log lacks (a console log whose last
     line was cut when the job was stopped) keep their earlier rows."""
     for run in result["runs"]:
-        metrics, source = mainppo_job.read_metrics(log_dir, run.get("tag") or f"{run['config']}_s{run['seed']}")
+        seeds = result["configs"][run["config"]]["seeds"]
+        parts = run.get("parts") or [{"tag": run.get("tag") or f"{run['config']}_s{run['seed']}", "resumed_from": 0}]
+        if len(parts) > 1:  # a run continued from checkpoints: the parts' curves spliced
+            rows, sources = [], []
+            for part in parts:
+                metrics, source = mainppo_job.read_metrics(log_dir, part["tag"])
+                part_rows = curve(metrics)
+                rows = splice(rows, part_rows, part["resumed_from"]) if part["resumed_from"] else part_rows
+                sources.append(source)
+            seeds[str(run["seed"])] = rows
+            run["metrics_source"] = " + ".join(str(x) for x in sources)
+            continue
+        metrics, source = mainppo_job.read_metrics(log_dir, parts[0]["tag"])
         if metrics:
-            seeds = result["configs"][run["config"]]["seeds"]
             rows = {r["step"]: r for r in seeds.get(str(run["seed"]), [])}
             rows.update({r["step"]: r for r in curve(metrics)})
             seeds[str(run["seed"])] = [rows[s] for s in sorted(rows)]
@@ -225,10 +277,25 @@ def merge(result: dict, earlier: dict | None) -> dict:
     if why := incompatible(result, earlier):
         raise ValueError(f"cannot merge into the earlier learning.json: {why}")
     configs = json.loads(json.dumps(earlier.get("configs", {})))
+    earlier_runs = {(r["config"], r["seed"]): r for r in earlier.get("runs", [])}
+    continued = {(r["config"], r["seed"]): r for r in result["runs"] if r.get("parts", [{}])[-1].get("resumed_from")}
     for name, cfg in result["configs"].items():
-        configs.setdefault(name, {**cfg, "seeds": {}})["seeds"].update(cfg["seeds"])
-    runs = [r for r in earlier.get("runs", []) if (r["config"], r["seed"]) not in
-            {(x["config"], x["seed"]) for x in result["runs"]}] + result["runs"]  # fmt: skip
+        seeds = configs.setdefault(name, {**cfg, "seeds": {}})["seeds"]
+        for seed, rows in cfg["seeds"].items():
+            run = continued.get((name, int(seed)))
+            seeds[seed] = splice(seeds.get(seed, []), rows, run["parts"][-1]["resumed_from"]) if run else rows
+    runs = []
+    for run in result["runs"]:
+        key = (run["config"], run["seed"])
+        if key in continued and key in earlier_runs:
+            rows = configs[run["config"]]["seeds"][str(run["seed"])]
+            trained = [r for r in rows if r["step"] >= 1]
+            run = {**run, "parts": earlier_runs[key].get("parts", [{"tag": earlier_runs[key].get("tag"),
+                                                                    "resumed_from": 0}]) + run["parts"],
+                   "steps_logged": len(trained), "complete": len(trained) >= run["steps_requested"],
+                   "wall_s": round((earlier_runs[key].get("wall_s") or 0) + run["wall_s"], 1)}  # fmt: skip
+        runs.append(run)
+    runs = [r for key, r in earlier_runs.items() if key not in {(x["config"], x["seed"]) for x in runs}] + runs
     devices = sorted({r["device"] for r in runs if r.get("device")})
     device = devices[0] if len(devices) == 1 else " + ".join(devices) or result.get("device")
     return {**result, "device": device, "configs": configs, "runs": runs}
@@ -242,9 +309,10 @@ def entry_name(name: str, keep_weights: str) -> str:
 def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir: Path,
             env_extra: dict[str, str] | None = None) -> tuple[list[dict], dict]:
     tag = f"{entry_name(name, args.keep_weights)}_s{seed}"
+    resumed = resumed_from(args.ckpt_dir, tag) if args.ckpt_dir else 0
     start = time.time()
     rc, progress, jsonl = mainppo_job.run_main_ppo(
-        tag, job_overrides(args, name, seed, model_dir, data_dir), args.out, log_dir,
+        part_tag(tag, resumed), job_overrides(args, name, seed, model_dir, data_dir), args.out, log_dir,
         mainppo_job.job_timeout(args.run_timeout, args.budget_s, args.t0, start),
         args.steps + 1, args.stall_s, **(env_extra or {}),
     )  # fmt: skip
@@ -254,11 +322,13 @@ def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir
         "config": entry_name(name, args.keep_weights),
         "seed": seed,
         "tag": tag,
+        "parts": [{"tag": part_tag(tag, resumed), "resumed_from": resumed, "returncode": rc,
+                   "startup_s": progress["startup_s"]}],  # fmt: skip
         "steps_requested": args.steps,
         "keep_weights": args.keep_weights,
         "returncode": rc,
         "complete": len(trained) >= args.steps,
-        "steps_logged": len(trained),
+        "steps_logged": len(trained),  # this part's; merge() counts the continued run's
         "wall_s": round(time.time() - start, 1),
         "startup_s": progress["startup_s"],
         "extra_overrides": list(args.extra),
@@ -299,6 +369,11 @@ def main(argv=None) -> int:
                         "(a 4-GPU machine runs the four configs in one command); default: one after another")
     p.add_argument("--keep-weights", default="sleep_level1", choices=["sleep_level1", "no_sleep"],
                    help="algorithm.off_grpo.keep_weights; no_sleep runs are stored as '<config>+no_sleep'")
+    p.add_argument("--ckpt-dir", default=None,
+                   help="continue runs across commands: verl checkpoints every --save-freq steps under "
+                        "CKPT_DIR/<tag>, and a later command with the same dir resumes each run from its last "
+                        "checkpoint (same machine; --merge the earlier learning.json to splice the curves)")
+    p.add_argument("--save-freq", type=int, default=5)
     p.add_argument("--merge", default=None)
     p.add_argument("--rebuild", default=None, metavar="LOG_DIR",
                    help="no GPU: re-derive the curves of the --merge JSON from the saved logs in LOG_DIR "

@@ -544,6 +544,56 @@ def test_learning_runs_the_configs_side_by_side_on_the_given_gpus(tmp_path, monk
     assert [r["train_reward"] for r in result["configs"]["off_policy_v10"]["seeds"]["0"]] == [None, 0.1, 0.2]
 
 
+def test_learning_continues_a_run_from_its_checkpoint_in_a_later_command(tmp_path, monkeypatch):
+    """--ckpt-dir: the first command is stopped after step 7 with verl's last checkpoint at step 5;
+    the second resumes from it (no step-0 validation), re-does steps 6-7 and finishes. The curves are
+    spliced in the JSON, and --rebuild splices the two parts' logs the same way."""
+    launched = []
+
+    def fake_run_main_ppo(name, overrides, out, log_dir, timeout, steps, stall_s, **env):
+        ckpt = Path(next(o.split("=", 1)[1] for o in overrides if o.startswith("trainer.default_local_dir=")))
+        resumed = learning.resumed_from(ckpt.parent, ckpt.name)
+        launched.append((name, "trainer.val_before_train=False" in overrides, resumed))
+        rows = [] if resumed else [{"step": 0, "data": {"val-core/arithmetic/add1/acc/mean@1": 0.5}}]
+        last = 10 if resumed else 7  # the first command is stopped after step 7
+        for step in range(resumed + 1, last + 1):
+            data = {"timing_s/step": 2.0, "critic/score/mean": step / 10 + (0.01 if resumed else 0.0)}
+            rows.append({"step": step, "data": data})
+            if step % 5 == 0:  # what verl does every save_freq steps
+                ckpt.mkdir(parents=True, exist_ok=True)
+                (ckpt / "latest_checkpointed_iteration.txt").write_text(str(step))
+        jsonl = log_dir / f"{name}.jsonl"
+        jsonl.write_text("\n".join(json.dumps(r) for r in rows))
+        mainppo_job.save_logs(Path(out), name, log_dir, None)
+        return (0 if last == 10 else 124), {"startup_s": 1.0, "memory": {}}, jsonl
+
+    monkeypatch.setattr(mainppo_job, "run_main_ppo", fake_run_main_ppo)
+    monkeypatch.setattr(mainppo_job, "versions", lambda: {"device": "fake"})
+    (tmp_path / "model").mkdir()
+    common = ["--work", str(tmp_path / "w"), "--model-path", str(tmp_path / "model"), "--config", "reuse_i10",
+              "--seeds", "0", "--steps", "10", "--ckpt-dir", str(tmp_path / "ckpt")]  # fmt: skip
+    learning.main(["--out", str(tmp_path / "a"), *common])
+    learning.main(["--out", str(tmp_path / "b"), *common, "--merge", str(tmp_path / "a" / "learning.json")])
+    assert launched == [("reuse_i10_s0", False, 0), ("reuse_i10_s0_from5", True, 5)]
+    result = json.loads((tmp_path / "b" / "learning.json").read_text())
+    rows = result["configs"]["reuse_i10"]["seeds"]["0"]
+    assert [r["step"] for r in rows] == list(range(11)) and rows[0]["val_pass1"] == 0.5
+    assert [r["train_reward"] for r in rows[5:8]] == [0.5, 0.61, 0.71]  # steps 6-7 from the resumed part
+    assert [r["wall_s"] for r in rows[4:8]] == [8.0, 10.0, 12.0, 14.0]  # the clock continues at the splice
+    (run,) = result["runs"]
+    assert [(p["tag"], p["resumed_from"]) for p in run["parts"]] == [("reuse_i10_s0", 0), ("reuse_i10_s0_from5", 5)]
+    assert run["steps_logged"] == 10 and run["complete"]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for part in ("a", "b"):
+        for f in (tmp_path / part / "logs").glob("*.jsonl"):
+            (logs / f.name).write_bytes(f.read_bytes())
+    stripped = json.loads(json.dumps(result))
+    stripped["configs"]["reuse_i10"]["seeds"]["0"] = []
+    rebuilt = learning.rebuild(stripped, logs)
+    assert rebuilt["configs"]["reuse_i10"]["seeds"]["0"] == rows
+
+
 # ----------------------------------------------------------------------------- sync_e2e.py acceptance checks
 def _sync_run(trainer="v0", v=4, steps=8, rprime_by_lag=(0.001, 0.18, 0.24, 0.29), staleness_offset=0.0, rc=0):
     rows = []
