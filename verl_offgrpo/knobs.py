@@ -62,9 +62,10 @@ class OffGRPOKnobs:
                   "offloaded to CPU, restored on wake; verl's default level 2 discards them). Costs host "
                   "memory for one copy of the weights and a CPU round trip per step: a skipped sync slot "
                   "took 0.20-0.24 s for a 1.5B model on one H100 vs 0.29-0.41 s for a real sync, and "
-                  "1.07 s vs 2.0 s for a 7B model served with TP=4 on four H100s (results/README.md). 'no_sleep': vLLM never sleeps (rollout.free_cache_engine=False): "
-                  "no round trip (saves 0.05-0.07 s per step for a 135M model), but its weights and KV "
-                  "cache stay on the GPU during training: +43 GB held at gpu_memory_utilization=0.3 on an "
+                  "1.07 s vs 2.0 s for a 7B model served with TP=4 on four H100s (results/README.md). "
+                  "'no_sleep': vLLM never sleeps (rollout.free_cache_engine=False): no round trip (saves "
+                  "0.05-0.07 s per step for a 135M model), but its weights and KV cache stay on the GPU "
+                  "during training: +43 GB held at gpu_memory_utilization=0.3 on an "
                   "H200 (results/keep_weights.json)."},
     )
 

@@ -14,8 +14,7 @@ resume vLLM's weights, gather the FSDP shards, CUDA-IPC them in, ``set_global_st
 server, resume the KV cache). A skipped sync does no resharding and no transfer: it empties the
 actor workers' torch cache (as verl's sync does before vLLM resumes) and wakes the replicas the way
 verl's sync does, without the transfer: weights (vLLM restores α from its level-1 CPU copy), then the
-KV cache. The server's
-``global_steps`` (weight version) only moves on real syncs, so V1's
+KV cache. The server's ``global_steps`` (weight version) only moves on real syncs, so V1's
 ``training/off_policy/trajectory_staleness/*`` reports the lag too.
 
 Metrics of the slot of step s (not the first slot): ``off_grpo/synced``, ``off_grpo/lag``,
