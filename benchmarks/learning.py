@@ -128,9 +128,10 @@ def build_task(data_dir: Path, task: str, seed: int = 0) -> Path:
 
 
 # ----------------------------------------------------------------------------- runs
-def job_overrides(args, name: str, seed: int, model_dir: Path, data_dir: Path) -> list[str]:
+def job_overrides(args, name: str, seed: int, model_dir: Path, data_dir: Path, resumed: int = 0) -> list[str]:
     """The sync benchmark's job (:func:`sync_e2e.overrides`: model, vLLM and trainer settings that work
-    on the GPU machine) with this task's data, reward, batch, validation and the config's knobs."""
+    on the GPU machine) with this task's data, reward, batch, validation and the config's knobs;
+    ``resumed``: the checkpoint step a ``--ckpt-dir`` run continues from (0 = a fresh run)."""
     v, i, mask = CONFIGS[name]
     base = sync_e2e.overrides(args.trainer, v, model_dir, data_dir, args.steps, args.lr, f"{name}_s{seed}")
     updates: dict[str, object] = {
@@ -158,16 +159,25 @@ def job_overrides(args, name: str, seed: int, model_dir: Path, data_dir: Path) -
         updates["algorithm.off_grpo.keep_weights"] = "no_sleep"
         updates["actor_rollout_ref.rollout.free_cache_engine"] = False
     if getattr(args, "ckpt_dir", None):
-        tag = f"{entry_name(name, getattr(args, 'keep_weights', 'sleep_level1'))}_s{seed}"
         updates.update({
-            "trainer.default_local_dir": Path(args.ckpt_dir) / tag,
+            "trainer.default_local_dir": Path(args.ckpt_dir) / run_tag(name, seed, args.keep_weights),
             "trainer.save_freq": args.save_freq,
             "trainer.resume_mode": "auto",
             "trainer.max_actor_ckpt_to_keep": 1,
         })  # fmt: skip
-        if resumed_from(args.ckpt_dir, tag):  # a continued run: its step-0 validation is in the first part
+        if resumed:  # a continued run: its step-0 validation is in the first part
             updates["trainer.val_before_train"] = False
     return mainppo_job.set_overrides(base, updates) + list(args.extra)
+
+
+def run_tag(name: str, seed: int, keep_weights: str = "sleep_level1") -> str:
+    """A run's name in logs and checkpoints: ``<config entry>_s<seed>``."""
+    return f"{entry_name(name, keep_weights)}_s{seed}"
+
+
+def run_parts(run: dict) -> list[dict]:
+    """The parts of a recorded run (``--ckpt-dir`` continuations); a run recorded without parts is one."""
+    return run.get("parts") or [{"tag": run.get("tag") or f"{run['config']}_s{run['seed']}", "resumed_from": 0}]
 
 
 def resumed_from(ckpt_dir, tag: str) -> int:
@@ -185,7 +195,9 @@ def splice(before: list[dict], after: list[dict], resumed: int) -> list[dict]:
     """The curve of a run continued from its checkpoint at step ``resumed``: ``before``'s rows up to
     that step, then ``after``'s (its steps after the checkpoint replace any that ``before`` logged
     past it, which the continued run re-did), with ``after``'s wall clock shifted to continue
-    ``before``'s."""
+    ``before``'s. ``resumed`` 0: ``after`` is a fresh run, taken whole."""
+    if not resumed:
+        return list(after)
     kept = [r for r in before if r["step"] <= resumed]
     offset = max((r["wall_s"] for r in kept), default=0.0)
     return kept + [{**r, "wall_s": round(r["wall_s"] + offset, 3)} for r in after if r["step"] > resumed]
@@ -239,13 +251,12 @@ def rebuild(result: dict, log_dir: Path) -> dict:
     line was cut when the job was stopped) keep their earlier rows."""
     for run in result["runs"]:
         seeds = result["configs"][run["config"]]["seeds"]
-        parts = run.get("parts") or [{"tag": run.get("tag") or f"{run['config']}_s{run['seed']}", "resumed_from": 0}]
+        parts = run_parts(run)
         if len(parts) > 1:  # a run continued from checkpoints: the parts' curves spliced
             rows, sources = [], []
             for part in parts:
                 metrics, source = mainppo_job.read_metrics(log_dir, part["tag"])
-                part_rows = curve(metrics)
-                rows = splice(rows, part_rows, part["resumed_from"]) if part["resumed_from"] else part_rows
+                rows = splice(rows, curve(metrics), part["resumed_from"])
                 sources.append(source)
             seeds[str(run["seed"])] = rows
             run["metrics_source"] = " + ".join(str(x) for x in sources)
@@ -290,8 +301,7 @@ def merge(result: dict, earlier: dict | None) -> dict:
         if key in continued and key in earlier_runs:
             rows = configs[run["config"]]["seeds"][str(run["seed"])]
             trained = [r for r in rows if r["step"] >= 1]
-            run = {**run, "parts": earlier_runs[key].get("parts", [{"tag": earlier_runs[key].get("tag"),
-                                                                    "resumed_from": 0}]) + run["parts"],
+            run = {**run, "parts": run_parts(earlier_runs[key]) + run["parts"],
                    "steps_logged": len(trained), "complete": len(trained) >= run["steps_requested"],
                    "wall_s": round((earlier_runs[key].get("wall_s") or 0) + run["wall_s"], 1)}  # fmt: skip
         runs.append(run)
@@ -308,11 +318,11 @@ def entry_name(name: str, keep_weights: str) -> str:
 
 def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir: Path,
             env_extra: dict[str, str] | None = None) -> tuple[list[dict], dict]:
-    tag = f"{entry_name(name, args.keep_weights)}_s{seed}"
+    tag = run_tag(name, seed, args.keep_weights)
     resumed = resumed_from(args.ckpt_dir, tag) if args.ckpt_dir else 0
     start = time.time()
     rc, progress, jsonl = mainppo_job.run_main_ppo(
-        part_tag(tag, resumed), job_overrides(args, name, seed, model_dir, data_dir), args.out, log_dir,
+        part_tag(tag, resumed), job_overrides(args, name, seed, model_dir, data_dir, resumed), args.out, log_dir,
         mainppo_job.job_timeout(args.run_timeout, args.budget_s, args.t0, start),
         args.steps + 1, args.stall_s, **(env_extra or {}),
     )  # fmt: skip
