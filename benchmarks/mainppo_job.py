@@ -333,13 +333,15 @@ def on_gpus(jobs: list, gpus: list[str] | None, run: Callable[[Any, dict[str, st
 BUDGET_RESERVE_S = 25.0
 
 
-def job_timeout(run_timeout: float, budget_s: float | None, t0: float, now: float) -> float:
-    """``run_timeout``, cut so that the job ends ``BUDGET_RESERVE_S`` before the command's ``budget_s``
-    (seconds since ``t0``, the script's start) runs out: an outer ``timeout`` that kills the script
-    first loses the results of the steps already run (it happened to a 7B run)."""
+def job_timeout(run_timeout: float, budget_s: float | None, t0: float, now: float,
+                reserve_s: float = BUDGET_RESERVE_S, floor_s: float = 0.0) -> float:
+    """``run_timeout``, cut so that the job ends ``reserve_s`` before the command's ``budget_s``
+    (seconds since ``t0``, the script's start) runs out, but not below ``floor_s``: an outer
+    ``timeout`` that kills the script first loses the results of the steps already run (it happened
+    to a 7B run)."""
     if not budget_s:
         return run_timeout
-    return max(0.0, min(run_timeout, budget_s - (now - t0) - BUDGET_RESERVE_S))
+    return max(floor_s, min(run_timeout, budget_s - (now - t0) - reserve_s))
 
 
 def run_main_ppo(name: str, job_overrides: list[str], out, log_dir: Path, timeout: float, steps: int,

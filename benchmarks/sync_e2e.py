@@ -47,7 +47,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from mainppo_job import EXIT_HANG, REPO, pick, read_metrics, run_main_ppo, versions  # noqa: E402
+from mainppo_job import EXIT_HANG, REPO, job_timeout, pick, read_metrics, run_main_ppo, versions  # noqa: E402
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
@@ -288,7 +288,8 @@ def check_run(run: dict, steps: int) -> dict:
 def run_one(trainer, period, args, model_dir, data_dir, log_dir, deadline, info):
     name = f"{trainer}_v{period}"
     job = [*overrides(trainer, period, model_dir, data_dir, args.steps, args.lr, name), *args.extra]
-    timeout = max(30.0, min(args.run_timeout, deadline - time.time()))
+    # the budget's end is the deadline itself here (the sync checks are written after every run)
+    timeout = job_timeout(args.run_timeout, deadline, 0.0, time.time(), reserve_s=0.0, floor_s=30.0)
     start = time.time()
     rc, progress, _ = run_main_ppo(name, job, args.out, log_dir, timeout, args.steps, args.stall_s)
     console = log_dir / f"{name}.log"

@@ -379,6 +379,9 @@ def test_job_timeout_leaves_time_to_write_the_rows_inside_the_command_budget():
     assert job_timeout(565.0, 595.0, t0=1000.0, now=1025.0) == 595.0 - 25.0 - reserve
     assert job_timeout(565.0, 595.0, t0=1000.0, now=1000.0) == 565.0
     assert job_timeout(565.0, 595.0, t0=1000.0, now=1600.0) == 0.0
+    # sync_e2e's form: an absolute deadline, no reserve, at least 30 s
+    assert job_timeout(540.0, 1580.0, t0=0.0, now=1300.0, reserve_s=0.0, floor_s=30.0) == 280.0
+    assert job_timeout(540.0, 1580.0, t0=0.0, now=1570.0, reserve_s=0.0, floor_s=30.0) == 30.0
 
 
 def _verl_jsonl(path, step_times, sync_every=1, extra=None):
