@@ -330,6 +330,15 @@ def prepare_work(out_arg: str, work_arg: str | None, default_name: str) -> tuple
     return out, model_dir, data_dir, log_dir
 
 
+def merged_runs(earlier: dict, runs: list[dict]) -> dict:
+    """``runs`` with the runs of an ``earlier`` sync_e2e.json not re-run now (same trainer and period),
+    and the earlier file's other keys (its note); ``ok``, ``total_wall_s`` and ``versions`` are this
+    command's."""
+    rerun = {(r["trainer"], r["sync_period"]) for r in runs}
+    kept = {k: x for k, x in earlier.items() if k not in ("runs", "ok", "total_wall_s", "versions")}
+    return {**kept, "runs": [r for r in earlier.get("runs", []) if (r["trainer"], r["sync_period"]) not in rerun] + runs}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=str(REPO / "results"))
@@ -362,13 +371,11 @@ def main(argv=None):
         runs.append(run_one(trainer, int(period), args, model_dir, data_dir, log_dir, deadline, info))
         (out / "sync_e2e.json").write_text(json.dumps({"runs": runs}, indent=1, default=str))
 
-    if args.merge and Path(args.merge).exists():
-        rerun = {(r["trainer"], r["sync_period"]) for r in runs}
-        earlier = json.loads(Path(args.merge).read_text()).get("runs", [])
-        runs = [r for r in earlier if (r["trainer"], r["sync_period"]) not in rerun] + runs
+    earlier = json.loads(Path(args.merge).read_text()) if args.merge and Path(args.merge).exists() else {}
+    result = merged_runs(earlier, runs)
     result = {
-        "runs": runs,
-        "ok": all(r.get("checks", {}).get("ok", False) for r in runs),
+        **result,
+        "ok": all(r.get("checks", {}).get("ok", False) for r in result["runs"]),
         "total_wall_s": round(time.time() - t0, 1),
         "versions": info,
     }

@@ -327,10 +327,14 @@ def accumulate(earlier: dict, now: dict) -> dict:
 
     For jobs whose start-up leaves too little of a 10-minute command for the wanted number of measured
     steps (a 7B model), or for interleaving v=1 and v=10 runs on one lease. Rows written before runs
-    were recorded (no ``runs``) cannot be pooled: ``now`` replaces them.
+    were recorded (no ``runs``) cannot be pooled: ``now`` replaces them. A row with exactly the runs of
+    ``earlier`` is that row (a device command that merged the committed file returns its rows too) and
+    changes nothing; a row sharing only some of them is an error (a run would count twice).
     """
     if "runs" not in earlier:
         return now
+    if now["runs"] == earlier["runs"]:  # the same row again (a device command's --merge copy of ours)
+        return earlier
     if any(run in earlier["runs"] for run in now["runs"]):
         raise ValueError(f"run already pooled into the {earlier['layout']} {earlier['model']} v={earlier['v']} row: "
                          f"{now['runs']}")  # fmt: skip
@@ -364,17 +368,45 @@ def _base_key(row: dict) -> tuple:
     return row["layout"], row["model"], row["device"], row.get("machine"), row.get("concurrent_jobs", 1)
 
 
+def measured_steps_of(row: dict) -> list[float]:
+    """The step times of ``row``'s measured steps (warm-up excluded), in run order."""
+    return [s["step_s"] for s in row.get("steps") or [] if s.get("measured") and sync_e2e.finite(s.get("step_s"))]
+
+
+def speedup_interval(t1_steps: list[float], tv_steps: list[float], level: float = 0.9,
+                     resamples: int = 4000, seed: int = 0) -> list[float] | None:
+    """Bootstrap interval of the measured speedup median(T_1)/median(T_v).
+
+    Both step lists are resampled with replacement (independently: two jobs), ``resamples`` times with
+    a fixed seed; the interval is the (1 − level)/2 and (1 + level)/2 percentiles of the ratio of the
+    resampled medians. It says whether a measured speedup is distinguishable from a target such as
+    0.95·S* given the step-to-step spread. None if either list is empty.
+    """
+    if not t1_steps or not tv_steps:
+        return None
+    rng = np.random.default_rng(seed)
+    t1, tv = np.asarray(t1_steps, dtype=float), np.asarray(tv_steps, dtype=float)
+    med1 = np.median(t1[rng.integers(0, len(t1), (resamples, len(t1)))], axis=1)
+    medv = np.median(tv[rng.integers(0, len(tv), (resamples, len(tv)))], axis=1)
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(med1 / medv, [tail, 100 - tail])
+    return [float(low), float(high)]
+
+
 def add_speedups(rows: list[dict]) -> None:
     """Speedups of each row relative to the v=1 row of the same layout, model, device and machine.
 
     ``ideal_speedup`` = T_1 / (T_1 − (1 − 1/v)·T_sync) (a skipped slot assumed free);
     ``ideal_speedup_net_of_skip`` = T_1 / (T_1 − (1 − 1/v)·(T_sync − T_skip)) with the row's own
-    median skip-slot time T_skip (level-1 wake + empty_cache are not free); ``measured_speedup`` = T_1/T_v.
+    median skip-slot time T_skip (level-1 wake + empty_cache are not free); ``measured_speedup`` = T_1/T_v,
+    with ``measured_speedup_ci90`` its 90 % bootstrap interval over the two rows' measured steps
+    (:func:`speedup_interval`; v ≠ 1 only).
     """
     base = {_base_key(r): r for r in rows if r["v"] == 1 and r.get("step_time_s") and r.get("sync_time_s")}
     for r in rows:
         b = base.get(_base_key(r))
         r["ideal_speedup"] = r["measured_speedup"] = r["ideal_speedup_net_of_skip"] = None
+        r.pop("measured_speedup_ci90", None)
         if b is None or not r.get("step_time_s"):
             continue
         t1, t_sync, v = b["step_time_s"], b["sync_time_s"], r["v"]
@@ -383,6 +415,8 @@ def add_speedups(rows: list[dict]) -> None:
         r["ideal_speedup_net_of_skip"] = t1 / (t1 - (1 - 1 / v) * (t_sync - t_skip))
         r["measured_speedup"] = t1 / r["step_time_s"]
         r["measured_over_ideal"] = r["measured_speedup"] / r["ideal_speedup"]
+        if v != 1:
+            r["measured_speedup_ci90"] = speedup_interval(measured_steps_of(b), measured_steps_of(r))
 
 
 def main(argv=None) -> int:

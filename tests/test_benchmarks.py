@@ -444,6 +444,31 @@ def test_throughput_rows_from_saved_files_pool_without_a_gpu(tmp_path):
                          "--merge", str(tmp_path / "throughput.json"), "--accumulate"])  # fmt: skip
 
 
+def test_speedup_interval_is_a_bootstrap_of_the_ratio_of_medians():
+    # constant step times: every resample has the same medians
+    assert throughput.speedup_interval([2.0] * 5, [1.0] * 7) == [2.0, 2.0]
+    assert throughput.speedup_interval([], [1.0]) is None
+    # T_v steps {1, 1, 2}: a resample's median is 2 iff ≥ 2 of its 3 draws are 2, P = 3·(1/3)²·(2/3) + (1/3)³ = 7/27;
+    # so the ratio 2/median is 1 with P 7/27 (> 5 %) and 2 with P 20/27 (> 5 %): the 90 % interval is [1, 2]
+    assert throughput.speedup_interval([2.0, 2.0, 2.0], [1.0, 1.0, 2.0]) == [1.0, 2.0]
+    # T_1 steps with one outlier among 21: its median stays 10 in nearly every resample, T_v = 8 → 1.25
+    low, high = throughput.speedup_interval([10.0] * 20 + [30.0], [8.0] * 9)
+    assert low == high == 1.25
+    # same seed, same interval (the committed rows are re-derived by a test)
+    a, b = ([9.0, 10.0, 11.0, 12.5, 9.5], [8.0, 8.5, 9.0, 8.2])
+    assert throughput.speedup_interval(a, b) == throughput.speedup_interval(a, b)
+    low, high = throughput.speedup_interval(a, b)
+    assert 10.0 / 9.0 <= high and low <= 10.0 / 8.35 and low < high
+
+
+def test_accumulate_takes_back_an_identical_row_but_not_a_partly_pooled_one():
+    one = {"layout": "l", "model": "m", "v": 1, "runs": [{"started_at": "a"}], "steps": []}
+    assert throughput.accumulate(one, dict(one)) is one
+    both = {**one, "runs": [{"started_at": "a"}, {"started_at": "b"}]}
+    with pytest.raises(ValueError, match="already pooled"):
+        throughput.accumulate(one, both)
+
+
 def test_committed_7b_throughput_rows_are_what_the_script_derives_from_the_saved_runs(tmp_path):
     """results/throughput.json's 4-GPU 7B rows = throughput.py over results/raw/throughput: the killed
     first v=1 run imported from its metrics file, then the v=10 and second v=1 device outputs pooled."""
@@ -459,13 +484,32 @@ def test_committed_7b_throughput_rows_are_what_the_script_derives_from_the_saved
     assert throughput.main(["--out", str(tmp_path / "b"), "--rows-from", str(raw / "h100x4_qwen2.5-7b_v10_run2.json"),
                             str(raw / "h100x4_qwen2.5-7b_v1_run3.json"), "--merge", str(tmp_path / "a" / "throughput.json"),
                             "--accumulate"]) == 0  # fmt: skip
-    assert json.loads((tmp_path / "b" / "throughput.json").read_text()) == committed
+    # the second lease: each device command's own output (run 4's also carries the rows it merged)
+    assert throughput.main(["--out", str(tmp_path / "c"), "--rows-from", str(raw / "h100x4b_qwen2.5-7b_v10_run4.json"),
+                            str(raw / "h100x4b_qwen2.5-7b_v1_run5.json"), "--merge", str(tmp_path / "b" / "throughput.json"),
+                            "--accumulate"]) == 0  # fmt: skip
+    assert json.loads((tmp_path / "c" / "throughput.json").read_text()) == committed
+
     # what the results page states about them
-    one, ten = (next(r for r in committed["rows"] if r["model"] == "qwen2.5-7b" and r["v"] == v) for v in (1, 10))
+    def rows_of(machine):
+        return (next(r for r in committed["rows"] if r.get("machine") == machine and r["v"] == v) for v in (1, 10))
+
+    one, ten = rows_of("h100x4-2026-11-26")
     assert (one["measured_steps"], ten["measured_steps"]) == (26, 17) and one["device"] == "NVIDIA H100 80GB HBM3"
     assert 1.9 < one["sync_time_s"] < 2.1 and 1.0 < ten["sync_slot_on_skipped_steps"]["median"] < 1.1
     assert ten["measured_speedup"] < 0.95 * ten["ideal_speedup"]  # short of the target ...
     assert ten["measured_speedup"] > 0.98 * ten["ideal_speedup_net_of_skip"]  # ... by the cost of the skipped slot
+    low, high = ten["measured_speedup_ci90"]
+    assert high < 0.95 * ten["ideal_speedup"]  # ... beyond the step-to-step noise
+    one, ten = rows_of("h100x4-2026-11-26b")
+    assert (one["measured_steps"], ten["measured_steps"]) == (36, 36) and ten["warmup"] == 1
+    assert 1.5 < one["sync_time_s"] < 1.6 and 0.8 < ten["sync_slot_on_skipped_steps"]["median"] < 0.9
+    parts = [ten[k]["median"] for k in ("skip_empty_cache", "skip_wake_weights", "skip_wake_kv_cache")]
+    assert 0.5 < parts[0] < 0.6 and parts[0] > parts[1] + parts[2]  # the actor's empty_cache is most of a skip
+    assert 0.94 < ten["measured_speedup"] / ten["ideal_speedup"] < 0.95
+    low, high = ten["measured_speedup_ci90"]
+    assert low < 0.95 * ten["ideal_speedup"] < high  # the target lies inside the 90 % interval
+    assert ten["measured_speedup"] > ten["ideal_speedup_net_of_skip"]
 
 
 # ----------------------------------------------------------------------------- jobs side by side
@@ -627,6 +671,15 @@ def test_sync_check_accepts_alpha_and_rejects_what_wrong_weights_look_like(chang
         assert checks[failing] is False
 
 
+def test_sync_e2e_merge_replaces_re_run_runs_and_keeps_the_note():
+    earlier = {"runs": [{"trainer": "v1", "sync_period": 4, "wall_s": 1}, {"trainer": "v0", "sync_period": 4, "wall_s": 2}],
+               "ok": False, "total_wall_s": 9.0, "versions": {"verl": "old"}, "note": "three leases"}  # fmt: skip
+    now = [{"trainer": "v0", "sync_period": 4, "wall_s": 3}]
+    assert sync_e2e.merged_runs(earlier, now) == {
+        "note": "three leases", "runs": [{"trainer": "v1", "sync_period": 4, "wall_s": 1}, now[0]]}  # fmt: skip
+    assert sync_e2e.merged_runs({}, now) == {"runs": now}
+
+
 def test_sync_check_rejects_a_run_that_syncs_off_schedule():
     run = _sync_run()
     run["steps"][1]["synced"] = 1.0  # an extra sync at step 2
@@ -642,6 +695,13 @@ def test_committed_sync_e2e_runs_pass_the_acceptance_checks_recomputed_from_thei
         assert checks["ok"], (run["trainer"], run["sync_period"], checks)
         by_lag = checks["mean_abs_log_rprime_by_rollout_lag"]
         assert by_lag[0] < 0.01 and (run["sync_period"] == 1 or by_lag[3] > 0.1)
+    # the V1 re-run after the skipped slot's wake was split (weights, then KV cache): cut by its time
+    # limit at 11 of 12 steps, every check but completion passes on those steps
+    (cut,) = json.loads((results / "raw" / "sync_e2e" / "h100x4_v1_v4_cut_at_11_steps.json").read_text())["runs"]
+    checks = sync_e2e.check_run(cut, steps=12)
+    failed = {k for k, x in checks.items() if x is False}
+    assert failed == {"completed", "ok"} and cut["trainer"] == "v1" and cut["sync_period"] == 4
+    assert checks["mean_abs_log_rprime_by_rollout_lag"][0] < 0.01 < 0.1 < checks["mean_abs_log_rprime_by_rollout_lag"][3]
 
 
 def test_read_metrics_prefers_the_metrics_file_and_falls_back_to_the_console_log(tmp_path):
