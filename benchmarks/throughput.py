@@ -44,9 +44,10 @@ Usage on the GPU machine (after staging, see ../shared/gpu/README.md)::
     timeout 598 python3 benchmarks/throughput.py --out $OUT --work /tmp/tp --budget-s 590 --n-gpus 4 --tp 4 \
         --model qwen2.5-7b --v 1 --steps 40 --machine <lease label> --merge results/throughput.json --accumulate
 
-(7B on 4 H100s: start-up ≈ 250–290 s and ≈ 13–14 s a step, so one 10-minute command gives ≈ 17
-measured steps; run each v twice on the same lease, or pool as below. ``--budget-s`` ends the job in
-time for its row to be written: an outer ``timeout`` that strikes first loses the row.)
+(7B on 4 H100s: start-up ≈ 190–290 s and 9–14 s a step depending on the host, so one 10-minute
+command with ``--warmup 1`` gives 17–36 measured steps; where that is too few, run a v again on the
+same lease with ``--accumulate``, or pool as below. ``--budget-s`` ends the job in time for its row to
+be written: an outer ``timeout`` that strikes first loses the row.)
 
 Without a GPU, rows can be assembled from what came back (``results/raw/throughput``)::
 
