@@ -218,6 +218,10 @@ def per_step(metrics: dict[int, dict]) -> list[dict]:
                 "skip_wake_s": row.get("timing_s/off_grpo_skip_wake"),
                 "skip_wake_weights_s": row.get("timing_s/off_grpo_skip_wake_weights"),
                 "skip_wake_kv_cache_s": row.get("timing_s/off_grpo_skip_wake_kv_cache"),
+                # could vLLM wake without the actor's empty_cache? (algorithm.off_grpo.empty_cache_on_skip)
+                "skip_cache_emptied_frac": row.get("off_grpo/skip_cache_emptied_frac"),
+                "skip_min_free_frac": row.get("off_grpo/skip_min_free_frac"),
+                "skip_wake_needs_frac": row.get("off_grpo/skip_wake_needs_frac"),
                 "tokens": tokens,
                 "tokens_per_s": tokens / row["timing_s/step"] if tokens and row["timing_s/step"] else None,
                 "response_length": row.get("response_length/mean"),
@@ -246,6 +250,8 @@ def row_stats(measured: list[dict]) -> dict:
         "skip_wake": summary([r.get("skip_wake_s") for r in skipped]),
         "skip_wake_weights": summary([r.get("skip_wake_weights_s") for r in skipped]),
         "skip_wake_kv_cache": summary([r.get("skip_wake_kv_cache_s") for r in skipped]),
+        "skip_cache_emptied_frac": summary([r.get("skip_cache_emptied_frac") for r in skipped]),
+        "skip_min_free_frac": summary([r.get("skip_min_free_frac") for r in skipped]),
         "tokens_per_s": summary([r["tokens_per_s"] for r in measured]),
         "abs_log_rprime_at_lag0": summary([r.get("mean_abs_log_rprime") for r in measured if r.get("rollout_lag") == 0]),
         "abs_log_rprime_at_max_lag": summary([r.get("mean_abs_log_rprime") for r in measured

@@ -228,6 +228,52 @@ def test_v0_lagged_sync_serves_alpha(ray_local):
             assert all(0 <= m[s][k] <= m[s]["timing_s/off_grpo_sync"] for k in parts), m[s]
             wake = m[s]["timing_s/off_grpo_skip_wake_weights"] + m[s]["timing_s/off_grpo_skip_wake_kv_cache"]
             assert m[s]["timing_s/off_grpo_skip_wake"] == pytest.approx(wake)
+            # no device here: memory unknown, so every worker empties (the safe side)
+            assert m[s]["off_grpo/skip_cache_emptied_frac"] == 1.0 and "off_grpo/skip_min_free_frac" not in m[s]
+
+
+def install_device(worker, free_gib, total_gib):
+    """In an actor worker's process: a device with ``free_gib`` of ``total_gib`` free; counts real empties."""
+    import verl.utils.device
+
+    class Device:
+        def is_available(self):
+            return True
+
+        def synchronize(self):
+            pass
+
+        def mem_get_info(self):
+            return free_gib * 2**30, total_gib * 2**30
+
+        def empty_cache(self):
+            worker.real_empties = getattr(worker, "real_empties", 0) + 1
+
+    verl.utils.device.get_torch_device = Device
+
+
+def test_keeps_device_cache_when_vllms_whole_budget_is_free():
+    assert vllm_sleep.keeps_device_cache(32, 80, 0.4)  # free = 0.4 × 80: the pool fits exactly
+    assert not vllm_sleep.keeps_device_cache(31.9, 80, 0.4)
+    assert not vllm_sleep.keeps_device_cache(80, 80, None)  # empty_cache_on_skip=always
+
+
+@pytest.mark.parametrize("mode, empties", [("always", [3, 3]), ("if_needed", [0, 3])])
+def test_skipped_slot_keeps_the_actor_cache_only_if_vllms_pool_fits(ray_local, mode, empties):
+    """empty_cache_on_skip=if_needed: a worker with free ≥ gpu_memory_utilization × total keeps its cache.
+    Worker 0 has 50 of 80 GiB free (≥ 0.4 × 80 = 32: keeps), worker 1 has 20 (empties)."""
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=4", f"algorithm.off_grpo.empty_cache_on_skip={mode}",
+                      "actor_rollout_ref.rollout.gpu_memory_utilization=0.4")  # fmt: skip
+    servers, workers, replicas, wg = make_cluster(n_servers=1)
+    ray.get([w.__ray_call__.remote(install_device, free, 80) for w, free in zip(workers, (50, 20))])
+    manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
+    generated = run_v0_loop(None, manager, servers, range(1, 5))
+    assert generated == {1: ["pi_0"], 2: ["pi_0"], 3: ["pi_0"], 4: ["pi_0"]}  # 3 skipped slots (1, 2, 3)
+    assert ray.get([w.__ray_call__.remote(lambda w: getattr(w, "real_empties", 0)) for w in workers]) == empties
+    for m in map(manager.step_metrics, (1, 2, 3)):
+        assert m["off_grpo/synced"] == 0.0 and m["off_grpo/skip_cache_emptied_frac"] == (1.0 if mode == "always" else 0.5)
+        assert m["off_grpo/skip_min_free_frac"] == 0.25 and m["off_grpo/skip_wake_needs_frac"] == 0.4
+    assert "off_grpo/skip_cache_emptied_frac" not in manager.step_metrics(4)  # a real sync: verl's own path
 
 
 def test_without_the_override_skips_serve_garbage(ray_local, monkeypatch):
@@ -524,6 +570,7 @@ def test_hydra_v0_composition_loads_the_manager_class():
         ([*V0_OVERRIDES, "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl"], "backend=naive"),
         ([*V0_OVERRIDES, "algorithm.off_grpo.keep_weights=no_sleep"], "free_cache_engine=false"),
         (["algorithm.off_grpo.keep_weights=sleep_level9"], "keep_weights"),
+        (["algorithm.off_grpo.empty_cache_on_skip=never"], "empty_cache_on_skip must be one of"),
         (["+actor_rollout_ref.rollout.enable_sleep_mode=false"], "enable_sleep_mode"),
     ],
 )

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 KEEP_WEIGHTS_MODES = ("sleep_level1", "no_sleep")
+EMPTY_CACHE_ON_SKIP_MODES = ("always", "if_needed")
 
 
 @dataclass(frozen=True)
@@ -62,11 +63,22 @@ class OffGRPOKnobs:
                   "offloaded to CPU, restored on wake; verl's default level 2 discards them). Costs host "
                   "memory for one copy of the weights and a CPU round trip per step: a skipped sync slot "
                   "took 0.20-0.24 s for a 1.5B model on one H100 vs 0.29-0.41 s for a real sync, and "
-                  "1.07 s vs 2.0 s for a 7B model served with TP=4 on four H100s (results/README.md). "
+                  "0.85 s vs 1.56 s for a 7B model served with TP=4 on four H100s (results/README.md). "
                   "'no_sleep': vLLM never sleeps (rollout.free_cache_engine=False): no round trip (saves "
                   "0.05-0.07 s per step for a 135M model), but its weights and KV cache stay on the GPU "
                   "during training: +43 GB held at gpu_memory_utilization=0.3 on an "
                   "H200 (results/keep_weights.json)."},
+    )
+
+    empty_cache_on_skip: str = field(
+        default="always",
+        metadata={"help": "On a skipped sync (sleep_level1), before vLLM wakes, the actor workers hand their "
+                  "cached device memory back (torch empty_cache), as verl's own sync does. 'always': every "
+                  "skipped step; it was 0.58 s of the 0.85 s skipped slot for a 7B model with TP=4 on four "
+                  "H100s. 'if_needed': each worker first reads its free device memory and keeps its cache "
+                  "when free >= rollout.gpu_memory_utilization x total memory (the most vLLM's pool can take "
+                  "back on wake). Either way the free memory is logged (off_grpo/skip_min_free_frac). "
+                  "'if_needed' is not yet measured on a GPU."},
     )
 
     # ---- Reference policy (paper §3: π_ref ← π_θ every R steps) ----
@@ -94,6 +106,19 @@ class OffGRPOKnobs:
                 f"Unknown key(s) under algorithm.off_grpo: {unknown}. Known keys: {sorted(known)}."
             )
         return cls(**values)
+
+
+#: knobs that take one of a few names, and the names
+CHOICES = {"keep_weights": KEEP_WEIGHTS_MODES, "empty_cache_on_skip": EMPTY_CACHE_ON_SKIP_MODES}
+
+
+def invalid_choice(knobs: OffGRPOKnobs) -> str | None:
+    """The error message for the first knob of :data:`CHOICES` outside its names; None if all are valid."""
+    for name, names in CHOICES.items():
+        value = getattr(knobs, name)
+        if value not in names:
+            return f"algorithm.off_grpo.{name} must be one of {names} (got {value!r})."
+    return None
 
 
 def knobs_from_algorithm(algorithm_cfg: Any) -> OffGRPOKnobs:

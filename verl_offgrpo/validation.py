@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME, TRAINER_MODE
-from verl_offgrpo.knobs import KEEP_WEIGHTS_MODES, OffGRPOKnobs, knobs_from_algorithm
+from verl_offgrpo.knobs import OffGRPOKnobs, invalid_choice, knobs_from_algorithm
 from verl_offgrpo.sync.checks import SyncConfigError, _get, check_sync_config
 
 logger = logging.getLogger(__name__)
@@ -40,10 +40,8 @@ def check_knobs(knobs: OffGRPOKnobs) -> None:
         raise OffGRPOConfigError(
             f"algorithm.off_grpo.ref_reset_period must be an integer >= 0 (got {knobs.ref_reset_period!r}); 0 = never."
         )
-    if knobs.keep_weights not in KEEP_WEIGHTS_MODES:
-        raise OffGRPOConfigError(
-            f"algorithm.off_grpo.keep_weights must be one of {KEEP_WEIGHTS_MODES} (got {knobs.keep_weights!r})."
-        )
+    if invalid_choice(knobs):
+        raise OffGRPOConfigError(invalid_choice(knobs))
 
 
 def check_loss(config: Any, knobs: OffGRPOKnobs) -> None:

@@ -21,7 +21,8 @@ Metrics of the slot of step s (not the first slot): ``off_grpo/synced``, ``off_g
 ``off_grpo/rollout_lag``, ``off_grpo/weights_version``, ``off_grpo/num_syncs``,
 ``timing_s/off_grpo_sync`` (wall time of the slot, sync or skip); on skipped slots also its parts,
 ``timing_s/off_grpo_skip_{empty_cache,wake_weights,wake_kv_cache}`` and their wake total
-``timing_s/off_grpo_skip_wake`` (the cost a lagged step still pays; see :meth:`wake_without_sync`).
+``timing_s/off_grpo_skip_wake`` (the cost a lagged step still pays; see :meth:`wake_without_sync`),
+and the actor workers' memory then: ``off_grpo/skip_{cache_emptied_frac,min_free_frac,wake_needs_frac}``.
 V1 merges them through the
 trainer's ``_pending_sync_metrics`` (read by ``PPOTrainer._consume_sync_metrics`` right after
 ``on_step_end``). v0 has no channel from the manager to its local ``metrics`` dict: the manager
@@ -99,7 +100,6 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         *,
         trainer: Any = None,
         trainer_kind: Optional[str] = None,
-        empty_cache_on_skip: bool = True,
     ) -> None:
         super().__init__(config=config, actor_wg=actor_wg, replicas=replicas)
         if trainer is None:
@@ -117,7 +117,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         self.knobs = check_sync_config(full_config, trainer=trainer_kind)
         self.schedule = SyncSchedule(self.knobs.sync_period)
         self.free_cache_engine = bool(_get(full_config, "actor_rollout_ref.rollout.free_cache_engine", True))
-        self.empty_cache_on_skip = empty_cache_on_skip
+        # vLLM's pool takes back at most this fraction of device memory on wake
+        self.wake_fraction = float(_get(full_config, "actor_rollout_ref.rollout.gpu_memory_utilization", 0.5))
         self.server_reports: list[dict] = []
         lagged = self.knobs.sync_period > 1
         if lagged and self.knobs.keep_weights == "sleep_level1" and self.free_cache_engine:
@@ -154,11 +155,11 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         start = time.perf_counter()
         decision = self.schedule.decide(global_steps, force=self._force(global_steps))
         result: Any = {}
-        skip_timings: dict[str, float] = {}
+        skip_metrics: dict[str, float] = {}
         if decision.sync or not self.keeps_weights:
             result = await super().update_weights(global_steps)
         else:
-            skip_timings = await self.wake_without_sync()
+            skip_metrics = await self.wake_without_sync()
         self.schedule.commit(decision)
         self.history.append(decision)
         # π_ref ← π_θ every R steps (algorithm.off_grpo.ref_reset_period), at the same end-of-step slot
@@ -175,7 +176,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
                 "off_grpo/weights_version": float(decision.version_after),
                 "off_grpo/num_syncs": float(self.schedule.num_syncs),
                 "timing_s/off_grpo_sync": time.perf_counter() - start,
-                **skip_timings,
+                **skip_metrics,
             }
             if decision.rollout_lag is not None:
                 metrics["off_grpo/rollout_lag"] = float(decision.rollout_lag)
@@ -196,7 +197,11 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         from its level-1 CPU copy), then the KV cache (``resume_kv_cache``). Returns the wall time of
         each part (``timing_s/off_grpo_skip_*``; empty with ``no_sleep``):
 
-        * ``empty_cache``: the actor workers' torch cache, emptied before vLLM takes memory back;
+        * ``empty_cache``: the actor workers' torch cache, emptied before vLLM takes memory back
+          (``algorithm.off_grpo.empty_cache_on_skip``; with ``if_needed`` a worker keeps it when vLLM's
+          pool fits anyway). Also ``off_grpo/skip_cache_emptied_frac`` (share of the workers that
+          emptied), ``off_grpo/skip_min_free_frac`` (least free device memory before, as a fraction)
+          and ``off_grpo/skip_wake_needs_frac`` (``rollout.gpu_memory_utilization``);
         * ``wake_weights``: α restored from host memory into vLLM's weight buffers;
         * ``wake_kv_cache``: vLLM's KV cache mapped again;
         * ``wake``: the two wakes together.
@@ -204,16 +209,23 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         if not self.free_cache_engine:
             return {}
         start = time.perf_counter()
-        if self.empty_cache_on_skip:
-            workers = getattr(self.actor_wg, "workers", None) or []
-            if workers:
-                ray.get([worker.__ray_call__.remote(empty_device_cache) for worker in workers])
+        keep_if_fits = self.wake_fraction if self.knobs.empty_cache_on_skip == "if_needed" else None
+        workers = getattr(self.actor_wg, "workers", None) or []
+        reports = ray.get([worker.__ray_call__.remote(empty_device_cache, keep_if_fits) for worker in workers])
         emptied = time.perf_counter()
         await asyncio.gather(*[server.wake_up.remote(tags=["weights"]) for server in policy_servers(self.replicas)])
         weights_woken = time.perf_counter()
         await self.resume_kv_cache_replicas()
         done = time.perf_counter()
+        cache = {}
+        if reports:
+            cache["off_grpo/skip_cache_emptied_frac"] = sum(r["emptied"] for r in reports) / len(reports)
+            free = [r["free_frac"] for r in reports if r["free_frac"] is not None]
+            if free:
+                cache["off_grpo/skip_min_free_frac"] = min(free)
+                cache["off_grpo/skip_wake_needs_frac"] = self.wake_fraction
         return {
+            **cache,
             "timing_s/off_grpo_skip_empty_cache": emptied - start,
             "timing_s/off_grpo_skip_wake_weights": weights_woken - emptied,
             "timing_s/off_grpo_skip_wake_kv_cache": done - weights_woken,

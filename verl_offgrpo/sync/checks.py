@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from verl_offgrpo import TRAINER_MODE
-from verl_offgrpo.knobs import KEEP_WEIGHTS_MODES, OffGRPOKnobs, knobs_from_algorithm
+from verl_offgrpo.knobs import OffGRPOKnobs, invalid_choice, knobs_from_algorithm
 
 from .schedule import check_period
 
@@ -56,10 +56,8 @@ def check_sync_config(config: Any, trainer: str | None = None) -> OffGRPOKnobs:
         check_period(knobs.sync_period)
     except (TypeError, ValueError) as err:
         raise SyncConfigError(str(err)) from err
-    if knobs.keep_weights not in KEEP_WEIGHTS_MODES:
-        raise SyncConfigError(
-            f"algorithm.off_grpo.keep_weights must be one of {KEEP_WEIGHTS_MODES} (got {knobs.keep_weights!r})."
-        )
+    if invalid_choice(knobs):
+        raise SyncConfigError(invalid_choice(knobs))
     v = knobs.sync_period
     if v == 1:
         return knobs

@@ -89,18 +89,35 @@ def keep_weights_across_sleep(replicas, level: int = 1) -> list[dict]:
     return reports
 
 
-def empty_device_cache(worker: Any) -> int:
+def keeps_device_cache(free_bytes: int, total_bytes: int, wake_fraction: float | None) -> bool:
+    """Whether an actor worker may keep its torch cache on a skipped sync (``empty_cache_on_skip=if_needed``).
+
+    vLLM's pool (weights + KV cache) is at most ``rollout.gpu_memory_utilization`` × total memory, so
+    its wake fits if free ≥ wake_fraction · total. ``wake_fraction`` None (``always``): never keep.
+    """
+    return wake_fraction is not None and free_bytes >= wake_fraction * total_bytes
+
+
+def empty_device_cache(worker: Any, wake_fraction: float | None = None) -> dict:
     """Run inside an actor worker (via ``__ray_call__``): free the torch cache before vLLM wakes.
 
     verl's naive sync does this before resuming vLLM; a skipped sync must too, or the memory the
-    actor update left cached can make vLLM's wake-up run out of device memory.
+    actor update left cached can make vLLM's wake-up run out of device memory, unless the wake fits
+    anyway (:func:`keeps_device_cache`). Returns ``{"emptied", "free_frac"}``: whether the cache was
+    emptied and the free fraction of device memory before (None without a device).
     """
     from verl.utils.device import get_torch_device
 
     device = get_torch_device()
+    report = {"emptied": True, "free_frac": None}
     if getattr(device, "is_available", lambda: False)():
         device.synchronize()
-        device.empty_cache()
-    count = getattr(worker, "_off_grpo_empty_cache_calls", 0) + 1
-    worker._off_grpo_empty_cache_calls = count
-    return count
+        free, total = device.mem_get_info()
+        report["free_frac"] = free / total
+        if keeps_device_cache(free, total, wake_fraction):
+            report["emptied"] = False
+        else:
+            device.empty_cache()
+    if report["emptied"]:
+        worker._off_grpo_empty_cache_calls = getattr(worker, "_off_grpo_empty_cache_calls", 0) + 1
+    return report
