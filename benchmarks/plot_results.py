@@ -80,7 +80,9 @@ def _plot_throughput_group(rows: list[dict], ax, ax2) -> None:
         bottoms = [b + v for b, v in zip(bottoms, vals)]
     other = [r["step_time_s"] - b for r, b in zip(rows, bottoms)]
     ax.bar(range(len(rows)), other, bottom=bottoms, label="other (median step − parts)", color="lightgray")
-    labels = [f"{r['machine'].replace('-', chr(10), 1)}\nv={r['v']}" for r in rows]  # host, then lease date
+    labels = [f"{r['machine'].replace('-', chr(10), 1)}\nv={r['v']}"  # host, then lease date
+              + ("\nkeep cache" if r.get("empty_cache_on_skip") == "if_needed" else "")
+              + ("\nno_sleep" if r.get("keep_weights") == "no_sleep" else "") for r in rows]
     ax.set_xticks(range(len(rows)), labels, fontsize=8)
     ax.set_ylabel("seconds per step (median)")
     ax.set_title(f"{rows[0]['model']} random init, {rows[0]['layout']}, {rows[0]['batch']}", fontsize=9)

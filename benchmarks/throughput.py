@@ -183,6 +183,7 @@ def job_overrides(args, v: int, model_dir: Path, data_dir: Path, name: str) -> l
         "actor_rollout_ref.actor.fsdp_config.param_offload": args.offload,
         "actor_rollout_ref.actor.fsdp_config.optimizer_offload": args.offload,
         "algorithm.off_grpo.keep_weights": args.keep_weights,
+        "algorithm.off_grpo.empty_cache_on_skip": args.empty_cache_on_skip,
         "trainer.n_gpus_per_node": args.n_gpus,
         "trainer.project_name": "offgrpo_throughput",
     }
@@ -303,6 +304,7 @@ def job_row(args, v: int, metrics: dict[int, dict], run: dict, device, params, g
         "offload": args.offload,
         "trainer": args.trainer,
         "keep_weights": args.keep_weights,
+        "empty_cache_on_skip": args.empty_cache_on_skip if v > 1 else None,  # a v=1 job never skips
         "model": args.model,
         "params": params,
         "v": v,
@@ -360,19 +362,32 @@ def accumulate(earlier: dict, now: dict) -> dict:
 def merge_rows(earlier: list[dict], now: list[dict], pool: bool) -> list[dict]:
     """``now`` plus the rows of ``earlier`` not re-run; with ``pool`` a re-run row is pooled
     (:func:`accumulate`) with the earlier one of the same layout, model, device, machine and v."""
-    before = {(*_base_key(r), r["v"]): r for r in earlier}
+    before = {_job_key(r): r for r in earlier}
     done = set()
     merged = []
     for r in now:
-        key = (*_base_key(r), r["v"])
+        key = _job_key(r)
         done.add(key)
         merged.append(accumulate(before[key], r) if pool and key in before else r)
-    return [r for r in earlier if (*_base_key(r), r["v"]) not in done] + merged
+    return [r for r in earlier if _job_key(r) not in done] + merged
 
 
 def _base_key(row: dict) -> tuple:
-    """Rows compared with each other: same layout, model, device, machine and job concurrency."""
-    return row["layout"], row["model"], row["device"], row.get("machine"), row.get("concurrent_jobs", 1)
+    """Rows compared with each other: same layout, model, device, machine, job concurrency and way of
+    keeping α (``no_sleep`` changes the v=1 job too)."""
+    return (row["layout"], row["model"], row["device"], row.get("machine"), row.get("concurrent_jobs", 1),
+            row.get("keep_weights") or "sleep_level1")  # fmt: skip
+
+
+def skip_variant(row: dict) -> str | None:
+    """``algorithm.off_grpo.empty_cache_on_skip`` of a lagged row (rows before the knob: ``always``);
+    None for v=1, which never skips."""
+    return (row.get("empty_cache_on_skip") or "always") if row["v"] > 1 else None
+
+
+def _job_key(row: dict) -> tuple:
+    """Runs of one job, pooled by ``--accumulate``: the comparison key, v and the skip variant."""
+    return (*_base_key(row), row["v"], skip_variant(row) or "")
 
 
 def measured_steps_of(row: dict) -> list[float]:
@@ -438,6 +453,9 @@ def main(argv=None) -> int:
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--offload", action="store_true", help="FSDP param + optimizer offload")
     p.add_argument("--keep-weights", default="sleep_level1", choices=["sleep_level1", "no_sleep"])
+    p.add_argument("--empty-cache-on-skip", default="always", choices=["always", "if_needed"],
+                   help="algorithm.off_grpo.empty_cache_on_skip of the lagged jobs; its rows are kept apart from "
+                        "the other setting's and compared with the same v=1 row")  # fmt: skip
     p.add_argument("--batch", type=int, default=16, help="prompts per step")
     p.add_argument("--n", type=int, default=4, help="samples per prompt")
     p.add_argument("--response-length", type=int, default=256)
@@ -491,12 +509,13 @@ def main(argv=None) -> int:
     rows = earlier.get("rows", [])
     for batch in batches:
         rows = merge_rows(rows, batch, args.accumulate)
-    rows.sort(key=lambda r: (*(str(k) for k in _base_key(r)), r["v"]))
+    rows.sort(key=lambda r: (*(str(k) for k in _job_key(r)[:-2]), r["v"], _job_key(r)[-1]))
     add_speedups(rows)
     result = {**{k: x for k, x in earlier.items() if k not in ("rows", "versions")}, "rows": rows, "versions": info}
     (out / "throughput.json").write_text(json.dumps(result, indent=1, default=str))
     for r in rows:
-        print(f"[throughput] {r['layout']} {r['model']} v={r['v']}: step {r['step_time_s']} sync {r['sync_time_s']} "
+        variant = f" ({skip_variant(r)})" if skip_variant(r) not in (None, "always") else ""
+        print(f"[throughput] {r['layout']} {r['model']} v={r['v']}{variant}: step {r['step_time_s']} sync {r['sync_time_s']} "
               f"ideal {r['ideal_speedup']} measured {r['measured_speedup']}", flush=True)  # fmt: skip
     return 0 if all(usable(r) for batch in batches for r in batch) else 1
 

@@ -290,6 +290,7 @@ def test_throughput_layouts_compose_and_pass_the_startup_checks(tmp_path, n_gpus
     args = argparse.Namespace(
         trainer=trainer, warmup=2, steps=20, batch=16, n=4, response_length=256, micro_batch=16, gpu_mem=0.4,
         tp=tp, n_gpus=n_gpus, offload=offload, keep_weights="sleep_level1", extra=[],
+        empty_cache_on_skip="if_needed" if n_gpus == 4 else "always",
     )  # fmt: skip
     for v in (1, 10):
         overrides = throughput.job_overrides(args, v, tmp_path / model, tmp_path / "data", f"{model}_v{v}")
@@ -298,6 +299,7 @@ def test_throughput_layouts_compose_and_pass_the_startup_checks(tmp_path, n_gpus
         assert cfg.trainer.n_gpus_per_node == n_gpus and cfg.actor_rollout_ref.rollout.tensor_model_parallel_size == tp
         assert cfg.actor_rollout_ref.actor.fsdp_config.param_offload is offload
         assert cfg.actor_rollout_ref.rollout.ignore_eos is True and cfg.algorithm.off_grpo.sync_period == v
+        assert cfg.algorithm.off_grpo.empty_cache_on_skip == args.empty_cache_on_skip
         validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
 
 
@@ -418,7 +420,8 @@ def test_throughput_rows_from_saved_files_pool_without_a_gpu(tmp_path):
     def device_output(name, v, times, every):
         args = argparse.Namespace(
             layout="4gpu-tp4", n_gpus=4, tp=4, offload=False, trainer="v0", keep_weights="sleep_level1",
-            model="qwen2.5-7b", batch=16, n=4, response_length=256, machine="x4-a", gpus=None)  # fmt: skip
+            model="qwen2.5-7b", batch=16, n=4, response_length=256, machine="x4-a", gpus=None,
+            empty_cache_on_skip="always")  # fmt: skip
         run = {"started_at": name, "returncode": 124, "wall_s": 500.0, "startup_s": 250.0, "stalled": False,
                "warmup": 1, "memory_during_training": None}  # fmt: skip
         metrics = mainppo_job.parse_jsonl(_verl_jsonl(tmp_path / f"{name}.jsonl", times, every))
@@ -442,6 +445,30 @@ def test_throughput_rows_from_saved_files_pool_without_a_gpu(tmp_path):
     with pytest.raises(ValueError, match="already pooled"):
         throughput.main(["--out", str(tmp_path / "again"), "--rows-from", str(second_v1),
                          "--merge", str(tmp_path / "throughput.json"), "--accumulate"])  # fmt: skip
+
+
+def test_skip_variants_pool_apart_and_share_the_v1_row_and_no_sleep_has_its_own():
+    def row(v, steps, **kw):
+        step_rows = [{"step": i + 2, "step_s": t, "measured": True, "synced": 1.0 if v == 1 else 0.0,
+                      "sync_slot_s": 2.0 if v == 1 else 0.5, "gen_s": 1.0, "update_actor_s": 1.0, "tokens_per_s": 1.0,
+                      "run": 0}
+                     for i, t in enumerate(steps)]  # fmt: skip
+        run = {"started_at": f"{v}{kw}{steps}", "returncode": 0, "wall_s": 1.0}
+        return {"layout": "l", "model": "m", "device": "H100", "machine": "a", "v": v, "runs": [run],
+                "steps": step_rows, **throughput.row_stats(step_rows), **kw}  # fmt: skip
+
+    earlier = [row(1, [10.0, 10.0]), row(10, [9.0, 9.0]), row(10, [8.0, 8.0], empty_cache_on_skip="if_needed")]
+    assert len(throughput.merge_rows([], earlier, pool=True)) == 3
+    rows = throughput.merge_rows(earlier, [row(10, [8.5], empty_cache_on_skip="if_needed"),
+                                           row(1, [12.0], keep_weights="no_sleep")], pool=True)  # fmt: skip
+    throughput.add_speedups(rows)
+    always = next(r for r in rows if r["v"] == 10 and throughput.skip_variant(r) == "always")
+    if_needed = next(r for r in rows if throughput.skip_variant(r) == "if_needed")
+    assert if_needed["measured_steps"] == 3 and if_needed["step_time_s"] == 8.0  # pooled with its own earlier row
+    assert always["measured_speedup"] == pytest.approx(10 / 9) and if_needed["measured_speedup"] == pytest.approx(10 / 8)
+    assert always["ideal_speedup"] == if_needed["ideal_speedup"] == pytest.approx(10 / (10 - 0.9 * 2.0))
+    no_sleep = next(r for r in rows if r.get("keep_weights") == "no_sleep")
+    assert no_sleep["measured_speedup"] == 1.0 and len(rows) == 4  # its own v=1 base, not pooled with sleep_level1
 
 
 def test_speedup_interval_is_a_bootstrap_of_the_ratio_of_medians():
