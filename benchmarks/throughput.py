@@ -25,8 +25,11 @@ v values of one layout may come from several commands on the same device):
 
 Rows are compared only within one machine (``--machine``, default the hostname): the same GPU model
 on another host can differ by more than the effect measured here. ``--gpus 0,1,2,3`` runs the
-one-GPU jobs of ``--v`` side by side on a multi-GPU machine (``mainppo_job.on_gpus``); such rows
-share CPUs and host memory and are compared only with rows of the same concurrency.
+jobs of ``--v`` side by side on a multi-GPU machine, each on ``--n-gpus`` of the ids
+(``mainppo_job.on_gpus``): ``--v 1,2,4,10 --gpus 0,1,2,3`` four one-GPU jobs in the device time of
+one, ``--n-gpus 2 --tp 2 --v 1,10 --gpus 0,1,2,3`` two 2-GPU jobs. Such rows share CPUs, host memory
+and PCIe, and are compared only with rows of the same concurrency; v=1 and v=10 then run at the same
+time on the same host, which also cancels host-to-host differences.
 
 Writes ``OUT/throughput.json``::
 
@@ -290,6 +293,23 @@ def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: 
     return row
 
 
+def gpu_groups(gpus: str | None, n_gpus: int) -> list[str] | None:
+    """``--gpus`` cut into the device sets of side-by-side jobs: consecutive runs of ``n_gpus`` ids,
+    each a ``CUDA_VISIBLE_DEVICES`` value. None without ``--gpus`` (one job at a time, all GPUs)."""
+    if not gpus:
+        return None
+    ids = [g.strip() for g in gpus.split(",") if g.strip()]
+    if len(set(ids)) != len(ids) or len(ids) % n_gpus:
+        raise ValueError(f"--gpus {gpus}: needs distinct ids, a multiple of --n-gpus {n_gpus} of them")
+    return [",".join(ids[i : i + n_gpus]) for i in range(0, len(ids), n_gpus)]
+
+
+def concurrent_jobs(args) -> int:
+    """How many of this command's jobs ran side by side (rows compare only at equal concurrency)."""
+    groups = getattr(args, "gpu_groups", None) or gpu_groups(args.gpus, args.n_gpus)
+    return min(len(groups), len(str(args.v).split(","))) if groups else 1
+
+
 def job_name(args, v: int) -> str:
     return f"{args.layout}_{args.model}_v{v}"
 
@@ -311,7 +331,7 @@ def job_row(args, v: int, metrics: dict[int, dict], run: dict, device, params, g
         "batch": f"{args.batch} prompts x {args.n} samples x {args.response_length} tokens",
         "device": device,
         "machine": args.machine,
-        "concurrent_jobs": len(args.gpus.split(",")) if args.gpus else 1,
+        "concurrent_jobs": concurrent_jobs(args),
         "gpu": gpu,
         **run,
         "runs": [run],
@@ -471,8 +491,9 @@ def main(argv=None) -> int:
     p.add_argument("--machine", default=socket.gethostname(),
                    help="label of the host; speedups compare rows of the same machine only")
     p.add_argument("--gpus", default=None,
-                   help="comma list of GPU ids: run the one-GPU jobs of --v side by side, one GPU each; rows "
-                        "are then compared only with rows of the same concurrency")
+                   help="comma list of GPU ids: run the jobs of --v side by side, each on --n-gpus of them "
+                        "(consecutive ids: --n-gpus 2 --gpus 0,1,2,3 gives 0,1 and 2,3); rows are then compared "
+                        "only with rows of the same concurrency")  # fmt: skip
     p.add_argument("--merge", default=None, help="earlier throughput.json: keep its rows not re-run now")
     p.add_argument("--accumulate", action="store_true",
                    help="with --merge: pool this run's measured steps with the earlier row of the same job "
@@ -488,8 +509,10 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     args.t0 = time.time()
     args.layout = args.layout or f"{args.n_gpus}gpu-tp{args.tp}{'-offload' if args.offload else ''}"
-    if args.gpus and args.n_gpus != 1:
-        p.error("--gpus runs one-GPU jobs side by side: use it with --n-gpus 1")
+    try:
+        args.gpu_groups = gpu_groups(args.gpus, args.n_gpus)
+    except ValueError as err:
+        p.error(str(err))
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -549,7 +572,7 @@ def run_jobs(args, out: Path) -> tuple[list[dict], dict]:
     info = mainppo_job.versions()
     print(f"[throughput] model {shape} ready after {time.time() - t0:.1f}s; {info}", flush=True)
     rows = mainppo_job.on_gpus(
-        [int(v) for v in args.v.split(",")], args.gpus.split(",") if args.gpus else None,
+        [int(v) for v in args.v.split(",")], args.gpu_groups,
         lambda v, env: run_job(args, v, model_dir, data_dir, log_dir, info, shape, env),
     )  # fmt: skip
     return rows, info

@@ -576,6 +576,36 @@ def test_on_gpus_staggers_the_first_wave_of_starts():
     assert offsets[0] < offsets[3] < offsets[1]  # a later job starts once a GPU frees up, without a stagger
 
 
+def test_throughput_runs_multi_gpu_jobs_side_by_side_on_consecutive_gpu_groups(tmp_path, monkeypatch):
+    """--n-gpus 2 --gpus 0,1,2,3: the v=1 and v=10 jobs run at once, on GPUs 0,1 and 2,3."""
+    launched = []
+
+    def fake_run_main_ppo(name, overrides, out, log_dir, timeout, steps, stall_s, **env):
+        launched.append((name, env.get("CUDA_VISIBLE_DEVICES"), "trainer.n_gpus_per_node=2" in overrides))
+        v = 10 if name.endswith("_v10") else 1
+        return 0, {"startup_s": 1.0, "stalled": False, "memory": {}}, _verl_jsonl(
+            log_dir / f"{name}.jsonl", [30.0, 10.0, 10.0, 10.0], sync_every=v)  # fmt: skip
+
+    monkeypatch.setattr(mainppo_job, "run_main_ppo", fake_run_main_ppo)
+    monkeypatch.setattr(mainppo_job, "ON_GPUS_STAGGER_S", 0.0)
+    monkeypatch.setattr(mainppo_job, "versions", lambda: {"device": "fake"})
+    model = tmp_path / "w" / "model_qwen2.5-1.5b"
+    model.mkdir(parents=True)
+    (model / "offgrpo_shape.json").write_text(json.dumps({"shape": "qwen2.5-1.5b", "params": 1}))
+    common = ["--out", str(tmp_path / "out"), "--work", str(tmp_path / "w"), "--n-gpus", "2", "--tp", "2"]
+    with pytest.raises(SystemExit):  # three ids do not make 2-GPU groups
+        throughput.main([*common, "--gpus", "0,1,2"])
+    assert throughput.main([*common, "--v", "1,10", "--gpus", "0,1,2,3", "--warmup", "1"]) == 0
+    assert sorted(launched) == [("2gpu-tp2_qwen2.5-1.5b_v1", "0,1", True), ("2gpu-tp2_qwen2.5-1.5b_v10", "2,3", True)] \
+        or sorted(launched) == [("2gpu-tp2_qwen2.5-1.5b_v1", "2,3", True), ("2gpu-tp2_qwen2.5-1.5b_v10", "0,1", True)]
+    rows = json.loads((tmp_path / "out" / "throughput.json").read_text())["rows"]
+    assert [(r["v"], r["concurrent_jobs"], r["measured_steps"]) for r in rows] == [(1, 2, 3), (10, 2, 3)]
+    assert {r["gpu"] for r in rows} == {"0,1", "2,3"} and rows[1]["measured_speedup"] == 1.0
+    assert throughput.gpu_groups("0,1,2,3", 1) == ["0", "1", "2", "3"] and throughput.gpu_groups(None, 2) is None
+    with pytest.raises(ValueError):
+        throughput.gpu_groups("0,0", 1)
+
+
 def test_memory_sample_reads_only_the_jobs_gpus(monkeypatch):
     calls = []
 
