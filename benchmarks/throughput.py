@@ -325,6 +325,7 @@ def job_row(args, v: int, metrics: dict[int, dict], run: dict, device, params, g
         "trainer": args.trainer,
         "keep_weights": args.keep_weights,
         "empty_cache_on_skip": args.empty_cache_on_skip if v > 1 else None,  # a v=1 job never skips
+        "gpu_memory_utilization": args.gpu_mem,
         "model": args.model,
         "params": params,
         "v": v,
@@ -393,10 +394,11 @@ def merge_rows(earlier: list[dict], now: list[dict], pool: bool) -> list[dict]:
 
 
 def _base_key(row: dict) -> tuple:
-    """Rows compared with each other: same layout, model, device, machine, job concurrency and way of
-    keeping α (``no_sleep`` changes the v=1 job too)."""
+    """Rows compared with each other: same layout, model, device, machine, job concurrency, way of
+    keeping α (``no_sleep`` changes the v=1 job too) and vLLM memory fraction (rows before it was
+    recorded ran at the default, 0.4)."""
     return (row["layout"], row["model"], row["device"], row.get("machine"), row.get("concurrent_jobs", 1),
-            row.get("keep_weights") or "sleep_level1")  # fmt: skip
+            row.get("keep_weights") or "sleep_level1", row.get("gpu_memory_utilization") or 0.4)  # fmt: skip
 
 
 def skip_variant(row: dict) -> str | None:

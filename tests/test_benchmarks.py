@@ -421,7 +421,7 @@ def test_throughput_rows_from_saved_files_pool_without_a_gpu(tmp_path):
         args = argparse.Namespace(
             layout="4gpu-tp4", n_gpus=4, tp=4, offload=False, trainer="v0", keep_weights="sleep_level1",
             model="qwen2.5-7b", batch=16, n=4, response_length=256, machine="x4-a", gpus=None,
-            empty_cache_on_skip="always")  # fmt: skip
+            empty_cache_on_skip="always", gpu_mem=0.4)  # fmt: skip
         run = {"started_at": name, "returncode": 124, "wall_s": 500.0, "startup_s": 250.0, "stalled": False,
                "warmup": 1, "memory_during_training": None}  # fmt: skip
         metrics = mainppo_job.parse_jsonl(_verl_jsonl(tmp_path / f"{name}.jsonl", times, every))
@@ -469,6 +469,11 @@ def test_skip_variants_pool_apart_and_share_the_v1_row_and_no_sleep_has_its_own(
     assert always["ideal_speedup"] == if_needed["ideal_speedup"] == pytest.approx(10 / (10 - 0.9 * 2.0))
     no_sleep = next(r for r in rows if r.get("keep_weights") == "no_sleep")
     assert no_sleep["measured_speedup"] == 1.0 and len(rows) == 4  # its own v=1 base, not pooled with sleep_level1
+    # another vLLM memory fraction is another job: no v=1 row of its own here, so no speedup
+    rows += [row(10, [8.0], gpu_memory_utilization=0.15)]
+    throughput.add_speedups(rows)
+    assert rows[-1]["measured_speedup"] is None
+    assert throughput._base_key(always) == throughput._base_key({**always, "gpu_memory_utilization": 0.4})
 
 
 def test_speedup_interval_is_a_bootstrap_of_the_ratio_of_medians():
