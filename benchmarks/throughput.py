@@ -382,7 +382,7 @@ def accumulate(earlier: dict, now: dict) -> dict:
 
 def merge_rows(earlier: list[dict], now: list[dict], pool: bool) -> list[dict]:
     """``now`` plus the rows of ``earlier`` not re-run; with ``pool`` a re-run row is pooled
-    (:func:`accumulate`) with the earlier one of the same layout, model, device, machine and v."""
+    (:func:`accumulate`) with the earlier row of the same job (:func:`_job_key`)."""
     before = {_job_key(r): r for r in earlier}
     done = set()
     merged = []

@@ -77,8 +77,10 @@ class OffGRPOKnobs:
                   "skipped step; it was 0.58 s of the 0.85 s skipped slot for a 7B model with TP=4 on four "
                   "H100s. 'if_needed': each worker first reads its free device memory and keeps its cache "
                   "when free >= rollout.gpu_memory_utilization x total memory (the most vLLM's pool can take "
-                  "back on wake). Either way the free memory is logged (off_grpo/skip_min_free_frac). "
-                  "'if_needed' is not yet measured on a GPU."},
+                  "back on wake), so it helps where vLLM's budget is small next to the trainer's cache (the "
+                  "7B job above reserves 51.7 of 79.2 GB per GPU in training: at gpu_memory_utilization 0.4 "
+                  "the cache cannot stay, at 0.15 it can). Either way the free memory is logged "
+                  "(off_grpo/skip_min_free_frac). 'if_needed' is not yet measured on a GPU."},
     )
 
     # ---- Reference policy (paper §3: π_ref ← π_θ every R steps) ----
