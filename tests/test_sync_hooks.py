@@ -419,6 +419,7 @@ def test_v0_bound_monitor_goes_through_verls_compute_advantage_to_the_logger(ray
     (step, row), sigma = rows[0], math.sqrt(0.5 + 1e-6)
     assert step == 7
     assert row["off_grpo/bound/tv_token"] == pytest.approx(0.09375)
+    assert row["off_grpo/bound/mean_abs_log_rprime"] == pytest.approx(2 * math.log(2) / 8)  # |log 2| + |log ½|
     assert row["off_grpo/bound/coef_mean"] == pytest.approx((1 - sigma) / sigma)
     assert row["off_grpo/bound/zero_var_group_frac"] == pytest.approx(0.5)
     assert row["off_grpo/zero_var_masked_frac"] == pytest.approx(0.5)
@@ -426,6 +427,50 @@ def test_v0_bound_monitor_goes_through_verls_compute_advantage_to_the_logger(ray
     ray_trainer.compute_advantage(data, adv_estimator="grpo", num_repeat=2, config=cfg.algorithm)
     tracking.log(data={"actor/x": 2.0}, step=7)
     assert not any(k.startswith("off_grpo/bound") for k in rows[1][1])
+
+
+@pytest.mark.parametrize("limit", [1.0, 0.0])
+def test_v0_guard_stops_a_run_whose_engine_disagrees_right_after_a_sync(ray_local, limit):
+    """Through verl's compute_advantage: a batch sampled right after a sync (rollout lag 0) with
+    |log r'| = log 1e4 ≈ 9.2 per token (what an engine that lost its weights gives) stops the run
+    before the update; the same batch at lag 1, or with the guard off (limit 0), passes."""
+    import numpy as np
+    import torch
+
+    from verl import DataProto
+    from verl.trainer.ppo import ray_trainer
+
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=2",
+                      f"algorithm.off_grpo.max_log_rprime_after_sync={limit}")  # fmt: skip
+    servers, workers, replicas, wg = make_cluster(n_servers=1)
+    trainer = FakeV0Trainer(cfg, wg)
+    manager = trainer.init_workers(replicas)
+    rewards = torch.zeros(4, 2)
+    rewards[:, 1] = torch.tensor([1.0, 0.0, 1.0, 0.0])
+    data = DataProto.from_dict(
+        tensors={"token_level_rewards": rewards, "response_mask": torch.ones(4, 2, dtype=torch.int64),
+                 "rollout_is_weights": torch.full((4, 2), 1e-4)},
+        non_tensors={"uid": np.array(["a", "a", "b", "b"], dtype=object)},
+    )  # fmt: skip
+
+    def advantage():
+        return ray_trainer.compute_advantage(data, adv_estimator="off_grpo", num_repeat=2, config=cfg.algorithm)
+
+    manager.update_weights(0)  # the first slot syncs: step 1's batch has lag 0
+    trainer.global_steps = 1
+    assert manager.schedule.rollout_lag_of(1) == 0
+    if limit:
+        with pytest.raises(ServedPolicyError, match=r"step 1: .* 9\.21"):
+            advantage()
+    else:
+        advantage()
+    manager.sleep_replicas()
+    manager.update_weights(1)  # v=2: skipped, step 2's batch has lag 1
+    trainer.global_steps = 2
+    assert manager.schedule.rollout_lag_of(2) == 1 and manager.step_metrics(1)["off_grpo/synced"] == 0.0
+    advantage()
 
 
 def test_v0_manager_without_trainer_is_an_error(ray_local):
@@ -544,6 +589,44 @@ def test_v1_hooks_drive_the_lagged_manager(ray_local, monkeypatch):
     trainer.checkpoint_manager.sleep_replicas()
     trainer.checkpoint_manager.update_weights()
     assert len(wg.sync_calls) == 5 and ray.get(servers[0].generate.remote()) == "pi_12"
+
+
+def test_v1_guard_runs_in_compute_advantage_with_the_managers_lag(ray_local, monkeypatch):
+    """V1: _compute_advantage hands the bound-monitor metrics to the guard with the batch's rollout lag:
+    step 1 (right after the first sync) with |log r'| 9.2 stops the run; step 2 (lag 1) does not."""
+    from verl.trainer.ppo.v1 import PPOTrainerSync, get_trainer_cls
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    import verl_offgrpo.zero_var_mask as zvm
+    from verl_offgrpo.sync.alpha_guard import STATISTIC, ServedPolicyError
+
+    register_sync_hooks()
+    cfg = compose_cfg("algorithm.off_grpo.sync_period=4")
+    trainer = get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
+    servers, workers, replicas, wg = make_cluster()
+    engine_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout.checkpoint_engine)
+
+    def fake_setup(self):
+        self.actor_rollout_wg = wg
+        self.checkpoint_manager = CheckpointEngineManager(config=engine_cfg, actor_wg=wg, replicas=replicas)
+        self.checkpoint_manager.sleep_replicas()
+        self.global_steps = 0
+        self.total_training_steps = 12
+
+    monkeypatch.setattr(PPOTrainer, "_setup", fake_setup)
+    monkeypatch.setattr(PPOTrainerSync, "_compute_advantage", lambda self, batch, metrics: batch, raising=False)
+    monkeypatch.setattr(zvm, "after_advantage_v1", lambda tq, batch, algorithm_cfg: {STATISTIC: 9.2})
+    trainer.init()  # the first slot syncs
+    trainer.global_steps = 1
+    metrics = {}
+    with pytest.raises(ServedPolicyError, match="step 1"):
+        trainer._compute_advantage("batch", metrics)
+    assert metrics[STATISTIC] == 9.2  # logged before the guard stops the run
+    trainer.timing_raw, trainer.curr_step_profile = {}, False
+    trainer.on_sample_end()
+    trainer.on_step_end()  # slot 1: skipped (v=4)
+    trainer.global_steps = 2
+    assert trainer._compute_advantage("batch", {}) == "batch"
 
 
 # ----------------------------------------------------------------------------- config

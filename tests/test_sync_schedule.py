@@ -128,3 +128,18 @@ def test_validation_follows_matches_verl_fit():
     assert [s for s in range(1, 13) if validation_follows(s, -1, 12)] == []
     assert [s for s in range(1, 13) if validation_follows(s, 0, 12)] == []
     assert validation_follows(7, 3, None) is False and validation_follows(6, 3, None) is True
+
+
+def test_rollout_lag_known_before_the_slot_is_what_the_slot_reports():
+    """rollout_lag_of(s), read while step s trains (before its slot), equals the slot's rollout_lag."""
+    from verl_offgrpo.sync.schedule import SyncSchedule
+
+    for period, forced in ((1, ()), (4, ()), (3, (5,)), (10, (7, 8))):
+        schedule = SyncSchedule(period)
+        assert schedule.rollout_lag_of(1) is None  # no sync yet: unknown
+        schedule.slot(0)
+        for s in range(1, 25):
+            before = schedule.rollout_lag_of(s)
+            decision = schedule.slot(s, force=s in forced)
+            assert before == decision.rollout_lag, (period, s)
+        assert schedule.rollout_lag_of(25) == 24 - schedule.version

@@ -9,6 +9,9 @@ watch to choose v:
   per-token TV(π_k, α), averaged over the response tokens of the batch.
 * ``off_grpo/bound/tv_seq``    = ½·E_{y∼α}|Π_t r'_t − 1| over responses: the same estimator for the
   sequence-level TV (log Π clamped to ±20 like verl's ratios; high variance for long responses).
+* ``off_grpo/bound/mean_abs_log_rprime`` = E_{t∼α}|log r'_t| over response tokens: the statistic of
+  the served-policy guard (:mod:`verl_offgrpo.sync.alpha_guard`), the same as the loss's
+  ``actor/off_grpo/mean_abs_log_rprime`` but known before the update.
 * ``off_grpo/bound/coef_mean|max`` = mean / max over groups with σ > 0 of (1 − σ_g)/σ_g, σ_g =
   sqrt(std_g² + ε) the group's reward std (the estimator's own std and ε).
 * ``off_grpo/bound/zero_var_group_frac`` = fraction of groups (N > 1) whose rewards are all equal
@@ -36,7 +39,9 @@ def tv_estimates(rprime: torch.Tensor, response_mask: torch.Tensor) -> dict[str,
     log_seq = torch.log(safe.clamp(min=1e-300)).sum(-1).clamp(-LOG_BOUND, LOG_BOUND)
     rows = mask.any(-1)
     tv_seq = 0.5 * (torch.exp(log_seq) - 1).abs()[rows].mean() if bool(rows.any()) else torch.tensor(0.0)
-    return {"off_grpo/bound/tv_token": float(tv_token), "off_grpo/bound/tv_seq": float(tv_seq)}
+    abs_log = (torch.log(safe.clamp(min=1e-300)).clamp(-LOG_BOUND, LOG_BOUND).abs() * mask).sum() / n_tok
+    return {"off_grpo/bound/tv_token": float(tv_token), "off_grpo/bound/tv_seq": float(tv_seq),
+            "off_grpo/bound/mean_abs_log_rprime": float(abs_log)}  # fmt: skip
 
 
 def group_std_terms(scores: torch.Tensor, index: np.ndarray, std_eps: float, std_unbiased: bool = True):
@@ -73,7 +78,8 @@ def bound_metrics(
     """All bound-monitor metrics; TV terms are 0 when there is no r' (α = π_k, on-policy)."""
     metrics = group_std_terms(scores, index, std_eps, std_unbiased)
     if rprime is None:
-        metrics.update({"off_grpo/bound/tv_token": 0.0, "off_grpo/bound/tv_seq": 0.0})
+        metrics.update({"off_grpo/bound/tv_token": 0.0, "off_grpo/bound/tv_seq": 0.0,
+                        "off_grpo/bound/mean_abs_log_rprime": 0.0})  # fmt: skip
     else:
         metrics.update(tv_estimates(rprime, response_mask))
     return metrics

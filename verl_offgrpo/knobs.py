@@ -83,6 +83,16 @@ class OffGRPOKnobs:
                   "(off_grpo/skip_min_free_frac). 'if_needed' is not yet measured on a GPU."},
     )
 
+    max_log_rprime_after_sync: float = field(
+        default=1.0,
+        metadata={"help": "Served-policy guard. On a step whose batch was sampled right after a weight sync "
+                  "(rollout lag 0, so α = π_k up to numerics), mean |log π_k/α| over its response tokens above "
+                  "this stops the run with an error before the update: the engine is not serving the "
+                  "trainer's weights. Correct engines measured 0.001-0.06 (bf16 vLLM vs FSDP); an engine that "
+                  "lost its weights and emits token 0 gives about -log pi_k(token 0), ~11 for a random-init "
+                  "model. Needs r' (rollout log-probs). 0 = off."},
+    )
+
     # ---- Reference policy (paper §3: π_ref ← π_θ every R steps) ----
     ref_reset_period: int = field(
         default=0,

@@ -42,6 +42,11 @@ def check_knobs(knobs: OffGRPOKnobs) -> None:
         )
     if invalid_choice(knobs):
         raise OffGRPOConfigError(invalid_choice(knobs))
+    limit = knobs.max_log_rprime_after_sync
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit >= 0:
+        raise OffGRPOConfigError(
+            f"algorithm.off_grpo.max_log_rprime_after_sync must be a number >= 0 (got {limit!r}); 0 turns the guard off."
+        )
 
 
 def check_loss(config: Any, knobs: OffGRPOKnobs) -> None:

@@ -19,6 +19,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .alpha_guard import ServedPolicyError
+
 logger = logging.getLogger(__name__)
 
 
@@ -58,6 +60,8 @@ def wrap_compute_advantage(original: Callable) -> Callable:
                 if mask_before is None:
                     mask_before = out.batch["response_mask"]
                 _SINK[-1](v0_metrics(out, mask_before, config))
+            except ServedPolicyError:  # the guard: vLLM does not serve the trainer's weights
+                raise
             except Exception as err:  # noqa: BLE001 - a metric must never stop training; say so once
                 if not getattr(compute_advantage, "_warned", False):
                     compute_advantage._warned = True

@@ -45,6 +45,7 @@ import ray
 from verl.checkpoint_engine.base import CheckpointEngineManager
 from verl.utils.ray_utils import auto_await
 
+from .alpha_guard import check_served_policy
 from .checks import _get, check_sync_config, validation_follows
 from .schedule import FIRST, REPEAT, SlotDecision, SyncSchedule
 from .vllm_sleep import empty_device_cache, keep_weights_across_sleep, policy_servers
@@ -232,10 +233,16 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             "timing_s/off_grpo_skip_wake": done - emptied,
         }
 
+    def check_served_policy(self, metrics: dict, step: int) -> None:
+        """The served-policy guard (:mod:`.alpha_guard`) on step ``step``'s bound-monitor metrics:
+        raises if its batch was sampled right after a sync and |log r'| is far above the engine floor."""
+        check_served_policy(metrics, self.schedule.rollout_lag_of(step), self.knobs.max_log_rprime_after_sync, step)
+
     def _stash_v0_step_metrics(self, metrics: dict) -> None:
-        """v0: metrics computed during the trainer's current step, logged with that step."""
+        """v0: metrics computed during the trainer's current step, logged with that step (after the guard)."""
         step = int(getattr(self.trainer, "global_steps", 0))
         _PENDING_LOG_METRICS.setdefault(step, {}).update(metrics)
+        self.check_served_policy(metrics, step)
 
     def step_metrics(self, step: int) -> dict:
         """The metrics of the slot of ``step`` (empty if that slot was the first or did not run)."""

@@ -108,6 +108,11 @@ class SyncSchedule:
             else:
                 self.num_skips += 1
 
+    def rollout_lag_of(self, step: int) -> Optional[int]:
+        """(s − 1) − s_w: staleness of the batch being trained in step s, known before the slot of
+        step s (the ``rollout_lag`` that slot will report); None before the first sync."""
+        return None if self.version is None else int(step) - 1 - self.version
+
     def slot(self, step: Optional[int], force: bool = False) -> SlotDecision:
         decision = self.decide(step, force=force)
         self.commit(decision)

@@ -97,7 +97,9 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
 
         batch = super()._compute_advantage(batch, metrics)
         if self.config.algorithm.adv_estimator == ESTIMATOR_NAME:
-            metrics.update(after_advantage_v1(tq, batch, self.config.algorithm))
+            step_metrics = after_advantage_v1(tq, batch, self.config.algorithm)
+            metrics.update(step_metrics)
+            self.checkpoint_manager.check_served_policy(step_metrics, int(self.global_steps))
         return batch
 
     def on_step_end(self):

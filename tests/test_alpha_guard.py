@@ -1,0 +1,30 @@
+"""The served-policy guard: raise only on lag-0 batches far above the engine floor."""
+
+import pytest
+
+from verl_offgrpo.sync.alpha_guard import STATISTIC, ServedPolicyError, check_served_policy
+
+
+def test_raises_only_on_a_lag0_batch_above_the_limit():
+    garbage, floor, lagged = {STATISTIC: 9.2}, {STATISTIC: 0.055}, {STATISTIC: 0.3}
+    with pytest.raises(ServedPolicyError, match="step 3.*9.2"):
+        check_served_policy(garbage, rollout_lag=0, limit=1.0, step=3)
+    check_served_policy(floor, rollout_lag=0, limit=1.0)  # the bf16 engine floor
+    check_served_policy(garbage, rollout_lag=2, limit=1.0)  # lagged batches are not checked
+    check_served_policy(garbage, rollout_lag=None, limit=1.0)  # before the first sync
+    check_served_policy(garbage, rollout_lag=0, limit=0.0)  # guard off
+    check_served_policy({}, rollout_lag=0, limit=1.0)  # no r': α = π_k, nothing to check
+    check_served_policy({STATISTIC: 1.0}, rollout_lag=0, limit=1.0)  # the limit itself passes
+    check_served_policy(lagged, rollout_lag=0, limit=1.0)
+
+
+def test_bound_monitor_reports_the_guard_statistic():
+    import math
+
+    import torch
+
+    from verl_offgrpo.bound_monitor import tv_estimates
+
+    rprime = torch.tensor([[math.exp(0.5), math.exp(-1.0), 7.0]])
+    mask = torch.tensor([[1, 1, 0]])
+    assert tv_estimates(rprime, mask)[STATISTIC] == pytest.approx(0.75)  # (0.5 + 1) / 2, padding ignored
