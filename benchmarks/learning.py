@@ -158,7 +158,7 @@ def job_overrides(args, name: str, seed: int, model_dir: Path, data_dir: Path, r
     if getattr(args, "keep_weights", "sleep_level1") == "no_sleep":
         updates["algorithm.off_grpo.keep_weights"] = "no_sleep"
         updates["actor_rollout_ref.rollout.free_cache_engine"] = False
-    if getattr(args, "ckpt_dir", None):
+    if checkpointed(args, name):
         updates.update({
             "trainer.default_local_dir": Path(args.ckpt_dir) / run_tag(name, seed, args.keep_weights),
             "trainer.save_freq": args.save_freq,
@@ -168,6 +168,14 @@ def job_overrides(args, name: str, seed: int, model_dir: Path, data_dir: Path, r
         if resumed:  # a continued run: its step-0 validation is in the first part
             updates["trainer.val_before_train"] = False
     return mainppo_job.set_overrides(base, updates) + list(args.extra)
+
+
+def checkpointed(args, name: str) -> bool:
+    """Whether the runs of config ``name`` checkpoint and resume under ``--ckpt-dir``: all configs, or
+    those of ``--ckpt-only`` (checkpoints cost step time, so side-by-side runs compared on wall-clock
+    should not all pay it)."""
+    only = getattr(args, "ckpt_only", None)
+    return bool(getattr(args, "ckpt_dir", None)) and (not only or name in only.split(","))
 
 
 def run_tag(name: str, seed: int, keep_weights: str = "sleep_level1") -> str:
@@ -319,7 +327,7 @@ def entry_name(name: str, keep_weights: str) -> str:
 def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir: Path,
             env_extra: dict[str, str] | None = None) -> tuple[list[dict], dict]:
     tag = run_tag(name, seed, args.keep_weights)
-    resumed = resumed_from(args.ckpt_dir, tag) if args.ckpt_dir else 0
+    resumed = resumed_from(args.ckpt_dir, tag) if checkpointed(args, name) else 0
     start = time.time()
     rc, progress, jsonl = mainppo_job.run_main_ppo(
         part_tag(tag, resumed), job_overrides(args, name, seed, model_dir, data_dir, resumed), args.out, log_dir,
@@ -384,6 +392,9 @@ def main(argv=None) -> int:
                         "CKPT_DIR/<tag>, and a later command with the same dir resumes each run from its last "
                         "checkpoint (same machine; --merge the earlier learning.json to splice the curves)")
     p.add_argument("--save-freq", type=int, default=5)
+    p.add_argument("--ckpt-only", default=None,
+                   help="comma list of configs that use --ckpt-dir (default: all), e.g. reuse_i10 beside three "
+                        "configs that finish in one command and should not pay for checkpoints")  # fmt: skip
     p.add_argument("--merge", default=None)
     p.add_argument("--rebuild", default=None, metavar="LOG_DIR",
                    help="no GPU: re-derive the curves of the --merge JSON from the saved logs in LOG_DIR "

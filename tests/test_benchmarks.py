@@ -703,6 +703,23 @@ def test_learning_continues_a_run_from_its_checkpoint_in_a_later_command(tmp_pat
     assert rebuilt["configs"]["reuse_i10"]["seeds"]["0"] == rows
 
 
+def test_learning_ckpt_only_limits_checkpoints_to_the_named_configs(tmp_path):
+    """--ckpt-only reuse_i10: the reuse run checkpoints and resumes; the configs beside it do not."""
+    def overrides(name, **kw):
+        args = argparse.Namespace(steps=40, lr=1e-5, trainer="v0", batch=32, response_length=48, data_seed=1, n=8,
+                                  temperature=1.0, test_freq=10, extra=[], keep_weights="sleep_level1",
+                                  ckpt_dir=str(tmp_path / "ckpt"), save_freq=5, **kw)  # fmt: skip
+        return learning.job_overrides(args, name, 1, tmp_path / "m", tmp_path / "d")
+
+    def saves(ov):
+        return any(o.startswith("trainer.default_local_dir=") for o in ov) and "trainer.save_freq=5" in ov
+
+    assert saves(overrides("reuse_i10", ckpt_only="reuse_i10")) and not saves(overrides("on_policy", ckpt_only="reuse_i10"))
+    assert saves(overrides("on_policy", ckpt_only=None))  # default: every config under --ckpt-dir
+    args = argparse.Namespace(ckpt_dir=str(tmp_path / "ckpt"), ckpt_only="reuse_i10")
+    assert learning.checkpointed(args, "reuse_i10") and not learning.checkpointed(args, "on_policy")
+
+
 # ----------------------------------------------------------------------------- sync_e2e.py acceptance checks
 def _sync_run(trainer="v0", v=4, steps=8, rprime_by_lag=(0.001, 0.18, 0.24, 0.29), staleness_offset=0.0, rc=0):
     rows = []
