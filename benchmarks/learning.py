@@ -352,11 +352,19 @@ def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir
         "extra_overrides": list(args.extra),
         "memory_during_training": progress.get("memory"),
         "gpu": (env_extra or {}).get("CUDA_VISIBLE_DEVICES"),
-        "concurrent_jobs": len(args.gpus.split(",")) if args.gpus else 1,
+        "concurrent_jobs": concurrent_jobs(args),
     }
     print(f"[learning] {tag}: rc={rc} steps={len(trained)} start pass@1={rows[0]['val_pass1'] if rows else None} "
           f"last={[r for r in rows if r['val_pass1'] is not None][-1:]}", flush=True)  # fmt: skip
     return rows, info
+
+
+def concurrent_jobs(args) -> int:
+    """How many (config, seed) jobs of this command ran side by side: at most one per ``--gpus`` id."""
+    if not args.gpus:
+        return 1
+    jobs = len(str(args.config).split(",")) * len(str(args.seeds).split(","))
+    return min(len(args.gpus.split(",")), jobs)
 
 
 def main(argv=None) -> int:
