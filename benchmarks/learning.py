@@ -352,19 +352,10 @@ def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir
         "extra_overrides": list(args.extra),
         "memory_during_training": progress.get("memory"),
         "gpu": (env_extra or {}).get("CUDA_VISIBLE_DEVICES"),
-        "concurrent_jobs": concurrent_jobs(args),
     }
     print(f"[learning] {tag}: rc={rc} steps={len(trained)} start pass@1={rows[0]['val_pass1'] if rows else None} "
           f"last={[r for r in rows if r['val_pass1'] is not None][-1:]}", flush=True)  # fmt: skip
     return rows, info
-
-
-def concurrent_jobs(args) -> int:
-    """How many (config, seed) jobs of this command ran side by side: at most one per ``--gpus`` id."""
-    if not args.gpus:
-        return 1
-    jobs = len(str(args.config).split(",")) * len(str(args.seeds).split(","))
-    return min(len(args.gpus.split(",")), jobs)
 
 
 def main(argv=None) -> int:
@@ -441,16 +432,15 @@ def main(argv=None) -> int:
     model_dir = Path(args.model_path) if args.model_path else smollm2_from_gguf(work / "smollm2")
     data_dir = build_task(work / f"arith_{args.task}", args.task)
     jobs = [(name, int(seed)) for name in args.config.split(",") for seed in args.seeds.split(",")]
-    done = mainppo_job.on_gpus(
-        jobs, args.gpus.split(",") if args.gpus else None,
-        lambda job, env: run_job(args, *job, model_dir, data_dir, log_dir, env),
-    )  # fmt: skip
+    gpus = args.gpus.split(",") if args.gpus else None
+    done = mainppo_job.on_gpus(jobs, gpus, lambda job, env: run_job(args, *job, model_dir, data_dir, log_dir, env))
+    concurrent = mainppo_job.concurrency(gpus, len(jobs))
     for (name, seed), (rows, run) in zip(jobs, done):
         v, i, mask = CONFIGS[name]
         entry = result["configs"].setdefault(entry_name(name, args.keep_weights), {
             "v": v, "i": i, "zero_var_mask": mask, "keep_weights": args.keep_weights, "seeds": {}})
         entry["seeds"][str(seed)] = rows
-        result["runs"].append({**run, "device": info.get("device")})
+        result["runs"].append({**run, "concurrent_jobs": concurrent, "device": info.get("device")})
     result = merge(result, earlier)
     (out / "learning.json").write_text(json.dumps(result, indent=1, default=str))
     print(f"[learning] -> {out / 'learning.json'}", flush=True)

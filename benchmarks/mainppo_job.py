@@ -7,8 +7,8 @@
   host memory (:func:`memory_sample`, :func:`memory_summary`), stops a stalled or timed-out job after
   dumping every process's stacks (``benchmarks/diag/sitecustomize.py``), and :func:`save_logs`
   copies its console log, metrics file and dumps to ``OUT/logs`` so they come back from the GPU;
-  :func:`run_main_ppo` is all of that for one named job; :func:`on_gpus` runs several one-GPU jobs
-  side by side on a multi-GPU machine;
+  :func:`run_main_ppo` is all of that for one named job; :func:`on_gpus` runs several jobs side by
+  side on a multi-GPU machine;
 * reading it: :func:`parse_jsonl` (the metrics file), :func:`parse_console` (verl's console lines),
   :func:`read_metrics` (a job's saved files, whichever holds its metrics), :func:`pick`, and :func:`versions` (library versions and the GPU name).
 """
@@ -300,12 +300,13 @@ ON_GPUS_STAGGER_S = 15.0
 def on_gpus(jobs: list, gpus: list[str] | None, run: Callable[[Any, dict[str, str]], Any],
             stagger_s: float | None = None) -> list:
     """``[run(job, env_extra) for job in jobs]``; with ``gpus``, the jobs run concurrently, each alone
-    on one GPU (``env_extra = {"CUDA_VISIBLE_DEVICES": gpu}``; each job starts its own local Ray
-    cluster), at most ``len(gpus)`` at a time, the first wave ``stagger_s`` apart (default
-    :data:`ON_GPUS_STAGGER_S`). Results in the order of ``jobs``.
+    on one entry of ``gpus`` (``env_extra = {"CUDA_VISIBLE_DEVICES": entry}``: one GPU id, or several
+    ids for a multi-GPU job; each job starts its own local Ray cluster), at most ``len(gpus)`` at a
+    time, the first wave ``stagger_s`` apart (default :data:`ON_GPUS_STAGGER_S`). Results in the
+    order of ``jobs``.
 
-    For jobs that need one GPU each (the learning runs on a multi-GPU machine): n GPUs run n jobs in
-    the device time of one. Their step times are then measured under shared CPUs and host memory.
+    n device sets run n jobs in the device time of one. Their step times are then measured under
+    shared CPUs and host memory (:func:`concurrency`).
     """
     if not gpus:
         return [run(job, {}) for job in jobs]
@@ -326,6 +327,12 @@ def on_gpus(jobs: list, gpus: list[str] | None, run: Callable[[Any, dict[str, st
 
     with ThreadPoolExecutor(max_workers=len(gpus)) as pool:
         return list(pool.map(on_free_gpu, enumerate(jobs)))
+
+
+def concurrency(gpu_sets: list[str] | None, n_jobs: int) -> int:
+    """How many of ``n_jobs`` jobs :func:`on_gpus` runs at once on ``gpu_sets`` (1 without them): rows
+    of side-by-side jobs are compared only with rows of the same concurrency."""
+    return min(len(gpu_sets), n_jobs) if gpu_sets else 1
 
 
 #: seconds kept back from a command's budget after a job's end: kill its group, dump stacks, save logs,

@@ -304,12 +304,6 @@ def gpu_groups(gpus: str | None, n_gpus: int) -> list[str] | None:
     return [",".join(ids[i : i + n_gpus]) for i in range(0, len(ids), n_gpus)]
 
 
-def concurrent_jobs(args) -> int:
-    """How many of this command's jobs ran side by side (rows compare only at equal concurrency)."""
-    groups = getattr(args, "gpu_groups", None) or gpu_groups(args.gpus, args.n_gpus)
-    return min(len(groups), len(str(args.v).split(","))) if groups else 1
-
-
 def job_name(args, v: int) -> str:
     return f"{args.layout}_{args.model}_v{v}"
 
@@ -332,7 +326,7 @@ def job_row(args, v: int, metrics: dict[int, dict], run: dict, device, params, g
         "batch": f"{args.batch} prompts x {args.n} samples x {args.response_length} tokens",
         "device": device,
         "machine": args.machine,
-        "concurrent_jobs": concurrent_jobs(args),
+        "concurrent_jobs": getattr(args, "concurrent_jobs", 1),
         "gpu": gpu,
         **run,
         "runs": [run],
@@ -515,6 +509,7 @@ def main(argv=None) -> int:
         args.gpu_groups = gpu_groups(args.gpus, args.n_gpus)
     except ValueError as err:
         p.error(str(err))
+    args.concurrent_jobs = mainppo_job.concurrency(args.gpu_groups, len(args.v.split(",")))
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -651,7 +651,7 @@ def test_learning_runs_the_configs_side_by_side_on_the_given_gpus(tmp_path, monk
         ("on_policy", 2, True), ("off_policy_v10", 2, True)]
     assert {r["gpu"] for r in result["runs"]} == {"0", "1"}
     # three GPUs for two jobs: two ran at once
-    assert learning.concurrent_jobs(argparse.Namespace(gpus="0,1,2", config="on_policy,reuse_i10", seeds="0")) == 2
+    assert mainppo_job.concurrency(["0", "1", "2"], 2) == 2 and mainppo_job.concurrency(None, 4) == 1
     assert [r["train_reward"] for r in result["configs"]["off_policy_v10"]["seeds"]["0"]] == [None, 0.1, 0.2]
 
 
