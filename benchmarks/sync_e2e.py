@@ -373,12 +373,8 @@ def main(argv=None):
 
     earlier = json.loads(Path(args.merge).read_text()) if args.merge and Path(args.merge).exists() else {}
     result = merged_runs(earlier, runs)
-    result = {
-        **result,
-        "ok": all(r.get("checks", {}).get("ok", False) for r in result["runs"]),
-        "total_wall_s": round(time.time() - t0, 1),
-        "versions": info,
-    }
+    result["ok"] = all(r.get("checks", {}).get("ok", False) for r in result["runs"])
+    result.update(total_wall_s=round(time.time() - t0, 1), versions=info)
     (out / "sync_e2e.json").write_text(json.dumps(result, indent=1, default=str))
     print(f"[sync_e2e] ok={result['ok']} total {result['total_wall_s']}s -> {out / 'sync_e2e.json'}", flush=True)
     return 0 if result["ok"] else 1

@@ -40,8 +40,8 @@ def check_knobs(knobs: OffGRPOKnobs) -> None:
         raise OffGRPOConfigError(
             f"algorithm.off_grpo.ref_reset_period must be an integer >= 0 (got {knobs.ref_reset_period!r}); 0 = never."
         )
-    if invalid_choice(knobs):
-        raise OffGRPOConfigError(invalid_choice(knobs))
+    if why := invalid_choice(knobs):
+        raise OffGRPOConfigError(why)
     limit = knobs.max_log_rprime_after_sync
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit >= 0:
         raise OffGRPOConfigError(

@@ -7,8 +7,8 @@ engine's numerics and, per response token,
 
 An engine that lost its weights (vLLM's level-2 sleep woken without a sync emits token 0 forever,
 with α(token 0) ≈ 1) gives |log r'| ≈ −log π_k(token 0), about log(vocabulary) ≈ 11 for a
-random-init model and more for a trained one (derived, clamped at 20 like verl's ratios). A lag that served such garbage would still "train", so on every step whose batch
-has rollout lag 0 (:meth:`~verl_offgrpo.sync.schedule.SyncSchedule.rollout_lag_of`) the mean of
+random-init model and more for a trained one (derived, clamped at 20 like verl's ratios). A lag
+that served such garbage would still "train", so on every step whose batch has rollout lag 0 (:meth:`~verl_offgrpo.sync.schedule.SyncSchedule.rollout_lag_of`) the mean of
 |log r'| over the batch's response tokens (``off_grpo/bound/mean_abs_log_rprime``, computed with the
 advantage, before the update) must not exceed ``algorithm.off_grpo.max_log_rprime_after_sync``
 (default 1.0; 0 turns the guard off). Lagged batches are not checked: their |log r'| grows with the

@@ -56,8 +56,8 @@ def check_sync_config(config: Any, trainer: str | None = None) -> OffGRPOKnobs:
         check_period(knobs.sync_period)
     except (TypeError, ValueError) as err:
         raise SyncConfigError(str(err)) from err
-    if invalid_choice(knobs):
-        raise SyncConfigError(invalid_choice(knobs))
+    if why := invalid_choice(knobs):
+        raise SyncConfigError(why)
     v = knobs.sync_period
     if v == 1:
         return knobs
