@@ -542,19 +542,20 @@ def test_v1_rejects_bad_config_before_any_worker():
         get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
 
 
-def test_v1_hooks_drive_the_lagged_manager(ray_local, monkeypatch):
+def v1_trainer_on_fake_cluster(monkeypatch, *overrides):
+    """The off_grpo_sync trainer (v=4) whose ``_setup`` leaves what verl's does, minus the GPU work:
+    the fake cluster's worker group and verl's checkpoint manager over its replicas, asleep.
+    Returns ``(trainer, servers, actor worker group)``; ``trainer.init()`` is the caller's."""
     from verl.trainer.ppo.v1 import get_trainer_cls
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
-    from verl_offgrpo.sync.checkpoint_manager_v0 import LaggedCheckpointManager
-
     register_sync_hooks()
-    cfg = compose_cfg("algorithm.off_grpo.sync_period=4", "trainer.test_freq=6")
+    cfg = compose_cfg("algorithm.off_grpo.sync_period=4", *overrides)
     trainer = get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
     servers, workers, replicas, wg = make_cluster()
     engine_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout.checkpoint_engine)
 
-    def fake_setup(self):  # what PPOTrainer._setup leaves behind, minus the GPU work
+    def fake_setup(self):
         self.actor_rollout_wg = wg
         self.checkpoint_manager = CheckpointEngineManager(config=engine_cfg, actor_wg=wg, replicas=replicas)
         self.checkpoint_manager.sleep_replicas()
@@ -562,6 +563,13 @@ def test_v1_hooks_drive_the_lagged_manager(ray_local, monkeypatch):
         self.total_training_steps = 12
 
     monkeypatch.setattr(PPOTrainer, "_setup", fake_setup)
+    return trainer, servers, wg
+
+
+def test_v1_hooks_drive_the_lagged_manager(ray_local, monkeypatch):
+    from verl_offgrpo.sync.checkpoint_manager_v0 import LaggedCheckpointManager
+
+    trainer, servers, wg = v1_trainer_on_fake_cluster(monkeypatch, "trainer.test_freq=6")
     trainer.init()  # _setup + on_init_end
     assert isinstance(trainer.checkpoint_manager, LaggedCheckpointManager)
     assert trainer.checkpoint_manager.trainer is trainer and trainer.checkpoint_manager.trainer_kind == "v1"
@@ -594,26 +602,12 @@ def test_v1_hooks_drive_the_lagged_manager(ray_local, monkeypatch):
 def test_v1_guard_runs_in_compute_advantage_with_the_managers_lag(ray_local, monkeypatch):
     """V1: _compute_advantage hands the bound-monitor metrics to the guard with the batch's rollout lag:
     step 1 (right after the first sync) with |log r'| 9.2 stops the run; step 2 (lag 1) does not."""
-    from verl.trainer.ppo.v1 import PPOTrainerSync, get_trainer_cls
-    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+    from verl.trainer.ppo.v1 import PPOTrainerSync
 
     import verl_offgrpo.zero_var_mask as zvm
     from verl_offgrpo.sync.alpha_guard import STATISTIC, ServedPolicyError
 
-    register_sync_hooks()
-    cfg = compose_cfg("algorithm.off_grpo.sync_period=4")
-    trainer = get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
-    servers, workers, replicas, wg = make_cluster()
-    engine_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout.checkpoint_engine)
-
-    def fake_setup(self):
-        self.actor_rollout_wg = wg
-        self.checkpoint_manager = CheckpointEngineManager(config=engine_cfg, actor_wg=wg, replicas=replicas)
-        self.checkpoint_manager.sleep_replicas()
-        self.global_steps = 0
-        self.total_training_steps = 12
-
-    monkeypatch.setattr(PPOTrainer, "_setup", fake_setup)
+    trainer, servers, wg = v1_trainer_on_fake_cluster(monkeypatch)
     monkeypatch.setattr(PPOTrainerSync, "_compute_advantage", lambda self, batch, metrics: batch, raising=False)
     monkeypatch.setattr(zvm, "after_advantage_v1", lambda tq, batch, algorithm_cfg: {STATISTIC: 9.2})
     trainer.init()  # the first slot syncs
