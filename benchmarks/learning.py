@@ -47,6 +47,13 @@ command's JSON the curves are spliced (:func:`splice`; the run keeps its ``parts
     timeout 598 python3 benchmarks/learning.py --out $OUT --work /tmp/lw --budget-s 590 --config reuse_i10 \
         --seeds 0 --steps 40 --ckpt-dir /tmp/lw/ckpt --merge results/learning.json      # repeat
 
+``--jobs config:seed,...`` names the jobs one by one instead of ``--config`` × ``--seeds``: the next
+seed of the fast configs beside a reuse run that continues, one command on a 4-GPU machine::
+
+    timeout 598 python3 benchmarks/learning.py --out $OUT --work /tmp/lw --budget-s 590 --steps 40 --gpus 0,1,2,3 \
+        --jobs on_policy:2,on_policy_mask:2,off_policy_v10:2,reuse_i10:1 --ckpt-dir /tmp/lw/ckpt \
+        --ckpt-only reuse_i10 --merge <previous learning.json>
+
 The logs come back in ``$OUT/logs`` (metrics ``<tag>.jsonl`` and console ``<tag>.log``); keep them in
 ``results/raw/learning/`` (gzip is fine) and the committed JSON can be re-derived without a GPU::
 
@@ -324,6 +331,23 @@ def entry_name(name: str, keep_weights: str) -> str:
     return name if keep_weights == "sleep_level1" else f"{name}+{keep_weights}"
 
 
+def job_list(args) -> list[tuple[str, int]]:
+    """The command's (config, seed) jobs: ``--jobs config:seed,...`` as given, else every ``--config``
+    with every ``--seeds``. ValueError names an unknown config, a malformed entry or a repeated job."""
+    if getattr(args, "jobs", None):
+        pairs = [entry.rpartition(":") for entry in args.jobs.split(",")]
+        if bad := [f"{n}{sep}{s}" for n, sep, s in pairs if not sep or not s.strip().isdigit()]:
+            raise ValueError(f"--jobs entries are CONFIG:SEED, got {bad}")
+        jobs = [(n.strip(), int(s)) for n, _, s in pairs]
+    else:
+        jobs = [(name, int(seed)) for name in args.config.split(",") for seed in args.seeds.split(",")]
+    if unknown := sorted({n for n, _ in jobs} - set(CONFIGS)):
+        raise ValueError(f"unknown config(s) {unknown}; known: {sorted(CONFIGS)}")
+    if len(set(jobs)) < len(jobs):
+        raise ValueError(f"a (config, seed) job is given twice: {jobs}")
+    return jobs
+
+
 def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir: Path,
             env_extra: dict[str, str] | None = None) -> tuple[list[dict], dict]:
     tag = run_tag(name, seed, args.keep_weights)
@@ -364,6 +388,9 @@ def main(argv=None) -> int:
     p.add_argument("--work", default=None)
     p.add_argument("--config", default="on_policy", help=f"comma list of {sorted(CONFIGS)}")
     p.add_argument("--seeds", default="0")
+    p.add_argument("--jobs", default=None, metavar="CONFIG:SEED,...",
+                   help="explicit (config, seed) jobs instead of --config x --seeds, e.g. the next seed of the "
+                        "fast configs beside a reuse_i10 run that continues: on_policy:2,off_policy_v10:2,reuse_i10:1")
     p.add_argument("--task", default="add1")
     p.add_argument("--model-path", default=None, help="an HF checkpoint instead of the staged SmolLM2 GGUF")
     p.add_argument("--trainer", default="v0", choices=["v0", "v1"],
@@ -411,6 +438,10 @@ def main(argv=None) -> int:
         (out / "learning.json").write_text(json.dumps(result, indent=1, default=str))
         print(f"[learning] rebuilt {len(result['runs'])} runs from {args.rebuild} -> {out / 'learning.json'}")
         return 0
+    try:
+        job_list(args)  # before any GPU work
+    except ValueError as err:
+        p.error(str(err))
     work = Path(args.work).resolve() if args.work else out / "learning_work"
     log_dir = work / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -431,7 +462,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"--merge {args.merge}: {why}; use another --out/--merge or the same settings")
     model_dir = Path(args.model_path) if args.model_path else smollm2_from_gguf(work / "smollm2")
     data_dir = build_task(work / f"arith_{args.task}", args.task)
-    jobs = [(name, int(seed)) for name in args.config.split(",") for seed in args.seeds.split(",")]
+    jobs = job_list(args)
     gpus = args.gpus.split(",") if args.gpus else None
     done = mainppo_job.on_gpus(jobs, gpus, lambda job, env: run_job(args, *job, model_dir, data_dir, log_dir, env))
     concurrent = mainppo_job.concurrency(gpus, len(jobs))

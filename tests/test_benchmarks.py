@@ -655,6 +655,33 @@ def test_learning_runs_the_configs_side_by_side_on_the_given_gpus(tmp_path, monk
     assert [r["train_reward"] for r in result["configs"]["off_policy_v10"]["seeds"]["0"]] == [None, 0.1, 0.2]
 
 
+def test_learning_jobs_runs_exactly_the_named_config_seed_pairs(tmp_path, monkeypatch):
+    """--jobs: the next seed of a fast config beside a reuse run of another seed, not their product;
+    a bad entry stops the command before the model is converted."""
+    launched = []
+
+    def fake_run_main_ppo(name, overrides, out, log_dir, timeout, steps, stall_s, **env):
+        launched.append((name, "actor_rollout_ref.actor.ppo_epochs=10" in overrides))
+        jsonl = log_dir / f"{name}.jsonl"
+        jsonl.write_text(json.dumps({"step": 1, "data": {"timing_s/step": 2.0, "critic/score/mean": 0.5}}))
+        return 0, {"startup_s": 1.0, "memory": {}}, jsonl
+
+    monkeypatch.setattr(mainppo_job, "run_main_ppo", fake_run_main_ppo)
+    monkeypatch.setattr(mainppo_job, "ON_GPUS_STAGGER_S", 0.0)
+    monkeypatch.setattr(mainppo_job, "versions", lambda: {"device": "fake"})
+    (tmp_path / "model").mkdir()
+    common = ["--work", str(tmp_path / "w"), "--model-path", str(tmp_path / "model"), "--steps", "1"]
+    learning.main(["--out", str(tmp_path / "out"), *common, "--jobs", "on_policy:2,reuse_i10:1", "--gpus", "0,1"])
+    assert sorted(launched) == [("on_policy_s2", False), ("reuse_i10_s1", True)]
+    result = json.loads((tmp_path / "out" / "learning.json").read_text())
+    assert {c: sorted(e["seeds"]) for c, e in result["configs"].items()} == {"on_policy": ["2"], "reuse_i10": ["1"]}
+    monkeypatch.setattr(learning, "smollm2_from_gguf", lambda *_: pytest.fail("converted the model before the check"))
+    for bad in ("on_policy", "on_policy:x", "reuse_i1:1", "on_policy:1,on_policy:1"):
+        with pytest.raises(SystemExit):
+            learning.main(["--out", str(tmp_path / "bad"), "--jobs", bad])
+    assert len(launched) == 2
+
+
 def test_learning_continues_a_run_from_its_checkpoint_in_a_later_command(tmp_path, monkeypatch):
     """--ckpt-dir: the first command is stopped after step 7 with verl's last checkpoint at step 5;
     the second resumes from it (no step-0 validation), re-does steps 6-7 and finishes. The curves are
