@@ -59,6 +59,7 @@ def compare(learning: dict, config: str, seed: str = "0", skip_first: int = 1) -
     trained = {m: {r["step"] for r in rows if r.get("train_reward") is not None} for m, rows in curves.items()}
     steps = {s for s in trained["sleep_level1"] & trained["no_sleep"] if s > skip_first}
     runs = {(r["config"], str(r["seed"])): r for r in learning.get("runs", [])}
+    compared = {(n, seed) for n in names.values()}
     modes = {
         m: mode_summary(curves[m], steps, (runs.get((names[m], seed)) or {}).get("memory_during_training"))
         for m in MODES
@@ -71,7 +72,8 @@ def compare(learning: dict, config: str, seed: str = "0", skip_first: int = 1) -
     return {
         "config": config,
         "seed": seed,
-        "device": learning.get("device"),
+        "device": " + ".join(sorted({r.get("device") for k, r in runs.items() if k in compared} - {None}))
+                  or learning.get("device"),  # the compared runs' device, not the file's (several leases)
         "model": learning.get("model"),
         "steps": [min(steps), max(steps)] if steps else [],
         "modes": modes,

@@ -275,6 +275,8 @@ def rebuild(result: dict, log_dir: Path) -> dict:
                 sources.append(source)
             seeds[str(run["seed"])] = rows
             run["metrics_source"] = " + ".join(str(x) for x in sources)
+            run["steps_logged"] = sum(r["step"] >= 1 for r in rows)  # the whole continued run's
+            run["complete"] = run["steps_logged"] >= run["steps_requested"]
             continue
         metrics, source = mainppo_job.read_metrics(log_dir, parts[0]["tag"])
         if metrics:

@@ -330,6 +330,12 @@ def test_keep_weights_compares_the_common_steps_and_splits_the_sync_slot():
     assert (sl["gpu_mib_median"], ns["gpu_mib_max"], sl["host_mib_median"]) == (9000, 52500, None)
     assert out["no_sleep_minus_sleep"]["gpu_mib_median"] == 43000 and "host_mib_median" not in out["no_sleep_minus_sleep"]
     assert out["no_sleep_minus_sleep"]["step_time_s"] == 0.5
+    assert out["device"] == "GPU"  # runs without a device: the file's
+    learning_json["device"] = "H100 + H200"  # runs of two leases in one file: the compared runs' device
+    learning_json["runs"] += [{"config": "on_policy", "seed": 1, "device": "H100"}]
+    for run in learning_json["runs"][:2]:
+        run["device"] = "H200"
+    assert keep_weights.compare(learning_json, "off_policy_v10")["device"] == "H200"
 
 
 def test_committed_learning_and_keep_weights_results_are_what_the_scripts_derive_from_the_saved_logs():
@@ -728,8 +734,10 @@ def test_learning_continues_a_run_from_its_checkpoint_in_a_later_command(tmp_pat
             (logs / f.name).write_bytes(f.read_bytes())
     stripped = json.loads(json.dumps(result))
     stripped["configs"]["reuse_i10"]["seeds"]["0"] = []
+    stripped["runs"][0].update(steps_logged=3, complete=False)  # e.g. merged from a command whose merge file was lost
     rebuilt = learning.rebuild(stripped, logs)
     assert rebuilt["configs"]["reuse_i10"]["seeds"]["0"] == rows
+    assert (rebuilt["runs"][0]["steps_logged"], rebuilt["runs"][0]["complete"]) == (10, True)
 
 
 def test_learning_ckpt_only_limits_checkpoints_to_the_named_configs(tmp_path):
