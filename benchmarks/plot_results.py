@@ -105,28 +105,33 @@ def _plot_throughput_group(rows: list[dict], ax, ax2) -> None:
 
 
 def plot_learning(data: dict, out: Path, plt) -> None:
-    fig, (ax, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 3.9))
-    for name, cfg in data["configs"].items():
-        style = "--" if "+" in name else "-"  # variants (e.g. +no_sleep) dashed
-        for seed, rows in cfg["seeds"].items():
-            label = f"{name} (v={cfg['v']}, i={cfg['i']}, mask={cfg['zero_var_mask']}) s{seed}"
+    """Train reward by step, held-out pass@1 by wall-clock, |log r'| by step: one colour per config, one
+    line per seed (variants such as +no_sleep dashed)."""
+    fig, (ax, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4.4))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for n, (name, cfg) in enumerate(data["configs"].items()):
+        style, color = ("--" if "+" in name else "-"), colors[n % len(colors)]
+        label = f"{name} (v={cfg['v']}, i={cfg['i']}, mask={cfg['zero_var_mask']}), seeds {','.join(sorted(cfg['seeds']))}"
+        for k, rows in enumerate(cfg["seeds"].values()):
+            kw = {"color": color, "alpha": 0.75, "lw": 1.2, "label": label if k == 0 else None}
             train = [(r["step"], r["train_reward"]) for r in rows if r["train_reward"] is not None]
             val = [(r["wall_s"], r["val_pass1"]) for r in rows if r["val_pass1"] is not None]
             rprime = [(r["step"], r["mean_abs_log_rprime"]) for r in rows if r.get("mean_abs_log_rprime") is not None]
             if train:
-                ax.plot(*zip(*train), style, label=label, alpha=0.8)
+                ax.plot(*zip(*train), style, **kw)
             if val:
-                ax2.plot(*zip(*val), "o" + style, label=label, alpha=0.8)
+                ax2.plot(*zip(*val), "o" + style, ms=3, **kw)
             if rprime:
-                ax3.plot(*zip(*rprime), style, label=label, alpha=0.8)
+                ax3.plot(*zip(*rprime), style, **kw)
     ax.set_xlabel("step (same prompts for every config)")
     ax.set_ylabel("train reward (samples of the policy in vLLM)")
-    ax2.set_xlabel("training wall-clock (s, start-up excluded)")
+    ax2.set_xlabel("training wall-clock (s, start-up excluded; devices differ by seed)")
     ax2.set_ylabel("held-out greedy pass@1")
     ax3.set_xlabel("step")
     ax3.set_ylabel("mean |log π_k/α| per response token")
-    ax.set_title(f"{data['model']} on {data['task'].split(' ')[0]} ({data['device']})", fontsize=9)
-    ax3.legend(fontsize=6)
+    ax.set_title(f"{data['model']} on {data['task'].split(' ')[0]}", fontsize=9)
+    ax2.set_title(data["device"], fontsize=8)
+    ax.legend(fontsize=6, loc="lower right")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 

@@ -829,3 +829,50 @@ def test_read_metrics_prefers_the_metrics_file_and_falls_back_to_the_console_log
     (tmp_path / "job.jsonl").write_text(json.dumps({"step": 1, "data": {"critic/score/mean": 0.5}}))
     assert mainppo_job.read_metrics(tmp_path, "job") == ({1: {"critic/score/mean": 0.5}}, "job.jsonl")
     assert mainppo_job.read_metrics(tmp_path, "other") == ({}, "")
+
+
+# ----------------------------------------------------------------------------- learning_summary.py
+import learning_summary  # noqa: E402
+
+
+def test_learning_summary_pairs_the_configs_of_a_seed_on_their_common_steps():
+    """Hand-made curves: per-run summary (first step ≥ 0.75, mean reward, lag-0 reward, step time without
+    warm-up and resume steps) and the per-seed paired differences the paper's claims are about."""
+    def curve(rewards, times, lags=None, val=None):
+        rows, wall = [{"step": 0, "wall_s": 0.0, "train_reward": None, "val_pass1": 0.5}], 0.0
+        for step, (reward, t) in enumerate(zip(rewards, times), start=1):
+            wall += t
+            rows.append({"step": step, "wall_s": wall, "train_reward": reward, "step_time_s": t,
+                         "rollout_lag": (lags or [0] * len(rewards))[step - 1], "val_pass1": (val or {}).get(step)})
+        return rows
+
+    learning_json = {"task": "t", "model": "m", "configs": {
+        "on_policy": {"v": 1, "i": 1, "seeds": {"0": curve([0.2, 0.4, 0.8, 0.9], [10.0, 2.0, 3.0, 4.0], val={4: 0.75})}},
+        "on_policy_mask": {"v": 1, "i": 1, "seeds": {"0": curve([0.3, 0.5, 0.7, 0.9], [10.0, 2.0, 2.0, 2.0])}},
+        "off_policy_v10": {"v": 10, "i": 1, "seeds": {"0": curve([0.2, 0.3, 0.4, 0.8], [9.0, 1.0, 1.0, 1.0], [0, 1, 2, 0])}},
+        "reuse_i10": {"v": 1, "i": 10, "seeds": {"0": curve([0.5, 0.8, 0.9], [20.0, 10.0, 30.0])}},
+    }, "runs": [
+        *({"config": c, "seed": 0, "device": "H100", "concurrent_jobs": 4} for c in ("on_policy", "on_policy_mask", "off_policy_v10")),
+        {"config": "reuse_i10", "seed": 0, "device": "H100", "concurrent_jobs": 4,
+         "parts": [{"tag": "r", "resumed_from": 0}, {"tag": "r_from2", "resumed_from": 2}]},
+    ]}  # fmt: skip
+    out = learning_summary.summarize(learning_json, horizon=4)
+    on = out["configs"]["on_policy"]["seeds"]["0"]
+    assert (on["steps"], on["first_step_075"], on["wall_s_to_075"], on["reward_auc"]) == (4, 3, 15.0, 0.575)
+    assert on["val_pass1"] == {"0": 0.5, "4": 0.75} and on["step_time_s"] == 3.0  # steps 2-4
+    v10 = out["configs"]["off_policy_v10"]["seeds"]["0"]
+    assert (v10["first_step_075"], v10["reward_auc"], v10["reward_lag0"]) == (4, 0.425, 0.5)
+    reuse = out["configs"]["reuse_i10"]["seeds"]["0"]
+    assert (reuse["steps"], reuse["first_step_075"], reuse["step_time_s"]) == (3, 2, 10.0)  # step 3 resumed: left out
+    paired = out["paired"]["0"]
+    assert paired["mask_minus_on_policy"] == 0.025
+    assert paired["v10_minus_mask"] == -0.175 and paired["v10_minus_mask_lag0"] == -0.1  # lag-0 steps 1 and 4
+    assert paired["v10_wall_ratio"] == round(12.0 / 16.0, 3)
+    assert paired["reuse_minus_mask"] == round((0.2 + 0.3 + 0.2) / 3, 4) and paired["reuse_step_ratio"] == 5.0
+    # over seeds: only the seeds that reached the horizon
+    assert out["configs"]["on_policy"]["over_seeds"]["reward_auc"] == {"mean": 0.575, "min": 0.575, "max": 0.575, "n": 1}
+    assert out["configs"]["reuse_i10"]["over_seeds"]["reward_auc"] is None
+    # timings of runs on different devices or at another concurrency are not compared
+    learning_json["runs"][3]["device"] = "H200"
+    assert learning_summary.summarize(learning_json, horizon=4)["paired"]["0"]["reuse_step_ratio"] is None
+    assert "| reuse_i10 | 0 | H200 (4) | 3 | 2 (30.0) |" in learning_summary.table(learning_summary.summarize(learning_json, 4))
