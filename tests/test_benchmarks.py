@@ -157,6 +157,7 @@ def test_padded_tokenizer_decodes_every_id(tmp_path):
 
 # ----------------------------------------------------------------------------- learning.py
 import learning  # noqa: E402
+import learning_summary  # noqa: E402
 
 
 @pytest.mark.parametrize("name", sorted(learning.CONFIGS))
@@ -347,6 +348,8 @@ def test_committed_learning_and_keep_weights_results_are_what_the_scripts_derive
     assert all(r["metrics_source"].endswith(".log.gz") for r in committed["runs"])
     kw = json.loads((results / "keep_weights.json").read_text())
     assert kw == keep_weights.compare(committed, kw["config"], kw["seed"])
+    summary = json.loads((results / "learning_summary.json").read_text())
+    assert summary == json.loads(json.dumps(learning_summary.summarize(committed, summary["horizon"])))
     # what the results page states: no_sleep holds vLLM's KV-cache pool during training, and skips the wake
     assert kw["no_sleep_minus_sleep"]["gpu_mib_median"] > 40_000
     assert kw["modes"]["no_sleep"]["sync_slot_skipped_s"] < 0.01 < kw["modes"]["sleep_level1"]["sync_slot_skipped_s"]
@@ -832,8 +835,6 @@ def test_read_metrics_prefers_the_metrics_file_and_falls_back_to_the_console_log
 
 
 # ----------------------------------------------------------------------------- learning_summary.py
-import learning_summary  # noqa: E402
-
 
 def test_learning_summary_pairs_the_configs_of_a_seed_on_their_common_steps():
     """Hand-made curves: per-run summary (first step ≥ 0.75, mean reward, lag-0 reward, step time without
