@@ -52,9 +52,12 @@ seed of the fast configs beside a reuse run that continues, one command on a 4-G
 
     timeout 598 python3 benchmarks/learning.py --out $OUT --work /tmp/lw --budget-s 590 --steps 40 --gpus 0,1,2,3 \
         --jobs on_policy:2,on_policy_mask:2,off_policy_v10:2,reuse_i10:1 --ckpt-dir /tmp/lw/ckpt \
-        --ckpt-only reuse_i10 --merge <previous learning.json>
+        --ckpt-only reuse_i10 --merge /tmp/lw/learning.json
 
-The logs come back in ``$OUT/logs`` (metrics ``<tag>.jsonl`` and console ``<tag>.log``); keep them in
+Every command also writes its (merged) ``learning.json`` to the work dir, which outlives ``$OUT`` on
+the GPU machine: the next command's ``--merge`` (a missing ``--merge`` file stops the command before
+any GPU work). The logs come back in ``$OUT/logs`` (metrics ``<tag>.jsonl`` and console ``<tag>.log``;
+packed into ``$OUT/logs.tar.gz`` when ``$OUT`` holds more than a device call returns); keep them in
 ``results/raw/learning/`` (gzip is fine) and the committed JSON can be re-derived without a GPU::
 
     python3 benchmarks/learning.py --rebuild results/raw/learning --merge results/learning.json --out results
@@ -459,7 +462,7 @@ def main(argv=None) -> int:
         "runs": [],
         "versions": info,
     }  # fmt: skip
-    earlier = json.loads(Path(args.merge).read_text()) if args.merge and Path(args.merge).exists() else None
+    earlier = mainppo_job.read_merge(args.merge)
     if earlier and (why := incompatible(result, earlier)):  # before any GPU work
         raise SystemExit(f"--merge {args.merge}: {why}; use another --out/--merge or the same settings")
     model_dir = Path(args.model_path) if args.model_path else smollm2_from_gguf(work / "smollm2")
@@ -475,8 +478,11 @@ def main(argv=None) -> int:
         entry["seeds"][str(seed)] = rows
         result["runs"].append({**run, "concurrent_jobs": concurrent, "device": info.get("device")})
     result = merge(result, earlier)
-    (out / "learning.json").write_text(json.dumps(result, indent=1, default=str))
-    print(f"[learning] -> {out / 'learning.json'}", flush=True)
+    text = json.dumps(result, indent=1, default=str)
+    (out / "learning.json").write_text(text)
+    (work / "learning.json").write_text(text)  # outlives $OUT on the GPU machine: the next command's --merge
+    mainppo_job.pack_logs(out)
+    print(f"[learning] -> {out / 'learning.json'} (and {work / 'learning.json'})", flush=True)
     return 0 if all(r["steps_logged"] > 0 for r in result["runs"]) else 1
 
 

@@ -292,6 +292,41 @@ def save_logs(out: Path, name: str, log_dir: Path, stack_dir: Path | None, keep_
                 fh.write(f"===== {f.name}\n{f.read_text(errors='replace')}\n")
 
 
+def read_merge(path: str | None) -> dict | None:
+    """The earlier results file that ``--merge path`` names (None without ``--merge``). A path that does
+    not exist stops the command before any GPU work: a mistyped or lost file would otherwise give a
+    result that silently lacks every earlier run (it happened once, with a copy kept in ``$OUT``,
+    which every device call empties). Leave ``--merge`` out to start a new file."""
+    if not path:
+        return None
+    if not Path(path).is_file():
+        raise SystemExit(f"--merge {path}: no such file (leave --merge out to start a new results file)")
+    return json.loads(Path(path).read_text())
+
+
+#: files a device call brings back from ``$OUT`` (the device tool's limit): more and the rest are left there
+DEVICE_RETURN_FILES = 8
+
+
+def pack_logs(out: Path, max_files: int = DEVICE_RETURN_FILES) -> Path | None:
+    """If ``OUT`` holds more than ``max_files`` files, pack ``OUT/logs`` into ``OUT/logs.tar.gz`` (and
+    drop the loose copies) so that every log comes back from the GPU machine; the archive's members
+    are ``logs/<name>``. Returns the archive, or None when nothing was packed."""
+    import tarfile
+
+    logs = out / "logs"
+    if not logs.is_dir() or sum(f.is_file() for f in out.rglob("*")) <= max_files:
+        return None
+    archive = out / "logs.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for f in sorted(logs.iterdir()):
+            tar.add(f, arcname=f"logs/{f.name}")
+    for f in logs.iterdir():
+        f.unlink()
+    logs.rmdir()
+    return archive
+
+
 #: seconds between the starts of the first side-by-side jobs (:func:`on_gpus`): their Ray clusters,
 #: vLLM engines and process groups each pick free ports at start; staggered starts keep those picks apart
 ON_GPUS_STAGGER_S = 15.0

@@ -47,7 +47,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from mainppo_job import EXIT_HANG, REPO, job_timeout, pick, read_metrics, run_main_ppo, versions  # noqa: E402
+from mainppo_job import EXIT_HANG, REPO, job_timeout, pick, read_merge, read_metrics, run_main_ppo, versions  # noqa: E402
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
@@ -358,6 +358,7 @@ def main(argv=None):
 
     t0 = time.time()
     deadline = t0 + args.budget_s
+    earlier = read_merge(args.merge) or {}  # before any GPU work
     out, model_dir, data_dir, log_dir = prepare_work(args.out, args.work, "sync_e2e_work")
     info = versions()
     print(f"[sync_e2e] built model/data in {time.time() - t0:.1f}s; {info}", flush=True)
@@ -371,7 +372,6 @@ def main(argv=None):
         runs.append(run_one(trainer, int(period), args, model_dir, data_dir, log_dir, deadline, info))
         (out / "sync_e2e.json").write_text(json.dumps({"runs": runs}, indent=1, default=str))
 
-    earlier = json.loads(Path(args.merge).read_text()) if args.merge and Path(args.merge).exists() else {}
     result = merged_runs(earlier, runs)
     result["ok"] = all(r.get("checks", {}).get("ok", False) for r in result["runs"])
     result.update(total_wall_s=round(time.time() - t0, 1), versions=info)

@@ -513,7 +513,7 @@ def main(argv=None) -> int:
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    earlier = json.loads(Path(args.merge).read_text()) if args.merge and Path(args.merge).exists() else {}
+    earlier = mainppo_job.read_merge(args.merge) or {}
     if args.import_jsonl or args.rows_from:
         if args.import_jsonl and not args.device:
             p.error("--import-jsonl needs --device (the GPU the run used)")
@@ -533,6 +533,9 @@ def main(argv=None) -> int:
     add_speedups(rows)
     result = {**{k: x for k, x in earlier.items() if k not in ("rows", "versions")}, "rows": rows, "versions": info}
     (out / "throughput.json").write_text(json.dumps(result, indent=1, default=str))
+    if not (args.import_jsonl or args.rows_from):
+        (work_dir(args, out) / "throughput.json").write_text(json.dumps(result, indent=1, default=str))
+    mainppo_job.pack_logs(out)
     for r in rows:
         variant = f" ({skip_variant(r)})" if skip_variant(r) not in (None, "always") else ""
         print(f"[throughput] {r['layout']} {r['model']} v={r['v']}{variant}: step {r['step_time_s']} sync {r['sync_time_s']} "
@@ -557,10 +560,16 @@ def usable(row: dict) -> bool:
     return bool(row.get("measured_steps")) and ended_ok
 
 
+def work_dir(args, out: Path) -> Path:
+    """Scratch dir of the jobs (``--work``, default ``OUT/throughput_work``); it also keeps a copy of the
+    command's ``throughput.json``, which outlives ``$OUT`` on the GPU machine (the next command's ``--merge``)."""
+    return Path(args.work).resolve() if args.work else out / "throughput_work"
+
+
 def run_jobs(args, out: Path) -> tuple[list[dict], dict]:
     """Build (or reuse) the model and data in the work dir, run the job of every v; (rows, versions)."""
     t0 = time.time()
-    work = Path(args.work).resolve() if args.work else out / "throughput_work"
+    work = work_dir(args, out)
     model_dir, data_dir, log_dir = work / f"model_{args.model}", work / "data", work / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     shape_file = model_dir / "offgrpo_shape.json"

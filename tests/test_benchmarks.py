@@ -615,6 +615,7 @@ def test_throughput_runs_multi_gpu_jobs_side_by_side_on_consecutive_gpu_groups(t
     rows = json.loads((tmp_path / "out" / "throughput.json").read_text())["rows"]
     assert [(r["v"], r["concurrent_jobs"], r["measured_steps"]) for r in rows] == [(1, 2, 3), (10, 2, 3)]
     assert {r["gpu"] for r in rows} == {"0,1", "2,3"} and rows[1]["measured_speedup"] == 1.0
+    assert json.loads((tmp_path / "w" / "throughput.json").read_text())["rows"] == rows  # the next command's --merge
     assert throughput.gpu_groups("0,1,2,3", 1) == ["0", "1", "2", "3"] and throughput.gpu_groups(None, 2) is None
     with pytest.raises(ValueError):
         throughput.gpu_groups("0,0", 1)
@@ -662,6 +663,8 @@ def test_learning_runs_the_configs_side_by_side_on_the_given_gpus(tmp_path, monk
     # three GPUs for two jobs: two ran at once
     assert mainppo_job.concurrency(["0", "1", "2"], 2) == 2 and mainppo_job.concurrency(None, 4) == 1
     assert [r["train_reward"] for r in result["configs"]["off_policy_v10"]["seeds"]["0"]] == [None, 0.1, 0.2]
+    # the same result in the work dir, which outlives $OUT on the GPU machine (the next command's --merge)
+    assert json.loads((tmp_path / "w" / "learning.json").read_text()) == result
 
 
 def test_learning_jobs_runs_exactly_the_named_config_seed_pairs(tmp_path, monkeypatch):
@@ -689,6 +692,45 @@ def test_learning_jobs_runs_exactly_the_named_config_seed_pairs(tmp_path, monkey
         with pytest.raises(SystemExit):
             learning.main(["--out", str(tmp_path / "bad"), "--jobs", bad])
     assert len(launched) == 2
+
+
+@pytest.mark.parametrize("script", ["learning", "throughput", "sync_e2e"])
+def test_a_missing_merge_file_stops_the_command_before_any_gpu_work(tmp_path, monkeypatch, script):
+    """--merge of a file that does not exist is an error, not an empty start: the result would
+    silently lack every earlier run (it happened once, with the file kept in $OUT, which each call empties)."""
+    def no_gpu_work(*_a, **_k):
+        pytest.fail("started GPU work")
+
+    monkeypatch.setattr(learning, "smollm2_from_gguf", no_gpu_work)
+    monkeypatch.setattr(throughput, "run_jobs", no_gpu_work)
+    monkeypatch.setattr(sync_e2e, "prepare_work", no_gpu_work)
+    module = {"learning": learning, "throughput": throughput, "sync_e2e": sync_e2e}[script]
+    with pytest.raises(SystemExit, match="no such file"):
+        module.main(["--out", str(tmp_path / "out"), "--merge", str(tmp_path / "lost.json")])
+    assert mainppo_job.read_merge(None) is None
+    (tmp_path / "kept.json").write_text('{"rows": []}')
+    assert mainppo_job.read_merge(str(tmp_path / "kept.json")) == {"rows": []}
+
+
+def test_pack_logs_packs_the_logs_when_out_holds_more_files_than_a_device_call_returns(tmp_path):
+    """A device call brings back at most 8 files from $OUT: with more, the logs travel as one archive."""
+    import tarfile
+
+    out = tmp_path / "out"
+    (out / "logs").mkdir(parents=True)
+    (out / "learning.json").write_text("{}")
+    for i in range(3):
+        (out / "logs" / f"run{i}.jsonl").write_text(f"{i}")
+    assert mainppo_job.pack_logs(out) is None and len(list((out / "logs").iterdir())) == 3  # 4 files: as they are
+    for i in range(3, 8):
+        (out / "logs" / f"run{i}.log").write_text(f"{i}")
+    archive = mainppo_job.pack_logs(out)
+    assert archive == out / "logs.tar.gz" and not (out / "logs").exists()
+    with tarfile.open(archive) as tar:
+        names = sorted(tar.getnames())
+        assert tar.extractfile("logs/run5.log").read() == b"5"
+    assert names == sorted([f"logs/run{i}.jsonl" for i in range(3)] + [f"logs/run{i}.log" for i in range(3, 8)])
+    assert sorted(f.name for f in out.iterdir()) == ["learning.json", "logs.tar.gz"]
 
 
 def test_learning_continues_a_run_from_its_checkpoint_in_a_later_command(tmp_path, monkeypatch):
