@@ -72,7 +72,7 @@ def compare(learning: dict, config: str, seed: str = "0", skip_first: int = 1) -
     return {
         "config": config,
         "seed": seed,
-        "device": " + ".join(sorted({r.get("device") for k, r in runs.items() if k in compared} - {None}))
+        "device": " + ".join(sorted({(runs.get(k) or {}).get("device") for k in compared} - {None}))
                   or learning.get("device"),  # the compared runs' device, not the file's (several leases)
         "model": learning.get("model"),
         "steps": [min(steps), max(steps)] if steps else [],

@@ -78,6 +78,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import mainppo_job  # noqa: E402  (run environment, launch, parsers)
+from verl_offgrpo.knobs import KEEP_WEIGHTS_MODES  # noqa: E402
 import sync_e2e  # noqa: E402  (the job's base overrides)
 
 REPO = mainppo_job.REPO
@@ -416,7 +417,7 @@ def main(argv=None) -> int:
     p.add_argument("--gpus", default=None,
                    help="comma list of GPU ids: run the (config, seed) jobs side by side, one GPU each "
                         "(a 4-GPU machine runs the four configs in one command); default: one after another")
-    p.add_argument("--keep-weights", default="sleep_level1", choices=["sleep_level1", "no_sleep"],
+    p.add_argument("--keep-weights", default="sleep_level1", choices=KEEP_WEIGHTS_MODES,
                    help="algorithm.off_grpo.keep_weights; no_sleep runs are stored as '<config>+no_sleep'")
     p.add_argument("--ckpt-dir", default=None,
                    help="continue runs across commands: verl checkpoints every --save-freq steps under "
@@ -444,7 +445,7 @@ def main(argv=None) -> int:
         print(f"[learning] rebuilt {len(result['runs'])} runs from {args.rebuild} -> {out / 'learning.json'}")
         return 0
     try:
-        job_list(args)  # before any GPU work
+        jobs = job_list(args)  # before any GPU work
     except ValueError as err:
         p.error(str(err))
     work = Path(args.work).resolve() if args.work else out / "learning_work"
@@ -467,7 +468,6 @@ def main(argv=None) -> int:
         raise SystemExit(f"--merge {args.merge}: {why}; use another --out/--merge or the same settings")
     model_dir = Path(args.model_path) if args.model_path else smollm2_from_gguf(work / "smollm2")
     data_dir = build_task(work / f"arith_{args.task}", args.task)
-    jobs = job_list(args)
     gpus = args.gpus.split(",") if args.gpus else None
     done = mainppo_job.on_gpus(jobs, gpus, lambda job, env: run_job(args, *job, model_dir, data_dir, log_dir, env))
     concurrent = mainppo_job.concurrency(gpus, len(jobs))
@@ -478,10 +478,7 @@ def main(argv=None) -> int:
         entry["seeds"][str(seed)] = rows
         result["runs"].append({**run, "concurrent_jobs": concurrent, "device": info.get("device")})
     result = merge(result, earlier)
-    text = json.dumps(result, indent=1, default=str)
-    (out / "learning.json").write_text(text)
-    (work / "learning.json").write_text(text)  # outlives $OUT on the GPU machine: the next command's --merge
-    mainppo_job.pack_logs(out)
+    mainppo_job.write_results("learning.json", result, out, work)
     print(f"[learning] -> {out / 'learning.json'} (and {work / 'learning.json'})", flush=True)
     return 0 if all(r["steps_logged"] > 0 for r in result["runs"]) else 1
 

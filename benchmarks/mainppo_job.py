@@ -304,6 +304,16 @@ def read_merge(path: str | None) -> dict | None:
     return json.loads(Path(path).read_text())
 
 
+def write_results(name: str, result: dict, out: Path, work: Path | None = None) -> None:
+    """Write ``result`` as ``OUT/<name>`` and, with ``work``, ``WORK/<name>`` too (the work dir outlives
+    ``$OUT`` on the GPU machine: the next command's ``--merge``); then :func:`pack_logs`."""
+    text = json.dumps(result, indent=1, default=str)
+    (out / name).write_text(text)
+    if work is not None:
+        (work / name).write_text(text)
+    pack_logs(out)
+
+
 #: files a device call brings back from ``$OUT`` (the device tool's limit): more and the rest are left there
 DEVICE_RETURN_FILES = 8
 

@@ -78,6 +78,7 @@ if str(HERE) not in sys.path:
 
 import mainppo_job  # noqa: E402  (run environment, launch, parsers)
 import sync_e2e  # noqa: E402  (tokenizer, synthetic task, base overrides)
+from verl_offgrpo.knobs import EMPTY_CACHE_ON_SKIP_MODES, KEEP_WEIGHTS_MODES  # noqa: E402
 
 REPO = mainppo_job.REPO
 
@@ -468,8 +469,8 @@ def main(argv=None) -> int:
     p.add_argument("--n-gpus", type=int, default=1)
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--offload", action="store_true", help="FSDP param + optimizer offload")
-    p.add_argument("--keep-weights", default="sleep_level1", choices=["sleep_level1", "no_sleep"])
-    p.add_argument("--empty-cache-on-skip", default="always", choices=["always", "if_needed"],
+    p.add_argument("--keep-weights", default="sleep_level1", choices=KEEP_WEIGHTS_MODES)
+    p.add_argument("--empty-cache-on-skip", default="always", choices=EMPTY_CACHE_ON_SKIP_MODES,
                    help="algorithm.off_grpo.empty_cache_on_skip of the lagged jobs; its rows are kept apart from "
                         "the other setting's and compared with the same v=1 row")  # fmt: skip
     p.add_argument("--batch", type=int, default=16, help="prompts per step")
@@ -532,10 +533,8 @@ def main(argv=None) -> int:
     rows.sort(key=lambda r: (*(str(k) for k in _job_key(r)[:-2]), r["v"], _job_key(r)[-1]))
     add_speedups(rows)
     result = {**{k: x for k, x in earlier.items() if k not in ("rows", "versions")}, "rows": rows, "versions": info}
-    (out / "throughput.json").write_text(json.dumps(result, indent=1, default=str))
-    if not (args.import_jsonl or args.rows_from):
-        (work_dir(args, out) / "throughput.json").write_text(json.dumps(result, indent=1, default=str))
-    mainppo_job.pack_logs(out)
+    ran_jobs = not (args.import_jsonl or args.rows_from)
+    mainppo_job.write_results("throughput.json", result, out, work_dir(args, out) if ran_jobs else None)
     for r in rows:
         variant = f" ({skip_variant(r)})" if skip_variant(r) not in (None, "always") else ""
         print(f"[throughput] {r['layout']} {r['model']} v={r['v']}{variant}: step {r['step_time_s']} sync {r['sync_time_s']} "
