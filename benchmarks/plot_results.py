@@ -58,35 +58,53 @@ def plot_throughput(data: dict, out: Path, plt) -> None:
     times of lagged runs after a skipped vs after a real sync."""
     rows = [r for r in data["rows"] if r.get("step_time_s")]
     groups = list(dict.fromkeys((r["model"], r["layout"]) for r in rows))
-    fig, axes = plt.subplots(len(groups), 2, figsize=(11, 3.8 * len(groups)), squeeze=False)
+    fig, axes = plt.subplots(len(groups), 2, figsize=(14, 4.2 * len(groups)), squeeze=False)
     for (ax, ax2), group in zip(axes, groups):
         _plot_throughput_group([r for r in rows if (r["model"], r["layout"]) == group], ax, ax2)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 
 
+def _median_of_steps(row: dict, key: str) -> float:
+    """Median of one per-step part over a row's measured steps (0 where the part was not logged)."""
+    vals = sorted(s[key] for s in row["steps"] if s.get("measured", s["step"] > 2) and s.get(key) is not None)
+    return (vals[(len(vals) - 1) // 2] + vals[len(vals) // 2]) / 2 if vals else 0.0
+
+
+def _throughput_label(row: dict) -> str:
+    """x label of one bar: host, lease, v, and what sets it apart (jobs side by side, cache, no_sleep)."""
+    host, _, lease = row["machine"].partition("-")
+    label = f"{host}\n{lease.removeprefix('2026-')}\nv={row['v']}"
+    if row.get("concurrent_jobs", 1) > 1:
+        label += f"\n{row['concurrent_jobs']} jobs"
+    if row.get("empty_cache_on_skip") == "if_needed":
+        label += "\nkeep cache"
+    if row.get("keep_weights") == "no_sleep":
+        label += "\nno_sleep"
+    return label
+
+
 def _plot_throughput_group(rows: list[dict], ax, ax2) -> None:
+    """Left: median gen, update_actor and old_log_prob, the mean sync slot, and the rest of the median
+    step. Right: each lagged step's time, split by whether the slot before it synced or skipped."""
     bottoms = [0.0] * len(rows)
-    parts = [("gen", "gen"), ("update_actor", "update_actor"), ("sync slot", None)]
+    parts = [("gen", "gen_s"), ("update_actor", "update_actor_s"), ("old_log_prob", "old_log_prob_s"), ("sync slot (mean)", None)]
     for name, key in parts:
         vals = []
         for r in rows:
             if key:
-                vals.append((r.get(key) or {}).get("median") or 0.0)
+                vals.append(_median_of_steps(r, key))
             else:
                 steps = [s for s in r["steps"] if s.get("measured", s["step"] > 2) and s["sync_slot_s"] is not None]
                 vals.append(sum(s["sync_slot_s"] for s in steps) / max(1, len(steps)))
         ax.bar(range(len(rows)), vals, bottom=bottoms, label=name)
         bottoms = [b + v for b, v in zip(bottoms, vals)]
-    other = [r["step_time_s"] - b for r, b in zip(rows, bottoms)]
+    other = [max(0.0, r["step_time_s"] - b) for r, b in zip(rows, bottoms)]
     ax.bar(range(len(rows)), other, bottom=bottoms, label="other (median step − parts)", color="lightgray")
-    labels = [f"{r['machine'].replace('-', chr(10), 1)}\nv={r['v']}"  # host, then lease date
-              + ("\nkeep cache" if r.get("empty_cache_on_skip") == "if_needed" else "")
-              + ("\nno_sleep" if r.get("keep_weights") == "no_sleep" else "") for r in rows]
-    ax.set_xticks(range(len(rows)), labels, fontsize=8)
+    ax.set_xticks(range(len(rows)), [_throughput_label(r) for r in rows], fontsize=7)
     ax.set_ylabel("seconds per step (median)")
     ax.set_title(f"{rows[0]['model']} random init, {rows[0]['layout']}, {rows[0]['batch']}", fontsize=9)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="lower left")
     for r in rows:
         if r["v"] == 1:
             continue
@@ -94,14 +112,14 @@ def _plot_throughput_group(rows: list[dict], ax, ax2) -> None:
         xs = [s for s in r["steps"] if s.get("measured", s["step"] > 2)]
         after_sync = [(s["step"], s["step_s"]) for s in xs if prev.get((s.get("run", 0), s["step"] - 1)) == 1.0]
         after_skip = [(s["step"], s["step_s"]) for s in xs if prev.get((s.get("run", 0), s["step"] - 1)) == 0.0]
-        tag = f"{r['machine']} v={r['v']}"
+        tag = f"{r['machine'].removeprefix('h100x4-2026-')} v={r['v']}"
         if after_skip:
             ax2.plot(*zip(*after_skip), "o", label=f"{tag}: after a skipped sync", alpha=0.8)
         if after_sync:
             ax2.plot(*zip(*after_sync), "x", ms=9, label=f"{tag}: after a real sync")
     ax2.set_xlabel("step")
     ax2.set_ylabel("step time (s)")
-    ax2.legend(fontsize=7)
+    ax2.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
 
 
 def plot_learning(data: dict, out: Path, plt) -> None:

@@ -510,9 +510,10 @@ def test_accumulate_takes_back_an_identical_row_but_not_a_partly_pooled_one():
         throughput.accumulate(one, both)
 
 
-def test_committed_7b_throughput_rows_are_what_the_script_derives_from_the_saved_runs(tmp_path):
-    """results/throughput.json's 4-GPU 7B rows = throughput.py over results/raw/throughput: the killed
-    first v=1 run imported from its metrics file, then the v=10 and second v=1 device outputs pooled."""
+def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_runs(tmp_path):
+    """results/throughput.json's 4-GPU 7B and side-by-side 1.5B rows = throughput.py over
+    results/raw/throughput: the killed first v=1 run imported from its metrics file, the v=10 and second
+    v=1 device outputs pooled, then the third lease's three commands merged."""
     results = Path(__file__).resolve().parents[1] / "results"
     raw = results / "raw" / "throughput"
     committed = json.loads((results / "throughput.json").read_text())
@@ -529,7 +530,11 @@ def test_committed_7b_throughput_rows_are_what_the_script_derives_from_the_saved
     assert throughput.main(["--out", str(tmp_path / "c"), "--rows-from", str(raw / "h100x4b_qwen2.5-7b_v10_run4.json"),
                             str(raw / "h100x4b_qwen2.5-7b_v1_run5.json"), "--merge", str(tmp_path / "b" / "throughput.json"),
                             "--accumulate"]) == 0  # fmt: skip
-    assert json.loads((tmp_path / "c" / "throughput.json").read_text()) == committed
+    # the third lease (1.5B, jobs side by side): its three device outputs, each carrying the rows before it
+    third = [str(raw / f"h100x4c_qwen2.5-1.5b_{name}.json") for name in ("1gpu_v1-2-4-10", "2gpu-tp2_v1-10", "2gpu-tp2-offload_v1-10")]
+    assert throughput.main(["--out", str(tmp_path / "d"), "--rows-from", *third,
+                            "--merge", str(tmp_path / "c" / "throughput.json")]) == 0  # fmt: skip
+    assert json.loads((tmp_path / "d" / "throughput.json").read_text()) == committed
 
     # what the results page states about them
     def rows_of(machine):
@@ -551,6 +556,24 @@ def test_committed_7b_throughput_rows_are_what_the_script_derives_from_the_saved
     low, high = ten["measured_speedup_ci90"]
     assert low < 0.95 * ten["ideal_speedup"] < high  # the target lies inside the 90 % interval
     assert ten["measured_speedup"] > ten["ideal_speedup_net_of_skip"]
+
+    # third lease: four 1-GPU jobs side by side (v = 1, 2, 4, 10), then two 2-GPU pairs (TP=2, TP=2 + offload)
+    third = {(r["layout"], r["v"]): r for r in committed["rows"] if r.get("machine") == "h100x4-2026-11-26c"}
+    assert sorted(third) == sorted([("1gpu-tp1", v) for v in (1, 2, 4, 10)] + [(f"2gpu-tp2{o}", v) for o in ("", "-offload") for v in (1, 10)])
+    assert [third["1gpu-tp1", v]["measured_steps"] for v in (1, 2, 4, 10)] == [18, 19, 19, 17]
+    assert {r["concurrent_jobs"] for (layout, _), r in third.items() if layout == "1gpu-tp1"} == {4}
+    for v in (2, 4, 10):  # on one GPU the lag delivers its (small) ideal: >= 0.95 S*
+        assert third["1gpu-tp1", v]["measured_speedup"] >= 0.98 * third["1gpu-tp1", v]["ideal_speedup"]
+    assert third["1gpu-tp1", 10]["ideal_speedup"] < 1.031  # the 1-GPU sync slot is 0.43 s of a 13.3 s step
+    tp2 = third["2gpu-tp2", 10]
+    assert 1.2 < third["2gpu-tp2", 1]["sync_time_s"] < 1.3 and 0.99 < tp2["measured_speedup"] / tp2["ideal_speedup"] < 1.0
+    assert tp2["measured_speedup_ci90"][0] > 1.0  # faster than v=1 beyond the step-to-step noise
+    off = third["2gpu-tp2-offload", 10]
+    assert [third["2gpu-tp2-offload", v]["measured_steps"] for v in (1, 10)] == [23, 23]
+    assert off["measured_speedup"] < 0.95 * off["ideal_speedup"] < off["ideal_speedup"] < off["measured_speedup_ci90"][1]
+    assert 0.3 < off["sync_slot_on_skipped_steps"]["median"] < 0.33 < 1.1 < third["2gpu-tp2-offload", 1]["sync_time_s"]
+    for r in (third["1gpu-tp1", 10], tp2, off):  # the cache need not have been emptied: if_needed would keep it
+        assert r["empty_cache_on_skip"] == "always" and r["skip_min_free_frac"]["p10"] > r["gpu_memory_utilization"]
 
 
 # ----------------------------------------------------------------------------- jobs side by side
