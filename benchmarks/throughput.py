@@ -306,7 +306,27 @@ def gpu_groups(gpus: str | None, n_gpus: int) -> list[str] | None:
 
 
 def job_name(args, v: int) -> str:
-    return f"{args.layout}_{args.model}_v{v}"
+    """``<layout>_<model>_v<v>``, plus ``_<mode>`` for a lagged job whose ``empty_cache_on_skip`` is not
+    ``always`` (two modes of one v can run side by side)."""
+    mode = "" if v == 1 or args.empty_cache_on_skip == "always" else f"_{args.empty_cache_on_skip}"
+    return f"{args.layout}_{args.model}_v{v}{mode}"
+
+
+def skip_modes(value: str) -> list[str]:
+    """``--empty-cache-on-skip``: one mode of ``algorithm.off_grpo.empty_cache_on_skip``, or a comma
+    list of distinct modes (an A/B: every lagged v runs once per mode, side by side with ``--gpus``)."""
+    modes = [m.strip() for m in value.split(",") if m.strip()]
+    if not modes or len(set(modes)) != len(modes) or any(m not in EMPTY_CACHE_ON_SKIP_MODES for m in modes):
+        raise ValueError(f"--empty-cache-on-skip {value}: distinct modes out of {', '.join(EMPTY_CACHE_ON_SKIP_MODES)}")
+    return modes
+
+
+def jobs_of(args) -> list[tuple[int, argparse.Namespace]]:
+    """The jobs of one command as ``(v, job args)``: v=1 once (it never skips), every v > 1 once per
+    mode of ``args.skip_modes`` (the job's args carry that mode as ``empty_cache_on_skip``)."""
+    return [(v, argparse.Namespace(**{**vars(args), "empty_cache_on_skip": mode}))
+            for v in (int(x) for x in args.v.split(","))
+            for mode in (args.skip_modes[:1] if v == 1 else args.skip_modes)]  # fmt: skip
 
 
 def job_row(args, v: int, metrics: dict[int, dict], run: dict, device, params, gpu=None) -> dict:
@@ -470,9 +490,10 @@ def main(argv=None) -> int:
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--offload", action="store_true", help="FSDP param + optimizer offload")
     p.add_argument("--keep-weights", default="sleep_level1", choices=KEEP_WEIGHTS_MODES)
-    p.add_argument("--empty-cache-on-skip", default="always", choices=EMPTY_CACHE_ON_SKIP_MODES,
-                   help="algorithm.off_grpo.empty_cache_on_skip of the lagged jobs; its rows are kept apart from "
-                        "the other setting's and compared with the same v=1 row")  # fmt: skip
+    p.add_argument("--empty-cache-on-skip", default="always",
+                   help=f"algorithm.off_grpo.empty_cache_on_skip of the lagged jobs ({', '.join(EMPTY_CACHE_ON_SKIP_MODES)}), "
+                        "or a comma list of them: each lagged v then runs once per mode (side by side with --gpus); "
+                        "the rows of each mode are kept apart and compared with the same v=1 row")  # fmt: skip
     p.add_argument("--batch", type=int, default=16, help="prompts per step")
     p.add_argument("--n", type=int, default=4, help="samples per prompt")
     p.add_argument("--response-length", type=int, default=256)
@@ -508,9 +529,11 @@ def main(argv=None) -> int:
     args.layout = args.layout or f"{args.n_gpus}gpu-tp{args.tp}{'-offload' if args.offload else ''}"
     try:
         args.gpu_groups = gpu_groups(args.gpus, args.n_gpus)
+        args.skip_modes = skip_modes(args.empty_cache_on_skip)
     except ValueError as err:
         p.error(str(err))
-    args.concurrent_jobs = mainppo_job.concurrency(args.gpu_groups, len(args.v.split(",")))
+    args.empty_cache_on_skip = args.skip_modes[0]
+    args.concurrent_jobs = mainppo_job.concurrency(args.gpu_groups, len(jobs_of(args)))
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -518,8 +541,8 @@ def main(argv=None) -> int:
     if args.import_jsonl or args.rows_from:
         if args.import_jsonl and not args.device:
             p.error("--import-jsonl needs --device (the GPU the run used)")
-        if args.import_jsonl and "," in args.v:
-            p.error("--import-jsonl imports one job: give its single --v")
+        if args.import_jsonl and ("," in args.v or len(args.skip_modes) > 1):
+            p.error("--import-jsonl imports one job: give its single --v and --empty-cache-on-skip")
         batches = [[imported_row(args, Path(args.import_jsonl))]] if args.import_jsonl else []
         documents = [json.loads(Path(f).read_text()) for f in args.rows_from]
         batches += [[restated(r) for r in d.get("rows", [])] for d in documents]
@@ -566,7 +589,7 @@ def work_dir(args, out: Path) -> Path:
 
 
 def run_jobs(args, out: Path) -> tuple[list[dict], dict]:
-    """Build (or reuse) the model and data in the work dir, run the job of every v; (rows, versions)."""
+    """Build (or reuse) the model and data in the work dir, run every job (:func:`jobs_of`); (rows, versions)."""
     t0 = time.time()
     work = work_dir(args, out)
     model_dir, data_dir, log_dir = work / f"model_{args.model}", work / "data", work / "logs"
@@ -577,8 +600,8 @@ def run_jobs(args, out: Path) -> tuple[list[dict], dict]:
     info = mainppo_job.versions()
     print(f"[throughput] model {shape} ready after {time.time() - t0:.1f}s; {info}", flush=True)
     rows = mainppo_job.on_gpus(
-        [int(v) for v in args.v.split(",")], args.gpu_groups,
-        lambda v, env: run_job(args, v, model_dir, data_dir, log_dir, info, shape, env),
+        jobs_of(args), args.gpu_groups,
+        lambda job, env: run_job(job[1], job[0], model_dir, data_dir, log_dir, info, shape, env),
     )  # fmt: skip
     return rows, info
 

@@ -644,6 +644,49 @@ def test_throughput_runs_multi_gpu_jobs_side_by_side_on_consecutive_gpu_groups(t
         throughput.gpu_groups("0,0", 1)
 
 
+def test_throughput_runs_both_empty_cache_modes_side_by_side_against_one_v1_job(tmp_path, monkeypatch):
+    """--empty-cache-on-skip always,if_needed: v=1 runs once, v=10 once per mode, all three at once; each
+    lagged job gets its own knob value, and both lagged rows are compared with the one v=1 row."""
+    launched = {}
+
+    def fake_run_main_ppo(name, overrides, out, log_dir, timeout, steps, stall_s, **env):
+        launched[name] = ([o for o in overrides if o.startswith("algorithm.off_grpo.empty_cache_on_skip=")],
+                          env.get("CUDA_VISIBLE_DEVICES"))  # fmt: skip
+        v = 1 if "_v1" in name and "_v10" not in name else 10
+        skip_s = 0.2 if name.endswith("_if_needed") else 0.6
+        return 0, {"startup_s": 1.0, "stalled": False, "memory": {}}, _verl_jsonl(
+            log_dir / f"{name}.jsonl", [30.0, 10.0, 10.0, 10.0], sync_every=v,
+            extra={"timing_s/off_grpo_skip_empty_cache": skip_s})  # fmt: skip
+
+    monkeypatch.setattr(mainppo_job, "run_main_ppo", fake_run_main_ppo)
+    monkeypatch.setattr(mainppo_job, "ON_GPUS_STAGGER_S", 0.0)
+    monkeypatch.setattr(mainppo_job, "versions", lambda: {"device": "fake"})
+    model = tmp_path / "w" / "model_qwen2.5-1.5b"
+    model.mkdir(parents=True)
+    (model / "offgrpo_shape.json").write_text(json.dumps({"shape": "qwen2.5-1.5b", "params": 1}))
+    common = ["--out", str(tmp_path / "out"), "--work", str(tmp_path / "w"), "--v", "1,10", "--warmup", "1"]
+    for bad in ("always,sometimes", "always,always", ","):  # refused before any job starts
+        with pytest.raises(SystemExit):
+            throughput.main([*common, "--empty-cache-on-skip", bad, "--gpus", "0,1,2"])
+    with pytest.raises(SystemExit):  # an imported metrics file is one job
+        throughput.main([*common[:4], "--v", "10", "--empty-cache-on-skip", "always,if_needed",
+                         "--import-jsonl", str(tmp_path / "x.jsonl"), "--device", "H100"])  # fmt: skip
+    assert launched == {}
+    assert throughput.main([*common, "--empty-cache-on-skip", "always,if_needed", "--gpus", "0,1,2"]) == 0
+    assert {name: knob for name, (knob, _) in launched.items()} == {
+        "1gpu-tp1_qwen2.5-1.5b_v1": ["algorithm.off_grpo.empty_cache_on_skip=always"],
+        "1gpu-tp1_qwen2.5-1.5b_v10": ["algorithm.off_grpo.empty_cache_on_skip=always"],
+        "1gpu-tp1_qwen2.5-1.5b_v10_if_needed": ["algorithm.off_grpo.empty_cache_on_skip=if_needed"],
+    }
+    assert sorted(gpu for _, gpu in launched.values()) == ["0", "1", "2"]  # all three at once
+    rows = json.loads((tmp_path / "out" / "throughput.json").read_text())["rows"]
+    assert [(r["v"], r["empty_cache_on_skip"], r["concurrent_jobs"]) for r in rows] == [
+        (1, None, 3), (10, "always", 3), (10, "if_needed", 3)]  # fmt: skip
+    one, always, if_needed = rows
+    assert always["ideal_speedup"] == if_needed["ideal_speedup"] == pytest.approx(10.0 / (10.0 - 0.9 * 2.0))
+    assert always["skip_empty_cache"]["median"] == 0.6 and if_needed["skip_empty_cache"]["median"] == 0.2
+
+
 def test_memory_sample_reads_only_the_jobs_gpus(monkeypatch):
     calls = []
 
