@@ -613,6 +613,17 @@ def test_on_gpus_staggers_the_first_wave_of_starts():
     assert offsets[0] < offsets[3] < offsets[1]  # a later job starts once a GPU frees up, without a stagger
 
 
+def _fake_throughput_jobs(tmp_path, monkeypatch, fake_run_main_ppo) -> None:
+    """throughput.main without a GPU: ``fake_run_main_ppo`` stands in for the main_ppo launch, side-by-side
+    jobs start at once, and a built 1.5B model is already in the work dir ``tmp_path/w``."""
+    monkeypatch.setattr(mainppo_job, "run_main_ppo", fake_run_main_ppo)
+    monkeypatch.setattr(mainppo_job, "ON_GPUS_STAGGER_S", 0.0)
+    monkeypatch.setattr(mainppo_job, "versions", lambda: {"device": "fake"})
+    model = tmp_path / "w" / "model_qwen2.5-1.5b"
+    model.mkdir(parents=True)
+    (model / "offgrpo_shape.json").write_text(json.dumps({"shape": "qwen2.5-1.5b", "params": 1}))
+
+
 def test_throughput_runs_multi_gpu_jobs_side_by_side_on_consecutive_gpu_groups(tmp_path, monkeypatch):
     """--n-gpus 2 --gpus 0,1,2,3: the v=1 and v=10 jobs run at once, on GPUs 0,1 and 2,3."""
     launched = []
@@ -623,12 +634,7 @@ def test_throughput_runs_multi_gpu_jobs_side_by_side_on_consecutive_gpu_groups(t
         return 0, {"startup_s": 1.0, "stalled": False, "memory": {}}, _verl_jsonl(
             log_dir / f"{name}.jsonl", [30.0, 10.0, 10.0, 10.0], sync_every=v)  # fmt: skip
 
-    monkeypatch.setattr(mainppo_job, "run_main_ppo", fake_run_main_ppo)
-    monkeypatch.setattr(mainppo_job, "ON_GPUS_STAGGER_S", 0.0)
-    monkeypatch.setattr(mainppo_job, "versions", lambda: {"device": "fake"})
-    model = tmp_path / "w" / "model_qwen2.5-1.5b"
-    model.mkdir(parents=True)
-    (model / "offgrpo_shape.json").write_text(json.dumps({"shape": "qwen2.5-1.5b", "params": 1}))
+    _fake_throughput_jobs(tmp_path, monkeypatch, fake_run_main_ppo)
     common = ["--out", str(tmp_path / "out"), "--work", str(tmp_path / "w"), "--n-gpus", "2", "--tp", "2"]
     with pytest.raises(SystemExit):  # three ids do not make 2-GPU groups
         throughput.main([*common, "--gpus", "0,1,2"])
@@ -658,12 +664,7 @@ def test_throughput_runs_both_empty_cache_modes_side_by_side_against_one_v1_job(
             log_dir / f"{name}.jsonl", [30.0, 10.0, 10.0, 10.0], sync_every=v,
             extra={"timing_s/off_grpo_skip_empty_cache": skip_s})  # fmt: skip
 
-    monkeypatch.setattr(mainppo_job, "run_main_ppo", fake_run_main_ppo)
-    monkeypatch.setattr(mainppo_job, "ON_GPUS_STAGGER_S", 0.0)
-    monkeypatch.setattr(mainppo_job, "versions", lambda: {"device": "fake"})
-    model = tmp_path / "w" / "model_qwen2.5-1.5b"
-    model.mkdir(parents=True)
-    (model / "offgrpo_shape.json").write_text(json.dumps({"shape": "qwen2.5-1.5b", "params": 1}))
+    _fake_throughput_jobs(tmp_path, monkeypatch, fake_run_main_ppo)
     common = ["--out", str(tmp_path / "out"), "--work", str(tmp_path / "w"), "--v", "1,10", "--warmup", "1"]
     for bad in ("always,sometimes", "always,always", ","):  # refused before any job starts
         with pytest.raises(SystemExit):
