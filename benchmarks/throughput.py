@@ -433,22 +433,22 @@ def measured_steps_of(row: dict) -> list[float]:
 
 
 def speedup_interval(t1_steps: list[float], tv_steps: list[float], level: float = 0.9,
-                     resamples: int = 4000, seed: int = 0) -> list[float] | None:
-    """Bootstrap interval of the measured speedup median(T_1)/median(T_v).
+                     resamples: int = 4000, seed: int = 0, statistic=np.median) -> list[float] | None:
+    """Bootstrap interval of the measured speedup statistic(T_1)/statistic(T_v) (median by default).
 
     Both step lists are resampled with replacement (independently: two jobs), ``resamples`` times with
     a fixed seed; the interval is the (1 − level)/2 and (1 + level)/2 percentiles of the ratio of the
-    resampled medians. It says whether a measured speedup is distinguishable from a target such as
+    resampled statistics. It says whether a measured speedup is distinguishable from a target such as
     0.95·S* given the step-to-step spread. None if either list is empty.
     """
     if not t1_steps or not tv_steps:
         return None
     rng = np.random.default_rng(seed)
     t1, tv = np.asarray(t1_steps, dtype=float), np.asarray(tv_steps, dtype=float)
-    med1 = np.median(t1[rng.integers(0, len(t1), (resamples, len(t1)))], axis=1)
-    medv = np.median(tv[rng.integers(0, len(tv), (resamples, len(tv)))], axis=1)
+    stat1 = statistic(t1[rng.integers(0, len(t1), (resamples, len(t1)))], axis=1)
+    statv = statistic(tv[rng.integers(0, len(tv), (resamples, len(tv)))], axis=1)
     tail = (1 - level) / 2 * 100
-    low, high = np.percentile(med1 / medv, [tail, 100 - tail])
+    low, high = np.percentile(stat1 / statv, [tail, 100 - tail])
     return [float(low), float(high)]
 
 
@@ -459,13 +459,16 @@ def add_speedups(rows: list[dict]) -> None:
     ``ideal_speedup_net_of_skip`` = T_1 / (T_1 − (1 − 1/v)·(T_sync − T_skip)) with the row's own
     median skip-slot time T_skip (level-1 wake + empty_cache are not free); ``measured_speedup`` = T_1/T_v,
     with ``measured_speedup_ci90`` its 90 % bootstrap interval over the two rows' measured steps
-    (:func:`speedup_interval`; v ≠ 1 only).
+    (:func:`speedup_interval`; v ≠ 1 only). T are median step times; ``measured_speedup_mean`` (and
+    ``measured_speedup_mean_ci90``) is the same ratio of mean step times, i.e. of the wall-clock for as
+    many steps, which a few slow steps under a shared host's load move more than they move the median.
     """
     base = {_base_key(r): r for r in rows if r["v"] == 1 and r.get("step_time_s") and r.get("sync_time_s")}
     for r in rows:
         b = base.get(_base_key(r))
         r["ideal_speedup"] = r["measured_speedup"] = r["ideal_speedup_net_of_skip"] = None
-        r.pop("measured_speedup_ci90", None)
+        for key in ("measured_speedup_ci90", "measured_speedup_mean", "measured_speedup_mean_ci90"):
+            r.pop(key, None)
         if b is None or not r.get("step_time_s"):
             continue
         t1, t_sync, v = b["step_time_s"], b["sync_time_s"], r["v"]
@@ -474,8 +477,12 @@ def add_speedups(rows: list[dict]) -> None:
         r["ideal_speedup_net_of_skip"] = t1 / (t1 - (1 - 1 / v) * (t_sync - t_skip))
         r["measured_speedup"] = t1 / r["step_time_s"]
         r["measured_over_ideal"] = r["measured_speedup"] / r["ideal_speedup"]
+        t1_steps, tv_steps = measured_steps_of(b), measured_steps_of(r)
+        if t1_steps and tv_steps:
+            r["measured_speedup_mean"] = float(np.mean(t1_steps) / np.mean(tv_steps))
         if v != 1:
-            r["measured_speedup_ci90"] = speedup_interval(measured_steps_of(b), measured_steps_of(r))
+            r["measured_speedup_ci90"] = speedup_interval(t1_steps, tv_steps)
+            r["measured_speedup_mean_ci90"] = speedup_interval(t1_steps, tv_steps, statistic=np.mean)
 
 
 def main(argv=None) -> int:

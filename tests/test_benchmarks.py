@@ -10,6 +10,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -451,6 +452,8 @@ def test_throughput_rows_from_saved_files_pool_without_a_gpu(tmp_path):
     assert ten["ideal_speedup"] == pytest.approx(12.5 / (12.5 - 0.9 * 2.0))
     assert ten["ideal_speedup_net_of_skip"] == pytest.approx(12.5 / (12.5 - 0.9 * (2.0 - 1.0)))
     assert ten["measured_speedup"] == pytest.approx(12.5 / 12.0)
+    assert ten["measured_speedup_mean"] == pytest.approx((14 + 13 + 12 + 12) / 4 / ((13 + 12 + 12 + 12) / 4))
+    assert one["measured_speedup_mean"] == 1.0 and "measured_speedup_mean_ci90" not in one
     with pytest.raises(ValueError, match="already pooled"):
         throughput.main(["--out", str(tmp_path / "again"), "--rows-from", str(second_v1),
                          "--merge", str(tmp_path / "throughput.json"), "--accumulate"])  # fmt: skip
@@ -485,7 +488,7 @@ def test_skip_variants_pool_apart_and_share_the_v1_row_and_no_sleep_has_its_own(
     assert throughput._base_key(always) == throughput._base_key({**always, "gpu_memory_utilization": 0.4})
 
 
-def test_speedup_interval_is_a_bootstrap_of_the_ratio_of_medians():
+def test_speedup_interval_is_a_bootstrap_of_the_ratio_of_medians_or_means():
     # constant step times: every resample has the same medians
     assert throughput.speedup_interval([2.0] * 5, [1.0] * 7) == [2.0, 2.0]
     assert throughput.speedup_interval([], [1.0]) is None
@@ -495,6 +498,12 @@ def test_speedup_interval_is_a_bootstrap_of_the_ratio_of_medians():
     # T_1 steps with one outlier among 21: its median stays 10 in nearly every resample, T_v = 8 → 1.25
     low, high = throughput.speedup_interval([10.0] * 20 + [30.0], [8.0] * 9)
     assert low == high == 1.25
+    # ... while the ratio of means moves with it: no outlier drawn (P (20/21)^21 = 0.36) gives 10/8, and
+    # the full sample's 230/21 / 8 = 1.369 lies inside
+    low, high = throughput.speedup_interval([10.0] * 20 + [30.0], [8.0] * 9, statistic=np.mean)
+    assert low == 1.25 and high > 230 / 21 / 8
+    # T_v {1, 3}: a resample's mean is 1, 2 or 3 with P 1/4, 1/2, 1/4, so 2/mean is 2, 1 or 2/3: [2/3, 2]
+    assert throughput.speedup_interval([2.0] * 3, [1.0, 3.0], statistic=np.mean) == pytest.approx([2 / 3, 2.0])
     # same seed, same interval (the committed rows are re-derived by a test)
     a, b = ([9.0, 10.0, 11.0, 12.5, 9.5], [8.0, 8.5, 9.0, 8.2])
     assert throughput.speedup_interval(a, b) == throughput.speedup_interval(a, b)
@@ -572,6 +581,9 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
     assert [third["2gpu-tp2-offload", v]["measured_steps"] for v in (1, 10)] == [23, 23]
     assert off["measured_speedup"] < 0.95 * off["ideal_speedup"] < off["ideal_speedup"] < off["measured_speedup_ci90"][1]
     assert 0.3 < off["sync_slot_on_skipped_steps"]["median"] < 0.33 < 1.1 < third["2gpu-tp2-offload", 1]["sync_time_s"]
+    lagged = [third["1gpu-tp1", v] for v in (2, 4, 10)] + [tp2, off]
+    assert all(r["measured_speedup_mean"] >= 0.95 * r["ideal_speedup"] for r in lagged)  # by the wall-clock for as many steps
+    assert 1.05 < off["measured_speedup_mean"] < 1.06 and off["measured_speedup_mean_ci90"][0] < 1.0
     for r in (third["1gpu-tp1", 10], tp2, off):  # the cache need not have been emptied: if_needed would keep it
         assert r["empty_cache_on_skip"] == "always" and r["skip_min_free_frac"]["p10"] > r["gpu_memory_utilization"]
 
