@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from pathlib import Path
 
 
@@ -67,8 +68,8 @@ def plot_throughput(data: dict, out: Path, plt) -> None:
 
 def _median_of_steps(row: dict, key: str) -> float:
     """Median of one per-step part over a row's measured steps (0 where the part was not logged)."""
-    vals = sorted(s[key] for s in row["steps"] if s.get("measured", s["step"] > 2) and s.get(key) is not None)
-    return (vals[(len(vals) - 1) // 2] + vals[len(vals) // 2]) / 2 if vals else 0.0
+    vals = [s[key] for s in row["steps"] if s.get("measured", s["step"] > 2) and s.get(key) is not None]
+    return statistics.median(vals) if vals else 0.0
 
 
 def _throughput_label(row: dict) -> str:
