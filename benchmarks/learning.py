@@ -25,7 +25,8 @@ steps it logged (``complete: false``). Writes/merges ``OUT/learning.json``::
 Each curve row also carries the step's timing (step, gen, update_actor, sync slot), whether it
 synced, its rollout lag, mean |log r'| and the all-equal group fraction (``STEP_COLUMNS``).
 ``--keep-weights no_sleep`` runs a config with vLLM never sleeping, stored as ``<config>+no_sleep``
-(compared by ``benchmarks/keep_weights.py``).
+(compared by ``benchmarks/keep_weights.py``). Runs with ``--extra`` hydra overrides are another job:
+they need ``--variant NAME`` and are stored as ``<config>+NAME``, never pooled with the config's runs.
 
 Usage on the GPU machine (one config per 10-minute command; accumulate with --merge)::
 
@@ -68,6 +69,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 import time
@@ -171,7 +173,7 @@ def job_overrides(args, name: str, seed: int, model_dir: Path, data_dir: Path, r
         updates["actor_rollout_ref.rollout.free_cache_engine"] = False
     if checkpointed(args, name):
         updates.update({
-            "trainer.default_local_dir": Path(args.ckpt_dir) / run_tag(name, seed, args.keep_weights),
+            "trainer.default_local_dir": Path(args.ckpt_dir) / run_tag(name, seed, args.keep_weights, getattr(args, "variant", None)),
             "trainer.save_freq": args.save_freq,
             "trainer.resume_mode": "auto",
             "trainer.max_actor_ckpt_to_keep": 1,
@@ -189,9 +191,9 @@ def checkpointed(args, name: str) -> bool:
     return bool(getattr(args, "ckpt_dir", None)) and (not only or name in only.split(","))
 
 
-def run_tag(name: str, seed: int, keep_weights: str = "sleep_level1") -> str:
+def run_tag(name: str, seed: int, keep_weights: str = "sleep_level1", variant: str | None = None) -> str:
     """A run's name in logs and checkpoints: ``<config entry>_s<seed>``."""
-    return f"{entry_name(name, keep_weights)}_s{seed}"
+    return f"{entry_name(name, keep_weights, variant)}_s{seed}"
 
 
 def run_parts(run: dict) -> list[dict]:
@@ -332,9 +334,22 @@ def merge(result: dict, earlier: dict | None) -> dict:
     return {**result, "device": device, "configs": configs, "runs": runs}
 
 
-def entry_name(name: str, keep_weights: str) -> str:
-    """The JSON key of a config run with ``keep_weights``: ``name`` for the default, else ``name+<mode>``."""
-    return name if keep_weights == "sleep_level1" else f"{name}+{keep_weights}"
+def entry_name(name: str, keep_weights: str, variant: str | None = None) -> str:
+    """The JSON key of a config run: ``name``, plus ``+<mode>`` for a ``keep_weights`` other than the
+    default and ``+<variant>`` for a run with ``--extra`` overrides (``--variant``)."""
+    mode = "" if keep_weights == "sleep_level1" else f"+{keep_weights}"
+    return f"{name}{mode}" + (f"+{variant}" if variant else "")
+
+
+def check_variant(variant: str | None, extra: list[str]) -> None:
+    """``--extra`` overrides change the job, so its runs need their own name (``--variant``), and a
+    variant names a change (``--extra``); a name is letters, digits, ``_`` and ``-``. ValueError if not."""
+    if extra and not variant:
+        raise ValueError(f"--extra {extra} changes the job: name the variant (--variant NAME, stored as <config>+NAME)")
+    if variant and not extra:
+        raise ValueError(f"--variant {variant} without --extra would store the config's own job under another name")
+    if variant and not re.fullmatch(r"[A-Za-z0-9_-]+", variant):
+        raise ValueError(f"--variant {variant!r}: letters, digits, '_' and '-' only")
 
 
 def job_list(args) -> list[tuple[str, int]]:
@@ -356,7 +371,7 @@ def job_list(args) -> list[tuple[str, int]]:
 
 def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir: Path,
             env_extra: dict[str, str] | None = None) -> tuple[list[dict], dict]:
-    tag = run_tag(name, seed, args.keep_weights)
+    tag = run_tag(name, seed, args.keep_weights, args.variant)
     resumed = resumed_from(args.ckpt_dir, tag) if checkpointed(args, name) else 0
     start = time.time()
     rc, progress, jsonl = mainppo_job.run_main_ppo(
@@ -367,7 +382,7 @@ def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir
     rows = curve(mainppo_job.parse_jsonl(jsonl))
     trained = [r for r in rows if r["step"] >= 1]
     info = {
-        "config": entry_name(name, args.keep_weights),
+        "config": entry_name(name, args.keep_weights, args.variant),
         "seed": seed,
         "tag": tag,
         "parts": [{"tag": part_tag(tag, resumed), "resumed_from": resumed, "returncode": rc,
@@ -431,7 +446,10 @@ def main(argv=None) -> int:
     p.add_argument("--rebuild", default=None, metavar="LOG_DIR",
                    help="no GPU: re-derive the curves of the --merge JSON from the saved logs in LOG_DIR "
                         "(<tag>.jsonl, <tag>.log or <tag>.log.gz) and write OUT/learning.json")
-    p.add_argument("--extra", nargs="*", default=[])
+    p.add_argument("--extra", nargs="*", default=[], help="extra hydra overrides for every job (needs --variant)")
+    p.add_argument("--variant", default=None,
+                   help="name of the change --extra makes; its runs are stored as '<config>+NAME', apart from the "
+                        "config's own runs")  # fmt: skip
     args = p.parse_args(argv)
     args.t0 = time.time()
 
@@ -446,6 +464,7 @@ def main(argv=None) -> int:
         return 0
     try:
         jobs = job_list(args)  # before any GPU work
+        check_variant(args.variant, args.extra)
     except ValueError as err:
         p.error(str(err))
     work = Path(args.work).resolve() if args.work else out / "learning_work"
@@ -473,8 +492,9 @@ def main(argv=None) -> int:
     concurrent = mainppo_job.concurrency(gpus, len(jobs))
     for (name, seed), (rows, run) in zip(jobs, done):
         v, i, mask = CONFIGS[name]
-        entry = result["configs"].setdefault(entry_name(name, args.keep_weights), {
-            "v": v, "i": i, "zero_var_mask": mask, "keep_weights": args.keep_weights, "seeds": {}})
+        entry = result["configs"].setdefault(entry_name(name, args.keep_weights, args.variant), {
+            "v": v, "i": i, "zero_var_mask": mask, "keep_weights": args.keep_weights, "seeds": {},
+            **({"variant": args.variant, "extra_overrides": list(args.extra)} if args.variant else {})})
         entry["seeds"][str(seed)] = rows
         result["runs"].append({**run, "concurrent_jobs": concurrent, "device": info.get("device")})
     result = merge(result, earlier)

@@ -714,6 +714,15 @@ def test_memory_sample_reads_only_the_jobs_gpus(monkeypatch):
     assert "-i" not in calls[-1]
 
 
+def _fake_learning_jobs(tmp_path, monkeypatch, fake_run_main_ppo) -> None:
+    """learning.main without a GPU: ``fake_run_main_ppo`` stands in for the main_ppo launch, side-by-side
+    jobs start at once, and ``tmp_path/model`` is the model (``--model-path``)."""
+    monkeypatch.setattr(mainppo_job, "run_main_ppo", fake_run_main_ppo)
+    monkeypatch.setattr(mainppo_job, "ON_GPUS_STAGGER_S", 0.0)
+    monkeypatch.setattr(mainppo_job, "versions", lambda: {"device": "fake"})
+    (tmp_path / "model").mkdir()
+
+
 def test_learning_runs_the_configs_side_by_side_on_the_given_gpus(tmp_path, monkeypatch):
     """--gpus: every (config, seed) job gets its own GPU; the results are collected as in a sequential run."""
     launched = []
@@ -726,10 +735,7 @@ def test_learning_runs_the_configs_side_by_side_on_the_given_gpus(tmp_path, monk
         jsonl.write_text("\n".join(json.dumps(r) for r in rows))
         return 0, {"startup_s": 1.0, "memory": {}}, jsonl
 
-    monkeypatch.setattr(mainppo_job, "run_main_ppo", fake_run_main_ppo)
-    monkeypatch.setattr(mainppo_job, "ON_GPUS_STAGGER_S", 0.0)
-    monkeypatch.setattr(mainppo_job, "versions", lambda: {"device": "fake"})
-    (tmp_path / "model").mkdir()
+    _fake_learning_jobs(tmp_path, monkeypatch, fake_run_main_ppo)
     out = tmp_path / "out"
     learning.main(["--out", str(out), "--work", str(tmp_path / "w"), "--model-path", str(tmp_path / "model"),
                    "--config", "on_policy,off_policy_v10", "--seeds", "0", "--steps", "2", "--gpus", "0,1"])  # fmt: skip
@@ -757,10 +763,7 @@ def test_learning_jobs_runs_exactly_the_named_config_seed_pairs(tmp_path, monkey
         jsonl.write_text(json.dumps({"step": 1, "data": {"timing_s/step": 2.0, "critic/score/mean": 0.5}}))
         return 0, {"startup_s": 1.0, "memory": {}}, jsonl
 
-    monkeypatch.setattr(mainppo_job, "run_main_ppo", fake_run_main_ppo)
-    monkeypatch.setattr(mainppo_job, "ON_GPUS_STAGGER_S", 0.0)
-    monkeypatch.setattr(mainppo_job, "versions", lambda: {"device": "fake"})
-    (tmp_path / "model").mkdir()
+    _fake_learning_jobs(tmp_path, monkeypatch, fake_run_main_ppo)
     common = ["--work", str(tmp_path / "w"), "--model-path", str(tmp_path / "model"), "--steps", "1"]
     learning.main(["--out", str(tmp_path / "out"), *common, "--jobs", "on_policy:2,reuse_i10:1", "--gpus", "0,1"])
     assert sorted(launched) == [("on_policy_s2", False), ("reuse_i10_s1", True)]
@@ -771,6 +774,40 @@ def test_learning_jobs_runs_exactly_the_named_config_seed_pairs(tmp_path, monkey
         with pytest.raises(SystemExit):
             learning.main(["--out", str(tmp_path / "bad"), "--jobs", bad])
     assert len(launched) == 2
+
+
+def test_learning_extra_overrides_are_a_named_variant_stored_apart_from_the_config(tmp_path, monkeypatch):
+    """--extra changes the job, so it needs --variant: the run gets its own tag, checkpoint dir and JSON
+    entry ``<config>+NAME`` (with the overrides), and merges beside the config's own runs, not into them."""
+    launched = []
+
+    def fake_run_main_ppo(name, overrides, out, log_dir, timeout, steps, stall_s, **env):
+        launched.append((name, "actor_rollout_ref.actor.use_torch_compile=False" in overrides,
+                         [o for o in overrides if o.startswith("trainer.default_local_dir=")]))  # fmt: skip
+        jsonl = log_dir / f"{name}.jsonl"
+        jsonl.write_text(json.dumps({"step": 1, "data": {"timing_s/step": 2.0, "critic/score/mean": 0.5}}))
+        return 0, {"startup_s": 1.0, "memory": {}}, jsonl
+
+    _fake_learning_jobs(tmp_path, monkeypatch, fake_run_main_ppo)
+    common = ["--work", str(tmp_path / "w"), "--model-path", str(tmp_path / "model"), "--steps", "1", "--jobs", "reuse_i10:0"]
+    build_task = learning.build_task
+    monkeypatch.setattr(learning, "build_task", lambda *_: pytest.fail("prepared the task before the check"))
+    for bad in (["--extra", "actor_rollout_ref.actor.use_torch_compile=False"],  # unnamed change
+                ["--variant", "no_compile"],  # a name without a change
+                ["--variant", "no compile", "--extra", "actor_rollout_ref.actor.use_torch_compile=False"]):  # fmt: skip
+        with pytest.raises(SystemExit):
+            learning.main(["--out", str(tmp_path / "bad"), *common, *bad])
+    monkeypatch.setattr(learning, "build_task", build_task)
+    learning.main(["--out", str(tmp_path / "a"), *common])
+    learning.main(["--out", str(tmp_path / "b"), *common, "--variant", "no_compile", "--ckpt-dir", str(tmp_path / "ck"),
+                   "--extra", "actor_rollout_ref.actor.use_torch_compile=False", "--merge", str(tmp_path / "a" / "learning.json")])  # fmt: skip
+    assert launched == [("reuse_i10_s0", False, []),
+                        ("reuse_i10+no_compile_s0", True, [f"trainer.default_local_dir={tmp_path / 'ck' / 'reuse_i10+no_compile_s0'}"])]  # fmt: skip
+    result = json.loads((tmp_path / "b" / "learning.json").read_text())
+    assert sorted(result["configs"]) == ["reuse_i10", "reuse_i10+no_compile"]
+    variant = result["configs"]["reuse_i10+no_compile"]
+    assert (variant["i"], variant["variant"], variant["extra_overrides"]) == (10, "no_compile", ["actor_rollout_ref.actor.use_torch_compile=False"])
+    assert "variant" not in result["configs"]["reuse_i10"] and [r["config"] for r in result["runs"]] == ["reuse_i10", "reuse_i10+no_compile"]
 
 
 @pytest.mark.parametrize("script", ["learning", "throughput", "sync_e2e"])
