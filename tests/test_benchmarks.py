@@ -164,7 +164,8 @@ import learning_summary  # noqa: E402
 @pytest.mark.parametrize("name", sorted(learning.CONFIGS))
 @pytest.mark.parametrize("trainer", ["v0", "v1"])
 def test_learning_jobs_compose_and_pass_the_startup_checks(tmp_path, name, trainer):
-    """Every (config, trainer) job of the learning benchmark is a valid verl + plugin config."""
+    """Every (config, trainer) job of the learning benchmark is a valid verl + plugin config; reuse_i10 with
+    the results page's planned ``--extra`` (no gradient checkpointing, no torch.compile) too."""
     from hydra import compose, initialize_config_dir
 
     import verl  # noqa: F401  (loads the plugin, which wraps validate_config)
@@ -174,6 +175,9 @@ def test_learning_jobs_compose_and_pass_the_startup_checks(tmp_path, name, train
 
     ns = type("A", (), dict(batch=32, response_length=48, data_seed=1, lr=1e-5, n=8, temperature=1.0, steps=60,
                              test_freq=10, trainer=trainer, extra=[]))()  # fmt: skip
+    if name == "reuse_i10":
+        ns.extra = ["actor_rollout_ref.model.enable_gradient_checkpointing=False",
+                    "actor_rollout_ref.actor.use_torch_compile=False"]  # fmt: skip
     overrides = learning.job_overrides(ns, name, 0, tmp_path / "model", tmp_path / "data")
     with initialize_config_dir(config_dir=config_dir(), version_base=None):
         cfg = compose(config_name="off_grpo_trainer", overrides=overrides)
@@ -181,6 +185,8 @@ def test_learning_jobs_compose_and_pass_the_startup_checks(tmp_path, name, train
     assert cfg.algorithm.off_grpo.sync_period == v and cfg.actor_rollout_ref.actor.ppo_epochs == i
     assert cfg.algorithm.off_grpo.zero_var_mask is mask
     assert cfg.algorithm.adv_estimator == "off_grpo" and cfg.reward.custom_reward_function.path == "pkg://verl_offgrpo.rewards"
+    checkpointing_and_compile = (cfg.actor_rollout_ref.model.enable_gradient_checkpointing, cfg.actor_rollout_ref.actor.use_torch_compile)
+    assert checkpointing_and_compile == ((False, False) if ns.extra else (True, True))
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
 
 
