@@ -321,11 +321,10 @@ def skip_modes(value: str) -> list[str]:
     return modes
 
 
-def jobs_of(args) -> list[tuple[int, argparse.Namespace]]:
-    """The jobs of one command as ``(v, job args)``: v=1 once (it never skips), every v > 1 once per
-    mode of ``args.skip_modes`` (the job's args carry that mode as ``empty_cache_on_skip``)."""
-    return [(v, argparse.Namespace(**{**vars(args), "empty_cache_on_skip": mode}))
-            for v in (int(x) for x in args.v.split(","))
+def jobs_of(args) -> list[tuple[int, str]]:
+    """The jobs of one command as ``(v, empty_cache_on_skip mode)``: v=1 once (it never skips), every
+    v > 1 once per mode of ``args.skip_modes``."""
+    return [(v, mode) for v in (int(x) for x in args.v.split(","))
             for mode in (args.skip_modes[:1] if v == 1 else args.skip_modes)]  # fmt: skip
 
 
@@ -540,7 +539,8 @@ def main(argv=None) -> int:
     except ValueError as err:
         p.error(str(err))
     args.empty_cache_on_skip = args.skip_modes[0]
-    args.concurrent_jobs = mainppo_job.concurrency(args.gpu_groups, len(jobs_of(args)))
+    args.jobs = jobs_of(args)
+    args.concurrent_jobs = mainppo_job.concurrency(args.gpu_groups, len(args.jobs))
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -596,7 +596,8 @@ def work_dir(args, out: Path) -> Path:
 
 
 def run_jobs(args, out: Path) -> tuple[list[dict], dict]:
-    """Build (or reuse) the model and data in the work dir, run every job (:func:`jobs_of`); (rows, versions)."""
+    """Build (or reuse) the model and data in the work dir, run every job of ``args.jobs`` (:func:`jobs_of`),
+    each with its own ``empty_cache_on_skip``; (rows, versions)."""
     t0 = time.time()
     work = work_dir(args, out)
     model_dir, data_dir, log_dir = work / f"model_{args.model}", work / "data", work / "logs"
@@ -607,8 +608,9 @@ def run_jobs(args, out: Path) -> tuple[list[dict], dict]:
     info = mainppo_job.versions()
     print(f"[throughput] model {shape} ready after {time.time() - t0:.1f}s; {info}", flush=True)
     rows = mainppo_job.on_gpus(
-        jobs_of(args), args.gpu_groups,
-        lambda job, env: run_job(job[1], job[0], model_dir, data_dir, log_dir, info, shape, env),
+        args.jobs, args.gpu_groups,
+        lambda job, env: run_job(argparse.Namespace(**{**vars(args), "empty_cache_on_skip": job[1]}), job[0],
+                                 model_dir, data_dir, log_dir, info, shape, env),
     )  # fmt: skip
     return rows, info
 
