@@ -237,6 +237,7 @@ STEP_COLUMNS = {
     "step_time_s": "timing_s/step",
     "gen_s": "timing_s/gen",
     "update_actor_s": "timing_s/update_actor",
+    "old_log_prob_s": "timing_s/old_log_prob",  # one forward pass over the batch: the same work in every config
     "sync_slot_s": "timing_s/off_grpo_sync",
     "synced": "off_grpo/synced",
     "rollout_lag": "off_grpo/rollout_lag",
