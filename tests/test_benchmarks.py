@@ -356,17 +356,16 @@ def test_committed_learning_and_keep_weights_results_are_what_the_scripts_derive
     assert all(r["metrics_source"].endswith(".log.gz") for r in committed["runs"])
     kw = json.loads((results / "keep_weights.json").read_text())
     assert kw == keep_weights.compare(committed, kw["config"], kw["seed"])
-    summaries = sorted(results.glob("learning_summary*.json"))
-    assert [p.name for p in summaries] == ["learning_summary.json", "learning_summary_h36.json"]
-    for path in summaries:  # each is learning_summary.py --horizon H over the committed curves
-        summary = json.loads(path.read_text())
+    summaries = {p.name: json.loads(p.read_text()) for p in sorted(results.glob("learning_summary*.json"))}
+    assert list(summaries) == ["learning_summary.json", "learning_summary_h36.json"]
+    for summary in summaries.values():  # each is learning_summary.py --horizon H over the committed curves
         assert summary == json.loads(json.dumps(learning_summary.summarize(committed, summary["horizon"])))
     # what the results page states: no_sleep holds vLLM's KV-cache pool during training, and skips the wake
     assert kw["no_sleep_minus_sleep"]["gpu_mib_median"] > 40_000
     assert kw["modes"]["no_sleep"]["sync_slot_skipped_s"] < 0.01 < kw["modes"]["sleep_level1"]["sync_slot_skipped_s"]
     # what the results page states about the paper's ordering (§4): +mask = on-policy within 0.015, v=10 within
     # 0.035 below +mask on its lag-0 steps, over 19 steps (3 seeds) and 36 (seeds 0, 1)
-    by_horizon = {json.loads(p.read_text())["horizon"]: json.loads(p.read_text())["paired"] for p in summaries}
+    by_horizon = {summary["horizon"]: summary["paired"] for summary in summaries.values()}
     for horizon, seeds in ((19, "012"), (36, "01")):
         for seed in seeds:
             paired = by_horizon[horizon][seed]
