@@ -70,6 +70,7 @@ import argparse
 import importlib.util
 import json
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -430,6 +431,9 @@ def main(argv=None) -> int:
                    help="wall seconds this whole command may take (e.g. the outer timeout): each job's run timeout "
                         "is cut to end in time for the results to be written")  # fmt: skip
     p.add_argument("--stall-s", type=float, default=150.0)
+    p.add_argument("--machine", default=socket.gethostname(),
+                   help="label of the lease/host, kept in every run: wall-clock and step times are compared only "
+                        "between runs of one machine (learning_summary.py)")
     p.add_argument("--gpus", default=None,
                    help="comma list of GPU ids: run the (config, seed) jobs side by side, one GPU each "
                         "(a 4-GPU machine runs the four configs in one command); default: one after another")
@@ -497,7 +501,7 @@ def main(argv=None) -> int:
             "v": v, "i": i, "zero_var_mask": mask, "keep_weights": args.keep_weights, "seeds": {},
             **({"variant": args.variant, "extra_overrides": list(args.extra)} if args.variant else {})})
         entry["seeds"][str(seed)] = rows
-        result["runs"].append({**run, "concurrent_jobs": concurrent, "device": info.get("device")})
+        result["runs"].append({**run, "concurrent_jobs": concurrent, "device": info.get("device"), "machine": args.machine})
     result = merge(result, earlier)
     mainppo_job.write_results("learning.json", result, out, work)
     print(f"[learning] -> {out / 'learning.json'} (and {work / 'learning.json'})", flush=True)

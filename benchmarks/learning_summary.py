@@ -15,8 +15,8 @@ Reads ``learning.json`` (``benchmarks/learning.py``) and, for every config and s
     wall_s_to_075     training wall-clock to ``first_step_075``
     step_time_s       median step time over steps 2 … H, leaving out the first step of every resumed
                       part (it repeats one-time start costs)
-    device, concurrent_jobs   where it ran (side-by-side jobs share a host; compare wall-clock only
-                      within one seed of one lease)
+    device, concurrent_jobs, machine   where it ran (side-by-side jobs share a host; ``machine`` is
+                      ``learning.py --machine``, the lease; wall-clock compares only within one of them)
 
 and, per seed, the paired differences the paper's claims are about:
 
@@ -72,6 +72,7 @@ def seed_summary(rows: list[dict], horizon: int, run: dict | None = None) -> dic
         "step_time_s": round(statistics.median(times), 3) if times else None,
         "device": (run or {}).get("device"),
         "concurrent_jobs": (run or {}).get("concurrent_jobs", 1),
+        "machine": (run or {}).get("machine"),
     }
 
 
@@ -95,11 +96,12 @@ def reward_diff(rows_a: list[dict], rows_b: list[dict], horizon: int, lag0_of_a:
 
 
 def _ratio(a: dict | None, b: dict | None, key: str) -> float | None:
-    """``a[key] / b[key]`` for two runs on the same device at the same concurrency (timings compare only
-    there), else None."""
+    """``a[key] / b[key]`` for two runs on the same device and machine at the same concurrency (timings
+    compare only there: two leases are two hosts), else None."""
     if not a or not b or not a.get(key) or not b.get(key):
         return None
-    if (a["device"], a["concurrent_jobs"]) != (b["device"], b["concurrent_jobs"]):
+    where = ("device", "concurrent_jobs", "machine")
+    if [a.get(k) for k in where] != [b.get(k) for k in where]:
         return None
     return round(a[key] / b[key], 3)
 

@@ -791,10 +791,12 @@ def test_learning_jobs_runs_exactly_the_named_config_seed_pairs(tmp_path, monkey
 
     _fake_learning_jobs(tmp_path, monkeypatch, fake_run_main_ppo)
     common = ["--work", str(tmp_path / "w"), "--model-path", str(tmp_path / "model"), "--steps", "1"]
-    learning.main(["--out", str(tmp_path / "out"), *common, "--jobs", "on_policy:2,reuse_i10:1", "--gpus", "0,1"])
+    learning.main(["--out", str(tmp_path / "out"), *common, "--jobs", "on_policy:2,reuse_i10:1", "--gpus", "0,1",
+                   "--machine", "h100x4-lease-a"])  # fmt: skip
     assert sorted(launched) == [("on_policy_s2", False), ("reuse_i10_s1", True)]
     result = json.loads((tmp_path / "out" / "learning.json").read_text())
     assert {c: sorted(e["seeds"]) for c, e in result["configs"].items()} == {"on_policy": ["2"], "reuse_i10": ["1"]}
+    assert [r["machine"] for r in result["runs"]] == ["h100x4-lease-a"] * 2  # learning_summary compares within it
     monkeypatch.setattr(learning, "smollm2_from_gguf", lambda *_: pytest.fail("converted the model before the check"))
     for bad in ("on_policy", "on_policy:x", "reuse_i1:1", "on_policy:1,on_policy:1"):
         with pytest.raises(SystemExit):
@@ -1057,7 +1059,8 @@ def test_learning_summary_pairs_the_configs_of_a_seed_on_their_common_steps():
     # over seeds: only the seeds that reached the horizon
     assert out["configs"]["on_policy"]["over_seeds"]["reward_auc"] == {"mean": 0.575, "min": 0.575, "max": 0.575, "n": 1}
     assert out["configs"]["reuse_i10"]["over_seeds"]["reward_auc"] is None
-    # timings of runs on different devices or at another concurrency are not compared
-    learning_json["runs"][3]["device"] = "H200"
-    assert learning_summary.summarize(learning_json, horizon=4)["paired"]["0"]["reuse_step_ratio"] is None
-    assert "| reuse_i10 | 0 | H200 (4) | 3 | 2 (30.0) |" in learning_summary.table(learning_summary.summarize(learning_json, 4))
+    # timings of runs on different devices or machines (leases) or at another concurrency are not compared
+    for key, other in (("machine", "lease-b"), ("concurrent_jobs", 1), ("device", "H200")):
+        learning_json["runs"][3][key] = other
+        assert learning_summary.summarize(learning_json, horizon=4)["paired"]["0"]["reuse_step_ratio"] is None
+    assert "| reuse_i10 | 0 | H200 (1) | 3 | 2 (30.0) |" in learning_summary.table(learning_summary.summarize(learning_json, 4))
