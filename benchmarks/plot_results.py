@@ -66,9 +66,14 @@ def plot_throughput(data: dict, out: Path, plt) -> None:
     fig.savefig(out, dpi=110)
 
 
+def _measured_steps(row: dict) -> list[dict]:
+    """A throughput row's measured steps (rows from before ``measured`` was recorded: steps after 2)."""
+    return [s for s in row["steps"] if s.get("measured", s["step"] > 2)]
+
+
 def _median_of_steps(row: dict, key: str) -> float:
     """Median of one per-step part over a row's measured steps (0 where the part was not logged)."""
-    vals = [s[key] for s in row["steps"] if s.get("measured", s["step"] > 2) and s.get(key) is not None]
+    vals = [s[key] for s in _measured_steps(row) if s.get(key) is not None]
     return statistics.median(vals) if vals else 0.0
 
 
@@ -96,7 +101,7 @@ def _plot_throughput_group(rows: list[dict], ax, ax2) -> None:
             if key:
                 vals.append(_median_of_steps(r, key))
             else:
-                steps = [s for s in r["steps"] if s.get("measured", s["step"] > 2) and s["sync_slot_s"] is not None]
+                steps = [s for s in _measured_steps(r) if s["sync_slot_s"] is not None]
                 vals.append(sum(s["sync_slot_s"] for s in steps) / max(1, len(steps)))
         ax.bar(range(len(rows)), vals, bottom=bottoms, label=name)
         bottoms = [b + v for b, v in zip(bottoms, vals)]
@@ -110,7 +115,7 @@ def _plot_throughput_group(rows: list[dict], ax, ax2) -> None:
         if r["v"] == 1:
             continue
         prev = {(s.get("run", 0), s["step"]): s["synced"] for s in r["steps"]}
-        xs = [s for s in r["steps"] if s.get("measured", s["step"] > 2)]
+        xs = _measured_steps(r)
         after_sync = [(s["step"], s["step_s"]) for s in xs if prev.get((s.get("run", 0), s["step"] - 1)) == 1.0]
         after_skip = [(s["step"], s["step_s"]) for s in xs if prev.get((s.get("run", 0), s["step"] - 1)) == 0.0]
         tag = f"{r['machine'].removeprefix('h100x4-2026-')} v={r['v']}"
