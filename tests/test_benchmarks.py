@@ -553,7 +553,9 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
     raw = results / "raw" / "throughput"
     committed = json.loads((results / "throughput.json").read_text())
     earlier = tmp_path / "earlier.json"
-    earlier.write_text(json.dumps({**committed, "rows": [r for r in committed["rows"] if r["model"] != "qwen2.5-7b"]}))
+    later_leases = ("h100x2-2026-11-26", "h100x1-2026-11-26")  # the fourth and fifth leases, merged last
+    earlier.write_text(json.dumps({**committed, "rows": [r for r in committed["rows"]
+                                                         if r["model"] != "qwen2.5-7b" and r["machine"] not in later_leases]}))
     job = ["--n-gpus", "4", "--tp", "4", "--model", "qwen2.5-7b", "--machine", "h100x4-2026-11-26"]
     assert throughput.main(["--out", str(tmp_path / "a"), *job, "--v", "1", "--device", "NVIDIA H100 80GB HBM3",
                             "--import-jsonl", str(raw / "h100x4_qwen2.5-7b_v1_run1_killed.jsonl"),
@@ -569,7 +571,12 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
     third = [str(raw / f"h100x4c_qwen2.5-1.5b_{name}.json") for name in ("1gpu_v1-2-4-10", "2gpu-tp2_v1-10", "2gpu-tp2-offload_v1-10")]
     assert throughput.main(["--out", str(tmp_path / "d"), "--rows-from", *third,
                             "--merge", str(tmp_path / "c" / "throughput.json")]) == 0  # fmt: skip
-    assert json.loads((tmp_path / "d" / "throughput.json").read_text()) == committed
+    # the 2-GPU lease's second command (it merged the first's output: both 7B rows) and the 1-GPU if_needed run
+    assert throughput.main(["--out", str(tmp_path / "e"), "--rows-from",
+                            str(raw / "h100x2_qwen2.5-7b_2gpu-tp2-offload_v10.json"),
+                            str(raw / "h100x1_qwen2.5-1.5b_1gpu_v10_if_needed.json"),
+                            "--merge", str(tmp_path / "d" / "throughput.json")]) == 0  # fmt: skip
+    assert json.loads((tmp_path / "e" / "throughput.json").read_text()) == committed
 
     # what the results page states about them
     def rows_of(machine):
@@ -875,6 +882,17 @@ def test_pack_logs_packs_the_logs_when_out_holds_more_files_than_a_device_call_r
         assert tar.extractfile("logs/run5.log").read() == b"5"
     assert names == sorted([f"logs/run{i}.jsonl" for i in range(3)] + [f"logs/run{i}.log" for i in range(3, 8)])
     assert sorted(f.name for f in out.iterdir()) == ["learning.json", "logs.tar.gz"]
+
+
+def test_pack_logs_leaves_an_empty_logs_dir_alone(tmp_path):
+    """A CPU rebuild into ``results/`` (many files, an empty ``logs`` dir left by an earlier run) must not
+    leave an empty ``results/logs.tar.gz`` behind."""
+    out = tmp_path / "results"
+    (out / "logs").mkdir(parents=True)
+    for i in range(9):
+        (out / f"r{i}.json").write_text("{}")
+    assert mainppo_job.pack_logs(out) is None
+    assert (out / "logs").is_dir() and not (out / "logs.tar.gz").exists()
 
 
 def test_learning_continues_a_run_from_its_checkpoint_in_a_later_command(tmp_path, monkeypatch):
