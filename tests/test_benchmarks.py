@@ -675,7 +675,7 @@ def test_throughput_runs_multi_gpu_jobs_side_by_side_on_consecutive_gpu_groups(t
 
     def fake_run_main_ppo(name, overrides, out, log_dir, timeout, steps, stall_s, **env):
         launched.append((name, env.get("CUDA_VISIBLE_DEVICES"), "trainer.n_gpus_per_node=2" in overrides))
-        v = 10 if name.endswith("_v10") else 1
+        v = 10 if "_v10" in name else 1
         return 0, {"startup_s": 1.0, "stalled": False, "memory": {}}, _verl_jsonl(
             log_dir / f"{name}.jsonl", [30.0, 10.0, 10.0, 10.0], sync_every=v)  # fmt: skip
 
@@ -684,10 +684,13 @@ def test_throughput_runs_multi_gpu_jobs_side_by_side_on_consecutive_gpu_groups(t
     with pytest.raises(SystemExit):  # three ids do not make 2-GPU groups
         throughput.main([*common, "--gpus", "0,1,2"])
     assert throughput.main([*common, "--v", "1,10", "--gpus", "0,1,2,3", "--warmup", "1"]) == 0
-    assert sorted(launched) == [("2gpu-tp2_qwen2.5-1.5b_v1", "0,1", True), ("2gpu-tp2_qwen2.5-1.5b_v10", "2,3", True)] \
-        or sorted(launched) == [("2gpu-tp2_qwen2.5-1.5b_v1", "2,3", True), ("2gpu-tp2_qwen2.5-1.5b_v10", "0,1", True)]
+    # the lagged job runs with the plugin's default empty_cache_on_skip (if_needed), named after it
+    lagged = "2gpu-tp2_qwen2.5-1.5b_v10_if_needed"
+    assert sorted(launched) == [("2gpu-tp2_qwen2.5-1.5b_v1", "0,1", True), (lagged, "2,3", True)] \
+        or sorted(launched) == [("2gpu-tp2_qwen2.5-1.5b_v1", "2,3", True), (lagged, "0,1", True)]
     rows = json.loads((tmp_path / "out" / "throughput.json").read_text())["rows"]
     assert [(r["v"], r["concurrent_jobs"], r["measured_steps"]) for r in rows] == [(1, 2, 3), (10, 2, 3)]
+    assert [r["empty_cache_on_skip"] for r in rows] == [None, "if_needed"]
     assert {r["gpu"] for r in rows} == {"0,1", "2,3"} and rows[1]["measured_speedup"] == 1.0
     assert json.loads((tmp_path / "w" / "throughput.json").read_text())["rows"] == rows  # the next command's --merge
     assert throughput.gpu_groups("0,1,2,3", 1) == ["0", "1", "2", "3"] and throughput.gpu_groups(None, 2) is None

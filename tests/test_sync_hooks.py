@@ -258,11 +258,13 @@ def test_keeps_device_cache_when_vllms_whole_budget_is_free():
     assert not vllm_sleep.keeps_device_cache(80, 80, None)  # empty_cache_on_skip=always
 
 
-@pytest.mark.parametrize("mode, empties", [("always", [3, 3]), ("if_needed", [0, 3])])
+@pytest.mark.parametrize("mode, empties", [("always", [3, 3]), ("if_needed", [0, 3]), (None, [0, 3])])
 def test_skipped_slot_keeps_the_actor_cache_only_if_vllms_pool_fits(ray_local, mode, empties):
-    """empty_cache_on_skip=if_needed: a worker with free ≥ gpu_memory_utilization × total keeps its cache.
-    Worker 0 has 50 of 80 GiB free (≥ 0.4 × 80 = 32: keeps), worker 1 has 20 (empties)."""
-    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=4", f"algorithm.off_grpo.empty_cache_on_skip={mode}",
+    """empty_cache_on_skip=if_needed (also the default, mode None): a worker with free ≥
+    gpu_memory_utilization × total keeps its cache. Worker 0 has 50 of 80 GiB free (≥ 0.4 × 80 = 32:
+    keeps), worker 1 has 20 (empties)."""
+    choice = [f"algorithm.off_grpo.empty_cache_on_skip={mode}"] if mode else []
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=4", *choice,
                       "actor_rollout_ref.rollout.gpu_memory_utilization=0.4")  # fmt: skip
     servers, workers, replicas, wg = make_cluster(n_servers=1)
     ray.get([w.__ray_call__.remote(install_device, free, 80) for w, free in zip(workers, (50, 20))])
