@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import statistics
 import subprocess
@@ -619,6 +620,38 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
     assert 1.05 < off["measured_speedup_mean"] < 1.06 and off["measured_speedup_mean_ci90"][0] < 1.0
     for r in (third["1gpu-tp1", 10], tp2, off):  # the cache need not have been emptied: if_needed would keep it
         assert r["empty_cache_on_skip"] == "always" and r["skip_min_free_frac"]["p10"] > r["gpu_memory_utilization"]
+
+    # fourth lease (2 GPUs): 7B with TP=2 + FSDP offload, v=1 then v=10, one after the other
+    one, ten = rows_of("h100x2-2026-11-26")
+    assert (one["measured_steps"], ten["measured_steps"]) == (14, 14) and ten["empty_cache_on_skip"] == "always"
+    assert 2.1 < one["sync_time_s"] < 2.2 and 1.0 < ten["sync_slot_on_skipped_steps"]["median"] < 1.1
+    assert 0.7 < ten["skip_empty_cache"]["median"] < 0.75 < 1.0  # most of the skipped slot ...
+    assert ten["skip_min_free_frac"]["p10"] > ten["gpu_memory_utilization"]  # ... which if_needed would keep
+    assert ten["measured_speedup"] < 0.95 * ten["ideal_speedup"] and ten["measured_speedup_mean_ci90"][1] < 1.0
+
+    def median_of(row, part):
+        return statistics.median(part(s) for s in row["steps"] if s["measured"])
+
+    def gen(s):
+        return s["gen_s"]
+
+    def outside_gen(s):
+        return s["step_s"] - s["gen_s"]
+
+    assert median_of(ten, gen) > 1.25 * median_of(one, gen)  # v=10 lost it in generation ...
+    assert median_of(ten, outside_gen) < median_of(one, outside_gen) - 0.6  # ... and gained outside it
+    score = {}  # the CPU-only reward scoring slowed as much (raw metrics files; step 1 is warm-up)
+    for v in (1, 10):
+        with gzip.open(raw / f"h100x2_2gpu-tp2-offload_qwen2.5-7b_v{v}.jsonl.gz", "rt") as fh:
+            steps = [json.loads(line)["data"] for line in fh][1:]
+        score[v] = statistics.median(x["timing_s/agent_loop/compute_score/mean"] for x in steps)
+    assert 1.25 < score[10] / score[1] < 1.3
+    # fifth lease (1 GPU): if_needed kept the actor's cache on every skipped step, and the slot is the wake
+    kept = next(r for r in committed["rows"] if r.get("machine") == "h100x1-2026-11-26")
+    assert kept["empty_cache_on_skip"] == "if_needed" and kept["skip_cache_emptied_frac"]["p90"] == 0.0
+    assert kept["skip_cache_emptied_frac"]["n"] == 17 and kept["skip_empty_cache"]["median"] < 0.01
+    always = [third["1gpu-tp1", v]["sync_slot_on_skipped_steps"]["median"] for v in (2, 4, 10)]
+    assert kept["sync_slot_on_skipped_steps"]["median"] < 0.16 < 0.32 < min(always)
 
 
 # ----------------------------------------------------------------------------- jobs side by side
