@@ -398,6 +398,8 @@ def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir
         "startup_s": progress["startup_s"],
         "extra_overrides": list(args.extra),
         "memory_during_training": progress.get("memory"),
+        "host_before": progress.get("host_before"),
+        "host_after": progress.get("host_after"),
         "gpu": (env_extra or {}).get("CUDA_VISIBLE_DEVICES"),
     }
     print(f"[learning] {tag}: rc={rc} steps={len(trained)} start pass@1={rows[0]['val_pass1'] if rows else None} "

@@ -193,13 +193,62 @@ def memory_sample(gpus: str | None = None) -> dict[str, float]:
             sample["gpu_mib"] = float(sum(float(x) for x in out.stdout.split()))
     except (OSError, subprocess.SubprocessError, ValueError):
         pass
-    try:
-        info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line)
-        kib = lambda key: float(info[key].split()[0])  # noqa: E731
-        sample["host_mib"] = (kib("MemTotal") - kib("MemAvailable")) / 1024
-    except (OSError, KeyError, ValueError):
-        pass
+    info = _meminfo_mib()
+    if "MemTotal" in info and "MemAvailable" in info:
+        sample["host_mib"] = info["MemTotal"] - info["MemAvailable"]
     return sample
+
+
+def _meminfo_mib() -> dict[str, float]:
+    """``/proc/meminfo`` in MiB (empty where there is none)."""
+    try:
+        lines = Path("/proc/meminfo").read_text().splitlines()
+        return {key: float(value.split()[0]) / 1024 for key, value in (line.split(":", 1) for line in lines if ":" in line)}
+    except (OSError, ValueError, IndexError):
+        return {}
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of process group ``pgid`` is still running (zombies, which hold no memory
+    and no CPU, do not count; without ``/proc``, any member does)."""
+    procfs = Path("/proc")
+    if not procfs.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+    for stat in procfs.glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # the process ended while we looked
+            continue
+        state, _ppid, pgrp = text[text.rindex(")") + 2 :].split()[:3]
+        if int(pgrp) == pgid and state != "Z":
+            return True
+    return False
+
+
+def host_state(gpus: str | None = None, group: int | None = None, settle_s: float = 0.0) -> dict:
+    """The host between jobs, recorded before and after each one (``host_before`` / ``host_after``):
+    :func:`memory_sample`, shared memory (``Shmem``: ``/dev/shm`` and other tmpfs, MiB) and the 1-minute
+    load average; with ``group``, after waiting up to ``settle_s`` for that process group to end,
+    ``group_left`` (a process of it still runs). Jobs run one after the other on one machine are only
+    comparable if the first left nothing behind (a 2-GPU lease's second job ran 27 % slower, §3)."""
+    deadline = time.monotonic() + settle_s
+    while group is not None and group_alive(group) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    state: dict[str, float | bool] = {**memory_sample(gpus)}
+    shmem = _meminfo_mib().get("Shmem")
+    if shmem is not None:
+        state["shm_mib"] = shmem
+    if hasattr(os, "getloadavg"):
+        state["load_1m"] = os.getloadavg()[0]
+    if group is not None:
+        state["group_left"] = group_alive(group)
+    return state
 
 
 def memory_summary(samples: list[dict[str, float]], after_s: float | None) -> dict:
@@ -224,9 +273,11 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
     one, or none within the timeout), ``stack_dump`` (folder of per-process stack dumps taken before
     killing a stalled run, when ``env`` has ``OFFGRPO_STACK_DUMP_DIR``), ``memory``
     (max / median of GPU and host memory in use, sampled every 2 s from the first logged step on; GPU
-    memory of the job's ``CUDA_VISIBLE_DEVICES`` only, when ``env`` sets it).
+    memory of the job's ``CUDA_VISIBLE_DEVICES`` only, when ``env`` sets it), ``host_before`` and
+    ``host_after`` (:func:`host_state` before the launch and after the group is killed).
     """
     console = log_dir / f"{name}.log"
+    host_before = host_state(env.get("CUDA_VISIBLE_DEVICES"))
     start = time.time()
     arrival: dict[int, float] = {}
     mem: list[dict[str, float]] = []
@@ -264,12 +315,15 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
             (Path(stack_dir) / "DUMP").touch()
             time.sleep(6)
         kill_group(proc)
+    host_after = host_state(env.get("CUDA_VISIBLE_DEVICES"), group=proc.pid, settle_s=HOST_SETTLE_S)
     return rc, {
         "startup_s": round(min(arrival.values()), 1) if arrival else None,
         "step_arrival_s": {str(k): round(v, 1) for k, v in sorted(arrival.items())},
         "stalled": stalled,
         "stack_dump": stack_dir,
         "memory": memory_summary(mem, min(arrival.values()) if arrival else None),
+        "host_before": host_before,
+        "host_after": host_after,
     }
 
 
@@ -382,7 +436,11 @@ def concurrency(gpu_sets: list[str] | None, n_jobs: int) -> int:
 
 #: seconds kept back from a command's budget after a job's end: kill its group, dump stacks, save logs,
 #: write the results
-BUDGET_RESERVE_S = 25.0
+BUDGET_RESERVE_S = 30.0
+
+#: seconds :func:`launch` waits, after killing a job's group, for its last processes to end before it
+#: records the host's state (``host_after``)
+HOST_SETTLE_S = 5.0
 
 
 def job_timeout(run_timeout: float, budget_s: float | None, t0: float, now: float,

@@ -218,6 +218,8 @@ def per_step(metrics: dict[int, dict]) -> list[dict]:
                 "gen_s": row.get("timing_s/gen"),
                 "update_actor_s": row.get("timing_s/update_actor"),
                 "old_log_prob_s": row.get("timing_s/old_log_prob"),
+                # CPU-only work (the reward function): a control for the host's speed between runs
+                "score_s": row.get("timing_s/agent_loop/compute_score/mean"),
                 "sync_slot_s": mainppo_job.pick(row, "timing_s/update_weights", "timing_s/off_grpo_sync"),
                 "skip_empty_cache_s": row.get("timing_s/off_grpo_skip_empty_cache"),
                 "skip_wake_s": row.get("timing_s/off_grpo_skip_wake"),
@@ -283,6 +285,8 @@ def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: 
         "stalled": progress["stalled"],
         "warmup": args.warmup,
         "memory_during_training": progress.get("memory"),
+        "host_before": progress.get("host_before"),
+        "host_after": progress.get("host_after"),
     }
     row = job_row(args, v, mainppo_job.parse_jsonl(jsonl), run, info.get("device"), shape.get("params"),
                   (env_extra or {}).get("CUDA_VISIBLE_DEVICES"))  # fmt: skip

@@ -63,10 +63,11 @@ def test_per_step_reads_verl_timing_keys():
     metrics = {
         0: {"val/x": 1.0},
         1: {"timing_s/step": 2.0, "timing_s/gen": 1.0, "timing_s/update_weights": 0.5, "off_grpo/synced": 1.0,
-            "perf/total_num_tokens": 1000},
+            "perf/total_num_tokens": 1000, "timing_s/agent_loop/compute_score/mean": 0.05},
     }  # fmt: skip
     (row,) = throughput.per_step(metrics)
     assert row["step"] == 1 and row["sync_slot_s"] == 0.5 and row["tokens_per_s"] == 500.0 and row["synced"] == 1.0
+    assert row["score_s"] == 0.05  # the reward function's CPU time: the host-speed control
 
 
 def test_row_stats_separates_the_served_policy_check_by_lag():
@@ -114,6 +115,31 @@ def test_launch_stops_a_job_at_its_time_limit_without_calling_it_stalled(tmp_pat
     assert rc == 124 and not progress["stalled"] and progress["stack_dump"] is None
     assert len(progress["step_arrival_s"]) >= 4  # it kept logging until the limit
     assert not (tmp_path / "stacks").exists()
+
+
+def test_launch_records_the_host_before_and_after_the_job(tmp_path):
+    """host_before / host_after: memory, shared memory, load; after the kill, whether the job's process
+    group is gone (what a second job on the same machine inherits)."""
+    script = tmp_path / "job.py"
+    script.write_text(FAKE_JOB)
+    jsonl = tmp_path / "m.jsonl"
+    rc, progress = mainppo_job.launch([sys.executable, str(script), "slow"], mainppo_job.run_env(jsonl), "job",
+                                      tmp_path, jsonl, timeout=3, steps=1000, stall_s=4)  # fmt: skip
+    assert rc == 124
+    before, after = progress["host_before"], progress["host_after"]
+    assert before["host_mib"] > 0 and before["shm_mib"] >= 0 and before["load_1m"] >= 0
+    assert "group_left" not in before and after["group_left"] is False and after["host_mib"] > 0
+
+
+def test_host_state_waits_for_a_process_group_to_end():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"], start_new_session=True)
+    assert mainppo_job.group_alive(proc.pid)
+    assert mainppo_job.host_state(group=proc.pid)["group_left"] is True  # no wait: still running
+    start = time.monotonic()
+    assert mainppo_job.host_state(group=proc.pid, settle_s=20)["group_left"] is False
+    assert 0.5 < time.monotonic() - start < 15  # it waited for the end, not for the whole settle time
+    proc.wait()
+    assert not mainppo_job.group_alive(proc.pid)
 
 
 def test_run_env_gives_each_job_its_own_ray_cluster_and_gpu(tmp_path, monkeypatch):
