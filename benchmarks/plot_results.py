@@ -107,6 +107,7 @@ def _plot_throughput_group(rows: list[dict], ax, ax2) -> None:
         bottoms = [b + v for b, v in zip(bottoms, vals)]
     other = [max(0.0, r["step_time_s"] - b) for r, b in zip(rows, bottoms)]
     ax.bar(range(len(rows)), other, bottom=bottoms, label="other (median step − parts)", color="lightgray")
+    ax.set_ylim(0, 1.06 * max(max(bottoms), max(r["step_time_s"] for r in rows)))  # room above the tallest bar
     ax.set_xticks(range(len(rows)), [_throughput_label(r) for r in rows], fontsize=7)
     ax.set_ylabel("seconds per step (median)")
     ax.set_title(f"{rows[0]['model']} random init, {rows[0]['layout']}, {rows[0]['batch']}", fontsize=9)
@@ -118,7 +119,7 @@ def _plot_throughput_group(rows: list[dict], ax, ax2) -> None:
         xs = _measured_steps(r)
         after_sync = [(s["step"], s["step_s"]) for s in xs if prev.get((s.get("run", 0), s["step"] - 1)) == 1.0]
         after_skip = [(s["step"], s["step_s"]) for s in xs if prev.get((s.get("run", 0), s["step"] - 1)) == 0.0]
-        tag = f"{r['machine'].removeprefix('h100x4-2026-')} v={r['v']}"
+        tag = f"{r['machine'].replace('-2026-', ' ')} v={r['v']}"
         if after_skip:
             ax2.plot(*zip(*after_skip), "o", label=f"{tag}: after a skipped sync", alpha=0.8)
         if after_sync:
