@@ -397,9 +397,7 @@ def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir
         "wall_s": round(time.time() - start, 1),
         "startup_s": progress["startup_s"],
         "extra_overrides": list(args.extra),
-        "memory_during_training": progress.get("memory"),
-        "host_before": progress.get("host_before"),
-        "host_after": progress.get("host_after"),
+        **mainppo_job.memory_and_host(progress),
         "gpu": (env_extra or {}).get("CUDA_VISIBLE_DEVICES"),
     }
     print(f"[learning] {tag}: rc={rc} steps={len(trained)} start pass@1={rows[0]['val_pass1'] if rows else None} "

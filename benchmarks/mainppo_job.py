@@ -251,6 +251,13 @@ def host_state(gpus: str | None = None, group: int | None = None, settle_s: floa
     return state
 
 
+def memory_and_host(progress: dict) -> dict:
+    """What a results file keeps of :func:`launch`'s memory and host records for one run:
+    ``memory_during_training``, ``host_before`` and ``host_after``."""
+    return {"memory_during_training": progress.get("memory"), "host_before": progress.get("host_before"),
+            "host_after": progress.get("host_after")}  # fmt: skip
+
+
 def memory_summary(samples: list[dict[str, float]], after_s: float | None) -> dict:
     """Max and median of the samples taken from ``after_s`` on (the first logged step: training only)."""
     out = {}

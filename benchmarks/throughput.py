@@ -284,9 +284,7 @@ def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: 
         "startup_s": progress["startup_s"],
         "stalled": progress["stalled"],
         "warmup": args.warmup,
-        "memory_during_training": progress.get("memory"),
-        "host_before": progress.get("host_before"),
-        "host_after": progress.get("host_after"),
+        **mainppo_job.memory_and_host(progress),
     }
     row = job_row(args, v, mainppo_job.parse_jsonl(jsonl), run, info.get("device"), shape.get("params"),
                   (env_extra or {}).get("CUDA_VISIBLE_DEVICES"))  # fmt: skip
