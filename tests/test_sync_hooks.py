@@ -13,6 +13,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -232,8 +233,9 @@ def test_v0_lagged_sync_serves_alpha(ray_local):
             assert m[s]["off_grpo/skip_cache_emptied_frac"] == 1.0 and "off_grpo/skip_min_free_frac" not in m[s]
 
 
-def install_device(worker, free_gib, total_gib):
-    """In an actor worker's process: a device with ``free_gib`` of ``total_gib`` free; counts real empties."""
+def install_device(worker, free_gib, total_gib, queued_work_s=0.0):
+    """In an actor worker's process: a device with ``free_gib`` of ``total_gib`` free and
+    ``queued_work_s`` of queued work (what ``synchronize`` waits for); counts real empties and waits."""
     import verl.utils.device
 
     class Device:
@@ -241,7 +243,8 @@ def install_device(worker, free_gib, total_gib):
             return True
 
         def synchronize(self):
-            pass
+            worker.waits = getattr(worker, "waits", 0) + 1
+            time.sleep(queued_work_s)
 
         def mem_get_info(self):
             return free_gib * 2**30, total_gib * 2**30
@@ -267,14 +270,20 @@ def test_skipped_slot_keeps_the_actor_cache_only_if_vllms_pool_fits(ray_local, m
     cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=4", *choice,
                       "actor_rollout_ref.rollout.gpu_memory_utilization=0.4")  # fmt: skip
     servers, workers, replicas, wg = make_cluster(n_servers=1)
-    ray.get([w.__ray_call__.remote(install_device, free, 80) for w, free in zip(workers, (50, 20))])
+    # worker 0 has 0.3 s of device work queued (as verl's non_blocking FSDP offload copies leave), worker 1 0.1 s
+    ray.get([w.__ray_call__.remote(install_device, free, 80, queued) for w, free, queued in zip(workers, (50, 20), (0.3, 0.1))])
     manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
     generated = run_v0_loop(None, manager, servers, range(1, 5))
     assert generated == {1: ["pi_0"], 2: ["pi_0"], 3: ["pi_0"], 4: ["pi_0"]}  # 3 skipped slots (1, 2, 3)
     assert ray.get([w.__ray_call__.remote(lambda w: getattr(w, "real_empties", 0)) for w in workers]) == empties
+    # a worker waits for its queued work only when it empties its cache
+    assert ray.get([w.__ray_call__.remote(lambda w: getattr(w, "waits", 0)) for w in workers]) == empties
     for m in map(manager.step_metrics, (1, 2, 3)):
         assert m["off_grpo/synced"] == 0.0 and m["off_grpo/skip_cache_emptied_frac"] == (1.0 if mode == "always" else 0.5)
         assert m["off_grpo/skip_min_free_frac"] == 0.25 and m["off_grpo/skip_wake_needs_frac"] == 0.4
+        wait = m["timing_s/off_grpo_skip_actor_wait"]  # the longest wait of an emptying worker
+        assert (0.3 <= wait < 0.4) if mode == "always" else (0.1 <= wait < 0.2)
+        assert m["timing_s/off_grpo_skip_empty_cache"] >= wait
     assert "off_grpo/skip_cache_emptied_frac" not in manager.step_metrics(4)  # a real sync: verl's own path
 
 

@@ -22,6 +22,7 @@ Metrics of the slot of step s (not the first slot): ``off_grpo/synced``, ``off_g
 ``timing_s/off_grpo_sync`` (wall time of the slot, sync or skip); on skipped slots also its parts,
 ``timing_s/off_grpo_skip_{empty_cache,wake_weights,wake_kv_cache}`` and their wake total
 ``timing_s/off_grpo_skip_wake`` (the cost a lagged step still pays; see :meth:`wake_without_sync`),
+``timing_s/off_grpo_skip_actor_wait`` (the part of ``empty_cache`` spent waiting for the actor's queued work),
 and the actor workers' memory then: ``off_grpo/skip_{cache_emptied_frac,min_free_frac,wake_needs_frac}``.
 V1 merges them through the
 trainer's ``_pending_sync_metrics`` (read by ``PPOTrainer._consume_sync_metrics`` right after
@@ -200,9 +201,11 @@ class LaggedCheckpointManager(CheckpointEngineManager):
 
         * ``empty_cache``: the actor workers' torch cache, emptied before vLLM takes memory back
           (``algorithm.off_grpo.empty_cache_on_skip``; with ``if_needed`` a worker keeps it when vLLM's
-          pool fits anyway). Also ``off_grpo/skip_cache_emptied_frac`` (share of the workers that
-          emptied), ``off_grpo/skip_min_free_frac`` (least free device memory before, as a fraction)
-          and ``off_grpo/skip_wake_needs_frac`` (``rollout.gpu_memory_utilization``);
+          pool fits anyway, and then does not wait for its queued device work either). Also
+          ``timing_s/off_grpo_skip_actor_wait`` (longest wait of an emptying worker for that work),
+          ``off_grpo/skip_cache_emptied_frac`` (share of the workers that emptied),
+          ``off_grpo/skip_min_free_frac`` (least free device memory before, as a fraction) and
+          ``off_grpo/skip_wake_needs_frac`` (``rollout.gpu_memory_utilization``);
         * ``wake_weights``: α restored from host memory into vLLM's weight buffers;
         * ``wake_kv_cache``: vLLM's KV cache mapped again;
         * ``wake``: the two wakes together.
@@ -225,6 +228,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             if free:
                 cache["off_grpo/skip_min_free_frac"] = min(free)
                 cache["off_grpo/skip_wake_needs_frac"] = self.wake_fraction
+            cache["timing_s/off_grpo_skip_actor_wait"] = max(r["wait_s"] for r in reports)
         return {
             **cache,
             "timing_s/off_grpo_skip_empty_cache": emptied - start,

@@ -20,6 +20,7 @@ This module never imports vllm: the server object is only touched through attrib
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import ray
@@ -103,20 +104,31 @@ def empty_device_cache(worker: Any, wake_fraction: float | None = None) -> dict:
 
     verl's naive sync does this before resuming vLLM; a skipped sync must too, or the memory the
     actor update left cached can make vLLM's wake-up run out of device memory, unless the wake fits
-    anyway (:func:`keeps_device_cache`). Returns ``{"emptied", "free_frac"}``: whether the cache was
-    emptied and the free fraction of device memory before (None without a device).
+    anyway (:func:`keeps_device_cache`). Returns ``{"emptied", "free_frac", "wait_s"}``: whether the
+    cache was emptied, the free fraction of device memory before (None without a device), and the
+    seconds spent waiting for the device work the actor still had queued.
+
+    Reading the free memory needs no wait: the caching allocator hands memory back to the driver only
+    in ``empty_cache``, so queued work cannot change what ``mem_get_info`` reports. A worker that keeps
+    its cache therefore returns at once, and the work the actor update queued runs on in the worker's
+    stream while vLLM, in its own process, wakes (verl queues its FSDP offload copies ``non_blocking``:
+    for 7B on two H100s with offload, waiting for them was 0.57 s of a 0.85 s skipped slot,
+    results/README.md §3). Stream order keeps it correct: the
+    actor's next use of those tensors is queued behind it. A worker that empties its cache waits first.
     """
     from verl.utils.device import get_torch_device
 
     device = get_torch_device()
-    report = {"emptied": True, "free_frac": None}
+    report = {"emptied": True, "free_frac": None, "wait_s": 0.0}
     if getattr(device, "is_available", lambda: False)():
-        device.synchronize()
         free, total = device.mem_get_info()
         report["free_frac"] = free / total
         if keeps_device_cache(free, total, wake_fraction):
             report["emptied"] = False
         else:
+            start = time.perf_counter()
+            device.synchronize()
+            report["wait_s"] = time.perf_counter() - start
             device.empty_cache()
     if report["emptied"]:
         worker._off_grpo_empty_cache_calls = getattr(worker, "_off_grpo_empty_cache_calls", 0) + 1
