@@ -409,6 +409,31 @@ def test_committed_learning_and_keep_weights_results_are_what_the_scripts_derive
     assert median("off_policy_v10", "sync_slot_s") < median("on_policy_mask", "sync_slot_s")
 
 
+def test_learning_runs_kept_aside_are_what_the_results_page_says():
+    """results/README.md §4, "Kept aside": the h100x1-2026-11-26b runs are in their device JSON (rebuilt
+    from their own logs) and not in learning.json, whose seed-2 +mask run is still the x4 lease's."""
+    results = Path(__file__).resolve().parents[1] / "results"
+    aside_dir = results / "raw" / "learning" / "h100x1c"
+    aside = json.loads((aside_dir / "learning.json").read_text())
+    committed = json.loads((results / "learning.json").read_text())
+    assert not [r for r in committed["runs"] if r.get("machine") == "h100x1-2026-11-26b"]
+    runs = {(r["config"], r["seed"]): r for r in aside["runs"] if r.get("machine") == "h100x1-2026-11-26b"}
+    assert sorted(runs) == [("on_policy_mask", 2), ("reuse_i10", 3)]
+    rebuilt = learning.rebuild({**json.loads(json.dumps(aside)), "runs": list(runs.values())}, aside_dir)
+    assert all(r["metrics_source"].endswith(".log.gz") for r in rebuilt["runs"])  # gzipped beside the JSON
+    for config, seed in runs:  # the curves are their console logs'
+        assert rebuilt["configs"][config]["seeds"][str(seed)] == aside["configs"][config]["seeds"][str(seed)]
+    assert runs["on_policy_mask", 2]["steps_logged"] == 26 and runs["reuse_i10", 3]["steps_logged"] == 5
+
+    def mean_reward(curve, last=19):
+        return statistics.mean(r["train_reward"] for r in curve if 1 <= r["step"] <= last)
+
+    alone, at_once = (c["configs"]["on_policy_mask"]["seeds"]["2"] for c in (aside, committed))
+    assert round(mean_reward(alone), 3) == 0.411 and round(mean_reward(at_once), 3) == 0.406
+    assert [r["train_reward"] for r in alone if r["step"] in (25, 26)] == [0.9140625, 0.91796875]
+    assert aside["configs"]["reuse_i10"]["seeds"]["3"][-1]["train_reward"] == 0.7890625
+
+
 def test_throughput_accumulate_pools_the_measured_steps_of_two_runs_of_one_job():
     def step(i, t, synced, measured):
         return {"step": i, "synced": synced, "step_s": t, "gen_s": 1.0, "update_actor_s": 2.0, "old_log_prob_s": 0.5,
@@ -580,7 +605,7 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
     raw = results / "raw" / "throughput"
     committed = json.loads((results / "throughput.json").read_text())
     earlier = tmp_path / "earlier.json"
-    later_leases = ("h100x2-2026-11-26", "h100x1-2026-11-26")  # the fourth and fifth leases, merged last
+    later_leases = ("h100x2-2026-11-26", "h100x1-2026-11-26", "h100x2-2026-11-26b")  # the last three leases, merged last
     earlier.write_text(json.dumps({**committed, "rows": [r for r in committed["rows"]
                                                          if r["model"] != "qwen2.5-7b" and r["machine"] not in later_leases]}))
     job = ["--n-gpus", "4", "--tp", "4", "--model", "qwen2.5-7b", "--machine", "h100x4-2026-11-26"]
@@ -603,7 +628,11 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
                             str(raw / "h100x2_qwen2.5-7b_2gpu-tp2-offload_v10.json"),
                             str(raw / "h100x1_qwen2.5-1.5b_1gpu_v10_if_needed.json"),
                             "--merge", str(tmp_path / "d" / "throughput.json")]) == 0  # fmt: skip
-    assert json.loads((tmp_path / "e" / "throughput.json").read_text()) == committed
+    # the second 2-GPU lease, order swapped: its second command's output (it merged the first's: both rows)
+    assert throughput.main(["--out", str(tmp_path / "f"), "--rows-from",
+                            str(raw / "h100x2b_qwen2.5-7b_2gpu-tp2-offload_v1.json"),
+                            "--merge", str(tmp_path / "e" / "throughput.json")]) == 0  # fmt: skip
+    assert json.loads((tmp_path / "f" / "throughput.json").read_text()) == committed
 
     # what the results page states about them
     def rows_of(machine):
@@ -678,6 +707,55 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
     assert kept["skip_cache_emptied_frac"]["n"] == 17 and kept["skip_empty_cache"]["median"] < 0.01
     always = [third["1gpu-tp1", v]["sync_slot_on_skipped_steps"]["median"] for v in (2, 4, 10)]
     assert kept["sync_slot_on_skipped_steps"]["median"] < 0.16 < 0.32 < min(always)
+
+
+
+def test_committed_7b_two_gpu_pair_with_the_order_swapped_is_what_the_results_page_says():
+    """results/README.md §3, lease h100x2-2026-11-26b: v=10 (if_needed) ran first, then v=1. The order
+    swap did not remove v=10's slower generation; the actor's cache was kept on every skipped step, yet
+    most of the skipped slot was the wait for the actor's queued device work."""
+    results = Path(__file__).resolve().parents[1] / "results"
+    committed = json.loads((results / "throughput.json").read_text())
+    one, ten = (next(r for r in committed["rows"] if r.get("machine") == "h100x2-2026-11-26b" and r["v"] == v) for v in (1, 10))
+    assert ten["runs"][0]["started_at"] < one["runs"][0]["started_at"]  # v=10 first this time
+    assert (one["measured_steps"], ten["measured_steps"]) == (17, 14) and ten["empty_cache_on_skip"] == "if_needed"
+    assert one["device"] == ten["device"] == "NVIDIA H100 80GB HBM3" and one["n_gpus"] == 2
+    # the first job left the host clean for the second (its GPUs were still releasing 5 s after the kill)
+    before = one["runs"][0]["host_before"]
+    assert before["gpu_mib"] < 100 and before["shm_mib"] < 100 and ten["runs"][0]["host_after"]["gpu_mib"] > 100_000
+    # speedup: medians below 1, means above; the means' interval holds 1, the ideal net of the skip and
+    # (just) the target 0.95·S*: these 14 + 17 steps decide nothing
+    assert 0.96 < ten["measured_speedup"] < 0.97 and 1.01 < ten["measured_speedup_mean"] < 1.02
+    low, high = ten["measured_speedup_mean_ci90"]
+    assert low < 1.0 < ten["ideal_speedup_net_of_skip"] < 0.95 * ten["ideal_speedup"] < high < 1.085
+    assert 2.0 < one["sync_time_s"] < 2.1 and 0.84 < ten["sync_slot_on_skipped_steps"]["median"] < 0.86
+
+    def median_of(row, part):
+        return statistics.median(part(s) for s in row["steps"] if s["measured"])
+
+    def mean_of(row, part):
+        return statistics.mean(part(s) for s in row["steps"] if s["measured"])
+
+    def gen(s):
+        return s["gen_s"]
+
+    def outside_gen(s):
+        return s["step_s"] - s["gen_s"]
+
+    def score(s):
+        return s["score_s"]
+
+    assert 1.2 < median_of(ten, gen) - median_of(one, gen) < 1.25 and 0.6 < mean_of(ten, gen) - mean_of(one, gen) < 0.7
+    assert 0.9 < median_of(one, outside_gen) - median_of(ten, outside_gen) < 0.95  # the slot's saving, outside generation
+    assert median_of(ten, score) < 0.93 * median_of(one, score)  # the CPU control was not slower for v=10 this time
+    # the cache stayed on all 13 skipped steps (free 0.59 >= 0.4) and the slot was still 0.85 s: 0.57 s
+    # of it in the actor call, whose only device work when keeping the cache was the synchronize
+    assert ten["skip_cache_emptied_frac"]["p90"] == 0.0 and ten["skip_cache_emptied_frac"]["n"] == 13
+    assert ten["skip_min_free_frac"]["p10"] > ten["gpu_memory_utilization"]
+    assert 0.56 < ten["skip_empty_cache"]["median"] < 0.58 and 0.27 < ten["skip_wake"]["median"] < 0.29
+    assert ten["skip_actor_wait"] is None  # recorded only since this lease (timing_s/off_grpo_skip_actor_wait)
+    lag0, lag9 = ten["abs_log_rprime_at_lag0"]["median"], ten["abs_log_rprime_at_max_lag"]["median"]
+    assert 0.054 < lag0 < lag9 < 0.056 and 0.054 < one["abs_log_rprime_at_lag0"]["median"] < 0.056
 
 
 # ----------------------------------------------------------------------------- jobs side by side
