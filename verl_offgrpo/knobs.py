@@ -78,12 +78,15 @@ class OffGRPOKnobs:
                   "when free < rollout.gpu_memory_utilization x total memory (the most vLLM's pool can take "
                   "back on wake); otherwise the wake fits beside the cache and the call is skipped. Measured "
                   "on one H100 (1.5B, gpu_memory_utilization 0.4): 0.51 free, the cache stayed on all 17 "
-                  "skipped steps, no out-of-memory, skipped slot 0.16 s (wake only). 'always': every skipped "
-                  "step; the empty_cache was 0.17-0.19 s of a 0.33-0.37 s skipped slot for that 1.5B model, "
-                  "0.74 of 1.06 s for a 7B model on two H100s with FSDP offload (0.59 free), and 0.58 of 0.85 s "
-                  "for 7B with TP=4 on four H100s, where the trainer reserves 51.7 of 79.2 GB per GPU, so "
-                  "if_needed empties there too at 0.4 (results/README.md §3). Either way the free memory is "
-                  "logged (off_grpo/skip_min_free_frac)."},
+                  "skipped steps, no out-of-memory, skipped slot 0.16 s (wake only); 7B with FSDP offload on two "
+                  "H100s: 0.59 free, kept on all 13 skipped steps. A worker that keeps its cache does not wait "
+                  "for the device work the actor update left queued (verl's non_blocking FSDP offload copies: "
+                  "that wait was 0.57 of the 0.85 s 7B skipped slot before it was dropped). 'always': every "
+                  "skipped step, after that wait (timing_s/off_grpo_skip_actor_wait); wait and empty_cache were "
+                  "0.17-0.19 s of a 0.33-0.37 s skipped slot for that 1.5B model, 0.74 of 1.06 s for the 7B "
+                  "offload run, and 0.58 of 0.85 s for 7B with TP=4 on four H100s, where the trainer reserves "
+                  "51.7 of 79.2 GB per GPU, so if_needed empties there too at 0.4 (results/README.md §3). "
+                  "Either way the free memory is logged (off_grpo/skip_min_free_frac)."},
     )
 
     max_log_rprime_after_sync: float = field(
