@@ -597,6 +597,28 @@ def test_accumulate_takes_back_an_identical_row_but_not_a_partly_pooled_one():
         throughput.accumulate(one, both)
 
 
+def median_of(row: dict, part) -> float:
+    """Median of ``part(step)`` over a throughput row's measured steps."""
+    return statistics.median(part(s) for s in row["steps"] if s["measured"])
+
+
+def mean_of(row: dict, part) -> float:
+    """Mean of ``part(step)`` over a throughput row's measured steps."""
+    return statistics.mean(part(s) for s in row["steps"] if s["measured"])
+
+
+def gen_s(step: dict) -> float:
+    return step["gen_s"]
+
+
+def outside_gen_s(step: dict) -> float:
+    return step["step_s"] - step["gen_s"]
+
+
+def score_s(step: dict) -> float:
+    return step["score_s"]
+
+
 def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_runs(tmp_path):
     """results/throughput.json's 4-GPU 7B and side-by-side 1.5B rows = throughput.py over
     results/raw/throughput: the killed first v=1 run imported from its metrics file, the v=10 and second
@@ -649,7 +671,7 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
     assert (one["measured_steps"], ten["measured_steps"]) == (36, 36) and ten["warmup"] == 1
     assert 1.5 < one["sync_time_s"] < 1.6 and 0.8 < ten["sync_slot_on_skipped_steps"]["median"] < 0.9
     parts = [ten[k]["median"] for k in ("skip_empty_cache", "skip_wake_weights", "skip_wake_kv_cache")]
-    assert 0.5 < parts[0] < 0.6 and parts[0] > parts[1] + parts[2]  # the actor's empty_cache is most of a skip
+    assert 0.5 < parts[0] < 0.6 and parts[0] > parts[1] + parts[2]  # the actor's empty_cache call (and wait) is most of a skip
     assert 0.94 < ten["measured_speedup"] / ten["ideal_speedup"] < 0.95
     low, high = ten["measured_speedup_ci90"]
     assert low < 0.95 * ten["ideal_speedup"] < high  # the target lies inside the 90 % interval
@@ -684,17 +706,8 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
     assert ten["skip_min_free_frac"]["p10"] > ten["gpu_memory_utilization"]  # ... which if_needed would keep
     assert ten["measured_speedup"] < 0.95 * ten["ideal_speedup"] and ten["measured_speedup_mean_ci90"][1] < 1.0
 
-    def median_of(row, part):
-        return statistics.median(part(s) for s in row["steps"] if s["measured"])
-
-    def gen(s):
-        return s["gen_s"]
-
-    def outside_gen(s):
-        return s["step_s"] - s["gen_s"]
-
-    assert median_of(ten, gen) > 1.25 * median_of(one, gen)  # v=10 lost it in generation ...
-    assert median_of(ten, outside_gen) < median_of(one, outside_gen) - 0.6  # ... and gained outside it
+    assert median_of(ten, gen_s) > 1.25 * median_of(one, gen_s)  # v=10 lost it in generation ...
+    assert median_of(ten, outside_gen_s) < median_of(one, outside_gen_s) - 0.6  # ... and gained outside it
     score = {}  # the CPU-only reward scoring slowed as much (raw metrics files; step 1 is warm-up)
     for v in (1, 10):
         with gzip.open(raw / f"h100x2_2gpu-tp2-offload_qwen2.5-7b_v{v}.jsonl.gz", "rt") as fh:
@@ -730,24 +743,9 @@ def test_committed_7b_two_gpu_pair_with_the_order_swapped_is_what_the_results_pa
     assert low < 1.0 < ten["ideal_speedup_net_of_skip"] < 0.95 * ten["ideal_speedup"] < high < 1.085
     assert 2.0 < one["sync_time_s"] < 2.1 and 0.84 < ten["sync_slot_on_skipped_steps"]["median"] < 0.86
 
-    def median_of(row, part):
-        return statistics.median(part(s) for s in row["steps"] if s["measured"])
-
-    def mean_of(row, part):
-        return statistics.mean(part(s) for s in row["steps"] if s["measured"])
-
-    def gen(s):
-        return s["gen_s"]
-
-    def outside_gen(s):
-        return s["step_s"] - s["gen_s"]
-
-    def score(s):
-        return s["score_s"]
-
-    assert 1.2 < median_of(ten, gen) - median_of(one, gen) < 1.25 and 0.6 < mean_of(ten, gen) - mean_of(one, gen) < 0.7
-    assert 0.9 < median_of(one, outside_gen) - median_of(ten, outside_gen) < 0.95  # the slot's saving, outside generation
-    assert median_of(ten, score) < 0.93 * median_of(one, score)  # the CPU control was not slower for v=10 this time
+    assert 1.2 < median_of(ten, gen_s) - median_of(one, gen_s) < 1.25 and 0.6 < mean_of(ten, gen_s) - mean_of(one, gen_s) < 0.7
+    assert 0.9 < median_of(one, outside_gen_s) - median_of(ten, outside_gen_s) < 0.95  # the slot's saving, outside generation
+    assert median_of(ten, score_s) < 0.93 * median_of(one, score_s)  # the CPU control was not slower for v=10 this time
     # the cache stayed on all 13 skipped steps (free 0.59 >= 0.4) and the slot was still 0.85 s: 0.57 s
     # of it in the actor call, whose only device work when keeping the cache was the synchronize
     assert ten["skip_cache_emptied_frac"]["p90"] == 0.0 and ten["skip_cache_emptied_frac"]["n"] == 13
