@@ -597,6 +597,11 @@ def test_accumulate_takes_back_an_identical_row_but_not_a_partly_pooled_one():
         throughput.accumulate(one, both)
 
 
+def rows_of(committed: dict, machine: str) -> tuple[dict, dict]:
+    """The v=1 and v=10 rows of one lease in a throughput.json."""
+    return tuple(next(r for r in committed["rows"] if r.get("machine") == machine and r["v"] == v) for v in (1, 10))
+
+
 def median_of(row: dict, part) -> float:
     """Median of ``part(step)`` over a throughput row's measured steps."""
     return statistics.median(part(s) for s in row["steps"] if s["measured"])
@@ -657,17 +662,14 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
     assert json.loads((tmp_path / "f" / "throughput.json").read_text()) == committed
 
     # what the results page states about them
-    def rows_of(machine):
-        return (next(r for r in committed["rows"] if r.get("machine") == machine and r["v"] == v) for v in (1, 10))
-
-    one, ten = rows_of("h100x4-2026-11-26")
+    one, ten = rows_of(committed, "h100x4-2026-11-26")
     assert (one["measured_steps"], ten["measured_steps"]) == (26, 17) and one["device"] == "NVIDIA H100 80GB HBM3"
     assert 1.9 < one["sync_time_s"] < 2.1 and 1.0 < ten["sync_slot_on_skipped_steps"]["median"] < 1.1
     assert ten["measured_speedup"] < 0.95 * ten["ideal_speedup"]  # short of the target ...
     assert ten["measured_speedup"] > 0.98 * ten["ideal_speedup_net_of_skip"]  # ... by the cost of the skipped slot
     low, high = ten["measured_speedup_ci90"]
     assert high < 0.95 * ten["ideal_speedup"]  # ... beyond the step-to-step noise
-    one, ten = rows_of("h100x4-2026-11-26b")
+    one, ten = rows_of(committed, "h100x4-2026-11-26b")
     assert (one["measured_steps"], ten["measured_steps"]) == (36, 36) and ten["warmup"] == 1
     assert 1.5 < one["sync_time_s"] < 1.6 and 0.8 < ten["sync_slot_on_skipped_steps"]["median"] < 0.9
     parts = [ten[k]["median"] for k in ("skip_empty_cache", "skip_wake_weights", "skip_wake_kv_cache")]
@@ -699,7 +701,7 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
         assert r["empty_cache_on_skip"] == "always" and r["skip_min_free_frac"]["p10"] > r["gpu_memory_utilization"]
 
     # fourth lease (2 GPUs): 7B with TP=2 + FSDP offload, v=1 then v=10, one after the other
-    one, ten = rows_of("h100x2-2026-11-26")
+    one, ten = rows_of(committed, "h100x2-2026-11-26")
     assert (one["measured_steps"], ten["measured_steps"]) == (14, 14) and ten["empty_cache_on_skip"] == "always"
     assert 2.1 < one["sync_time_s"] < 2.2 and 1.0 < ten["sync_slot_on_skipped_steps"]["median"] < 1.1
     assert 0.7 < ten["skip_empty_cache"]["median"] < 0.75 < 1.0  # most of the skipped slot ...
@@ -729,7 +731,7 @@ def test_committed_7b_two_gpu_pair_with_the_order_swapped_is_what_the_results_pa
     most of the skipped slot was the wait for the actor's queued device work."""
     results = Path(__file__).resolve().parents[1] / "results"
     committed = json.loads((results / "throughput.json").read_text())
-    one, ten = (next(r for r in committed["rows"] if r.get("machine") == "h100x2-2026-11-26b" and r["v"] == v) for v in (1, 10))
+    one, ten = rows_of(committed, "h100x2-2026-11-26b")
     assert ten["runs"][0]["started_at"] < one["runs"][0]["started_at"]  # v=10 first this time
     assert (one["measured_steps"], ten["measured_steps"]) == (17, 14) and ten["empty_cache_on_skip"] == "if_needed"
     assert one["device"] == ten["device"] == "NVIDIA H100 80GB HBM3" and one["n_gpus"] == 2
