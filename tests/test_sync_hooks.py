@@ -9,6 +9,7 @@
 * The loop below follows verl's order: generate → ``sleep_replicas`` → update actor → ``update_weights(s)``.
 """
 
+import asyncio
 import math
 import os
 import subprocess
@@ -42,8 +43,9 @@ def compose_cfg(*overrides):
 
 # ----------------------------------------------------------------------------- fakes
 class FakeVLLMServer:
-    def __init__(self, free_cache_engine=True):
+    def __init__(self, free_cache_engine=True, level1_sleep_s=0.0):
         self.config = SimpleNamespace(free_cache_engine=free_cache_engine)
+        self.level1_sleep_s = level1_sleep_s  # what copying the weights to host memory takes
         self.rollout_mode = "hybrid"
         self.node_rank = 0
         self.global_steps = None
@@ -58,6 +60,8 @@ class FakeVLLMServer:
     async def _sleep_hybrid(self):
         level = self._resolve_sleep_level()
         self.log.append(("sleep", level))
+        if level == 1:
+            await asyncio.sleep(self.level1_sleep_s)
         self.cpu_copy = self.weights if level == 1 else None
         self.weights, self.awake = None, False
 
@@ -158,10 +162,10 @@ def ray_local():
     ray.shutdown()
 
 
-def make_cluster(n_servers=2, free_cache_engine=True):
+def make_cluster(n_servers=2, free_cache_engine=True, level1_sleep_s=0.0):
     server_cls = ray.remote(num_cpus=0)(FakeVLLMServer)
     worker_cls = ray.remote(num_cpus=0)(FakeWorker)
-    servers = [server_cls.remote(free_cache_engine) for _ in range(n_servers)]
+    servers = [server_cls.remote(free_cache_engine, level1_sleep_s) for _ in range(n_servers)]
     workers = [worker_cls.remote() for _ in range(2)]
     replicas = [FakeReplica([s]) for s in servers]
     return servers, workers, replicas, FakeActorWG(workers, servers)
@@ -172,6 +176,7 @@ def run_v0_loop(trainer, manager, servers, steps, start=0):
     manager.update_weights(start)
     generated = {}
     for s in steps:
+        manager.trainer.global_steps = s
         generated[s] = ray.get([server.generate.remote() for server in servers])
         manager.sleep_replicas()
         manager.update_weights(s)
@@ -365,11 +370,26 @@ def test_resume_syncs_first_slot(ray_local):
     assert generated == {11: ["pi_10"], 12: ["pi_10"], 13: ["pi_12"], 14: ["pi_12"]}
 
 
+def test_each_step_reports_the_sleep_after_its_rollout(ray_local):
+    """timing_s/off_grpo_sleep: the replicas' sleep in each step (inside verl's gen timer). At v > 1 it
+    is level 1, which pays for copying α to host memory (0.2 s in the fake); v = 1 sleeps at level 2."""
+    for period, copies in ((2, True), (1, False)):
+        cfg = compose_cfg(*V0_OVERRIDES, f"algorithm.off_grpo.sync_period={period}")
+        servers, workers, replicas, wg = make_cluster(n_servers=1, level1_sleep_s=0.2)
+        manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
+        run_v0_loop(None, manager, servers, range(1, 4))
+        slept = [manager.step_metrics(s)["timing_s/off_grpo_sleep"] for s in (1, 2, 3)]
+        assert all(0.2 <= t < 2 for t in slept) if copies else all(t < 0.2 for t in slept), (period, slept)
+        manager.sleep_replicas()  # a second sleep in step 3 (after validation): the step reports both
+        twice = manager.step_metrics(3)["timing_s/off_grpo_sleep"]
+        assert twice >= slept[2] + (0.2 if copies else 0.0)
+
+
 def test_v0_metrics_reach_the_logger(ray_local):
     from verl.utils.tracking import Tracking
 
     cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=2")
-    servers, workers, replicas, wg = make_cluster(n_servers=1)
+    servers, workers, replicas, wg = make_cluster(n_servers=1, level1_sleep_s=0.05)
     manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
     run_v0_loop(None, manager, servers, range(1, 4))
 
@@ -387,7 +407,7 @@ def test_v0_metrics_reach_the_logger(ray_local):
     step, row = mem.rows[0]
     assert step == 3 and row["actor/x"] == 1.0
     assert row["off_grpo/synced"] == 0.0 and row["off_grpo/lag"] == 1.0 and row["off_grpo/rollout_lag"] == 0.0
-    assert "timing_s/off_grpo_sync" in row
+    assert "timing_s/off_grpo_sync" in row and row["timing_s/off_grpo_sleep"] >= 0.05
     assert "off_grpo/synced" not in mem.rows[1][1]
 
 
@@ -602,7 +622,7 @@ def test_v1_hooks_drive_the_lagged_manager(ray_local, monkeypatch):
     assert [logged[s]["off_grpo/synced"] for s in range(1, 13)] == [0, 0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 1]
     assert [logged[s]["off_grpo/lag"] for s in range(1, 13)] == [1, 2, 3, 0, 1, 0, 1, 0, 1, 2, 3, 0]
     assert [logged[s]["off_grpo/rollout_lag"] for s in range(1, 13)] == [0, 1, 2, 3, 0, 1, 0, 1, 0, 1, 2, 3]
-    assert all("timing_s/off_grpo_sync" in logged[s] for s in logged)
+    assert all("timing_s/off_grpo_sync" in logged[s] and "timing_s/off_grpo_sleep" in logged[s] for s in logged)
     assert ray.get(servers[0].__ray_call__.remote(lambda srv: srv.global_steps)) == 12
     # V1's _validate wakes with update_weights() (no step) after a colocated reward model: no transfer
     trainer.checkpoint_manager.sleep_replicas()

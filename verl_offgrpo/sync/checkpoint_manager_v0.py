@@ -24,6 +24,8 @@ Metrics of the slot of step s (not the first slot): ``off_grpo/synced``, ``off_g
 ``timing_s/off_grpo_skip_wake`` (the cost a lagged step still pays; see :meth:`wake_without_sync`),
 ``timing_s/off_grpo_skip_actor_wait`` (the part of ``empty_cache`` spent waiting for the actor's queued work),
 and the actor workers' memory then: ``off_grpo/skip_{cache_emptied_frac,min_free_frac,wake_needs_frac}``.
+Every step also reports ``timing_s/off_grpo_sleep``, the replicas' sleep after its rollout (inside verl's
+``timing_s/gen``; level 1 at v > 1 copies α to host memory: :meth:`LaggedCheckpointManager.sleep_replicas`).
 V1 merges them through the
 trainer's ``_pending_sync_metrics`` (read by ``PPOTrainer._consume_sync_metrics`` right after
 ``on_step_end``). v0 has no channel from the manager to its local ``metrics`` dict: the manager
@@ -183,14 +185,35 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             if decision.rollout_lag is not None:
                 metrics["off_grpo/rollout_lag"] = float(decision.rollout_lag)
             self.last_metrics = metrics
-            self.metrics_by_step[decision.step] = metrics
-            for old in [s for s in self.metrics_by_step if s < decision.step - 8]:
-                del self.metrics_by_step[old]
-            if self.trainer_kind == "v0":
-                _PENDING_LOG_METRICS.setdefault(decision.step, {}).update(metrics)
-                for old in [s for s in _PENDING_LOG_METRICS if s < decision.step - 8]:
-                    del _PENDING_LOG_METRICS[old]
+            self._record(decision.step, metrics)
         return result
+
+    @auto_await
+    async def sleep_replicas(self):
+        """verl's sleep of the replicas after a rollout, timed: ``timing_s/off_grpo_sleep`` of the
+        current step (summed if the step sleeps twice, e.g. after validation).
+
+        verl calls it inside its ``timing_s/gen`` timer. At v = 1 vLLM sleeps at level 2 (weights
+        discarded); at v > 1 with ``keep_weights=sleep_level1`` at level 1, which copies α to host
+        memory after every rollout, synced step or not: a cost of the lag that ``timing_s/gen`` would
+        otherwise hide (results/README.md §3).
+        """
+        start = time.perf_counter()
+        await super().sleep_replicas()
+        step = int(getattr(self.trainer, "global_steps", 0) or 0)
+        slept = self.metrics_by_step.get(step, {}).get("timing_s/off_grpo_sleep", 0.0)
+        self._record(step, {"timing_s/off_grpo_sleep": slept + time.perf_counter() - start})
+
+    def _record(self, step: int, metrics: dict) -> None:
+        """Add ``metrics`` to step ``step``'s (v0: also to what ``Tracking.log(step=step)`` merges);
+        forget steps more than 8 older."""
+        self.metrics_by_step.setdefault(step, {}).update(metrics)
+        for old in [s for s in self.metrics_by_step if s < step - 8]:
+            del self.metrics_by_step[old]
+        if self.trainer_kind == "v0":
+            _PENDING_LOG_METRICS.setdefault(step, {}).update(metrics)
+            for old in [s for s in _PENDING_LOG_METRICS if s < step - 8]:
+                del _PENDING_LOG_METRICS[old]
 
     async def wake_without_sync(self) -> dict[str, float]:
         """A skipped sync: no resharding, no transfer; vLLM wakes with α (or never slept).
@@ -249,5 +272,6 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         self.check_served_policy(metrics, step)
 
     def step_metrics(self, step: int) -> dict:
-        """The metrics of the slot of ``step`` (empty if that slot was the first or did not run)."""
+        """The metrics of step ``step``: its slot's (none for the first slot or one that did not run)
+        and its sleep's."""
         return dict(self.metrics_by_step.get(step, {}))
