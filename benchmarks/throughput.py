@@ -216,6 +216,9 @@ def per_step(metrics: dict[int, dict]) -> list[dict]:
                 "synced": row.get("off_grpo/synced"),
                 "step_s": row.get("timing_s/step"),
                 "gen_s": row.get("timing_s/gen"),
+                # inside gen: vLLM's generation of the batch (its longest request) and the replicas' sleep
+                "gen_vllm_s": row.get("timing_s/agent_loop/generate_sequences/max"),
+                "sleep_s": row.get("timing_s/off_grpo_sleep"),
                 "update_actor_s": row.get("timing_s/update_actor"),
                 "old_log_prob_s": row.get("timing_s/old_log_prob"),
                 # CPU-only work (the reward function): a control for the host's speed between runs

@@ -63,11 +63,13 @@ def test_per_step_reads_verl_timing_keys():
     metrics = {
         0: {"val/x": 1.0},
         1: {"timing_s/step": 2.0, "timing_s/gen": 1.0, "timing_s/update_weights": 0.5, "off_grpo/synced": 1.0,
-            "perf/total_num_tokens": 1000, "timing_s/agent_loop/compute_score/mean": 0.05},
+            "perf/total_num_tokens": 1000, "timing_s/agent_loop/compute_score/mean": 0.05,
+            "timing_s/agent_loop/generate_sequences/max": 0.8, "timing_s/off_grpo_sleep": 0.1},
     }  # fmt: skip
     (row,) = throughput.per_step(metrics)
     assert row["step"] == 1 and row["sync_slot_s"] == 0.5 and row["tokens_per_s"] == 500.0 and row["synced"] == 1.0
     assert row["score_s"] == 0.05  # the reward function's CPU time: the host-speed control
+    assert (row["gen_vllm_s"], row["sleep_s"]) == (0.8, 0.1)  # the two parts of gen we can name
 
 
 def test_row_stats_separates_the_served_policy_check_by_lag():
@@ -632,7 +634,7 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
     raw = results / "raw" / "throughput"
     committed = json.loads((results / "throughput.json").read_text())
     earlier = tmp_path / "earlier.json"
-    later_leases = ("h100x2-2026-11-26", "h100x1-2026-11-26", "h100x2-2026-11-26b")  # the last three leases, merged last
+    later_leases = ("h100x2-2026-11-26", "h100x1-2026-11-26", "h100x2-2026-11-26b", "h100x2-2026-11-26c")  # merged last
     earlier.write_text(json.dumps({**committed, "rows": [r for r in committed["rows"]
                                                          if r["model"] != "qwen2.5-7b" and r["machine"] not in later_leases]}))
     job = ["--n-gpus", "4", "--tp", "4", "--model", "qwen2.5-7b", "--machine", "h100x4-2026-11-26"]
@@ -659,7 +661,12 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
     assert throughput.main(["--out", str(tmp_path / "f"), "--rows-from",
                             str(raw / "h100x2b_qwen2.5-7b_2gpu-tp2-offload_v1.json"),
                             "--merge", str(tmp_path / "e" / "throughput.json")]) == 0  # fmt: skip
-    assert json.loads((tmp_path / "f" / "throughput.json").read_text()) == committed
+    # the third 2-GPU lease: the 7B pair's second command (it merged the first's), then the 1.5B pair's
+    assert throughput.main(["--out", str(tmp_path / "g"), "--rows-from",
+                            str(raw / "h100x2c_qwen2.5-7b_2gpu-tp2-offload_v1.json"),
+                            str(raw / "h100x2c_qwen2.5-1.5b_1gpu_v1-10.json"),
+                            "--merge", str(tmp_path / "f" / "throughput.json")]) == 0  # fmt: skip
+    assert json.loads((tmp_path / "g" / "throughput.json").read_text()) == committed
 
     # what the results page states about them
     one, ten = rows_of(committed, "h100x4-2026-11-26")
