@@ -68,10 +68,13 @@ def parse_console(text: str) -> dict[int, dict]:
 
 
 def parse_jsonl(path: Path) -> dict[int, dict]:
+    """Per-step metrics of verl's metrics file (``.jsonl``, or gzipped ``.jsonl.gz``); a line cut off
+    by a killed job is skipped."""
     rows: dict[int, dict] = {}
     if not path.exists():
         return rows
-    for line in path.read_text().splitlines():
+    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    for line in text.splitlines():
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:

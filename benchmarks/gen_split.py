@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Where a lagged run's generation time goes: vLLM's generation vs the rest of verl's ``gen`` timer.
+
+verl 0.9.1's v0 trainer times ``timing_s/gen`` around the agent loop's ``generate_sequences`` *and*
+the replicas' sleep after it (``checkpoint_manager.sleep_replicas()``). At v = 1 vLLM sleeps at level
+2 (weights discarded); at v > 1 with ``keep_weights=sleep_level1`` at level 1 (α copied to host
+memory). The agent loop times each request; all requests of a batch are in flight at once, so the
+longest one, ``timing_s/agent_loop/generate_sequences/max``, is vLLM's generation of the batch::
+
+    gen_vllm = timing_s/agent_loop/generate_sequences/max
+    gen_rest = timing_s/gen − gen_vllm          (the sleep + the agent-loop manager's own work)
+
+For each pair of runs of one lease, layout and model (v = 1 against each v > 1, from the metrics
+files ``<lease>_<layout>_<model>_v<v>[_<variant>].jsonl[.gz]`` that throughput.py's jobs leave and
+results/raw/throughput keeps), over the measured steps (after ``--warmup``): median and mean of
+``gen``, ``gen_vllm`` and ``gen_rest`` for each run, and the difference of means (v − v1) with its
+90 % bootstrap interval (both runs' steps resampled independently, fixed seed).
+
+    python3 benchmarks/gen_split.py --raw results/raw/throughput --out results/gen_split.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import mainppo_job  # noqa: E402
+
+PARTS = ("gen", "gen_vllm", "gen_rest")
+METRICS_FILE = re.compile(
+    r"^(?P<lease>[^_]+)_(?P<layout>\d+gpu-tp\d+(?:-offload)?)(?:-(?P<control>[a-z0-9]+))?_(?P<model>[^_]+)"
+    r"_v(?P<v>\d+)(?:_(?P<variant>[^.]+))?"
+    r"\.jsonl(?:\.gz)?$"
+)
+
+
+#: pairs whose files predate the ``<lease>_<layout>_<model>_v<v>`` names: the 7B TP=4 lease h100x4-2026-11-26b
+#: (36 + 36 steps; only its console logs hold the agent loop's timers)
+NAMED_PAIRS = (
+    ("h100x4b", "4gpu-tp4", "qwen2.5-7b", "10", "h100x4b_qwen2.5-7b_v1_run5.job.log.gz", "h100x4b_qwen2.5-7b_v10_run4.job.log.gz"),
+)
+
+
+def read_metrics(path: Path) -> dict[int, dict]:
+    """Per-step metrics of a run: its metrics file (``.jsonl[.gz]``) or its console log (``.log[.gz]``)."""
+    if ".jsonl" in path.name:
+        return mainppo_job.parse_jsonl(path)
+    raw = path.read_bytes()
+    return mainppo_job.parse_console((gzip.decompress(raw) if path.suffix == ".gz" else raw).decode(errors="replace"))
+
+
+def split_steps(metrics: dict[int, dict], warmup: int) -> dict[str, list[float]]:
+    """``gen``, ``gen_vllm`` and ``gen_rest`` of each step after ``warmup`` that logged both timers."""
+    parts: dict[str, list[float]] = {name: [] for name in PARTS}
+    for step in sorted(metrics):
+        row = metrics[step]
+        gen, vllm = row.get("timing_s/gen"), row.get("timing_s/agent_loop/generate_sequences/max")
+        if step <= warmup or gen is None or vllm is None:
+            continue
+        parts["gen"].append(gen)
+        parts["gen_vllm"].append(vllm)
+        parts["gen_rest"].append(gen - vllm)
+    return parts
+
+
+def mean_difference_interval(base: list[float], other: list[float], level: float = 0.9,
+                             resamples: int = 4000, seed: int = 0) -> list[float]:
+    """Bootstrap interval of mean(other) − mean(base): each list resampled with replacement."""
+    rng = np.random.default_rng(seed)
+    a, b = np.asarray(base, dtype=float), np.asarray(other, dtype=float)
+    diffs = b[rng.integers(0, len(b), (resamples, len(b)))].mean(1) - a[rng.integers(0, len(a), (resamples, len(a)))].mean(1)
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(diffs, [tail, 100 - tail])
+    return [float(low), float(high)]
+
+
+def summary(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "mean": statistics.mean(values), "n": len(values)}
+
+
+def compare(base: dict[str, list[float]], other: dict[str, list[float]]) -> dict:
+    """Per part: each run's median and mean, and the difference of means with its 90 % interval."""
+    out = {}
+    for name in PARTS:
+        out[name] = {
+            "v1": summary(base[name]),
+            "lagged": summary(other[name]),
+            "mean_difference": statistics.mean(other[name]) - statistics.mean(base[name]),
+            "mean_difference_ci90": mean_difference_interval(base[name], other[name]),
+        }
+    return out
+
+
+def pairs_in(raw: Path) -> list[tuple[dict, Path, Path]]:
+    """(identity, v=1 file, other file) for every metrics file in ``raw`` that has a plain v = 1 run
+    of its lease, layout and model: each v > 1 run, and each run of a control layout
+    (``<layout>-<control>``, e.g. ``2gpu-tp2-offload-level1``: v = 1 sleeping at level 1,
+    benchmarks/diag/level1_every_step.py); in file-name order, then :data:`NAMED_PAIRS` found in ``raw``."""
+    runs = {}
+    for path in sorted(raw.iterdir()):
+        match = METRICS_FILE.match(path.name)
+        if match:
+            runs[path] = match.groupdict()
+    ones = {(r["lease"], r["layout"], r["model"]): p for p, r in runs.items() if r["v"] == "1" and not r["control"]}
+    found = []
+    for path, r in runs.items():
+        base = ones.get((r["lease"], r["layout"], r["model"]))
+        if (r["v"] != "1" or r["control"]) and base is not None:
+            found.append(({**r, "v": int(r["v"])}, base, path))
+    for lease, layout, model, v, base, other in NAMED_PAIRS:
+        if (raw / base).exists() and (raw / other).exists():
+            found.append(({"lease": lease, "layout": layout, "control": None, "model": model, "v": int(v), "variant": None}, raw / base, raw / other))
+    return found
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--raw", default=str(HERE.parent / "results" / "raw" / "throughput"),
+                   help="folder of the runs' metrics files")  # fmt: skip
+    p.add_argument("--warmup", type=int, default=1, help="leading steps left out (throughput.py's --warmup)")
+    p.add_argument("--out", default=None, help="write the table here as JSON")
+    args = p.parse_args(argv)
+    rows = []
+    for identity, base, other in pairs_in(Path(args.raw)):
+        split = compare(split_steps(read_metrics(base), args.warmup), split_steps(read_metrics(other), args.warmup))
+        rows.append({**identity, "files": [base.name, other.name], **split})
+        diff = "  ".join(f"{n} {split[n]['mean_difference']:+.2f} s" for n in PARTS)
+        name = identity["layout"] + (f"-{identity['control']}" if identity["control"] else "")
+        print(f"[gen_split] {identity['lease']} {name} {identity['model']} v={identity['v']} − v=1: {diff}")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"warmup": args.warmup, "pairs": rows}, indent=1) + "\n")
+    return 0 if rows else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""benchmarks/gen_split.py: verl's gen timer split into vLLM's generation and the rest (the sleep)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import gen_split  # noqa: E402
+
+
+def _metrics_file(path: Path, steps: dict[int, tuple[float, float | None]], cut_last_line: bool = False) -> None:
+    """verl's file logger lines: step → (timing_s/gen, agent loop generate_sequences/max or None)."""
+    lines = []
+    for step, (gen, vllm) in steps.items():
+        data = {"timing_s/gen": gen, **({} if vllm is None else {"timing_s/agent_loop/generate_sequences/max": vllm})}
+        lines.append(json.dumps({"step": step, "data": data}))
+    text = "\n".join(lines) + ("\n" + lines[-1][:20] if cut_last_line else "") + "\n"
+    if path.suffix == ".gz":
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text)
+
+
+def test_split_and_pairs_by_hand(tmp_path):
+    # step 1 is the warm-up (left out); step 4 of the v=1 run lacks the agent loop's timer (left out)
+    _metrics_file(tmp_path / "L_2gpu-tp2_m_v1.jsonl", {1: (50.0, 40.0), 2: (4.0, 3.0), 3: (6.0, 5.0), 4: (9.0, None)})
+    _metrics_file(tmp_path / "L_2gpu-tp2_m_v10_if_needed.jsonl.gz", {1: (60.0, 1.0), 2: (7.0, 5.5), 3: (9.0, 7.5)},
+                  cut_last_line=True)  # a killed job's last line
+    _metrics_file(tmp_path / "L_2gpu-tp2-level1_m_v1.jsonl", {1: (1.0, 1.0), 2: (5.0, 4.0), 3: (5.0, 4.0)})
+    _metrics_file(tmp_path / "M_1gpu-tp1_m_v10.jsonl", {1: (1.0, 1.0), 2: (2.0, 1.0)})  # no v=1 run: no pair
+    out = tmp_path / "split.json"
+    assert gen_split.main(["--raw", str(tmp_path), "--out", str(out)]) == 0
+    pairs = {(p["layout"], p["control"], p["v"]): p for p in json.loads(out.read_text())["pairs"]}
+    assert sorted(pairs, key=str) == sorted([("2gpu-tp2", None, 10), ("2gpu-tp2", "level1", 1)], key=str)
+    lagged = pairs["2gpu-tp2", None, 10]
+    assert lagged["variant"] == "if_needed" and lagged["files"] == ["L_2gpu-tp2_m_v1.jsonl", "L_2gpu-tp2_m_v10_if_needed.jsonl.gz"]
+    # v=1: gen 4, 6 = vLLM 3, 5 + rest 1, 1; v=10: gen 7, 9 = vLLM 5.5, 7.5 + rest 1.5, 1.5
+    assert lagged["gen"]["v1"] == {"median": 5.0, "mean": 5.0, "n": 2} and lagged["gen"]["mean_difference"] == 3.0
+    assert lagged["gen_vllm"]["mean_difference"] == 2.5
+    assert lagged["gen_rest"]["lagged"]["mean"] == 1.5 and lagged["gen_rest"]["mean_difference"] == 0.5
+    assert lagged["gen_rest"]["mean_difference_ci90"] == [0.5, 0.5]  # no spread, no interval
+    low, high = lagged["gen_vllm"]["mean_difference_ci90"]
+    assert 0.5 <= low < 2.5 < high <= 4.5  # resampled means lie between the extreme steps
+    control = pairs["2gpu-tp2", "level1", 1]
+    assert control["gen_vllm"]["mean_difference"] == 0.0 and control["gen_rest"]["mean_difference"] == 0.0
+
+
+def test_committed_split_is_what_the_script_derives_and_what_the_results_page_says(tmp_path):
+    """results/gen_split.json = gen_split.py over results/raw/throughput. results/README.md §3: v=10's
+    sleep costs 0.13–0.21 s a step more at 7B TP=2 (α is 7.6 GB per GPU), less elsewhere; vLLM's own
+    generation was slower at v=10 in all three 7B TP=2 + offload pairs and in no other layout."""
+    committed = json.loads((REPO / "results" / "gen_split.json").read_text())
+    assert gen_split.main(["--out", str(tmp_path / "split.json")]) == 0
+    assert json.loads((tmp_path / "split.json").read_text()) == committed
+    pairs = committed["pairs"]
+    tp2_7b = [p for p in pairs if (p["layout"], p["model"]) == ("2gpu-tp2-offload", "qwen2.5-7b")]
+    others = [p for p in pairs if p not in tp2_7b]
+    assert [p["lease"] for p in tp2_7b] == ["h100x2", "h100x2b", "h100x2c"] and len(others) == 7
+    for p in tp2_7b:
+        rest = p["gen_rest"]
+        assert 0.12 < rest["mean_difference"] < 0.22 and rest["mean_difference_ci90"][0] > 0.03
+        assert p["gen_vllm"]["mean_difference"] > 0.5
+    assert tp2_7b[0]["gen_vllm"]["mean_difference_ci90"][0] > 0.8  # only the first pair's gap is beyond the noise
+    assert all(p["gen_vllm"]["mean_difference_ci90"][0] < 0 for p in tp2_7b[1:])
+    for p in others:
+        assert -0.25 < p["gen_vllm"]["mean_difference"] < 0.35
+        assert p["gen_vllm"]["mean_difference_ci90"][0] < 0 < p["gen_vllm"]["mean_difference_ci90"][1]
+        assert -0.01 < p["gen_rest"]["mean_difference"] < 0.09
+    tp4 = next(p for p in others if p["layout"] == "4gpu-tp4")
+    assert (tp4["gen_vllm"]["v1"]["n"], tp4["gen_vllm"]["lagged"]["n"]) == (36, 35)
+
+
+@pytest.mark.parametrize("name, ok", [("h100x2c_2gpu-tp2-offload_qwen2.5-7b_v10_if_needed.jsonl.gz", True),
+                                      ("h100x2c_2gpu-tp2-offload-level1_qwen2.5-7b_v1.jsonl", True),
+                                      ("h100x4_qwen2.5-7b_v1_run1_killed.jsonl", False),
+                                      ("h100x2c_2gpu-tp2-offload_qwen2.5-7b_v1.log.gz", False)])
+def test_metrics_file_names(name, ok):
+    assert bool(gen_split.METRICS_FILE.match(name)) is ok
