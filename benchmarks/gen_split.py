@@ -60,8 +60,9 @@ def read_metrics(path: Path) -> dict[int, dict]:
 
 
 def split_steps(metrics: dict[int, dict], warmup: int) -> dict[str, list[float]]:
-    """``gen``, ``gen_vllm`` and ``gen_rest`` of each step after ``warmup`` that logged both timers."""
-    parts: dict[str, list[float]] = {name: [] for name in PARTS}
+    """``gen``, ``gen_vllm`` and ``gen_rest`` of each step after ``warmup`` that logged both timers,
+    and ``rollout_lag`` (``off_grpo/rollout_lag``: 0 = the batch was generated right after a real sync)."""
+    parts: dict[str, list] = {name: [] for name in (*PARTS, "rollout_lag")}
     for step in sorted(metrics):
         row = metrics[step]
         gen, vllm = row.get("timing_s/gen"), row.get("timing_s/agent_loop/generate_sequences/max")
@@ -70,6 +71,7 @@ def split_steps(metrics: dict[int, dict], warmup: int) -> dict[str, list[float]]
         parts["gen"].append(gen)
         parts["gen_vllm"].append(vllm)
         parts["gen_rest"].append(gen - vllm)
+        parts["rollout_lag"].append(row.get("off_grpo/rollout_lag"))
     return parts
 
 
@@ -89,8 +91,12 @@ def summary(values: list[float]) -> dict:
 
 
 def compare(base: dict[str, list[float]], other: dict[str, list[float]]) -> dict:
-    """Per part: each run's median and mean, and the difference of means with its 90 % interval."""
-    out = {}
+    """Per part: each run's median and mean, and the difference of means with its 90 % interval; and
+    the lagged run's ``gen_vllm`` of the steps generated right after a real sync vs after a skip (the
+    same sleep level on both: whether it is the skip's wake that slows vLLM)."""
+    after_sync = [t for t, lag in zip(other["gen_vllm"], other["rollout_lag"]) if lag == 0]
+    after_skip = [t for t, lag in zip(other["gen_vllm"], other["rollout_lag"]) if lag]
+    out = {"gen_vllm_after_sync": after_sync, "gen_vllm_after_skip": summary(after_skip) if after_skip else None}
     for name in PARTS:
         out[name] = {
             "v1": summary(base[name]),

@@ -15,11 +15,12 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import gen_split  # noqa: E402
 
 
-def _metrics_file(path: Path, steps: dict[int, tuple[float, float | None]], cut_last_line: bool = False) -> None:
-    """verl's file logger lines: step → (timing_s/gen, agent loop generate_sequences/max or None)."""
+def _metrics_file(path: Path, steps: dict[int, tuple], cut_last_line: bool = False) -> None:
+    """verl's file logger lines: step → (timing_s/gen, agent loop generate_sequences/max or None[, rollout lag])."""
     lines = []
-    for step, (gen, vllm) in steps.items():
+    for step, (gen, vllm, *lag) in steps.items():
         data = {"timing_s/gen": gen, **({} if vllm is None else {"timing_s/agent_loop/generate_sequences/max": vllm})}
+        data.update({"off_grpo/rollout_lag": lag[0]} if lag else {})
         lines.append(json.dumps({"step": step, "data": data}))
     text = "\n".join(lines) + ("\n" + lines[-1][:20] if cut_last_line else "") + "\n"
     if path.suffix == ".gz":
@@ -31,7 +32,7 @@ def _metrics_file(path: Path, steps: dict[int, tuple[float, float | None]], cut_
 def test_split_and_pairs_by_hand(tmp_path):
     # step 1 is the warm-up (left out); step 4 of the v=1 run lacks the agent loop's timer (left out)
     _metrics_file(tmp_path / "L_2gpu-tp2_m_v1.jsonl", {1: (50.0, 40.0), 2: (4.0, 3.0), 3: (6.0, 5.0), 4: (9.0, None)})
-    _metrics_file(tmp_path / "L_2gpu-tp2_m_v10_if_needed.jsonl.gz", {1: (60.0, 1.0), 2: (7.0, 5.5), 3: (9.0, 7.5)},
+    _metrics_file(tmp_path / "L_2gpu-tp2_m_v10_if_needed.jsonl.gz", {1: (60.0, 1.0, 0.0), 2: (7.0, 5.5, 0.0), 3: (9.0, 7.5, 1.0)},
                   cut_last_line=True)  # a killed job's last line
     _metrics_file(tmp_path / "L_2gpu-tp2-level1_m_v1.jsonl", {1: (1.0, 1.0), 2: (5.0, 4.0), 3: (5.0, 4.0)})
     _metrics_file(tmp_path / "M_1gpu-tp1_m_v10.jsonl", {1: (1.0, 1.0), 2: (2.0, 1.0)})  # no v=1 run: no pair
@@ -46,6 +47,7 @@ def test_split_and_pairs_by_hand(tmp_path):
     assert lagged["gen_vllm"]["mean_difference"] == 2.5
     assert lagged["gen_rest"]["lagged"]["mean"] == 1.5 and lagged["gen_rest"]["mean_difference"] == 0.5
     assert lagged["gen_rest"]["mean_difference_ci90"] == [0.5, 0.5]  # no spread, no interval
+    assert lagged["gen_vllm_after_sync"] == [5.5] and lagged["gen_vllm_after_skip"]["median"] == 7.5  # step 2 / 3
     low, high = lagged["gen_vllm"]["mean_difference_ci90"]
     assert 0.5 <= low < 2.5 < high <= 4.5  # resampled means lie between the extreme steps
     control = pairs["2gpu-tp2", "level1", 1]
@@ -69,6 +71,9 @@ def test_committed_split_is_what_the_script_derives_and_what_the_results_page_sa
         assert p["gen_vllm"]["mean_difference"] > 0.5
     assert tp2_7b[0]["gen_vllm"]["mean_difference_ci90"][0] > 0.8  # only the first pair's gap is beyond the noise
     assert all(p["gen_vllm"]["mean_difference_ci90"][0] < 0 for p in tp2_7b[1:])
+    for p in tp2_7b[:2]:  # within the v=10 run, the step right after a real sync was not faster than those after a skip
+        (after_sync,) = p["gen_vllm_after_sync"]
+        assert after_sync > p["gen_vllm_after_skip"]["median"]
     for p in others:
         assert -0.25 < p["gen_vllm"]["mean_difference"] < 0.35
         assert p["gen_vllm"]["mean_difference_ci90"][0] < 0 < p["gen_vllm"]["mean_difference_ci90"][1]
