@@ -339,6 +339,14 @@ def test_throughput_layouts_compose_and_pass_the_startup_checks(tmp_path, n_gpus
         assert cfg.actor_rollout_ref.rollout.ignore_eos is True and cfg.algorithm.off_grpo.sync_period == v
         assert cfg.algorithm.off_grpo.empty_cache_on_skip == args.empty_cache_on_skip
         validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    if trainer == "v0":  # the level-1 control (results/README.md "Not measured yet"): v=1 with --extra
+        fqn = "benchmarks.diag.level1_every_step.Level1EveryStep"
+        args.extra = [f"actor_rollout_ref.rollout.checkpoint_manager_class={fqn}"]
+        overrides = throughput.job_overrides(args, 1, tmp_path / model, tmp_path / "data", f"{model}_level1")
+        with initialize_config_dir(config_dir=config_dir(), version_base=None):
+            cfg = compose(config_name="off_grpo_trainer", overrides=overrides)
+        assert cfg.actor_rollout_ref.rollout.checkpoint_manager_class == fqn and cfg.algorithm.off_grpo.sync_period == 1
+        validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
 
 
 # ----------------------------------------------------------------------------- keep_weights.py
