@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Where a lagged run's generation time goes: vLLM's generation vs the rest of verl's ``gen`` timer.
 
 verl 0.9.1's v0 trainer times ``timing_s/gen`` around the agent loop's ``generate_sequences`` *and*
@@ -34,7 +33,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import mainppo_job  # noqa: E402
+import mainppo_job
 
 PARTS = ("gen", "gen_vllm", "gen_rest")
 METRICS_FILE = re.compile(

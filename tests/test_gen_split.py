@@ -12,7 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import gen_split  # noqa: E402
+import gen_split
 
 
 def _metrics_file(path: Path, steps: dict[int, tuple], cut_last_line: bool = False) -> None:

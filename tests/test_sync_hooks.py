@@ -342,7 +342,7 @@ def test_level1_control_is_v1_with_a_real_sync_every_step_and_level_1_sleep(ray_
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))  # the jobs' PYTHONPATH has the repo root
     fqn = "benchmarks.diag.level1_every_step.Level1EveryStep"
     cfg = compose_cfg(*V0_OVERRIDES, f"actor_rollout_ref.rollout.checkpoint_manager_class={fqn}")
-    servers, workers, replicas, wg = make_cluster(n_servers=1, level1_sleep_s=0.1)
+    servers, _, replicas, wg = make_cluster(n_servers=1, level1_sleep_s=0.1)
     manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
     assert type(manager).__name__ == "Level1EveryStep"
     generated = run_v0_loop(None, manager, servers, range(1, 4))
@@ -394,7 +394,7 @@ def test_each_step_reports_the_sleep_after_its_rollout(ray_local):
     is level 1, which pays for copying α to host memory (0.2 s in the fake); v = 1 sleeps at level 2."""
     for period, copies in ((2, True), (1, False)):
         cfg = compose_cfg(*V0_OVERRIDES, f"algorithm.off_grpo.sync_period={period}")
-        servers, workers, replicas, wg = make_cluster(n_servers=1, level1_sleep_s=0.2)
+        servers, _, replicas, wg = make_cluster(n_servers=1, level1_sleep_s=0.2)
         manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
         run_v0_loop(None, manager, servers, range(1, 4))
         slept = [manager.step_metrics(s)["timing_s/off_grpo_sleep"] for s in (1, 2, 3)]
