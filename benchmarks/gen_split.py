@@ -21,7 +21,6 @@ results/raw/throughput keeps), over the measured steps (after ``--warmup``): med
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import re
 import statistics
@@ -48,14 +47,6 @@ METRICS_FILE = re.compile(
 NAMED_PAIRS = (
     ("h100x4b", "4gpu-tp4", "qwen2.5-7b", "10", "h100x4b_qwen2.5-7b_v1_run5.job.log.gz", "h100x4b_qwen2.5-7b_v10_run4.job.log.gz"),
 )
-
-
-def read_metrics(path: Path) -> dict[int, dict]:
-    """Per-step metrics of a run: its metrics file (``.jsonl[.gz]``) or its console log (``.log[.gz]``)."""
-    if ".jsonl" in path.name:
-        return mainppo_job.parse_jsonl(path)
-    raw = path.read_bytes()
-    return mainppo_job.parse_console((gzip.decompress(raw) if path.suffix == ".gz" else raw).decode(errors="replace"))
 
 
 def split_steps(metrics: dict[int, dict], warmup: int) -> dict[str, list[float]]:
@@ -137,7 +128,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     rows = []
     for identity, base, other in pairs_in(Path(args.raw)):
-        split = compare(split_steps(read_metrics(base), args.warmup), split_steps(read_metrics(other), args.warmup))
+        split = compare(split_steps(mainppo_job.read_metrics_file(base), args.warmup), split_steps(mainppo_job.read_metrics_file(other), args.warmup))
         rows.append({**identity, "files": [base.name, other.name], **split})
         diff = "  ".join(f"{n} {split[n]['mean_difference']:+.2f} s" for n in PARTS)
         name = identity["layout"] + (f"-{identity['control']}" if identity["control"] else "")

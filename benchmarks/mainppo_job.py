@@ -73,8 +73,7 @@ def parse_jsonl(path: Path) -> dict[int, dict]:
     rows: dict[int, dict] = {}
     if not path.exists():
         return rows
-    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
-    for line in text.splitlines():
+    for line in _read_text(path, errors="strict").splitlines():
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
@@ -93,9 +92,20 @@ def read_metrics(log_dir: Path, tag: str) -> tuple[dict[int, dict], str]:
     for name in (f"{tag}.log", f"{tag}.log.gz"):
         path = log_dir / name
         if path.exists():
-            raw = gzip.decompress(path.read_bytes()) if name.endswith(".gz") else path.read_bytes()
-            return parse_console(raw.decode(errors="replace")), name
+            return read_metrics_file(path), name
     return {}, ""
+
+
+def read_metrics_file(path: Path) -> dict[int, dict]:
+    """Per-step metrics of one saved file: a metrics file (``.jsonl[.gz]``) or a console log (``.log[.gz]``)."""
+    return parse_jsonl(path) if ".jsonl" in path.name else parse_console(_read_text(path))
+
+
+def _read_text(path: Path, errors: str = "replace") -> str:
+    """A saved file's text, gunzipped if its name ends in ``.gz`` (a console log's undecodable bytes
+    replaced; a metrics file's are an error)."""
+    raw = path.read_bytes()
+    return (gzip.decompress(raw) if path.suffix == ".gz" else raw).decode(errors=errors)
 
 
 def pick(row: dict, *names, suffix: str | None = None):
