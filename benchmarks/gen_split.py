@@ -65,17 +65,6 @@ def split_steps(metrics: dict[int, dict], warmup: int) -> dict[str, list[float]]
     return parts
 
 
-def mean_difference_interval(base: list[float], other: list[float], level: float = 0.9,
-                             resamples: int = 4000, seed: int = 0) -> list[float]:
-    """Bootstrap interval of mean(other) − mean(base): each list resampled with replacement."""
-    rng = np.random.default_rng(seed)
-    a, b = np.asarray(base, dtype=float), np.asarray(other, dtype=float)
-    diffs = b[rng.integers(0, len(b), (resamples, len(b)))].mean(1) - a[rng.integers(0, len(a), (resamples, len(a)))].mean(1)
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(diffs, [tail, 100 - tail])
-    return [float(low), float(high)]
-
-
 def summary(values: list[float]) -> dict:
     return {"median": statistics.median(values), "mean": statistics.mean(values), "n": len(values)}
 
@@ -92,7 +81,8 @@ def compare(base: dict[str, list[float]], other: dict[str, list[float]]) -> dict
             "v1": summary(base[name]),
             "lagged": summary(other[name]),
             "mean_difference": statistics.mean(other[name]) - statistics.mean(base[name]),
-            "mean_difference_ci90": mean_difference_interval(base[name], other[name]),
+            # the bootstrap interval of mean(lagged) − mean(v=1)
+            "mean_difference_ci90": mainppo_job.bootstrap_interval(other[name], base[name], np.subtract, np.mean),
         }
     return out
 

@@ -271,6 +271,22 @@ def memory_and_host(progress: dict) -> dict:
             "host_after": progress.get("host_after")}  # fmt: skip
 
 
+def bootstrap_interval(first: list[float], second: list[float], combine, statistic, level: float = 0.9,
+                       resamples: int = 4000, seed: int = 0) -> list[float]:
+    """Bootstrap interval of ``combine(statistic(first), statistic(second))`` for two independent
+    samples (two jobs): each resampled with replacement ``resamples`` times with a fixed seed (``first``
+    drawn first); the (1 − level)/2 and (1 + level)/2 percentiles of the combined resampled statistics."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    a, b = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+    stat_a = statistic(a[rng.integers(0, len(a), (resamples, len(a)))], axis=1)
+    stat_b = statistic(b[rng.integers(0, len(b), (resamples, len(b)))], axis=1)
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(combine(stat_a, stat_b), [tail, 100 - tail])
+    return [float(low), float(high)]
+
+
 def memory_summary(samples: list[dict[str, float]], after_s: float | None) -> dict:
     """Max and median of the samples taken from ``after_s`` on (the first logged step: training only)."""
     out = {}

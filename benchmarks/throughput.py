@@ -449,13 +449,7 @@ def speedup_interval(t1_steps: list[float], tv_steps: list[float], level: float 
     """
     if not t1_steps or not tv_steps:
         return None
-    rng = np.random.default_rng(seed)
-    t1, tv = np.asarray(t1_steps, dtype=float), np.asarray(tv_steps, dtype=float)
-    stat1 = statistic(t1[rng.integers(0, len(t1), (resamples, len(t1)))], axis=1)
-    statv = statistic(tv[rng.integers(0, len(tv), (resamples, len(tv)))], axis=1)
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(stat1 / statv, [tail, 100 - tail])
-    return [float(low), float(high)]
+    return mainppo_job.bootstrap_interval(t1_steps, tv_steps, np.divide, statistic, level, resamples, seed)
 
 
 def add_speedups(rows: list[dict]) -> None:
