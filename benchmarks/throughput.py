@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import socket
 import sys
 import time
@@ -328,11 +329,35 @@ def skip_modes(value: str) -> list[str]:
     return modes
 
 
-def jobs_of(args) -> list[tuple[int, str]]:
-    """The jobs of one command as ``(v, empty_cache_on_skip mode)``: v=1 once (it never skips), every
-    v > 1 once per mode of ``args.skip_modes``."""
-    return [(v, mode) for v in (int(x) for x in args.v.split(","))
+def control_job(value: str | None) -> tuple[str, str] | None:
+    """``--control NAME=OVERRIDE`` as ``(NAME, OVERRIDE)``: a v=1 job with one more hydra override,
+    labelled ``<layout>-NAME`` (e.g. ``level1=actor_rollout_ref.rollout.checkpoint_manager_class=…``:
+    v=1 whose vLLM sleeps at level 1, run beside the plain v=1 job). None without it."""
+    if not value:
+        return None
+    name, _, override = value.partition("=")
+    if not re.fullmatch(r"[a-z0-9]+", name) or "=" not in override:
+        raise ValueError(f"--control {value}: needs NAME=KEY=VALUE (a hydra override), NAME of [a-z0-9] "
+                         "(gen_split.py finds the run by it)")  # fmt: skip
+    return name, override
+
+
+def jobs_of(args) -> list[tuple[int, str, tuple[str, str] | None]]:
+    """The jobs of one command as ``(v, empty_cache_on_skip mode, control)``: v=1 once (it never
+    skips), every v > 1 once per mode of ``args.skip_modes``, and the ``--control`` job (v=1) if any."""
+    jobs = [(v, mode, None) for v in (int(x) for x in args.v.split(","))
             for mode in (args.skip_modes[:1] if v == 1 else args.skip_modes)]  # fmt: skip
+    return jobs + ([(1, args.skip_modes[0], args.control)] if args.control else [])
+
+
+def job_args(args, job: tuple[int, str, tuple[str, str] | None]) -> argparse.Namespace:
+    """``args`` as seen by one job of :func:`jobs_of`: its ``empty_cache_on_skip`` mode; a control job
+    also its ``<layout>-NAME`` label and override."""
+    _, mode, control = job
+    updates: dict = {"empty_cache_on_skip": mode}
+    if control:
+        updates.update(layout=f"{args.layout}-{control[0]}", extra=[*args.extra, control[1]])
+    return argparse.Namespace(**{**vars(args), **updates})
 
 
 def job_row(args, v: int, metrics: dict[int, dict], run: dict, device, params, gpu=None) -> dict:
@@ -525,6 +550,10 @@ def main(argv=None) -> int:
                    help="with --merge: pool this run's measured steps with the earlier row of the same job "
                         "and machine instead of replacing it (>= 20 steps over several 10-minute commands)")
     p.add_argument("--extra", nargs="*", default=[], help="extra hydra overrides for every job")
+    p.add_argument("--control", default=None, metavar="NAME=OVERRIDE",
+                   help="also run a v=1 control job with this one more hydra override, as layout '<layout>-NAME' "
+                        "(side by side with the others with --gpus), e.g. level1=actor_rollout_ref.rollout."
+                        "checkpoint_manager_class=benchmarks.diag.level1_every_step.Level1EveryStep")  # fmt: skip
     p.add_argument("--import-jsonl", default=None,
                    help="no GPU: the row of a run whose command was killed before it wrote throughput.json, from "
                         "the metrics file the job left (same job arguments as the run; needs --device)")  # fmt: skip
@@ -538,6 +567,7 @@ def main(argv=None) -> int:
     try:
         args.gpu_groups = gpu_groups(args.gpus, args.n_gpus)
         args.skip_modes = skip_modes(args.empty_cache_on_skip)
+        args.control = control_job(args.control)
     except ValueError as err:
         p.error(str(err))
     args.empty_cache_on_skip = args.skip_modes[0]
@@ -550,7 +580,7 @@ def main(argv=None) -> int:
     if args.import_jsonl or args.rows_from:
         if args.import_jsonl and not args.device:
             p.error("--import-jsonl needs --device (the GPU the run used)")
-        if args.import_jsonl and ("," in args.v or len(args.skip_modes) > 1):
+        if args.import_jsonl and ("," in args.v or len(args.skip_modes) > 1 or args.control):
             p.error("--import-jsonl imports one job: give its single --v and --empty-cache-on-skip")
         batches = [[imported_row(args, Path(args.import_jsonl))]] if args.import_jsonl else []
         documents = [json.loads(Path(f).read_text()) for f in args.rows_from]
@@ -611,8 +641,7 @@ def run_jobs(args, out: Path) -> tuple[list[dict], dict]:
     print(f"[throughput] model {shape} ready after {time.time() - t0:.1f}s; {info}", flush=True)
     rows = mainppo_job.on_gpus(
         args.jobs, args.gpu_groups,
-        lambda job, env: run_job(argparse.Namespace(**{**vars(args), "empty_cache_on_skip": job[1]}), job[0],
-                                 model_dir, data_dir, log_dir, info, shape, env),
+        lambda job, env: run_job(job_args(args, job), job[0], model_dir, data_dir, log_dir, info, shape, env),
     )  # fmt: skip
     return rows, info
 

@@ -21,6 +21,7 @@ sys.path.insert(0, str(BENCH))
 import mainppo_job  # noqa: E402
 import sync_e2e  # noqa: E402
 import throughput  # noqa: E402
+import gen_split  # noqa: E402
 
 
 def _row(v, step, sync, layout="1gpu-tp1"):
@@ -883,6 +884,39 @@ def test_throughput_runs_multi_gpu_jobs_side_by_side_on_consecutive_gpu_groups(t
     assert throughput.gpu_groups("0,1,2,3", 1) == ["0", "1", "2", "3"] and throughput.gpu_groups(None, 2) is None
     with pytest.raises(ValueError):
         throughput.gpu_groups("0,0", 1)
+
+
+def test_throughput_runs_a_v1_control_job_beside_the_plain_one_with_its_override_and_label(tmp_path, monkeypatch):
+    """--control level1=<override> --gpus 0,1,2,3 --n-gpus 2: plain v=1 on one GPU pair, the control (v=1
+    plus the override, labelled '<layout>-level1', which gen_split pairs with the plain run) on the other."""
+    launched = {}
+
+    def fake_run_main_ppo(name, overrides, out, log_dir, timeout, steps, stall_s, **env):
+        launched[name] = (overrides, env.get("CUDA_VISIBLE_DEVICES"))
+        return 0, {"startup_s": 1.0, "stalled": False, "memory": {}}, _verl_jsonl(
+            log_dir / f"{name}.jsonl", [30.0, 10.0, 12.5 if "level1" in name else 10.0, 10.0], sync_every=1)  # fmt: skip
+
+    _fake_throughput_jobs(tmp_path, monkeypatch, fake_run_main_ppo)
+    fqn = "benchmarks.diag.level1_every_step.Level1EveryStep"
+    override = f"actor_rollout_ref.rollout.checkpoint_manager_class={fqn}"
+    common = ["--out", str(tmp_path / "out"), "--work", str(tmp_path / "w"), "--n-gpus", "2", "--tp", "2",
+              "--offload", "--v", "1", "--warmup", "1", "--gpus", "0,1,2,3"]  # fmt: skip
+    for bad in ("level1", "level1=x", "=a=b", "level_1=a=b", "Level1=a=b"):  # refused before any job starts
+        with pytest.raises(SystemExit):
+            throughput.main([*common, "--control", bad])
+    assert launched == {}
+    assert throughput.main([*common, "--control", f"level1={override}"]) == 0
+    plain, control = "2gpu-tp2-offload_qwen2.5-1.5b_v1", "2gpu-tp2-offload-level1_qwen2.5-1.5b_v1"
+    assert sorted(launched) == [control, plain]
+    assert override in launched[control][0] and not any(fqn in o for o in launched[plain][0])
+    assert "algorithm.off_grpo.sync_period=1" in launched[control][0]
+    assert sorted(gpu for _, gpu in launched.values()) == ["0,1", "2,3"]  # at the same time
+    rows = json.loads((tmp_path / "out" / "throughput.json").read_text())["rows"]
+    assert [(r["layout"], r["v"], r["concurrent_jobs"]) for r in rows] == [
+        ("2gpu-tp2-offload", 1, 2), ("2gpu-tp2-offload-level1", 1, 2)]  # fmt: skip
+    assert [r["step"]["median"] for r in rows] == [10.0, 10.0] and rows[1]["step"]["p90"] == pytest.approx(12.0)
+    found = gen_split.METRICS_FILE.match(f"h100x4_{control}.jsonl.gz").groupdict()
+    assert (found["layout"], found["control"], found["v"]) == ("2gpu-tp2-offload", "level1", "1")
 
 
 def test_throughput_runs_both_empty_cache_modes_side_by_side_against_one_v1_job(tmp_path, monkeypatch):
