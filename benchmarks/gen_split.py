@@ -9,11 +9,12 @@ longest one, ``timing_s/agent_loop/generate_sequences/max``, is vLLM's generatio
     gen_vllm = timing_s/agent_loop/generate_sequences/max
     gen_rest = timing_s/gen − gen_vllm          (the sleep + the agent-loop manager's own work)
 
-For each pair of runs of one lease, layout and model (v = 1 against each v > 1, from the metrics
-files ``<lease>_<layout>_<model>_v<v>[_<variant>].jsonl[.gz]`` that throughput.py's jobs leave and
-results/raw/throughput keeps), over the measured steps (after ``--warmup``): median and mean of
-``gen``, ``gen_vllm`` and ``gen_rest`` for each run, and the difference of means (v − v1) with its
-90 % bootstrap interval (both runs' steps resampled independently, fixed seed).
+For each pair of jobs of one lease, layout and model (v = 1 against each v > 1 and each control,
+from the metrics files ``<lease>_<layout>[-<control>]_<model>_v<v>[_<variant>][.run<k>].jsonl[.gz]``
+that throughput.py's jobs leave and results/raw/throughput keeps; the runs of a job run more than
+once are pooled), over the measured steps (after ``--warmup``): median and mean of ``gen``,
+``gen_vllm`` and ``gen_rest`` for each job, and the difference of means (v − v1) with its 90 %
+bootstrap interval (both jobs' steps resampled independently, fixed seed).
 
     python3 benchmarks/gen_split.py --raw results/raw/throughput --out results/gen_split.json
 """
@@ -37,7 +38,7 @@ import mainppo_job
 PARTS = ("gen", "gen_vllm", "gen_rest")
 METRICS_FILE = re.compile(
     r"^(?P<lease>[^_]+)_(?P<layout>\d+gpu-tp\d+(?:-offload)?)(?:-(?P<control>[a-z0-9]+))?_(?P<model>[^_]+)"
-    r"_v(?P<v>\d+)(?:_(?P<variant>[^.]+))?"
+    r"_v(?P<v>\d+)(?:_(?P<variant>[^.]+))?(?:\.run(?P<run>\d+))?"
     r"\.jsonl(?:\.gz)?$"
 )
 
@@ -87,26 +88,40 @@ def compare(base: dict[str, list[float]], other: dict[str, list[float]]) -> dict
     return out
 
 
-def pairs_in(raw: Path) -> list[tuple[dict, Path, Path]]:
-    """(identity, v=1 file, other file) for every metrics file in ``raw`` that has a plain v = 1 run
-    of its lease, layout and model: each v > 1 run, and each run of a control layout
-    (``<layout>-<control>``, e.g. ``2gpu-tp2-offload-level1``: v = 1 sleeping at level 1,
-    benchmarks/diag/level1_every_step.py); in file-name order, then :data:`NAMED_PAIRS` found in ``raw``."""
-    runs = {}
+def pairs_in(raw: Path) -> list[tuple[dict, list[Path], list[Path]]]:
+    """(identity, v=1 files, other files) for every job in ``raw`` that has a plain v = 1 job of its
+    lease, layout and model: each v > 1 job, and each job of a control layout (``<layout>-<control>``,
+    e.g. ``2gpu-tp2-offload-level1``: v = 1 sleeping at level 1, benchmarks/diag/level1_every_step.py);
+    in file-name order, then :data:`NAMED_PAIRS` found in ``raw``. A job run more than once on a lease
+    (``throughput.py --accumulate``) has one file per run, ``….run<k>.jsonl[.gz]``: its runs' steps
+    are pooled."""
+    jobs: dict[tuple, list[Path]] = {}
     for path in sorted(raw.iterdir()):
         match = METRICS_FILE.match(path.name)
         if match:
-            runs[path] = match.groupdict()
-    ones = {(r["lease"], r["layout"], r["model"]): p for p, r in runs.items() if r["v"] == "1" and not r["control"]}
+            r = match.groupdict()
+            jobs.setdefault(tuple((k, r[k]) for k in ("lease", "layout", "control", "model", "v", "variant")), []).append(path)
+    identities = [dict(key) for key in jobs]
+    ones = {(r["lease"], r["layout"], r["model"]): files for r, files in zip(identities, jobs.values())
+            if r["v"] == "1" and not r["control"]}  # fmt: skip
     found = []
-    for path, r in runs.items():
+    for r, files in zip(identities, jobs.values()):
         base = ones.get((r["lease"], r["layout"], r["model"]))
         if (r["v"] != "1" or r["control"]) and base is not None:
-            found.append(({**r, "v": int(r["v"])}, base, path))
+            found.append(({**r, "v": int(r["v"])}, base, files))
     for lease, layout, model, v, base, other in NAMED_PAIRS:
         if (raw / base).exists() and (raw / other).exists():
-            found.append(({"lease": lease, "layout": layout, "control": None, "model": model, "v": int(v), "variant": None}, raw / base, raw / other))
+            found.append(({"lease": lease, "layout": layout, "control": None, "model": model, "v": int(v), "variant": None}, [raw / base], [raw / other]))
     return found
+
+
+def pooled_steps(files: list[Path], warmup: int) -> dict[str, list[float]]:
+    """:func:`split_steps` of each run's metrics file, concatenated in run order."""
+    parts: dict[str, list] = {}
+    for path in files:
+        for name, values in split_steps(mainppo_job.read_metrics_file(path), warmup).items():
+            parts.setdefault(name, []).extend(values)
+    return parts
 
 
 def main(argv=None) -> int:
@@ -118,8 +133,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     rows = []
     for identity, base, other in pairs_in(Path(args.raw)):
-        split = compare(split_steps(mainppo_job.read_metrics_file(base), args.warmup), split_steps(mainppo_job.read_metrics_file(other), args.warmup))
-        rows.append({**identity, "files": [base.name, other.name], **split})
+        split = compare(pooled_steps(base, args.warmup), pooled_steps(other, args.warmup))
+        rows.append({**identity, "files": [f.name for f in (*base, *other)], **split})
         diff = "  ".join(f"{n} {split[n]['mean_difference']:+.2f} s" for n in PARTS)
         name = identity["layout"] + (f"-{identity['control']}" if identity["control"] else "")
         print(f"[gen_split] {identity['lease']} {name} {identity['model']} v={identity['v']} − v=1: {diff}")

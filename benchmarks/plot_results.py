@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -54,14 +55,24 @@ def plot_ref_reset(data: dict, out: Path, plt) -> None:
     fig.savefig(out, dpi=110)
 
 
+#: a control job's layout (``throughput.py --control NAME=…``): ``<layout>-NAME``
+CONTROL_LAYOUT = re.compile(r"^(?P<layout>\d+gpu-tp\d+(?:-offload)?)(?:-(?P<control>[a-z0-9]+))?$")
+
+
+def base_layout(row: dict) -> tuple[str, str | None]:
+    """(layout, control) of a row: a control job's bars go into the panel of the layout it controls."""
+    match = CONTROL_LAYOUT.match(row["layout"])
+    return (match["layout"], match["control"]) if match else (row["layout"], None)  # a --layout of one's own
+
+
 def plot_throughput(data: dict, out: Path, plt) -> None:
-    """One row of panels per (model, layout): the median step split into its parts, and the step
-    times of lagged runs after a skipped vs after a real sync."""
+    """One row of panels per (model, layout), control jobs with the layout they control: the median
+    step split into its parts, and the step times of lagged runs after a skipped vs after a real sync."""
     rows = [r for r in data["rows"] if r.get("step_time_s")]
-    groups = list(dict.fromkeys((r["model"], r["layout"]) for r in rows))
+    groups = list(dict.fromkeys((r["model"], base_layout(r)[0]) for r in rows))
     fig, axes = plt.subplots(len(groups), 2, figsize=(14, 4.2 * len(groups)), squeeze=False)
     for (ax, ax2), group in zip(axes, groups):
-        _plot_throughput_group([r for r in rows if (r["model"], r["layout"]) == group], ax, ax2)
+        _plot_throughput_group([r for r in rows if (r["model"], base_layout(r)[0]) == group], ax, ax2)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 
@@ -80,7 +91,8 @@ def _median_of_steps(row: dict, key: str) -> float:
 def _throughput_label(row: dict) -> str:
     """x label of one bar: host, lease, v, and what sets it apart (jobs side by side, cache, no_sleep)."""
     host, _, lease = row["machine"].partition("-")
-    label = f"{host}\n{lease.removeprefix('2026-')}\nv={row['v']}"
+    control = base_layout(row)[1]
+    label = f"{host}\n{lease.removeprefix('2026-')}\nv={row['v']}" + (f" {control}" if control else "")
     if row.get("concurrent_jobs", 1) > 1:
         label += f"\n{row['concurrent_jobs']} jobs"
     if row.get("empty_cache_on_skip") == "if_needed":
@@ -110,7 +122,7 @@ def _plot_throughput_group(rows: list[dict], ax, ax2) -> None:
     ax.set_ylim(0, 1.06 * max(max(bottoms), max(r["step_time_s"] for r in rows)))  # room above the tallest bar
     ax.set_xticks(range(len(rows)), [_throughput_label(r) for r in rows], fontsize=7)
     ax.set_ylabel("seconds per step (median)")
-    ax.set_title(f"{rows[0]['model']} random init, {rows[0]['layout']}, {rows[0]['batch']}", fontsize=9)
+    ax.set_title(f"{rows[0]['model']} random init, {base_layout(rows[0])[0]}, {rows[0]['batch']}", fontsize=9)
     ax.legend(fontsize=7, loc="lower left")
     for r in rows:
         if r["v"] == 1:

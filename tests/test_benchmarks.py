@@ -639,7 +639,7 @@ def score_s(step: dict) -> float:
 def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_runs(tmp_path):
     """results/throughput.json's 4-GPU 7B and side-by-side 1.5B rows = throughput.py over
     results/raw/throughput: the killed first v=1 run imported from its metrics file, the v=10 and second
-    v=1 device outputs pooled, then the third lease's three commands merged."""
+    v=1 device outputs pooled, then the later leases' commands merged in order."""
     results = Path(__file__).resolve().parents[1] / "results"
     raw = results / "raw" / "throughput"
     committed = json.loads((results / "throughput.json").read_text())
@@ -676,7 +676,11 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
                             str(raw / "h100x2c_qwen2.5-7b_2gpu-tp2-offload_v1.json"),
                             str(raw / "h100x2c_qwen2.5-1.5b_1gpu_v1-10.json"),
                             "--merge", str(tmp_path / "f" / "throughput.json")]) == 0  # fmt: skip
-    assert json.loads((tmp_path / "g" / "throughput.json").read_text()) == committed
+    # the fourth 4-GPU lease: plain v=1 beside the level-1 control, two commands (the second pooled both runs)
+    assert throughput.main(["--out", str(tmp_path / "h"), "--rows-from",
+                            str(raw / "h100x4d_qwen2.5-7b_2gpu-tp2-offload_v1-level1.json"),
+                            "--merge", str(tmp_path / "g" / "throughput.json")]) == 0  # fmt: skip
+    assert json.loads((tmp_path / "h" / "throughput.json").read_text()) == committed
 
     # what the results page states about them
     one, ten = rows_of(committed, "h100x4-2026-11-26")
@@ -1306,3 +1310,44 @@ def test_learning_summary_pairs_the_configs_of_a_seed_on_their_common_steps():
         learning_json["runs"][3][key] = other
         assert learning_summary.summarize(learning_json, horizon=4)["paired"]["0"]["reuse_step_ratio"] is None
     assert "| reuse_i10 | 0 | H200 (1) | 3 | 2 (30.0) |" in learning_summary.table(learning_summary.summarize(learning_json, 4))
+
+
+def test_committed_level1_control_is_what_the_results_page_says():
+    """results/README.md §3, lease h100x4-2026-11-26d: plain v=1 and the level-1 control (v=1 whose vLLM
+    sleeps at level 1, benchmarks/diag/level1_every_step.py) side by side at 7B TP=2 + offload, two
+    commands pooled. The control pays the level-1 sleep (+0.1–0.25 s a step, as v=10 did) and a longer
+    sync (the wake restores α before the new weights overwrite it), but its vLLM generation was not
+    measurably slower: the 90 % interval holds 0 and excludes the first v=10 pair's +1.59 s."""
+    results = Path(__file__).resolve().parents[1] / "results"
+    committed = json.loads((results / "throughput.json").read_text())
+    rows = {r["layout"]: r for r in committed["rows"] if r.get("machine") == "h100x4-2026-11-26d"}
+    plain, control = rows["2gpu-tp2-offload"], rows["2gpu-tp2-offload-level1"]
+    assert sorted(rows) == ["2gpu-tp2-offload", "2gpu-tp2-offload-level1"] and plain["model"] == control["model"] == "qwen2.5-7b"
+    assert (plain["measured_steps"], control["measured_steps"]) == (14, 13) and len(plain["runs"]) == len(control["runs"]) == 2
+    assert plain["concurrent_jobs"] == control["concurrent_jobs"] == 2 and {plain["gpu"], control["gpu"]} == {"0,1", "2,3"}
+    for a, b in zip(plain["runs"], control["runs"]):  # each command started both within half a minute
+        assert abs(time.mktime(time.strptime(a["started_at"], "%Y-%m-%dT%H:%M:%SZ"))
+                   - time.mktime(time.strptime(b["started_at"], "%Y-%m-%dT%H:%M:%SZ"))) < 30  # fmt: skip
+    assert min(r["startup_s"] for r in (*plain["runs"], *control["runs"])) > 330  # a slow host: ≈ 24 s a step
+    assert 23.5 < plain["step_time_s"] < 23.6 and 24.4 < control["step_time_s"] < 24.5
+    assert 0.4 < control["sync_time_s"] - plain["sync_time_s"] < 0.45
+    assert median_of(control, lambda s: s["sleep_s"]) - median_of(plain, lambda s: s["sleep_s"]) > 0.15
+    split = json.loads((results / "gen_split.json").read_text())["pairs"]
+    (pair,) = [p for p in split if p["lease"] == "h100x4d"]
+    assert pair["control"] == "level1" and (pair["gen_vllm"]["v1"]["n"], pair["gen_vllm"]["lagged"]["n"]) == (14, 13)
+    rest, vllm = pair["gen_rest"], pair["gen_vllm"]
+    assert 0.17 < rest["mean_difference"] < 0.18 and rest["mean_difference_ci90"][0] > 0.1  # the sleep's cost
+    assert 0.12 < vllm["mean_difference"] < 0.13
+    low, high = vllm["mean_difference_ci90"]
+    v10_pairs = [p for p in split if p["layout"] == "2gpu-tp2-offload" and p["model"] == "qwen2.5-7b" and p["v"] == 10]
+    gaps = [p["gen_vllm"]["mean_difference"] for p in v10_pairs]
+    assert low < 0 < high < gaps[0] and all(low < g < high for g in gaps[1:])  # the first gap excluded, the others not
+
+
+def test_plot_puts_a_control_job_in_the_panel_of_the_layout_it_controls():
+    import plot_results
+
+    assert plot_results.base_layout({"layout": "2gpu-tp2-offload"}) == ("2gpu-tp2-offload", None)  # not a control "offload"
+    assert plot_results.base_layout({"layout": "2gpu-tp2-offload-level1"}) == ("2gpu-tp2-offload", "level1")
+    assert plot_results.base_layout({"layout": "1gpu-tp1"}) == ("1gpu-tp1", None)
+    assert plot_results.base_layout({"layout": "mine"}) == ("mine", None)

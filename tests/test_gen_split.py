@@ -62,8 +62,10 @@ def test_committed_split_is_what_the_script_derives_and_what_the_results_page_sa
     assert gen_split.main(["--out", str(tmp_path / "split.json")]) == 0
     assert json.loads((tmp_path / "split.json").read_text()) == committed
     pairs = committed["pairs"]
-    tp2_7b = [p for p in pairs if (p["layout"], p["model"]) == ("2gpu-tp2-offload", "qwen2.5-7b")]
-    others = [p for p in pairs if p not in tp2_7b]
+    tp2_7b = [p for p in pairs if (p["layout"], p["model"], p["control"]) == ("2gpu-tp2-offload", "qwen2.5-7b", None)]
+    controls = [p for p in pairs if p["control"]]  # test_benchmarks checks the level-1 control's claims
+    others = [p for p in pairs if p not in tp2_7b and p not in controls]
+    assert [(p["lease"], p["control"]) for p in controls] == [("h100x4d", "level1")]
     assert [p["lease"] for p in tp2_7b] == ["h100x2", "h100x2b", "h100x2c"] and len(others) == 7
     for p in tp2_7b:
         rest = p["gen_rest"]
@@ -82,8 +84,27 @@ def test_committed_split_is_what_the_script_derives_and_what_the_results_page_sa
     assert (tp4["gen_vllm"]["v1"]["n"], tp4["gen_vllm"]["lagged"]["n"]) == (36, 35)
 
 
+def test_runs_of_one_job_are_pooled(tmp_path):
+    """A job run twice on a lease (throughput.py --accumulate) leaves ``….run1`` and ``….run2`` files: each
+    run's warm-up is left out, the rest pooled, and the pair is the jobs', not the files'."""
+    _metrics_file(tmp_path / "L_2gpu-tp2_m_v1.run1.jsonl.gz", {1: (50.0, 40.0), 2: (4.0, 3.0)})
+    _metrics_file(tmp_path / "L_2gpu-tp2_m_v1.run2.jsonl.gz", {1: (50.0, 40.0), 2: (8.0, 7.0), 3: (6.0, 5.0)})
+    _metrics_file(tmp_path / "L_2gpu-tp2-level1_m_v1.run1.jsonl.gz", {1: (1.0, 1.0), 2: (6.0, 4.0)})
+    _metrics_file(tmp_path / "L_2gpu-tp2-level1_m_v1.run2.jsonl.gz", {1: (1.0, 1.0), 2: (7.0, 5.0)})
+    out = tmp_path / "split.json"
+    assert gen_split.main(["--raw", str(tmp_path), "--out", str(out)]) == 0
+    (pair,) = json.loads(out.read_text())["pairs"]
+    assert pair["control"] == "level1" and pair["files"] == [
+        "L_2gpu-tp2_m_v1.run1.jsonl.gz", "L_2gpu-tp2_m_v1.run2.jsonl.gz",
+        "L_2gpu-tp2-level1_m_v1.run1.jsonl.gz", "L_2gpu-tp2-level1_m_v1.run2.jsonl.gz"]  # fmt: skip
+    # v=1: vLLM 3, 7, 5 (mean 5), rest 1, 1, 1; control: vLLM 4, 5 (mean 4.5), rest 2, 2
+    assert pair["gen_vllm"]["v1"] == {"median": 5.0, "mean": 5.0, "n": 3} and pair["gen_vllm"]["mean_difference"] == -0.5
+    assert pair["gen_rest"]["mean_difference"] == 1.0 and pair["gen_rest"]["mean_difference_ci90"] == [1.0, 1.0]
+
+
 @pytest.mark.parametrize("name, ok", [("h100x2c_2gpu-tp2-offload_qwen2.5-7b_v10_if_needed.jsonl.gz", True),
                                       ("h100x2c_2gpu-tp2-offload-level1_qwen2.5-7b_v1.jsonl", True),
+                                      ("h100x4d_2gpu-tp2-offload-level1_qwen2.5-7b_v1.run2.jsonl.gz", True),
                                       ("h100x4_qwen2.5-7b_v1_run1_killed.jsonl", False),
                                       ("h100x2c_2gpu-tp2-offload_qwen2.5-7b_v1.log.gz", False)])
 def test_metrics_file_names(name, ok):
