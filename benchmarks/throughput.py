@@ -29,7 +29,9 @@ jobs of ``--v`` side by side on a multi-GPU machine, each on ``--n-gpus`` of the
 (``mainppo_job.on_gpus``): ``--v 1,2,4,10 --gpus 0,1,2,3`` four one-GPU jobs in the device time of
 one, ``--n-gpus 2 --tp 2 --v 1,10 --gpus 0,1,2,3`` two 2-GPU jobs. Such rows share CPUs, host memory
 and PCIe, and are compared only with rows of the same concurrency; v=1 and v=10 then run at the same
-time on the same host, which also cancels host-to-host differences.
+time on the same host, which also cancels host-to-host differences. ``--control NAME=OVERRIDE`` adds a
+v=1 job with one more hydra override, labelled ``<layout>-NAME``, e.g. the level-1 sleep control
+(``benchmarks/diag/level1_every_step.py``) beside the plain v=1 job.
 
 Writes ``OUT/throughput.json``::
 
