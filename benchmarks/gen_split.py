@@ -1,4 +1,5 @@
-"""Where a lagged run's generation time goes: vLLM's generation vs the rest of verl's ``gen`` timer.
+"""Where a lagged run's step time goes: vLLM's generation vs the rest of verl's ``gen`` timer, and
+the step's other parts.
 
 verl 0.9.1's v0 trainer times ``timing_s/gen`` around the agent loop's ``generate_sequences`` *and*
 the replicas' sleep after it (``checkpoint_manager.sleep_replicas()``). At v = 1 vLLM sleeps at level
@@ -14,7 +15,9 @@ from the metrics files ``<lease>_<layout>[-<control>]_<model>_v<v>[_<variant>][.
 that throughput.py's jobs leave and results/raw/throughput keeps; the runs of a job run more than
 once are pooled), over the measured steps (after ``--warmup``): median and mean of ``gen``,
 ``gen_vllm`` and ``gen_rest`` for each job, and the difference of means (v − v1) with its 90 %
-bootstrap interval (both jobs' steps resampled independently, fixed seed).
+bootstrap interval (both jobs' steps resampled independently, fixed seed); the same for the step's
+other timed parts (:data:`STEP_PARTS`: ``timing_s/step``, ``update_actor``, ``old_log_prob`` and
+the sync slot ``timing_s/update_weights``), None where a job did not log one.
 
     python3 benchmarks/gen_split.py --raw results/raw/throughput --out results/gen_split.json
 """
@@ -36,6 +39,13 @@ sys.path.insert(0, str(HERE))
 import mainppo_job
 
 PARTS = ("gen", "gen_vllm", "gen_rest")
+#: the step's other parts: name → verl's timers (the first one logged)
+STEP_PARTS = {
+    "step": ("timing_s/step",),
+    "update_actor": ("timing_s/update_actor",),
+    "old_log_prob": ("timing_s/old_log_prob",),
+    "sync_slot": ("timing_s/update_weights", "timing_s/off_grpo_sync"),
+}
 METRICS_FILE = re.compile(
     r"^(?P<lease>[^_]+)_(?P<layout>\d+gpu-tp\d+(?:-offload)?)(?:-(?P<control>[a-z0-9]+))?_(?P<model>[^_]+)"
     r"_v(?P<v>\d+)(?:_(?P<variant>[^.]+))?(?:\.run(?P<run>\d+))?"
@@ -53,7 +63,7 @@ NAMED_PAIRS = (
 def split_steps(metrics: dict[int, dict], warmup: int) -> dict[str, list[float]]:
     """``gen``, ``gen_vllm`` and ``gen_rest`` of each step after ``warmup`` that logged both timers,
     and ``rollout_lag`` (``off_grpo/rollout_lag``: 0 = the batch was generated right after a real sync)."""
-    parts: dict[str, list] = {name: [] for name in (*PARTS, "rollout_lag")}
+    parts: dict[str, list] = {name: [] for name in (*PARTS, *STEP_PARTS, "rollout_lag")}
     for step in sorted(metrics):
         row = metrics[step]
         gen, vllm = row.get("timing_s/gen"), row.get("timing_s/agent_loop/generate_sequences/max")
@@ -63,6 +73,10 @@ def split_steps(metrics: dict[int, dict], warmup: int) -> dict[str, list[float]]
         parts["gen_vllm"].append(vllm)
         parts["gen_rest"].append(gen - vllm)
         parts["rollout_lag"].append(row.get("off_grpo/rollout_lag"))
+        for name, timers in STEP_PARTS.items():
+            value = mainppo_job.pick(row, *timers)
+            if value is not None:
+                parts[name].append(value)
     return parts
 
 
@@ -77,7 +91,10 @@ def compare(base: dict[str, list[float]], other: dict[str, list[float]]) -> dict
     after_sync = [t for t, lag in zip(other["gen_vllm"], other["rollout_lag"]) if lag == 0]
     after_skip = [t for t, lag in zip(other["gen_vllm"], other["rollout_lag"]) if lag]
     out = {"gen_vllm_after_sync": after_sync, "gen_vllm_after_skip": summary(after_skip) if after_skip else None}
-    for name in PARTS:
+    for name in (*PARTS, *STEP_PARTS):
+        if not base[name] or not other[name]:
+            out[name] = None  # a timer one of the jobs did not log
+            continue
         out[name] = {
             "v1": summary(base[name]),
             "lagged": summary(other[name]),

@@ -18,10 +18,10 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
+import gen_split  # noqa: E402
 import mainppo_job  # noqa: E402
 import sync_e2e  # noqa: E402
 import throughput  # noqa: E402
-import gen_split  # noqa: E402
 
 
 def _row(v, step, sync, layout="1gpu-tp1"):

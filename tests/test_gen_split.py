@@ -80,6 +80,19 @@ def test_committed_split_is_what_the_script_derives_and_what_the_results_page_sa
         assert -0.25 < p["gen_vllm"]["mean_difference"] < 0.35
         assert p["gen_vllm"]["mean_difference_ci90"][0] < 0 < p["gen_vllm"]["mean_difference_ci90"][1]
         assert -0.01 < p["gen_rest"]["mean_difference"] < 0.09
+    # update_actor was slower after a level-1 sleep at 7B TP=2 + offload (the three v=10 pairs and the
+    # level-1 control), and not measurably anywhere else; the sync slot shrank by what the lag saves
+    for p in (*tp2_7b, *controls):
+        assert 0.2 < p["update_actor"]["mean_difference"] < 0.75
+    assert tp2_7b[0]["update_actor"]["mean_difference_ci90"][0] > 0
+    for p in others:
+        low, high = p["update_actor"]["mean_difference_ci90"]
+        assert low < 0 < high and p["sync_slot"]["mean_difference"] < 0.05
+    for p in tp2_7b:
+        assert p["sync_slot"]["mean_difference_ci90"][1] < -0.8
+    for p in others:  # where nothing else moved (TP=2 and TP=4 pairs), the step fell by what the slot saved
+        if p["layout"] != "1gpu-tp1":
+            assert p["sync_slot"]["mean_difference"] < -0.6 and abs(p["step"]["mean_difference"] - p["sync_slot"]["mean_difference"]) < 0.15
     tp4 = next(p for p in others if p["layout"] == "4gpu-tp4")
     assert (tp4["gen_vllm"]["v1"]["n"], tp4["gen_vllm"]["lagged"]["n"]) == (36, 35)
 
@@ -100,6 +113,29 @@ def test_runs_of_one_job_are_pooled(tmp_path):
     # v=1: vLLM 3, 7, 5 (mean 5), rest 1, 1, 1; control: vLLM 4, 5 (mean 4.5), rest 2, 2
     assert pair["gen_vllm"]["v1"] == {"median": 5.0, "mean": 5.0, "n": 3} and pair["gen_vllm"]["mean_difference"] == -0.5
     assert pair["gen_rest"]["mean_difference"] == 1.0 and pair["gen_rest"]["mean_difference_ci90"] == [1.0, 1.0]
+
+
+def test_the_steps_other_parts_by_hand(tmp_path):
+    """The step, update_actor and sync slot (verl's update_weights, or the plugin's own sync timer)
+    compared like gen; a timer one job did not log (old_log_prob here) gives None."""
+
+    def write(path, steps):
+        path.write_text("".join(json.dumps({"step": step, "data": {"timing_s/gen": 5.0, "timing_s/agent_loop/generate_sequences/max": 4.0, **data}}) + "\n"
+                                for step, data in steps.items()))  # fmt: skip
+
+    write(tmp_path / "L_1gpu-tp1_m_v1.jsonl", {
+        1: {"timing_s/step": 99.0}, 2: {"timing_s/step": 10.0, "timing_s/update_actor": 3.0, "timing_s/update_weights": 2.0},
+        3: {"timing_s/step": 12.0, "timing_s/update_actor": 5.0, "timing_s/update_weights": 2.0, "timing_s/old_log_prob": 1.0}})  # fmt: skip
+    write(tmp_path / "L_1gpu-tp1_m_v4.jsonl", {
+        1: {"timing_s/step": 99.0}, 2: {"timing_s/step": 9.0, "timing_s/update_actor": 4.5, "timing_s/off_grpo_sync": 0.5},
+        3: {"timing_s/step": 10.0, "timing_s/update_actor": 4.5, "timing_s/off_grpo_sync": 0.5}})  # fmt: skip
+    out = tmp_path / "split.json"
+    assert gen_split.main(["--raw", str(tmp_path), "--out", str(out)]) == 0
+    (pair,) = json.loads(out.read_text())["pairs"]
+    assert pair["step"]["v1"] == {"median": 11.0, "mean": 11.0, "n": 2} and pair["step"]["mean_difference"] == -1.5
+    assert pair["update_actor"]["mean_difference"] == 0.5 and pair["update_actor"]["mean_difference_ci90"] == [-0.5, 1.5]
+    assert pair["sync_slot"]["mean_difference"] == -1.5 and pair["sync_slot"]["mean_difference_ci90"] == [-1.5, -1.5]
+    assert pair["old_log_prob"] is None and pair["gen"]["mean_difference"] == 0.0
 
 
 @pytest.mark.parametrize("name, ok", [("h100x2c_2gpu-tp2-offload_qwen2.5-7b_v10_if_needed.jsonl.gz", True),
