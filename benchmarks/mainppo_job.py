@@ -38,6 +38,16 @@ def set_overrides(base: list[str], updates: dict[str, object]) -> list[str]:
     return out + [f"{k}={v}" for k, v in updates.items()]
 
 
+def keep_weights_updates(mode: str) -> dict[str, object]:
+    """The overrides of ``algorithm.off_grpo.keep_weights=mode``: ``no_sleep`` also needs vLLM never
+    to free its engine (``rollout.free_cache_engine=False``; the plugin's startup check refuses it
+    otherwise at v > 1, and at v = 1 vLLM would still sleep)."""
+    updates: dict[str, object] = {"algorithm.off_grpo.keep_weights": mode}
+    if mode == "no_sleep":
+        updates["actor_rollout_ref.rollout.free_cache_engine"] = False
+    return updates
+
+
 _NUM = re.compile(r"^(?:np\.\w+\()?(-?[\d.eE+-]+|nan|inf|-inf)\)?$")
 
 

@@ -189,7 +189,7 @@ def job_overrides(args, v: int, model_dir: Path, data_dir: Path, name: str) -> l
         "actor_rollout_ref.model.enable_gradient_checkpointing": True,
         "actor_rollout_ref.actor.fsdp_config.param_offload": args.offload,
         "actor_rollout_ref.actor.fsdp_config.optimizer_offload": args.offload,
-        "algorithm.off_grpo.keep_weights": args.keep_weights,
+        **mainppo_job.keep_weights_updates(args.keep_weights),
         "algorithm.off_grpo.empty_cache_on_skip": args.empty_cache_on_skip,
         "trainer.n_gpus_per_node": args.n_gpus,
         "trainer.project_name": "offgrpo_throughput",

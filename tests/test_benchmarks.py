@@ -313,12 +313,14 @@ def test_memory_summary_only_counts_samples_after_training_started():
 
 
 @pytest.mark.parametrize(
-    "n_gpus, tp, offload, model, trainer",
-    [(1, 1, False, "qwen2.5-1.5b", "v0"), (2, 2, True, "qwen2.5-1.5b", "v1"), (4, 4, False, "qwen2.5-7b", "v0"),
-     (8, 8, True, "qwen2.5-7b", "v1")],
+    "n_gpus, tp, offload, model, trainer, keep_weights",
+    [(1, 1, False, "qwen2.5-1.5b", "v0", "sleep_level1"), (2, 2, True, "qwen2.5-1.5b", "v1", "sleep_level1"),
+     (4, 4, False, "qwen2.5-7b", "v0", "sleep_level1"), (8, 8, True, "qwen2.5-7b", "v1", "sleep_level1"),
+     (2, 2, True, "qwen2.5-7b", "v0", "no_sleep")],
 )  # fmt: skip
-def test_throughput_layouts_compose_and_pass_the_startup_checks(tmp_path, n_gpus, tp, offload, model, trainer):
-    """Every layout the throughput benchmark offers (issues 5 and 7) is a valid verl + plugin config."""
+def test_throughput_layouts_compose_and_pass_the_startup_checks(tmp_path, n_gpus, tp, offload, model, trainer, keep_weights):
+    """Every layout the throughput benchmark offers (issues 5 and 7) is a valid verl + plugin config;
+    ``--keep-weights no_sleep`` keeps vLLM's engine at v=1 too (free_cache_engine=False)."""
     from hydra import compose, initialize_config_dir
 
     import verl  # noqa: F401  (loads the plugin, which wraps validate_config)
@@ -328,7 +330,7 @@ def test_throughput_layouts_compose_and_pass_the_startup_checks(tmp_path, n_gpus
 
     args = argparse.Namespace(
         trainer=trainer, warmup=2, steps=20, batch=16, n=4, response_length=256, micro_batch=16, gpu_mem=0.4,
-        tp=tp, n_gpus=n_gpus, offload=offload, keep_weights="sleep_level1", extra=[],
+        tp=tp, n_gpus=n_gpus, offload=offload, keep_weights=keep_weights, extra=[],
         empty_cache_on_skip="if_needed" if n_gpus == 4 else "always",
     )  # fmt: skip
     for v in (1, 10):
@@ -339,8 +341,10 @@ def test_throughput_layouts_compose_and_pass_the_startup_checks(tmp_path, n_gpus
         assert cfg.actor_rollout_ref.actor.fsdp_config.param_offload is offload
         assert cfg.actor_rollout_ref.rollout.ignore_eos is True and cfg.algorithm.off_grpo.sync_period == v
         assert cfg.algorithm.off_grpo.empty_cache_on_skip == args.empty_cache_on_skip
+        assert cfg.algorithm.off_grpo.keep_weights == keep_weights
+        assert cfg.actor_rollout_ref.rollout.free_cache_engine is (keep_weights == "sleep_level1")
         validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
-    if trainer == "v0":  # the level-1 control (results/README.md "Not measured yet"): v=1 with --extra
+    if trainer == "v0" and keep_weights == "sleep_level1":  # the level-1 control (results/README.md "Not measured yet"): v=1 with --extra
         fqn = "benchmarks.diag.level1_every_step.Level1EveryStep"
         args.extra = [f"actor_rollout_ref.rollout.checkpoint_manager_class={fqn}"]
         overrides = throughput.job_overrides(args, 1, tmp_path / model, tmp_path / "data", f"{model}_level1")
