@@ -47,7 +47,7 @@ STEP_PARTS = {
     "sync_slot": ("timing_s/update_weights", "timing_s/off_grpo_sync"),
 }
 METRICS_FILE = re.compile(
-    r"^(?P<lease>[^_]+)_(?P<layout>\d+gpu-tp\d+(?:-offload)?)(?:-(?P<control>[a-z0-9]+))?_(?P<model>[^_]+)"
+    rf"^(?P<lease>[^_]+)_{mainppo_job.LAYOUT_AND_CONTROL}_(?P<model>[^_]+)"
     r"_v(?P<v>\d+)(?:_(?P<variant>[^.]+))?(?:\.run(?P<run>\d+))?"
     r"\.jsonl(?:\.gz)?$"
 )

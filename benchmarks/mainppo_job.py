@@ -38,6 +38,13 @@ def set_overrides(base: list[str], updates: dict[str, object]) -> list[str]:
     return out + [f"{k}={v}" for k, v in updates.items()]
 
 
+#: a control job's name (``throughput.py --control NAME=…``), and a row's layout as throughput.py labels
+#: it: ``<n>gpu-tp<tp>[-offload]``, plus ``-NAME`` for a control job (gen_split.py and plot_results.py
+#: find the layout a control job controls by it)
+CONTROL_NAME = r"[a-z0-9]+"
+LAYOUT_AND_CONTROL = rf"(?P<layout>\d+gpu-tp\d+(?:-offload)?)(?:-(?P<control>{CONTROL_NAME}))?"
+
+
 def keep_weights_updates(mode: str) -> dict[str, object]:
     """The overrides of ``algorithm.off_grpo.keep_weights=mode``: ``no_sleep`` also needs vLLM never
     to free its engine (``rollout.free_cache_engine=False``; the plugin's startup check refuses it

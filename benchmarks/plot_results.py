@@ -17,7 +17,12 @@ import argparse
 import json
 import re
 import statistics
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import mainppo_job  # the layout labels of throughput.py's rows
 
 
 def _load(path: Path):
@@ -55,8 +60,8 @@ def plot_ref_reset(data: dict, out: Path, plt) -> None:
     fig.savefig(out, dpi=110)
 
 
-#: a control job's layout (``throughput.py --control NAME=…``): ``<layout>-NAME``
-CONTROL_LAYOUT = re.compile(r"^(?P<layout>\d+gpu-tp\d+(?:-offload)?)(?:-(?P<control>[a-z0-9]+))?$")
+#: a row's layout, ``<layout>-NAME`` for a control job (``throughput.py --control NAME=…``)
+CONTROL_LAYOUT = re.compile(f"^{mainppo_job.LAYOUT_AND_CONTROL}$")
 
 
 def base_layout(row: dict) -> tuple[str, str | None]:

@@ -338,7 +338,7 @@ def control_job(value: str | None) -> tuple[str, str] | None:
     if not value:
         return None
     name, _, override = value.partition("=")
-    if not re.fullmatch(r"[a-z0-9]+", name) or "=" not in override:
+    if not re.fullmatch(mainppo_job.CONTROL_NAME, name) or "=" not in override:
         raise ValueError(f"--control {value}: needs NAME=KEY=VALUE (a hydra override), NAME of [a-z0-9] "
                          "(gen_split.py finds the run by it)")  # fmt: skip
     return name, override
