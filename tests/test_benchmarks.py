@@ -1336,6 +1336,9 @@ def test_committed_level1_control_is_what_the_results_page_says():
     assert 23.5 < plain["step_time_s"] < 23.6 and 24.4 < control["step_time_s"] < 24.5
     assert 0.4 < control["sync_time_s"] - plain["sync_time_s"] < 0.45
     assert median_of(control, lambda s: s["sleep_s"]) - median_of(plain, lambda s: s["sleep_s"]) > 0.15
+    sleep_gap = mean_of(control, lambda s: s["sleep_s"]) - mean_of(plain, lambda s: s["sleep_s"])
+    rest_gap = mean_of(control, lambda s: s["gen_s"] - s["gen_vllm_s"]) - mean_of(plain, lambda s: s["gen_s"] - s["gen_vllm_s"])
+    assert 0.15 < sleep_gap < 0.17 and abs(sleep_gap - rest_gap) < 0.02  # the plugin's sleep timer = the rest of gen
     split = json.loads((results / "gen_split.json").read_text())["pairs"]
     (pair,) = [p for p in split if p["lease"] == "h100x4d"]
     assert pair["control"] == "level1" and (pair["gen_vllm"]["v1"]["n"], pair["gen_vllm"]["lagged"]["n"]) == (14, 13)
