@@ -662,29 +662,26 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
     assert throughput.main(["--out", str(tmp_path / "c"), "--rows-from", str(raw / "h100x4b_qwen2.5-7b_v10_run4.json"),
                             str(raw / "h100x4b_qwen2.5-7b_v1_run5.json"), "--merge", str(tmp_path / "b" / "throughput.json"),
                             "--accumulate"]) == 0  # fmt: skip
-    # the third lease (1.5B, jobs side by side): its three device outputs, each carrying the rows before it
-    third = [str(raw / f"h100x4c_qwen2.5-1.5b_{name}.json") for name in ("1gpu_v1-2-4-10", "2gpu-tp2_v1-10", "2gpu-tp2-offload_v1-10")]
-    assert throughput.main(["--out", str(tmp_path / "d"), "--rows-from", *third,
-                            "--merge", str(tmp_path / "c" / "throughput.json")]) == 0  # fmt: skip
-    # the 2-GPU lease's second command (it merged the first's output: both 7B rows) and the 1-GPU if_needed run
-    assert throughput.main(["--out", str(tmp_path / "e"), "--rows-from",
-                            str(raw / "h100x2_qwen2.5-7b_2gpu-tp2-offload_v10.json"),
-                            str(raw / "h100x1_qwen2.5-1.5b_1gpu_v10_if_needed.json"),
-                            "--merge", str(tmp_path / "d" / "throughput.json")]) == 0  # fmt: skip
-    # the second 2-GPU lease, order swapped: its second command's output (it merged the first's: both rows)
-    assert throughput.main(["--out", str(tmp_path / "f"), "--rows-from",
-                            str(raw / "h100x2b_qwen2.5-7b_2gpu-tp2-offload_v1.json"),
-                            "--merge", str(tmp_path / "e" / "throughput.json")]) == 0  # fmt: skip
-    # the third 2-GPU lease: the 7B pair's second command (it merged the first's), then the 1.5B pair's
-    assert throughput.main(["--out", str(tmp_path / "g"), "--rows-from",
-                            str(raw / "h100x2c_qwen2.5-7b_2gpu-tp2-offload_v1.json"),
-                            str(raw / "h100x2c_qwen2.5-1.5b_1gpu_v1-10.json"),
-                            "--merge", str(tmp_path / "f" / "throughput.json")]) == 0  # fmt: skip
-    # the fourth 4-GPU lease: plain v=1 beside the level-1 control, two commands (the second pooled both runs)
-    assert throughput.main(["--out", str(tmp_path / "h"), "--rows-from",
-                            str(raw / "h100x4d_qwen2.5-7b_2gpu-tp2-offload_v1-level1.json"),
-                            "--merge", str(tmp_path / "g" / "throughput.json")]) == 0  # fmt: skip
-    assert json.loads((tmp_path / "h" / "throughput.json").read_text()) == committed
+    # then each later command's own output merged in order (each device output also carries the rows before it)
+    later = [
+        # the third lease (1.5B, jobs side by side): its three device outputs
+        [f"h100x4c_qwen2.5-1.5b_{name}.json" for name in ("1gpu_v1-2-4-10", "2gpu-tp2_v1-10", "2gpu-tp2-offload_v1-10")],
+        # the 2-GPU lease's second command (it merged the first's output: both 7B rows) and the 1-GPU if_needed run
+        ["h100x2_qwen2.5-7b_2gpu-tp2-offload_v10.json", "h100x1_qwen2.5-1.5b_1gpu_v10_if_needed.json"],
+        # the second 2-GPU lease, order swapped: its second command's output (it merged the first's: both rows)
+        ["h100x2b_qwen2.5-7b_2gpu-tp2-offload_v1.json"],
+        # the third 2-GPU lease: the 7B pair's second command (it merged the first's), then the 1.5B pair's
+        ["h100x2c_qwen2.5-7b_2gpu-tp2-offload_v1.json", "h100x2c_qwen2.5-1.5b_1gpu_v1-10.json"],
+        # the fourth 4-GPU lease: plain v=1 beside the level-1 control, two commands (the second pooled both runs)
+        ["h100x4d_qwen2.5-7b_2gpu-tp2-offload_v1-level1.json"],
+    ]  # fmt: skip
+    merged = tmp_path / "c" / "throughput.json"
+    for k, names in enumerate(later):
+        out = tmp_path / f"later{k}"
+        assert throughput.main(["--out", str(out), "--rows-from", *(str(raw / n) for n in names),
+                                "--merge", str(merged)]) == 0  # fmt: skip
+        merged = out / "throughput.json"
+    assert json.loads(merged.read_text()) == committed
 
     # what the results page states about them
     one, ten = rows_of(committed, "h100x4-2026-11-26")
