@@ -62,7 +62,8 @@ NAMED_PAIRS = (
 
 def split_steps(metrics: dict[int, dict], warmup: int) -> dict[str, list[float]]:
     """``gen``, ``gen_vllm`` and ``gen_rest`` of each step after ``warmup`` that logged both timers,
-    and ``rollout_lag`` (``off_grpo/rollout_lag``: 0 = the batch was generated right after a real sync)."""
+    the :data:`STEP_PARTS` those steps logged, and ``rollout_lag`` (``off_grpo/rollout_lag``: 0 = the
+    batch was generated right after a real sync)."""
     parts: dict[str, list] = {name: [] for name in (*PARTS, *STEP_PARTS, "rollout_lag")}
     for step in sorted(metrics):
         row = metrics[step]

@@ -583,7 +583,7 @@ def main(argv=None) -> int:
         if args.import_jsonl and not args.device:
             p.error("--import-jsonl needs --device (the GPU the run used)")
         if args.import_jsonl and ("," in args.v or len(args.skip_modes) > 1 or args.control):
-            p.error("--import-jsonl imports one job: give its single --v and --empty-cache-on-skip")
+            p.error("--import-jsonl imports one job: give its single --v and --empty-cache-on-skip, no --control")
         batches = [[imported_row(args, Path(args.import_jsonl))]] if args.import_jsonl else []
         documents = [json.loads(Path(f).read_text()) for f in args.rows_from]
         batches += [[restated(r) for r in d.get("rows", [])] for d in documents]

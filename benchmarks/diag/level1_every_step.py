@@ -6,8 +6,10 @@ generates (the 7B 2-GPU pairs of results/README.md §3), run v = 1 with this man
 step exactly as verl does and differs from plain v = 1 only in the sleep level. Never for training:
 it pays both the copy to host memory and the transfer.
 
-    python3 benchmarks/throughput.py ... --v 1 --layout 2gpu-tp2-offload-level1 \\
-        --extra actor_rollout_ref.rollout.checkpoint_manager_class=benchmarks.diag.level1_every_step.Level1EveryStep
+    python3 benchmarks/throughput.py ... --v 1 --gpus 0,1,2,3 \\
+        --control level1=actor_rollout_ref.rollout.checkpoint_manager_class=benchmarks.diag.level1_every_step.Level1EveryStep
+
+(beside the plain v=1 job, labelled ``<layout>-level1``; results/README.md §3 has the run.)
 
 (the repo root is on the jobs' ``PYTHONPATH``; ``benchmarks`` is a namespace package.)
 """
