@@ -28,7 +28,7 @@ case "$cmd" in
     ;;
   wait)
     secs=${3:?SECONDS}; end=$((SECONDS + secs))
-    while [ ! -e "$dir/rc" ] && [ "$SECONDS" -lt "$end" ]; do sleep 5; done
+    while [ ! -e "$dir/rc" ] && [ "$SECONDS" -lt "$end" ]; do sleep "${DETACH_POLL_S:-5}"; done
     tail -n 15 "$dir/log" 2>/dev/null || true
     if [ -e "$dir/rc" ]; then echo "done rc=$(cat "$dir/rc")"; exit 0; fi
     echo "still running after ${secs} s"; exit 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -674,6 +675,8 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
         ["h100x2c_qwen2.5-7b_2gpu-tp2-offload_v1.json", "h100x2c_qwen2.5-1.5b_1gpu_v1-10.json"],
         # the fourth 4-GPU lease: plain v=1 beside the level-1 control, two commands (the second pooled both runs)
         ["h100x4d_qwen2.5-7b_2gpu-tp2-offload_v1-level1.json"],
+        # the fifth 4-GPU lease: the 7B TP=2 + offload pair side by side, one detached run (benchmarks/detach.sh)
+        ["h100x4e_qwen2.5-7b_2gpu-tp2-offload_v1-10.json"],
     ]  # fmt: skip
     merged = tmp_path / "c" / "throughput.json"
     for k, names in enumerate(later):
@@ -1346,6 +1349,94 @@ def test_committed_level1_control_is_what_the_results_page_says():
     v10_pairs = [p for p in split if p["layout"] == "2gpu-tp2-offload" and p["model"] == "qwen2.5-7b" and p["v"] == 10]
     gaps = [p["gen_vllm"]["mean_difference"] for p in v10_pairs]
     assert low < 0 < high < gaps[0] and all(low < g < high for g in gaps[1:])  # the first gap excluded, the others not
+
+
+def test_committed_7b_offload_pair_side_by_side_meets_the_target():
+    """results/README.md §3, lease h100x4-2026-11-26e: v=1 and v=10 at 7B TP=2 + FSDP offload at the same
+    time, each on two of four H100s, one detached run of 16 minutes. v=10 ran 1.105× faster by the
+    medians, 0.99·S* (the issue's target is 0.95·S*), both intervals above 1; the step split adds up:
+    the slot saved ≈ 2 s, the level-1 sleep cost 0.2 s, vLLM's generation and update_actor did not move
+    beyond their noise, unlike in the three pairs run one job after the other."""
+    results = Path(__file__).resolve().parents[1] / "results"
+    committed = json.loads((results / "throughput.json").read_text())
+    one, ten = rows_of(committed, "h100x4-2026-11-26e")
+    assert one["layout"] == ten["layout"] == "2gpu-tp2-offload" and one["offload"] and ten["tp"] == 2
+    assert (one["measured_steps"], ten["measured_steps"]) == (24, 26) and one["device"] == "NVIDIA H100 80GB HBM3"
+    assert one["concurrent_jobs"] == ten["concurrent_jobs"] == 2 and {one["gpu"], ten["gpu"]} == {"0,1", "2,3"}
+    started = [time.mktime(time.strptime(r["started_at"], "%Y-%m-%dT%H:%M:%SZ")) for r in (one, ten)]
+    assert abs(started[0] - started[1]) < 30 and min(one["startup_s"], ten["startup_s"]) > 370
+    assert ten["keep_weights"] == "sleep_level1" and ten["empty_cache_on_skip"] == "if_needed"
+    assert 2.6 < one["sync_time_s"] < 2.62 and 0.5 < ten["sync_slot_on_skipped_steps"]["median"] < 0.53
+    assert ten["skip_cache_emptied_frac"]["p90"] == 0 and ten["skip_actor_wait"]["p90"] == 0  # cache kept, no wait
+    assert 1.11 < ten["ideal_speedup"] < 1.12 and 1.10 < ten["measured_speedup"] < 1.11
+    assert 0.98 < ten["measured_over_ideal"] < 1.0  # >= 0.95·S*
+    assert ten["measured_speedup"] > ten["ideal_speedup_net_of_skip"]
+    assert ten["measured_speedup_ci90"][0] > 1.05 and ten["measured_speedup_mean_ci90"][0] > 1.05
+    assert ten["abs_log_rprime_at_max_lag"]["median"] < 0.06  # the woken engine serves α (bf16 floor)
+    (pair,) = [p for p in json.loads((results / "gen_split.json").read_text())["pairs"] if p["lease"] == "h100x4e"]
+    assert (pair["step"]["v1"]["n"], pair["step"]["lagged"]["n"]) == (24, 26)
+    assert -1.9 < pair["step"]["mean_difference"] < -1.8 and pair["step"]["mean_difference_ci90"][1] < -1.1
+    assert -2.0 < pair["sync_slot"]["mean_difference"] < -1.99
+    assert 0.19 < pair["gen_rest"]["mean_difference"] < 0.2 and pair["gen_rest"]["mean_difference_ci90"][0] > 0.15
+    # the step fell by what the slot saved less the sleep, within 0.1 s
+    saved = pair["sync_slot"]["mean_difference"] + pair["gen_rest"]["mean_difference"]
+    assert abs(pair["step"]["mean_difference"] - saved) < 0.1
+    sequential = [p for p in json.loads((results / "gen_split.json").read_text())["pairs"]
+                  if p["lease"] in ("h100x2", "h100x2b", "h100x2c") and p["model"] == "qwen2.5-7b"]  # fmt: skip
+    low, high = pair["gen_vllm"]["mean_difference_ci90"]
+    assert len(sequential) == 3 and low < 0 < high < min(p["gen_vllm"]["mean_difference"] for p in sequential)
+    low, high = pair["update_actor"]["mean_difference_ci90"]
+    actor_gaps = sorted(p["update_actor"]["mean_difference"] for p in sequential)
+    assert low < 0 < actor_gaps[1] < high < actor_gaps[2]  # holds two sequential gaps, excludes the +0.73
+
+
+def test_no_sleep_ran_out_of_memory_at_7b_offload_on_two_h100s():
+    """results/README.md §3: keep_weights=no_sleep at 7B TP=2 + FSDP offload, vLLM at 0.2, both jobs of the
+    h100x4-2026-11-26e lease died in their first update_actor: the actor held 61.77 GiB, the awake vLLM
+    17.11 GiB of the 79.18 GiB GPU, before any step was logged."""
+    raw = Path(__file__).resolve().parents[1] / "results" / "raw" / "throughput"
+    logs = sorted(raw.glob("h100x4e_nosleep-oom_*.log.gz"))
+    assert [p.name.split("qwen2.5-7b_")[1] for p in logs] == ["v1.log.gz", "v10_if_needed.log.gz"]
+    for path in logs:
+        text = gzip.decompress(path.read_bytes()).decode(errors="replace")
+        assert "'algorithm.off_grpo.keep_weights=no_sleep'" in text and "gpu_memory_utilization=0.2" in text
+        assert "actor_rollout_ref.rollout.free_cache_engine=False" in text
+        assert "WorkerDict.actor_rollout_update_actor()" in text and " step:" not in text
+        assert ("GPU 0 has a total capacity of 79.18 GiB of which 250." in text and "this process has 61.77 GiB memory in use"
+                in text and "has 17.11 GiB memory in use" in text)  # fmt: skip
+
+
+def test_detach_runs_a_command_past_the_call_and_waits_for_it(tmp_path):
+    """benchmarks/detach.sh: ``start`` copies the repo (without .git) and runs the command there in its own
+    session, its output in DIR/log; ``wait`` exits 3 while it runs, 0 with its status in DIR/rc once done;
+    a second ``start`` into the same DIR is refused."""
+    script = BENCH / "detach.sh"
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "data.txt").write_text("from the repo\n")
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "DETACH_POLL_S": "0.1"}
+
+    def sh(*args):
+        return subprocess.run(["bash", str(script), *args], cwd=repo, env=env, capture_output=True, text=True, timeout=60)
+
+    marker = tmp_path / "go"
+    started = sh("start", str(run_dir), "--", "bash", "-c",
+                 f'cat data.txt; echo "$$ $(ps -o sid= -p $$)"; while [ ! -e {marker} ]; do sleep 0.1; done; exit 7')  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    assert sh("start", str(run_dir), "--", "true").returncode == 2  # one run per DIR
+    assert sh("wait", str(run_dir), "1").returncode == 3 and not (run_dir / "rc").exists()
+    marker.touch()
+    done = sh("wait", str(run_dir), "30")
+    assert done.returncode == 0 and "done rc=7" in done.stdout
+    assert (run_dir / "rc").read_text().strip() == "7"
+    log = (run_dir / "log").read_text().splitlines()
+    assert log[0] == "from the repo"
+    session = int(log[1].split()[1])
+    # the command runs in the session that detach.sh's setsid opened (the pid in DIR/pid), not the caller's:
+    # the device tool leaves such a process running when its call returns
+    assert session == int((run_dir / "pid").read_text()) != os.getsid(0)
+    assert not (run_dir / "repo" / ".git").exists() and (run_dir / "repo" / "data.txt").exists()
 
 
 def test_plot_puts_a_control_job_in_the_panel_of_the_layout_it_controls():

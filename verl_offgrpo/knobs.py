@@ -62,15 +62,16 @@ class OffGRPOKnobs:
         metadata={"help": "How vLLM keeps α between syncs. 'sleep_level1': vLLM sleeps at level 1 (weights "
                   "offloaded to CPU, restored on wake; verl's default level 2 discards them). Costs host "
                   "memory for one copy of the weights and a CPU round trip per step (the copy after every "
-                  "rollout is timing_s/off_grpo_sleep: 0.13-0.21 s more than level 2 for 7B at TP=2, and "
-                  "with FSDP offload at 7B timing_s/update_actor was 0.23-0.73 s slower too while the copy sat "
-                  "in host memory, also in a v=1 control that slept at level 1): a skipped sync slot "
+                  "rollout is timing_s/off_grpo_sleep: 0.13-0.21 s more than level 2 for 7B at TP=2): a "
+                  "skipped sync slot "
                   "took 0.20-0.24 s for a 1.5B model on one H100 vs 0.29-0.41 s for a real sync, and "
                   "0.85 s vs 1.56 s for a 7B model served with TP=4 on four H100s (results/README.md). "
                   "'no_sleep': vLLM never sleeps (rollout.free_cache_engine=False): no round trip (saves "
                   "0.05-0.07 s per step for a 135M model), but its weights and KV cache stay on the GPU "
                   "during training: +43 GB held at gpu_memory_utilization=0.3 on an "
-                  "H200 (results/keep_weights.json)."},
+                  "H200 (results/keep_weights.json). The actor's peak plus vLLM's share must fit: for 7B with "
+                  "FSDP param + optimizer offload on two 80 GB H100s the update needed > 61.8 GiB per GPU and "
+                  "ran out of memory beside vLLM at 0.2 (17.1 GiB)."},
     )
 
     empty_cache_on_skip: str = field(
