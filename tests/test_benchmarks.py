@@ -1422,7 +1422,7 @@ def test_detach_runs_a_command_past_the_call_and_waits_for_it(tmp_path):
 
     marker = tmp_path / "go"
     started = sh("start", str(run_dir), "--", "bash", "-c",
-                 f'cat data.txt; echo "$$ $(ps -o sid= -p $$)"; while [ ! -e {marker} ]; do sleep 0.1; done; exit 7')  # fmt: skip
+                 f'cat data.txt; read -r -a stat < /proc/$$/stat; echo "$$ ${{stat[5]}}"; while [ ! -e {marker} ]; do sleep 0.1; done; exit 7')  # fmt: skip
     assert started.returncode == 0, started.stderr
     assert sh("start", str(run_dir), "--", "true").returncode == 2  # one run per DIR
     assert sh("wait", str(run_dir), "1").returncode == 3 and not (run_dir / "rc").exists()
