@@ -52,7 +52,9 @@ Usage on the GPU machine (after staging, see ../shared/gpu/README.md)::
 (7B on 4 H100s: start-up ≈ 190–290 s and 9–14 s a step depending on the host, so one 10-minute
 command with ``--warmup 1`` gives 17–36 measured steps; where that is too few, run a v again on the
 same lease with ``--accumulate``, or pool as below. ``--budget-s`` ends the job in time for its row to
-be written: an outer ``timeout`` that strikes first loses the row.)
+be written: an outer ``timeout`` that strikes first loses the row. Longer than one 10-minute call:
+``bash benchmarks/detach.sh start DIR -- python3 benchmarks/throughput.py ... --budget-s 1000
+--run-timeout 990``, one start-up for twice the steps, as the 7B TP=2 + offload pair ran.)
 
 Without a GPU, rows can be assembled from what came back (``results/raw/throughput``)::
 
