@@ -119,11 +119,11 @@ def pairs_in(raw: Path) -> list[tuple[dict, list[Path], list[Path]]]:
         if match:
             r = match.groupdict()
             jobs.setdefault(tuple((k, r[k]) for k in ("lease", "layout", "control", "model", "v", "variant")), []).append(path)
-    identities = [dict(key) for key in jobs]
-    ones = {(r["lease"], r["layout"], r["model"]): files for r, files in zip(identities, jobs.values())
+    identified = [(dict(key), files) for key, files in jobs.items()]
+    ones = {(r["lease"], r["layout"], r["model"]): files for r, files in identified
             if r["v"] == "1" and not r["control"]}  # fmt: skip
     found = []
-    for r, files in zip(identities, jobs.values()):
+    for r, files in identified:
         base = ones.get((r["lease"], r["layout"], r["model"]))
         if (r["v"] != "1" or r["control"]) and base is not None:
             found.append(({**r, "v": int(r["v"])}, base, files))

@@ -169,8 +169,7 @@ def job_overrides(args, name: str, seed: int, model_dir: Path, data_dir: Path, r
         "trainer.test_freq": args.test_freq,
         "trainer.project_name": "offgrpo_learning",
     }
-    if getattr(args, "keep_weights", "sleep_level1") == "no_sleep":
-        updates.update(mainppo_job.keep_weights_updates("no_sleep"))
+    updates.update(mainppo_job.keep_weights_updates(getattr(args, "keep_weights", "sleep_level1")))
     if checkpointed(args, name):
         updates.update({
             "trainer.default_local_dir": Path(args.ckpt_dir) / run_tag(name, seed, args.keep_weights, getattr(args, "variant", None)),

@@ -207,13 +207,11 @@ class LaggedCheckpointManager(CheckpointEngineManager):
     def _record(self, step: int, metrics: dict) -> None:
         """Add ``metrics`` to step ``step``'s (v0: also to what ``Tracking.log(step=step)`` merges);
         forget steps more than 8 older."""
-        self.metrics_by_step.setdefault(step, {}).update(metrics)
-        for old in [s for s in self.metrics_by_step if s < step - 8]:
-            del self.metrics_by_step[old]
-        if self.trainer_kind == "v0":
-            _PENDING_LOG_METRICS.setdefault(step, {}).update(metrics)
-            for old in [s for s in _PENDING_LOG_METRICS if s < step - 8]:
-                del _PENDING_LOG_METRICS[old]
+        stores = [self.metrics_by_step] + ([_PENDING_LOG_METRICS] if self.trainer_kind == "v0" else [])
+        for store in stores:
+            store.setdefault(step, {}).update(metrics)
+            for old in [s for s in store if s < step - 8]:
+                del store[old]
 
     async def wake_without_sync(self) -> dict[str, float]:
         """A skipped sync: no resharding, no transfer; vLLM wakes with α (or never slept).
