@@ -7,12 +7,14 @@ Modules (each imports verl lazily, none imports vllm):
 * :mod:`.vllm_sleep` — keeping α across verl's sleep/wake (sleep level 1 inside the server actors).
 * :mod:`.checkpoint_manager_v0` — ``LaggedCheckpointManager`` (v0 trainer's manager class; V1 uses it too).
 * :mod:`.trainer_v1` — the V1 trainer mode ``off_grpo_sync``.
+* :mod:`.ipc_socket` — one weight-transfer socket per Ray cluster (jobs side by side on one host).
 
 :func:`register_sync_hooks` is called by the plugin entry in every verl process while
-``verl/__init__`` is still executing, so it imports nothing from verl: it installs a one-shot
-post-import hook that registers the V1 trainer mode as soon as ``verl.trainer.ppo.v1`` has been
-imported (in practice only the TaskRunner imports it). The v0 manager needs no registration (verl
-loads it by its dotted path) and the vLLM servers need nothing at import (the sleep-level override
+``verl/__init__`` is still executing, so it imports nothing from verl: it installs one-shot
+post-import hooks that register the V1 trainer mode as soon as ``verl.trainer.ppo.v1`` has been
+imported (in practice only the TaskRunner imports it) and give verl's weight-transfer socket a
+per-cluster name as soon as its module is imported (actor workers and vLLM workers). The v0
+manager needs no registration (verl loads it by its dotted path) and the vLLM servers need nothing at import (the sleep-level override
 is sent to them at run time).
 """
 
@@ -24,8 +26,16 @@ import sys
 import threading
 
 from .checks import V0_MANAGER_FQN, SyncConfigError, check_sync_config
+from .ipc_socket import WEIGHT_TRANSFER_MODULE
 
-__all__ = ["register_sync_hooks", "check_sync_config", "SyncConfigError", "V0_MANAGER_FQN", "V1_MODULE"]
+__all__ = [
+    "V0_MANAGER_FQN",
+    "V1_MODULE",
+    "WEIGHT_TRANSFER_MODULE",
+    "SyncConfigError",
+    "check_sync_config",
+    "register_sync_hooks",
+]
 
 #: The module whose import triggers the registration of the V1 trainer mode.
 V1_MODULE = "verl.trainer.ppo.v1"
@@ -37,6 +47,12 @@ def _register_v1_trainer(module=None) -> None:
     from .trainer_v1 import register
 
     register()
+
+
+def _make_transfer_sockets_unique(module) -> None:
+    from .ipc_socket import make_transfer_sockets_unique
+
+    make_transfer_sockets_unique(module)
 
 
 class _LoaderWithCallback(importlib.abc.Loader):
@@ -90,25 +106,31 @@ class _PostImportHook(importlib.abc.MetaPathFinder):
             pass
 
 
-def _installed_hook():
+def _installed_hook(fullname=V1_MODULE):
     for finder in sys.meta_path:
-        if isinstance(finder, _PostImportHook) and finder.fullname == V1_MODULE:
+        if isinstance(finder, _PostImportHook) and finder.fullname == fullname:
             return finder
     return None
 
 
-def register_sync_hooks() -> None:
-    """Make ``trainer.v1.trainer_mode=off_grpo_sync`` available; cheap, safe during ``import verl``.
+def _on_import(fullname: str, ready_attr: str, callback) -> None:
+    """``callback(module)`` now if ``fullname`` is already imported (``ready_attr`` defined), else once
+    it is; at most one hook per module."""
+    module = sys.modules.get(fullname)
+    if module is not None and hasattr(module, ready_attr):
+        callback(module)
+    elif _installed_hook(fullname) is None:
+        sys.meta_path.insert(0, _PostImportHook(fullname, callback))
 
-    Without the TransferQueue package verl's V1 trainer cannot be imported, so there is nothing to
-    register (the v0 manager still works). Errors in the registration itself propagate.
+
+def register_sync_hooks() -> None:
+    """Make ``trainer.v1.trainer_mode=off_grpo_sync`` available and verl's weight-transfer socket
+    per-cluster (:mod:`.ipc_socket`); cheap, safe during ``import verl``.
+
+    Without the TransferQueue package verl's V1 trainer cannot be imported, so there is no mode to
+    register (the v0 manager still works). Errors in the registrations themselves propagate.
     """
-    if importlib.util.find_spec("transfer_queue") is None:
-        return
     with _lock:
-        module = sys.modules.get(V1_MODULE)
-        if module is not None and hasattr(module, "get_trainer_cls"):
-            _register_v1_trainer(module)
-            return
-        if _installed_hook() is None:
-            sys.meta_path.insert(0, _PostImportHook(V1_MODULE, _register_v1_trainer))
+        _on_import(WEIGHT_TRANSFER_MODULE, "BucketedWeightReceiver", _make_transfer_sockets_unique)
+        if importlib.util.find_spec("transfer_queue") is not None:
+            _on_import(V1_MODULE, "get_trainer_cls", _register_v1_trainer)
