@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,6 @@ import torch
 import verl
 import zmq
 
-from verl_offgrpo.sync import WEIGHT_TRANSFER_MODULE
 from verl_offgrpo.sync.ipc_socket import (
     cluster_unique_handle,
     make_transfer_sockets_unique,
@@ -141,67 +139,17 @@ def test_patch_refuses_a_module_without_the_endpoints():
 
 
 # ----------------------------------------------------------------------------- in real processes
-#: Imports verl's module under a bare ``vllm_rollout`` package (no vllm on the CPU): ``import verl``
-#: loads the plugin through its entry point, whose hook must patch the classes on this import.
-IMPORT_TRANSFER = textwrap.dedent(
-    f"""
-    import importlib, sys, types
-    import verl, verl.workers.rollout as parent
-    pkg = types.ModuleType("verl.workers.rollout.vllm_rollout")
-    pkg.__path__ = [parent.__path__[0] + "/vllm_rollout"]
-    sys.modules.setdefault(pkg.__name__, pkg)
-    bwt = importlib.import_module({WEIGHT_TRANSFER_MODULE!r})
-    """
-)
-
-CLUSTER_SCRIPT = textwrap.dedent(
-    f"""
-    import json, os, ray
-    HANDLE = "ipc:///tmp/{VERL_NAME}"
-
-    def transfer_module():  # imported in the calling process (by value: workers cannot unpickle it)
-        namespace = {{}}
-        exec({IMPORT_TRANSFER!r}, namespace)
-        return namespace["bwt"]
-
-    VLLM_WORKER = (  # what vLLM's server actor starts: a fresh interpreter with the actor's environment
-        "import json, torch; exec(" + repr({IMPORT_TRANSFER!r}) + "); "
-        "print(bwt.BucketedWeightReceiver(zmq_handle=" + repr(HANDLE) + ", device=torch.device('cpu')).zmq_handle)"
-    )
-
-    @ray.remote
-    class ActorWorker:
-        def sender_handle(self):
-            return transfer_module().BucketedWeightSender(zmq_handle=HANDLE).zmq_handle, os.environ.get("RAY_RAYLET_PID")
-
-    @ray.remote
-    class RolloutServer:
-        def receiver_handle(self):
-            import subprocess, sys
-            out = subprocess.run([sys.executable, "-c", VLLM_WORKER], capture_output=True, text=True, check=True)
-            return out.stdout.split()[-1]
-
-    if __name__ == "__main__":
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-        sender, raylet_pid = ray.get(ActorWorker.remote().sender_handle.remote())
-        receiver = ray.get(RolloutServer.remote().receiver_handle.remote())
-        driver = transfer_module().BucketedWeightSender(zmq_handle=HANDLE).zmq_handle
-        print("RESULT " + json.dumps({{"sender": sender, "receiver": receiver, "raylet_pid": raylet_pid,
-                                       "driver": driver}}))
-        ray.shutdown()
-    """
-)
+CHECK_SCRIPT = REPO / "benchmarks" / "diag" / "ipc_socket_check.py"
 
 
 def test_two_ray_clusters_side_by_side_get_two_sockets_and_each_cluster_one(tmp_path):
     """Two concurrent Ray clusters on this host (as two verl jobs on two GPUs): in each, the actor
-    worker's sender and the receiver in a process spawned by another actor (vLLM's worker) name
-    the same socket, through the plugin's import hook; the two clusters' sockets differ."""
-    script = tmp_path / "cluster.py"
-    script.write_text(CLUSTER_SCRIPT)
+    worker's sender and the receiver in a process started by another actor (vLLM's worker) name
+    the same socket, through the plugin's import hook; the two clusters' sockets differ. The same
+    script runs on the GPU host, where verl's module is imported with vllm."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     runs = [
-        subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+        subprocess.Popen([sys.executable, str(CHECK_SCRIPT)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
         for _ in range(2)
     ]
