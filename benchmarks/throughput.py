@@ -565,6 +565,10 @@ def main(argv=None) -> int:
     p.add_argument("--rows-from", nargs="*", default=[],
                    help="no GPU: rows of other commands' throughput.json files, merged (pooled with --accumulate) "
                         "into --merge in the order given")  # fmt: skip
+    p.add_argument("--rows-only", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="with --rows-from: take only the rows whose KEY equals VALUE for every pair given, e.g. "
+                        "machine=h100x4-2026-11-26f layout=2gpu-tp2 (a command's file also carries rows it merged "
+                        "and rows of jobs that hung)")  # fmt: skip
     args = p.parse_args(argv)
     args.t0 = time.time()
     args.layout = args.layout or f"{args.n_gpus}gpu-tp{args.tp}{'-offload' if args.offload else ''}"
@@ -572,6 +576,7 @@ def main(argv=None) -> int:
         args.gpu_groups = gpu_groups(args.gpus, args.n_gpus)
         args.skip_modes = skip_modes(args.empty_cache_on_skip)
         args.control = control_job(args.control)
+        args.rows_only = rows_only(args.rows_only)
     except ValueError as err:
         p.error(str(err))
     args.empty_cache_on_skip = args.skip_modes[0]
@@ -588,7 +593,7 @@ def main(argv=None) -> int:
             p.error("--import-jsonl imports one job: give its single --v and --empty-cache-on-skip, no --control")
         batches = [[imported_row(args, Path(args.import_jsonl))]] if args.import_jsonl else []
         documents = [json.loads(Path(f).read_text()) for f in args.rows_from]
-        batches += [[restated(r) for r in d.get("rows", [])] for d in documents]
+        batches += [[restated(r) for r in d.get("rows", []) if args.rows_only(r)] for d in documents]
         info = next((d["versions"] for d in documents if d.get("versions")), earlier.get("versions") or {})
     else:
         rows_now, info = run_jobs(args, out)
@@ -606,6 +611,17 @@ def main(argv=None) -> int:
         print(f"[throughput] {r['layout']} {r['model']} v={r['v']}{variant}: step {r['step_time_s']} sync {r['sync_time_s']} "
               f"ideal {r['ideal_speedup']} measured {r['measured_speedup']}", flush=True)  # fmt: skip
     return 0 if all(usable(r) for batch in batches for r in batch) else 1
+
+
+def rows_only(pairs: list[str]):
+    """``--rows-only KEY=VALUE ...`` → a predicate on rows: every KEY's value, as text, equals VALUE."""
+    wanted = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--rows-only takes KEY=VALUE pairs, got {pair!r}")
+        wanted[key] = value
+    return lambda row: all(str(row.get(key)) == value for key, value in wanted.items())
 
 
 def restated(row: dict) -> dict:

@@ -677,11 +677,15 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
         ["h100x4d_qwen2.5-7b_2gpu-tp2-offload_v1-level1.json"],
         # the fifth 4-GPU lease: the 7B TP=2 + offload pair side by side, one detached run (benchmarks/detach.sh)
         ["h100x4e_qwen2.5-7b_2gpu-tp2-offload_v1-10.json"],
+        # the sixth: only the 1.5B TP=2 pair of the second command (the first command's 1-GPU jobs hung,
+        # and the second's file carries their rows: it merged the first's output)
+        (["h100x4f_qwen2.5-1.5b_2gpu-tp2_v1-10.json"], ["--rows-only", "machine=h100x4-2026-11-26f", "layout=2gpu-tp2"]),
     ]  # fmt: skip
     merged = tmp_path / "c" / "throughput.json"
-    for k, names in enumerate(later):
+    for k, item in enumerate(later):
+        names, only = item if isinstance(item, tuple) else (item, [])
         out = tmp_path / f"later{k}"
-        assert throughput.main(["--out", str(out), "--rows-from", *(str(raw / n) for n in names),
+        assert throughput.main(["--out", str(out), "--rows-from", *(str(raw / n) for n in names), *only,
                                 "--merge", str(merged)]) == 0  # fmt: skip
         merged = out / "throughput.json"
     assert json.loads(merged.read_text()) == committed
@@ -1388,6 +1392,44 @@ def test_committed_7b_offload_pair_side_by_side_meets_the_target():
     low, high = pair["update_actor"]["mean_difference_ci90"]
     actor_gaps = sorted(p["update_actor"]["mean_difference"] for p in sequential)
     assert low < 0 < actor_gaps[1] < high < actor_gaps[2]  # holds two sequential gaps, excludes the +0.73
+
+
+def test_committed_1p5b_tp2_pair_of_the_sixth_lease_meets_the_target_over_20_steps():
+    """results/README.md §3, lease h100x4-2026-11-26f: the 1.5B TP=2 pair side by side again, now with
+    ``if_needed`` and over 20 steps (34 and 38): v=10 1.124× by the medians, 1.03·S*, the interval
+    above 1; the skipped slot is vLLM's wake alone (0.17 s: the cache was kept on every skip, against
+    0.45 s with ``always`` on h100x4-2026-11-26c)."""
+    results = Path(__file__).resolve().parents[1] / "results"
+    committed = json.loads((results / "throughput.json").read_text())
+    one, ten = rows_of(committed, "h100x4-2026-11-26f", "qwen2.5-1.5b")
+    assert one["layout"] == ten["layout"] == "2gpu-tp2" and {one["gpu"], ten["gpu"]} == {"0,1", "2,3"}
+    assert (one["measured_steps"], ten["measured_steps"]) == (34, 38) and min(one["measured_steps"], ten["measured_steps"]) >= 20
+    assert one["concurrent_jobs"] == ten["concurrent_jobs"] == 2 and ten["empty_cache_on_skip"] == "if_needed"
+    assert not one["stalled"] and not ten["stalled"]
+    assert 1.10 < one["sync_time_s"] < 1.12 and 0.16 < ten["sync_slot_on_skipped_steps"]["median"] < 0.18
+    assert ten["skip_cache_emptied_frac"]["p90"] == 0 and ten["skip_empty_cache"]["p90"] < 0.01
+    assert 1.09 < ten["ideal_speedup"] < 1.091 and 1.12 < ten["measured_speedup"] < 1.125
+    assert 1.03 < ten["measured_over_ideal"] < 1.031  # >= 0.95·S*
+    assert ten["measured_speedup_ci90"][0] > 1.07 and 1.09 < ten["measured_speedup_mean"] < 1.1
+    assert ten["measured_speedup_mean_ci90"][0] > 1.05
+    c_ten = next(r for r in committed["rows"] if r["machine"] == "h100x4-2026-11-26c" and r["layout"] == "2gpu-tp2" and r["v"] == 10)
+    assert 0.44 < c_ten["sync_slot_on_skipped_steps"]["median"] < 0.46  # the same pair with ``always``
+    # the first command's 1-GPU jobs hung (two of four): none of its rows is in the committed file
+    assert not [r for r in committed["rows"] if r["machine"] == "h100x4-2026-11-26f" and r["layout"] != "2gpu-tp2"]
+    hung = json.loads((results / "raw" / "throughput" / "h100x4f_hung-run_qwen2.5-1.5b_1gpu_v1-2-4-10.json").read_text())
+    stalled = sorted(r["v"] for r in hung["rows"] if r.get("machine") == "h100x4-2026-11-26f" and r["stalled"])
+    assert stalled == [1, 2]
+    (pair,) = [p for p in json.loads((results / "gen_split.json").read_text())["pairs"] if p["lease"] == "h100x4f"]
+    assert -0.94 < pair["sync_slot"]["mean_difference"] < -0.88 and -1.1 < pair["step"]["mean_difference"] < -1.0
+    low, high = pair["gen_vllm"]["mean_difference_ci90"]
+    assert low < 0 < high  # vLLM's generation did not move
+
+
+def test_rows_only_takes_key_value_pairs(tmp_path):
+    with pytest.raises(SystemExit):
+        throughput.main(["--out", str(tmp_path), "--rows-from", "x.json", "--rows-only", "machine"])
+    assert throughput.rows_only(["machine=m", "v=10"])({"machine": "m", "v": 10})
+    assert not throughput.rows_only(["machine=m", "v=10"])({"machine": "m", "v": 1})
 
 
 def test_no_sleep_ran_out_of_memory_at_7b_offload_on_two_h100s():

@@ -67,7 +67,8 @@ def test_committed_split_is_what_the_script_derives_and_what_the_results_page_sa
     controls = [p for p in pairs if p["control"]]  # test_benchmarks checks the level-1 control's claims
     side_by_side = [p for p in tp2_7b if p["lease"] == "h100x4e"]  # and this pair's
     tp2_7b = [p for p in tp2_7b if p not in side_by_side]  # one job after the other
-    others = [p for p in pairs if p not in tp2_7b and p not in controls and p not in side_by_side]
+    kept_cache = [p for p in pairs if p["lease"] == "h100x4f"]  # the only pair with if_needed beside its v=1 run
+    others = [p for p in pairs if p not in tp2_7b + controls + side_by_side + kept_cache]
     assert [(p["lease"], p["control"]) for p in controls] == [("h100x4d", "level1")]
     assert [p["lease"] for p in tp2_7b] == ["h100x2", "h100x2b", "h100x2c"] and len(others) == 7
     assert [p["lease"] for p in side_by_side] == ["h100x4e"]
@@ -97,6 +98,14 @@ def test_committed_split_is_what_the_script_derives_and_what_the_results_page_sa
     for p in others:  # where nothing else moved (TP=2 and TP=4 pairs), the step fell by what the slot saved
         if p["layout"] != "1gpu-tp1":
             assert p["sync_slot"]["mean_difference"] < -0.6 and abs(p["step"]["mean_difference"] - p["sync_slot"]["mean_difference"]) < 0.15
+    # 1.5B TP=2 with the cache kept on skips (h100x4-2026-11-26f): vLLM's generation did not move, the
+    # slot saved 0.88 s and update_actor 0.20 s more (its interval below 0); the step fell by their sum
+    (kept,) = kept_cache
+    assert kept["layout"] == "2gpu-tp2" and kept["variant"] == "if_needed"
+    assert kept["gen_vllm"]["mean_difference_ci90"][0] < 0 < kept["gen_vllm"]["mean_difference_ci90"][1]
+    assert -0.94 < kept["sync_slot"]["mean_difference"] < -0.8 and kept["update_actor"]["mean_difference_ci90"][1] < -0.05
+    parts = sum(kept[k]["mean_difference"] for k in ("sync_slot", "update_actor", "gen", "old_log_prob"))
+    assert abs(kept["step"]["mean_difference"] - parts) < 0.05
     tp4 = next(p for p in others if p["layout"] == "4gpu-tp4")
     assert (tp4["gen_vllm"]["v1"]["n"], tp4["gen_vllm"]["lagged"]["n"]) == (36, 35)
 
