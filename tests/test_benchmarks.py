@@ -23,6 +23,7 @@ import gen_split  # noqa: E402
 import mainppo_job  # noqa: E402
 import sync_e2e  # noqa: E402
 import throughput  # noqa: E402
+import throughput_table  # noqa: E402
 
 
 def _row(v, step, sync, layout="1gpu-tp1"):
@@ -1423,6 +1424,43 @@ def test_committed_1p5b_tp2_pair_of_the_sixth_lease_meets_the_target_over_20_ste
     assert -0.94 < pair["sync_slot"]["mean_difference"] < -0.88 and -1.1 < pair["step"]["mean_difference"] < -1.0
     low, high = pair["gen_vllm"]["mean_difference_ci90"]
     assert low < 0 < high  # vLLM's generation did not move
+
+
+def test_throughput_table_against_hand_computed_rows():
+    """One lagged row: S* 1.1, medians 1.056 (÷ S* = 0.96: meets the target), no means; a
+    second at 1.04 (0.945: misses it) with means 1.1 (1.0), against the v=1 row of its own concurrency;
+    v=1 rows and rows without a speedup are left out."""
+    v1 = {"machine": "m", "layout": "l", "model": "x", "v": 1, "measured_steps": 20, "measured_speedup": 1.0}
+    rows = [
+        v1,
+        {**v1, "measured_steps": 30, "concurrent_jobs": 2},  # the v=1 row of the second row's concurrency
+        {**v1, "v": 10, "measured_steps": 21, "ideal_speedup": 1.1, "measured_speedup": 1.056,
+         "measured_speedup_ci90": [1.0, 1.1]},
+        {**v1, "v": 4, "measured_steps": 22, "ideal_speedup": 1.1, "measured_speedup": 1.04, "measured_speedup_mean": 1.1,
+         "measured_speedup_mean_ci90": [1.05, 1.15], "empty_cache_on_skip": "if_needed", "concurrent_jobs": 2},
+        {**v1, "machine": "other", "v": 10, "measured_speedup": None},
+    ]  # fmt: skip
+    lines = throughput_table.table({"rows": rows}).splitlines()
+    assert lines[0] == throughput_table.HEADER.splitlines()[0] and len(lines) == 4
+    assert lines[2] == "| x | l | m | 1 | 10 | always | 20 / 21 | 1.100 | 1.056 (1.000–1.100) | 0.960 | – | – | yes / – |"
+    assert lines[3] == ("| x | l | m | 2 | 4 | if_needed | 30 / 22 | 1.100 | 1.040 | 0.945 | 1.100 (1.050–1.150) | 1.000 "
+                        "| no / yes |")  # fmt: skip
+
+
+def test_results_page_carries_the_throughput_table_and_its_summary_holds():
+    results = Path(__file__).resolve().parents[1] / "results"
+    committed = json.loads((results / "throughput.json").read_text())
+    page = (results / "README.md").read_text()
+    assert throughput_table.page_table(page) == throughput_table.table(committed)
+    lagged = [r for r in committed["rows"] if r["v"] > 1 and r.get("measured_speedup")]
+    v1_of, key = throughput_table._v1_rows(committed["rows"])
+    met = {(r["model"], r["layout"], r["machine"]) for r in lagged
+           if r["measured_over_ideal"] >= 0.95 and min(r["measured_steps"], v1_of[key(r)]["measured_steps"]) >= 20}  # fmt: skip
+    assert met == {("qwen2.5-1.5b", "2gpu-tp2", "h100x4-2026-11-26f"), ("qwen2.5-7b", "2gpu-tp2-offload", "h100x4-2026-11-26e")}
+    one_gpu = [r for r in lagged if r["layout"] == "1gpu-tp1"]
+    assert all(r["measured_over_ideal"] >= 0.95 and r["ideal_speedup"] < 1.031 for r in one_gpu)
+    assert max(r["measured_steps"] for r in one_gpu) == 19  # short of 20: "Not measured yet"
+    assert all(r["measured_over_ideal"] < 0.95 for r in lagged if r["layout"] == "4gpu-tp4")
 
 
 def test_rows_only_takes_key_value_pairs(tmp_path):

@@ -14,8 +14,8 @@ Modules (each imports verl lazily, none imports vllm):
 post-import hooks that register the V1 trainer mode as soon as ``verl.trainer.ppo.v1`` has been
 imported (in practice only the TaskRunner imports it) and give verl's weight-transfer socket a
 per-cluster name as soon as its module is imported (actor workers and vLLM workers). The v0
-manager needs no registration (verl loads it by its dotted path) and the vLLM servers need nothing at import (the sleep-level override
-is sent to them at run time).
+manager needs no registration (verl loads it by its dotted path) and the vLLM servers need nothing
+else at import (the sleep-level override is sent to them at run time).
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ gets the raylet's PID,
 
 ``RAY_RAYLET_PID`` is set by Ray in every worker process and inherited by the processes vLLM
 spawns, so all processes of one cluster on one node agree on it, and two clusters running on one
-host at the same time cannot (two live raylets never share a PID). Outside Ray (no
+host at the same time cannot (two live raylets of one PID namespace never share a PID; containers
+that share ``/tmp`` but not their PIDs are not covered). Outside Ray (no
 ``RAY_RAYLET_PID``) and for non-``ipc://`` endpoints the handle is left as verl made it.
 """
 
