@@ -49,6 +49,9 @@ def check() -> int:
         trainer_mode = "registered" if TRAINER_MODE in TRAINER_REGISTRY else "MISSING"
         if TRAINER_MODE not in TRAINER_REGISTRY:
             problems.append(f"V1 trainer mode {TRAINER_MODE!r} is not registered")
+    transfer_socket = _transfer_socket_state()
+    if transfer_socket is None:
+        problems.append("verl's weight-transfer socket would not be made per-cluster (no import hook installed)")
     if problems:
         print("verl-offgrpo check FAILED:", file=sys.stderr)
         for problem in problems:
@@ -63,8 +66,23 @@ def check() -> int:
     print(f"  entry point: {eps[0].name} = {eps[0].value}")
     print(f"  advantage estimator: {ESTIMATOR_NAME}   policy loss: {LOSS_NAME}")
     print(f"  V1 trainer mode {TRAINER_MODE}: {trainer_mode}")
+    print(f"  weight-transfer socket: one per Ray cluster ({transfer_socket})")
     print(f"  config: {os.path.join(config_dir(), CONFIG_NAME + '.yaml')}")
     return 0
+
+
+def _transfer_socket_state() -> str | None:
+    """How verl's weight-transfer socket gets its per-cluster name in this process
+    (:mod:`verl_offgrpo.sync.ipc_socket`): already applied, applied on import, or None (neither)."""
+    from verl_offgrpo.sync import WEIGHT_TRANSFER_MODULE
+
+    module = sys.modules.get(WEIGHT_TRANSFER_MODULE)
+    if module is not None:
+        wrapped = getattr(getattr(module, "BucketedWeightSender", None), "__init__", None)
+        return "applied" if getattr(wrapped, "__off_grpo_unique_socket__", False) else None
+    if any(getattr(finder, "fullname", None) == WEIGHT_TRANSFER_MODULE for finder in sys.meta_path):
+        return f"applied when {WEIGHT_TRANSFER_MODULE} is imported"
+    return None
 
 
 def compose(overrides: list[str]):
