@@ -377,6 +377,7 @@ def job_row(args, v: int, metrics: dict[int, dict], run: dict, device, params, g
         "empty_cache_on_skip": args.empty_cache_on_skip if v > 1 else None,  # a v=1 job never skips
         "gpu_memory_utilization": args.gpu_mem,
         "model": args.model,
+        **({"model_seed": args.model_seed} if getattr(args, "model_seed", None) is not None else {}),
         "params": params,
         "v": v,
         "batch": f"{args.batch} prompts x {args.n} samples x {args.response_length} tokens",
@@ -536,6 +537,10 @@ def main(argv=None) -> int:
     p.add_argument("--response-length", type=int, default=256)
     p.add_argument("--micro-batch", type=int, default=16)
     p.add_argument("--gpu-mem", type=float, default=0.4)
+    p.add_argument("--model-per-job", action="store_true",
+                   help="give each job of the command its own random init (seed = its index) instead of one shared "
+                        "model: jobs side by side then serve different policies, so a job whose vLLM loaded another "
+                        "job's weights shows a large lag-0 |log π_k/α| (the served-policy guard stops it)")  # fmt: skip
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=20, help="measured steps after the warm-up")
     p.add_argument("--run-timeout", type=float, default=560.0)
@@ -652,18 +657,39 @@ def run_jobs(args, out: Path) -> tuple[list[dict], dict]:
     each with its own ``empty_cache_on_skip``; (rows, versions)."""
     t0 = time.time()
     work = work_dir(args, out)
-    model_dir, data_dir, log_dir = work / f"model_{args.model}", work / "data", work / "logs"
+    data_dir, log_dir = work / "data", work / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    shape_file = model_dir / "offgrpo_shape.json"
-    shape = json.loads(shape_file.read_text()) if shape_file.exists() else build_model(model_dir, args.model)
+    seeds = model_seeds(args)
+    shape = {seed: ensure_model(model_dir_of(work, args.model, seed), args.model, seed) for seed in sorted(set(seeds))}
     sync_e2e.build_data(data_dir)
     info = mainppo_job.versions()
-    print(f"[throughput] model {shape} ready after {time.time() - t0:.1f}s; {info}", flush=True)
-    rows = mainppo_job.on_gpus(
-        args.jobs, args.gpu_groups,
-        lambda job, env: run_job(job_args(args, job), job[0], model_dir, data_dir, log_dir, info, shape, env),
-    )  # fmt: skip
-    return rows, info
+    print(f"[throughput] model {shape[seeds[0]]} (seeds {sorted(shape)}) ready after {time.time() - t0:.1f}s; {info}",
+          flush=True)  # fmt: skip
+
+    def one_job(job, env):
+        seed = seeds[args.jobs.index(job)]
+        job_ns = job_args(args, job)
+        job_ns.model_seed = seed if args.model_per_job else None
+        return run_job(job_ns, job[0], model_dir_of(work, args.model, seed), data_dir, log_dir, info, shape[seed], env)
+
+    return mainppo_job.on_gpus(args.jobs, args.gpu_groups, one_job), info
+
+
+def model_seeds(args) -> list[int]:
+    """The random-init seed of each job of ``args.jobs``: its index with ``--model-per-job``, else 0."""
+    return list(range(len(args.jobs))) if args.model_per_job else [0] * len(args.jobs)
+
+
+def model_dir_of(work: Path, shape: str, seed: int) -> Path:
+    """``WORK/model_<shape>`` for seed 0 (what every command before ``--model-per-job`` built), else
+    ``WORK/model_<shape>_seed<k>``."""
+    return work / (f"model_{shape}" if seed == 0 else f"model_{shape}_seed{seed}")
+
+
+def ensure_model(model_dir: Path, shape: str, seed: int) -> dict:
+    """The model in ``model_dir``, built with ``seed`` unless it is there already."""
+    shape_file = model_dir / "offgrpo_shape.json"
+    return json.loads(shape_file.read_text()) if shape_file.exists() else build_model(model_dir, shape, seed)
 
 
 if __name__ == "__main__":

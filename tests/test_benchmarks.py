@@ -1463,6 +1463,39 @@ def test_results_page_carries_the_throughput_table_and_its_summary_holds():
     assert all(r["measured_over_ideal"] < 0.95 for r in lagged if r["layout"] == "4gpu-tp4")
 
 
+def test_model_per_job_gives_each_job_of_a_command_its_own_random_init(tmp_path, monkeypatch):
+    """--model-per-job: job k runs on a model initialised with seed k (seed 0 in verl's usual
+    ``model_<shape>`` dir, the others in ``model_<shape>_seed<k>``), so jobs side by side serve different
+    policies; without it every job shares seed 0. A model already in the work dir is reused."""
+    import torch
+    from safetensors.torch import load_file
+
+    class Captured(Exception):
+        pass
+
+    def capture(args, out):
+        captured["args"] = args
+        raise Captured
+
+    captured, launched = {}, []
+    real_run_jobs = throughput.run_jobs
+    monkeypatch.setattr(throughput, "run_jobs", capture)
+    monkeypatch.setattr(mainppo_job, "versions", dict)
+    monkeypatch.setattr(throughput, "run_job", lambda args, v, model_dir, data_dir, log_dir, info, shape, env:
+                        launched.append((v, model_dir.name, args.model_seed)) or {"v": v})  # fmt: skip
+    work = tmp_path / "w"
+    for flag in (["--model-per-job"], []):
+        with pytest.raises(Captured):
+            throughput.main(["--out", str(tmp_path / "o"), "--work", str(work), "--model", "tiny", "--v", "1,10", *flag])
+        assert [r["v"] for r in real_run_jobs(captured["args"], tmp_path / "o")[0]] == [1, 10]
+    assert launched == [(1, "model_tiny", 0), (10, "model_tiny_seed1", 1), (1, "model_tiny", None), (10, "model_tiny", None)]
+    first, second = (load_file(str(work / d / "model.safetensors")) for d in ("model_tiny", "model_tiny_seed1"))
+    name = "model.layers.0.self_attn.q_proj.weight"
+    assert first[name].shape == second[name].shape and not torch.equal(first[name], second[name])
+    monkeypatch.setattr(throughput, "build_model", lambda *a: pytest.fail("rebuilt a model that was there"))
+    assert throughput.ensure_model(work / "model_tiny_seed1", "tiny", 1)["shape"] == "tiny"
+
+
 def test_rows_only_takes_key_value_pairs(tmp_path):
     with pytest.raises(SystemExit):
         throughput.main(["--out", str(tmp_path), "--rows-from", "x.json", "--rows-only", "machine"])
