@@ -17,6 +17,10 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import throughput  # noqa: E402  (the rows a speedup compares: throughput._base_key)
+
 TARGET = 0.95
 BEGIN = "<!-- throughput_table.py: begin -->"
 END = "<!-- throughput_table.py: end -->"
@@ -27,13 +31,9 @@ HEADER = (
 )
 
 
-def _pair_key(row: dict) -> tuple:
-    """A lagged row's v=1 row has the same lease, layout, model, concurrency and way of keeping α."""
-    return row["machine"], row["layout"], row["model"], row.get("concurrent_jobs"), row.get("keep_weights")
-
-
 def _v1_rows(rows: list[dict]) -> tuple[dict, object]:
-    return {_pair_key(r): r for r in rows if r["v"] == 1}, _pair_key
+    """The v=1 rows by the key throughput.py compares rows under (``throughput._base_key``), and that key."""
+    return {throughput._base_key(r): r for r in rows if r["v"] == 1}, throughput._base_key
 
 
 def _interval(ci) -> str:

@@ -1430,7 +1430,7 @@ def test_throughput_table_against_hand_computed_rows():
     """One lagged row: S* 1.1, medians 1.056 (÷ S* = 0.96: meets the target), no means; a
     second at 1.04 (0.945: misses it) with means 1.1 (1.0), against the v=1 row of its own concurrency;
     v=1 rows and rows without a speedup are left out."""
-    v1 = {"machine": "m", "layout": "l", "model": "x", "v": 1, "measured_steps": 20, "measured_speedup": 1.0}
+    v1 = {"machine": "m", "layout": "l", "model": "x", "device": "d", "v": 1, "measured_steps": 20, "measured_speedup": 1.0}
     rows = [
         v1,
         {**v1, "measured_steps": 30, "concurrent_jobs": 2},  # the v=1 row of the second row's concurrency

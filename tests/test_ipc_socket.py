@@ -23,6 +23,7 @@ import verl
 import zmq
 
 from verl_offgrpo.sync.ipc_socket import (
+    applied,
     cluster_unique_handle,
     make_transfer_sockets_unique,
 )
@@ -99,7 +100,9 @@ def test_verl_gives_two_clusters_one_socket_and_a_receiver_the_other_jobs_weight
 
 def test_patched_endpoints_keep_each_cluster_on_its_own_socket(sock_dir, monkeypatch):
     bwt = fresh_transfer_module("patched")
+    assert not applied(bwt)
     make_transfer_sockets_unique(bwt)
+    assert applied(bwt)
     make_transfer_sockets_unique(bwt)  # idempotent: one wrapper
     assert bwt.BucketedWeightSender.__init__.__wrapped__.__name__ == "__init__"
     assert not hasattr(bwt.BucketedWeightSender.__init__.__wrapped__, "__wrapped__")

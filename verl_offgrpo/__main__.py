@@ -74,15 +74,13 @@ def check() -> int:
 def _transfer_socket_state() -> str | None:
     """How verl's weight-transfer socket gets its per-cluster name in this process
     (:mod:`verl_offgrpo.sync.ipc_socket`): already applied, applied on import, or None (neither)."""
-    from verl_offgrpo.sync import WEIGHT_TRANSFER_MODULE
+    from verl_offgrpo.sync import WEIGHT_TRANSFER_MODULE, _installed_hook
+    from verl_offgrpo.sync.ipc_socket import applied
 
     module = sys.modules.get(WEIGHT_TRANSFER_MODULE)
     if module is not None:
-        wrapped = getattr(getattr(module, "BucketedWeightSender", None), "__init__", None)
-        return "applied" if getattr(wrapped, "__off_grpo_unique_socket__", False) else None
-    if any(getattr(finder, "fullname", None) == WEIGHT_TRANSFER_MODULE for finder in sys.meta_path):
-        return f"applied when {WEIGHT_TRANSFER_MODULE} is imported"
-    return None
+        return "applied" if applied(module) else None
+    return f"applied when {WEIGHT_TRANSFER_MODULE} is imported" if _installed_hook(WEIGHT_TRANSFER_MODULE) else None
 
 
 def compose(overrides: list[str]):

@@ -23,9 +23,11 @@ import sys
 
 import ray
 
+from verl_offgrpo.sync.ipc_socket import WEIGHT_TRANSFER_MODULE
+
 VERL_NAME = "rl-colocate-zmq-01000000-replica-0-rank-0.sock"
 HANDLE = f"ipc:///tmp/{VERL_NAME}"
-MODULE = "verl.workers.rollout.vllm_rollout.bucketed_weight_transfer"
+
 
 def transfer_module():
     """(verl's weight-transfer module, whether vllm is importable), imported in the calling process.
@@ -44,7 +46,7 @@ def transfer_module():
         package = types.ModuleType("verl.workers.rollout.vllm_rollout")
         package.__path__ = [os.path.join(parent.__path__[0], "vllm_rollout")]
         sys.modules.setdefault(package.__name__, package)
-    return importlib.import_module(MODULE), vllm
+    return importlib.import_module(WEIGHT_TRANSFER_MODULE), vllm
 
 
 def receiver_handle() -> str:

@@ -106,7 +106,7 @@ class _PostImportHook(importlib.abc.MetaPathFinder):
             pass
 
 
-def _installed_hook(fullname=V1_MODULE):
+def _installed_hook(fullname: str):
     for finder in sys.meta_path:
         if isinstance(finder, _PostImportHook) and finder.fullname == fullname:
             return finder

@@ -51,6 +51,12 @@ def cluster_unique_handle(zmq_handle: str, environ=os.environ) -> str:
     return f"ipc://{directory}/{PREFIX}{raylet_pid}-{name}"
 
 
+def applied(module) -> bool:
+    """Whether :func:`make_transfer_sockets_unique` has wrapped ``module``'s endpoint classes."""
+    inits = (getattr(getattr(module, name, None), "__init__", None) for name in ENDPOINT_CLASSES)
+    return all(getattr(init, _WRAPPED, False) for init in inits)
+
+
 def make_transfer_sockets_unique(module) -> None:
     """Wrap ``__init__`` of both endpoint classes of ``module`` (verl's :data:`WEIGHT_TRANSFER_MODULE`)
     so that ``self.zmq_handle`` is :func:`cluster_unique_handle` of what verl passed; idempotent."""
