@@ -166,3 +166,18 @@ def test_two_ray_clusters_side_by_side_get_two_sockets_and_each_cluster_one(tmp_
         assert result["sender"] == result["receiver"] == f"ipc:///tmp/off-grpo-raylet{result['raylet_pid']}-{VERL_NAME}"
         assert result["driver"] == f"ipc:///tmp/{VERL_NAME}"  # the driver is no Ray worker: verl's name
     assert results[0]["sender"] != results[1]["sender"]
+
+
+def test_a_job_serving_another_jobs_random_init_would_show_far_above_the_lag0_floor():
+    """``throughput.py --model-per-job`` is the GPU evidence for the fix only if a swap would show: a
+    trainer scoring samples of another seed's random init (``benchmarks/diag/swap_visibility.py``, the
+    tiny shape here; the 1.5B shape's figure is in results/raw/swap_visibility/) is far from the ≈ 0.02
+    lag-0 floor of a correctly served job, and the same seed built twice gives the same weights."""
+    spec = importlib.util.spec_from_file_location("swap_visibility", REPO / "benchmarks" / "diag" / "swap_visibility.py")
+    swap_visibility = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(swap_visibility)
+    swapped = swap_visibility.gaps("tiny", 0, 1, batch=2, n_tokens=8)
+    assert swapped["gap"] > 0.2 and swapped["tokens"] == 16
+    assert swap_visibility.gaps("tiny", 1, 1, batch=2, n_tokens=8)["gap"] == 0.0
+    committed = json.loads((REPO / "results" / "raw" / "swap_visibility" / "qwen2.5-1.5b_seeds0-1.json").read_text())
+    assert committed["shape"] == "qwen2.5-1.5b" and committed["gap"] > 10 * 0.021
