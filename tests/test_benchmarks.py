@@ -408,9 +408,9 @@ def test_committed_learning_and_keep_weights_results_are_what_the_scripts_derive
     assert kw["no_sleep_minus_sleep"]["gpu_mib_median"] > 40_000
     assert kw["modes"]["no_sleep"]["sync_slot_skipped_s"] < 0.01 < kw["modes"]["sleep_level1"]["sync_slot_skipped_s"]
     # what the results page states about the paper's ordering (§4): +mask = on-policy within 0.015, v=10 within
-    # 0.035 below +mask on its lag-0 steps, over 19 steps (3 seeds) and 36 (seeds 0, 1)
+    # 0.035 below +mask on its lag-0 steps, over 19 steps (3 seeds) and 36 (seeds 0, 1; seed 2 to 25)
     by_horizon = {summary["horizon"]: summary["paired"] for summary in summaries.values()}
-    for horizon, seeds in ((19, "012"), (36, "01")):
+    for horizon, seeds in ((19, "012"), (36, "012")):  # seed 2 at 36: its common steps 1-25
         for seed in seeds:
             paired = by_horizon[horizon][seed]
             assert abs(paired["mask_minus_on_policy"]) < 0.015 and -0.035 < paired["v10_minus_mask_lag0"] < 0
@@ -428,7 +428,7 @@ def test_committed_learning_and_keep_weights_results_are_what_the_scripts_derive
 
 def test_learning_runs_kept_aside_are_what_the_results_page_says():
     """results/README.md §4, "Kept aside": the h100x1-2026-11-26b runs are in their device JSON (rebuilt
-    from their own logs) and not in learning.json, whose seed-2 +mask run is still the x4 lease's."""
+    from their own logs) and not in learning.json, whose seed-2 +mask run is h100x4-2026-11-27's."""
     results = Path(__file__).resolve().parents[1] / "results"
     aside_dir = results / "raw" / "learning" / "h100x1c"
     aside = json.loads((aside_dir / "learning.json").read_text())
@@ -446,9 +446,31 @@ def test_learning_runs_kept_aside_are_what_the_results_page_says():
         return statistics.mean(r["train_reward"] for r in curve if 1 <= r["step"] <= last)
 
     alone, at_once = (c["configs"]["on_policy_mask"]["seeds"]["2"] for c in (aside, committed))
-    assert round(mean_reward(alone), 3) == 0.411 and round(mean_reward(at_once), 3) == 0.406
+    assert round(mean_reward(alone), 3) == 0.411 and round(mean_reward(at_once), 3) == 0.410
     assert [r["train_reward"] for r in alone if r["step"] in (25, 26)] == [0.9140625, 0.91796875]
     assert aside["configs"]["reuse_i10"]["seeds"]["3"][-1]["train_reward"] == 0.7890625
+
+
+def test_learning_seed2_reran_together_on_the_seventh_lease_and_replaced_the_first_x4_runs():
+    """results/README.md §4: seed 2's three fast configs and reuse seed 0 ran side by side on
+    h100x4-2026-11-27 (labelled with --machine), to 25 / 25 / 28 and 5 steps; the runs they replaced
+    keep their logs in replaced/by_h100x4-2026-11-27/. Their paired numbers are the page's: +mask =
+    on-policy (+0.002 over steps 1-19), v=10 0.023 below +mask at lag 0, wall-clock ratio 0.987, and
+    v=10 catches up right after its sync at step 20."""
+    results = Path(__file__).resolve().parents[1] / "results"
+    committed = json.loads((results / "learning.json").read_text())
+    lease = {(r["config"], r["seed"]): r["steps_logged"] for r in committed["runs"] if r.get("machine") == "h100x4-2026-11-27"}
+    assert lease == {("on_policy", 2): 25, ("on_policy_mask", 2): 25, ("off_policy_v10", 2): 28, ("reuse_i10", 0): 5}
+    replaced = sorted(p.name for p in (results / "raw" / "learning" / "replaced" / "by_h100x4-2026-11-27").iterdir())
+    assert replaced == [f"{tag}.log.gz" for tag in ("off_policy_v10_s2", "on_policy_mask_s2", "on_policy_s2", "reuse_i10_s0")]
+    device = json.loads((results / "raw" / "learning" / "h100x4g_learning.json").read_text())
+    assert learning.rebuild(device, results / "raw" / "learning") == committed  # the page's rebuild command
+    paired = json.loads((results / "learning_summary.json").read_text())["paired"]["2"]
+    assert (paired["mask_minus_on_policy"], paired["v10_minus_mask_lag0"], paired["v10_wall_ratio"]) == (0.0016, -0.0234, 0.987)
+    curve = {cfg: {r["step"]: r for r in committed["configs"][cfg]["seeds"]["2"]} for cfg in ("on_policy_mask", "off_policy_v10")}
+    assert curve["off_policy_v10"][20]["train_reward"] < 0.4 < 0.79 < curve["off_policy_v10"][21]["train_reward"]
+    assert abs(curve["off_policy_v10"][21]["train_reward"] - curve["on_policy_mask"][21]["train_reward"]) < 0.01
+    assert curve["off_policy_v10"][21]["mean_abs_log_rprime"] < 0.025 < 0.2 < curve["off_policy_v10"][19]["mean_abs_log_rprime"]
 
 
 def test_throughput_accumulate_pools_the_measured_steps_of_two_runs_of_one_job():
