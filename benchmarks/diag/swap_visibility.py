@@ -7,8 +7,9 @@ index). If one job's vLLM loaded another job's weights (verl's shared weight soc
     gap(a, b) = mean over sampled tokens y of |log π_a(y | x) − log π_b(y | x)|
 
 with the samples drawn from π_b (the served α) at temperature 1, as the benchmark samples. This script
-builds two random-init Qwen2 models of a ``throughput.SHAPES`` shape exactly as ``build_model`` does
-(``torch.manual_seed(seed)``, then bf16), draws responses from ``b``, scores them under both in fp32,
+builds two random-init Qwen2 models of a ``throughput.SHAPES`` shape the way ``build_model`` does
+(``torch.manual_seed(seed)``, transformers' init, bf16; on the CPU, so the numbers differ from a GPU
+host's build but not their distribution), draws responses from ``b``, scores them under both in fp32,
 and prints ``RESULT {json}`` with ``gap(a, b)`` (exactly 0 for ``--seeds 0,0``: the same weights).
 
     python3 benchmarks/diag/swap_visibility.py --shape qwen2.5-1.5b --seeds 0,1 --out results/raw/swap_visibility.json
@@ -29,7 +30,7 @@ import throughput  # noqa: E402
 
 
 def random_model(shape: str, seed: int):
-    """The random init of ``throughput.build_model`` (CPU generator), in bf16, then held in fp32."""
+    """``throughput.build_model``'s random init, drawn on the CPU, rounded to bf16 and held in fp32."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
