@@ -424,7 +424,8 @@ def main(argv=None) -> int:
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--lr", type=float, default=1e-5)
     p.add_argument("--data-seed", type=int, default=1, help="dataloader shuffle seed: the same prompts for all")
-    p.add_argument("--run-timeout", type=float, default=560.0)
+    p.add_argument("--run-timeout", type=float, default=None,
+                   help="seconds per job (default: what --budget-s leaves, else 560)")
     p.add_argument("--budget-s", type=float, default=None,
                    help="wall seconds this whole command may take (e.g. the outer timeout): each job's run timeout "
                         "is cut to end in time for the results to be written")  # fmt: skip

@@ -496,15 +496,21 @@ BUDGET_RESERVE_S = 30.0
 HOST_SETTLE_S = 5.0
 
 
-def job_timeout(run_timeout: float, budget_s: float | None, t0: float, now: float,
+#: a job's run timeout when neither ``--run-timeout`` nor ``--budget-s`` is given: one 10-minute device call
+DEFAULT_RUN_TIMEOUT_S = 560.0
+
+
+def job_timeout(run_timeout: float | None, budget_s: float | None, t0: float, now: float,
                 reserve_s: float = BUDGET_RESERVE_S, floor_s: float = 0.0) -> float:
     """``run_timeout``, cut so that the job ends ``reserve_s`` before the command's ``budget_s``
     (seconds since ``t0``, the script's start) runs out, but not below ``floor_s``: an outer
     ``timeout`` that kills the script first loses the results of the steps already run (it happened
-    to a 7B run)."""
+    to a 7B run). ``run_timeout=None``: all of the budget that is left (a detached run of 837 s once
+    stopped its jobs at the old fixed default of 560 s), or :data:`DEFAULT_RUN_TIMEOUT_S` without one."""
     if not budget_s:
-        return run_timeout
-    return max(floor_s, min(run_timeout, budget_s - (now - t0) - reserve_s))
+        return DEFAULT_RUN_TIMEOUT_S if run_timeout is None else run_timeout
+    left = budget_s - (now - t0) - reserve_s
+    return max(floor_s, left if run_timeout is None else min(run_timeout, left))
 
 
 def run_main_ppo(name: str, job_overrides: list[str], out, log_dir: Path, timeout: float, steps: int,

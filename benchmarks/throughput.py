@@ -543,7 +543,8 @@ def main(argv=None) -> int:
                         "job's weights shows a large lag-0 |log π_k/α| (the served-policy guard stops it)")  # fmt: skip
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=20, help="measured steps after the warm-up")
-    p.add_argument("--run-timeout", type=float, default=560.0)
+    p.add_argument("--run-timeout", type=float, default=None,
+                   help="seconds per job (default: what --budget-s leaves, else 560)")
     p.add_argument("--stall-s", type=float, default=150.0)
     p.add_argument("--budget-s", type=float, default=None,
                    help="wall seconds this whole command may take (e.g. the outer timeout): each job's run timeout "

@@ -512,6 +512,11 @@ def test_job_timeout_leaves_time_to_write_the_rows_inside_the_command_budget():
     # sync_e2e's form: an absolute deadline, no reserve, at least 30 s
     assert job_timeout(540.0, 1580.0, t0=0.0, now=1300.0, reserve_s=0.0, floor_s=30.0) == 280.0
     assert job_timeout(540.0, 1580.0, t0=0.0, now=1570.0, reserve_s=0.0, floor_s=30.0) == 30.0
+    # no --run-timeout: the whole of what the budget leaves (an 837 s budget once stopped its jobs at a
+    # fixed 560), and one device call's 560 s without a budget
+    assert job_timeout(None, 837.0, t0=1000.0, now=1045.0) == 837.0 - 45.0 - reserve
+    assert job_timeout(None, None, t0=1000.0, now=1045.0) == mainppo_job.DEFAULT_RUN_TIMEOUT_S == 560.0
+    assert job_timeout(None, 50.0, t0=1000.0, now=1045.0) == 0.0
 
 
 def _verl_jsonl(path, step_times, sync_every=1, extra=None):
