@@ -115,6 +115,7 @@ def test_committed_split_is_what_the_script_derives_and_what_the_results_page_sa
         assert p["gen_vllm"]["mean_difference_ci90"][0] < 0 < p["gen_vllm"]["mean_difference_ci90"][1]
         assert 0.05 < p["gen_rest"]["mean_difference"] < 0.11 and p["gen_rest"]["mean_difference_ci90"][0] > 0.01
         assert p["sync_slot"]["mean_difference_ci90"][1] < 0
+        assert p["update_actor"]["mean_difference_ci90"][0] < 0 < p["update_actor"]["mean_difference_ci90"][1]
     tp4 = next(p for p in others if p["layout"] == "4gpu-tp4")
     assert (tp4["gen_vllm"]["v1"]["n"], tp4["gen_vllm"]["lagged"]["n"]) == (36, 35)
 
