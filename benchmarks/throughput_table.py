@@ -31,9 +31,9 @@ HEADER = (
 )
 
 
-def _v1_rows(rows: list[dict]) -> tuple[dict, object]:
-    """The v=1 rows by the key throughput.py compares rows under (``throughput._base_key``), and that key."""
-    return {throughput._base_key(r): r for r in rows if r["v"] == 1}, throughput._base_key
+def _v1_rows(rows: list[dict]) -> dict:
+    """The v=1 rows by the key throughput.py compares rows under (``throughput._base_key``)."""
+    return {throughput._base_key(r): r for r in rows if r["v"] == 1}
 
 
 def _interval(ci) -> str:
@@ -42,12 +42,12 @@ def _interval(ci) -> str:
 
 def table(results: dict) -> str:
     """The markdown table (header, then one line per lagged row with a speedup, in the file's order)."""
-    v1_of, key = _v1_rows(results["rows"])
+    v1_of = _v1_rows(results["rows"])
     lines = [HEADER]
     for row in results["rows"]:
         if row["v"] == 1 or not row.get("measured_speedup"):
             continue
-        base = v1_of[key(row)]
+        base = v1_of[throughput._base_key(row)]
         ideal, median, mean = row["ideal_speedup"], row["measured_speedup"], row.get("measured_speedup_mean")
         by_median = median / ideal >= TARGET
         by_mean = None if mean is None else mean / ideal >= TARGET

@@ -26,7 +26,7 @@ import sys
 import threading
 
 from .checks import V0_MANAGER_FQN, SyncConfigError, check_sync_config
-from .ipc_socket import WEIGHT_TRANSFER_MODULE
+from .ipc_socket import WEIGHT_TRANSFER_MODULE, make_transfer_sockets_unique
 
 __all__ = [
     "V0_MANAGER_FQN",
@@ -47,12 +47,6 @@ def _register_v1_trainer(module=None) -> None:
     from .trainer_v1 import register
 
     register()
-
-
-def _make_transfer_sockets_unique(module) -> None:
-    from .ipc_socket import make_transfer_sockets_unique
-
-    make_transfer_sockets_unique(module)
 
 
 class _LoaderWithCallback(importlib.abc.Loader):
@@ -131,6 +125,6 @@ def register_sync_hooks() -> None:
     register (the v0 manager still works). Errors in the registrations themselves propagate.
     """
     with _lock:
-        _on_import(WEIGHT_TRANSFER_MODULE, "BucketedWeightReceiver", _make_transfer_sockets_unique)
+        _on_import(WEIGHT_TRANSFER_MODULE, "BucketedWeightReceiver", make_transfer_sockets_unique)
         if importlib.util.find_spec("transfer_queue") is not None:
             _on_import(V1_MODULE, "get_trainer_cls", _register_v1_trainer)
