@@ -408,12 +408,15 @@ def test_committed_learning_and_keep_weights_results_are_what_the_scripts_derive
     assert kw["no_sleep_minus_sleep"]["gpu_mib_median"] > 40_000
     assert kw["modes"]["no_sleep"]["sync_slot_skipped_s"] < 0.01 < kw["modes"]["sleep_level1"]["sync_slot_skipped_s"]
     # what the results page states about the paper's ordering (§4): +mask = on-policy within 0.015, v=10 within
-    # 0.035 below +mask on its lag-0 steps, over 19 steps (3 seeds) and 36 (seeds 0, 1; seed 2 to 25)
+    # 0.035 of +mask on its lag-0 steps (below it in seeds 0 and 1), over 19 and 36 steps in all three seeds
     by_horizon = {summary["horizon"]: summary["paired"] for summary in summaries.values()}
-    for horizon, seeds in ((19, "012"), (36, "012")):  # seed 2 at 36: its common steps 1-25
-        for seed in seeds:
+    for horizon in (19, 36):
+        for seed in "012":
             paired = by_horizon[horizon][seed]
-            assert abs(paired["mask_minus_on_policy"]) < 0.015 and -0.035 < paired["v10_minus_mask_lag0"] < 0
+            assert abs(paired["mask_minus_on_policy"]) < 0.015 and abs(paired["v10_minus_mask_lag0"]) < 0.035
+            assert seed == "2" or paired["v10_minus_mask_lag0"] < 0
+    for seed in "012":  # +mask and v=10 reached step 36 in every seed
+        assert all(len(committed["configs"][c]["seeds"][seed]) > 36 for c in ("on_policy_mask", "off_policy_v10"))
 
     # ... and seed 1's v=10 wall-clock (1.23x +mask's) is host drift: the same work, one forward pass over
     # the batch, was slower in that run, while its sync slot was shorter
@@ -428,7 +431,7 @@ def test_committed_learning_and_keep_weights_results_are_what_the_scripts_derive
 
 def test_learning_runs_kept_aside_are_what_the_results_page_says():
     """results/README.md §4, "Kept aside": the h100x1-2026-11-26b runs are in their device JSON (rebuilt
-    from their own logs) and not in learning.json, whose seed-2 +mask run is h100x4-2026-11-27's."""
+    from their own logs) and not in learning.json, whose seed-2 +mask run is h100x4-2026-11-27b's."""
     results = Path(__file__).resolve().parents[1] / "results"
     aside_dir = results / "raw" / "learning" / "h100x1c"
     aside = json.loads((aside_dir / "learning.json").read_text())
@@ -446,32 +449,37 @@ def test_learning_runs_kept_aside_are_what_the_results_page_says():
         return statistics.mean(r["train_reward"] for r in curve if 1 <= r["step"] <= last)
 
     alone, at_once = (c["configs"]["on_policy_mask"]["seeds"]["2"] for c in (aside, committed))
-    assert round(mean_reward(alone), 3) == 0.411 and round(mean_reward(at_once), 3) == 0.410
+    assert round(mean_reward(alone), 3) == 0.411 and round(mean_reward(at_once), 3) == 0.414
     assert [r["train_reward"] for r in alone if r["step"] in (25, 26)] == [0.9140625, 0.91796875]
     assert aside["configs"]["reuse_i10"]["seeds"]["3"][-1]["train_reward"] == 0.7890625
 
 
-def test_learning_seed2_reran_together_on_the_seventh_lease_and_replaced_the_first_x4_runs():
+def test_learning_seed2_ran_to_step_40_together_on_the_eighth_lease_and_replaced_the_seventh_lease_runs():
     """results/README.md §4: seed 2's three fast configs and reuse seed 0 ran side by side on
-    h100x4-2026-11-27 (labelled with --machine), to 25 / 25 / 28 and 5 steps; the runs they replaced
-    keep their logs in replaced/by_h100x4-2026-11-27/. Their paired numbers are the page's: +mask =
-    on-policy (+0.002 over steps 1-19), v=10 0.023 below +mask at lag 0, wall-clock ratio 0.987, and
-    v=10 catches up right after its sync at step 20."""
+    h100x4-2026-11-27b (labelled with --machine), to 40 / 40 / 40 and 8 steps; the h100x4-2026-11-27 runs
+    they replaced (25 / 25 / 28 and 5 steps) keep their logs in replaced/by_h100x4-2026-11-27b/. Their
+    paired numbers are the page's: +mask = on-policy (-0.005 over steps 1-19), v=10 = +mask at lag 0
+    (0.000), wall-clock ratio 1.002; v=10 catches up right after each sync (steps 21 and 31), where
+    |log r'| is back at the lag-0 floor after 0.15-0.24 at lag 9 (steps 20 and 30)."""
     results = Path(__file__).resolve().parents[1] / "results"
     committed = json.loads((results / "learning.json").read_text())
-    lease = {(r["config"], r["seed"]): r["steps_logged"] for r in committed["runs"] if r.get("machine") == "h100x4-2026-11-27"}
-    assert lease == {("on_policy", 2): 25, ("on_policy_mask", 2): 25, ("off_policy_v10", 2): 28, ("reuse_i10", 0): 5}
-    replaced = sorted(p.name for p in (results / "raw" / "learning" / "replaced" / "by_h100x4-2026-11-27").iterdir())
-    assert replaced == [f"{tag}.log.gz" for tag in ("off_policy_v10_s2", "on_policy_mask_s2", "on_policy_s2", "reuse_i10_s0")]
-    device = json.loads((results / "raw" / "learning" / "h100x4g_learning.json").read_text())
+    lease = {(r["config"], r["seed"]): r["steps_logged"] for r in committed["runs"] if r.get("machine") == "h100x4-2026-11-27b"}
+    assert lease == {("on_policy", 2): 40, ("on_policy_mask", 2): 40, ("off_policy_v10", 2): 40, ("reuse_i10", 0): 8}
+    assert not [r for r in committed["runs"] if r.get("machine") == "h100x4-2026-11-27"]
+    tags = ("off_policy_v10_s2", "on_policy_mask_s2", "on_policy_s2", "reuse_i10_s0")
+    for lease_dir in ("by_h100x4-2026-11-27", "by_h100x4-2026-11-27b"):
+        replaced = sorted(p.name for p in (results / "raw" / "learning" / "replaced" / lease_dir).iterdir())
+        assert replaced == [f"{tag}.log.gz" for tag in tags]
+    device = json.loads((results / "raw" / "learning" / "h100x4h_learning.json").read_text())
     assert learning.rebuild(device, results / "raw" / "learning") == committed  # the page's rebuild command
     paired = json.loads((results / "learning_summary.json").read_text())["paired"]["2"]
-    assert (paired["mask_minus_on_policy"], paired["v10_minus_mask_lag0"], paired["v10_wall_ratio"]) == (0.0016, -0.0234, 0.987)
+    assert (paired["mask_minus_on_policy"], paired["v10_minus_mask_lag0"], paired["v10_wall_ratio"]) == (-0.0049, 0.0, 1.002)
     curve = {cfg: {r["step"]: r for r in committed["configs"][cfg]["seeds"]["2"]} for cfg in ("on_policy_mask", "off_policy_v10")}
-    assert curve["off_policy_v10"][20]["train_reward"] < 0.4 and curve["off_policy_v10"][21]["train_reward"] > 0.79
-    assert abs(curve["off_policy_v10"][21]["train_reward"] - curve["on_policy_mask"][21]["train_reward"]) < 0.01
-    lag9, lag0 = (curve["off_policy_v10"][step]["mean_abs_log_rprime"] for step in (19, 21))
-    assert lag0 < 0.025 and lag9 > 0.2
+    v10, mask = curve["off_policy_v10"], curve["on_policy_mask"]
+    assert v10[20]["train_reward"] < 0.4 < 0.8 < v10[21]["train_reward"]  # the step before and after the sync at 20
+    assert v10[21]["train_reward"] > mask[21]["train_reward"] and abs(v10[31]["train_reward"] - mask[31]["train_reward"]) < 0.01
+    for lag9, lag0 in ((20, 21), (30, 31)):
+        assert v10[lag0]["mean_abs_log_rprime"] < 0.025 and v10[lag9]["mean_abs_log_rprime"] > 0.15
 
 
 def test_throughput_accumulate_pools_the_measured_steps_of_two_runs_of_one_job():
@@ -711,6 +719,8 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
         (["h100x4f_qwen2.5-1.5b_2gpu-tp2_v1-10.json"], ["--rows-only", "machine=h100x4-2026-11-26f", "layout=2gpu-tp2"]),
         # the seventh: the four 1-GPU jobs again, with the socket fix (its file also carries every row it merged)
         (["h100x4g_qwen2.5-1.5b_1gpu_v1-2-4-10.json"], ["--rows-only", "machine=h100x4-2026-11-27"]),
+        # the eighth: the 1.5B TP=2 + offload pair side by side with if_needed (its file carries every earlier row)
+        (["h100x4h_qwen2.5-1.5b_2gpu-tp2-offload_v1-10.json"], ["--rows-only", "machine=h100x4-2026-11-27b"]),
     ]  # fmt: skip
     merged = tmp_path / "c" / "throughput.json"
     for k, item in enumerate(later):
@@ -1503,6 +1513,32 @@ def test_committed_1gpu_rows_of_the_seventh_lease_ran_four_random_inits_side_by_
     for p in pairs:  # the slot saved 0.09-0.23 s; the whole step did not move beyond the noise
         assert p["sync_slot"]["mean_difference_ci90"][1] < 0
         assert p["step"]["mean_difference_ci90"][0] < 0 < p["step"]["mean_difference_ci90"][1]
+
+
+def test_committed_offload_pair_of_the_eighth_lease_meets_the_target_over_fewer_than_20_steps():
+    """results/README.md §3, lease h100x4-2026-11-27b: the 1.5B TP=2 + offload pair again, side by side with
+    if_needed. The cache was kept on every skipped step (the wake alone, 0.24 s, against lease c's 0.32 s
+    with always); 0.951 / 0.962·S* by the medians / means, but over 16 steps a side (a slow host: 321-327 s
+    to start), with both intervals holding 1, so the page calls the layout undecided. gen_split: the slot
+    saved 0.97 s a step, and neither the step, nor generation, nor the level-1 sleep moved beyond the noise."""
+    results = Path(__file__).resolve().parents[1] / "results"
+    committed = json.loads((results / "throughput.json").read_text())
+    one, ten = rows_of(committed, "h100x4-2026-11-27b", model="qwen2.5-1.5b")
+    assert (one["layout"], one["model"], one["concurrent_jobs"], one["gpu"], ten["gpu"]) == ("2gpu-tp2-offload", "qwen2.5-1.5b", 2, "0,1", "2,3")
+    assert (one["measured_steps"], ten["measured_steps"]) == (16, 16) and min(one["startup_s"], ten["startup_s"]) > 320
+    assert ten["empty_cache_on_skip"] == "if_needed" and ten["skip_cache_emptied_frac"]["p90"] == 0
+    assert 0.23 < ten["sync_slot_on_skipped_steps"]["median"] < 0.25 and 1.2 < one["sync_time_s"] < 1.3
+    assert 0.95 < ten["measured_over_ideal"] < 0.96 and 0.96 < ten["measured_speedup_mean"] / ten["ideal_speedup"] < 0.965
+    for interval in (ten["measured_speedup_ci90"], ten["measured_speedup_mean_ci90"]):
+        assert interval[0] < 1 < interval[1]
+    lease_c = next(r for r in committed["rows"] if r["machine"] == "h100x4-2026-11-26c" and r["layout"] == "2gpu-tp2-offload" and r["v"] == 10)
+    assert lease_c["measured_over_ideal"] < 0.95 < lease_c["measured_speedup_mean"] / lease_c["ideal_speedup"]
+    assert lease_c["sync_slot_on_skipped_steps"]["median"] > 0.3
+    (pair,) = [p for p in json.loads((results / "gen_split.json").read_text())["pairs"] if p["lease"] == "h100x4h"]
+    assert pair["sync_slot"]["mean_difference_ci90"][1] < -0.85
+    for part in ("step", "gen", "gen_vllm", "gen_rest", "update_actor"):
+        low, high = pair[part]["mean_difference_ci90"]
+        assert low < 0 < high, part
 
 
 def test_results_page_carries_the_throughput_table_and_its_summary_holds():
