@@ -1515,12 +1515,12 @@ def test_committed_1gpu_rows_of_the_seventh_lease_ran_four_random_inits_side_by_
         assert p["step"]["mean_difference_ci90"][0] < 0 < p["step"]["mean_difference_ci90"][1]
 
 
-def test_committed_offload_pair_of_the_eighth_lease_meets_the_target_over_fewer_than_20_steps():
+def test_committed_offload_pair_of_the_eighth_lease_is_near_the_target_over_16_steps_with_intervals_holding_1():
     """results/README.md §3, lease h100x4-2026-11-27b: the 1.5B TP=2 + offload pair again, side by side with
     if_needed. The cache was kept on every skipped step (the wake alone, 0.24 s, against lease c's 0.32 s
     with always); 0.951 / 0.962·S* by the medians / means, but over 16 steps a side (a slow host: 321-327 s
-    to start), with both intervals holding 1, so the page calls the layout undecided. gen_split: the slot
-    saved 0.97 s a step, and neither the step, nor generation, nor the level-1 sleep moved beyond the noise."""
+    to start), with both intervals holding 1, so the page calls the layout undecided (as lease c's pair, 0.88
+    / 0.97·S* over 23 steps with always). test_gen_split checks the pair's step parts."""
     results = Path(__file__).resolve().parents[1] / "results"
     committed = json.loads((results / "throughput.json").read_text())
     one, ten = rows_of(committed, "h100x4-2026-11-27b", model="qwen2.5-1.5b")
@@ -1534,11 +1534,6 @@ def test_committed_offload_pair_of_the_eighth_lease_meets_the_target_over_fewer_
     lease_c = next(r for r in committed["rows"] if r["machine"] == "h100x4-2026-11-26c" and r["layout"] == "2gpu-tp2-offload" and r["v"] == 10)
     assert lease_c["measured_over_ideal"] < 0.95 < lease_c["measured_speedup_mean"] / lease_c["ideal_speedup"]
     assert lease_c["sync_slot_on_skipped_steps"]["median"] > 0.3
-    (pair,) = [p for p in json.loads((results / "gen_split.json").read_text())["pairs"] if p["lease"] == "h100x4h"]
-    assert pair["sync_slot"]["mean_difference_ci90"][1] < -0.85
-    for part in ("step", "gen", "gen_vllm", "gen_rest", "update_actor"):
-        low, high = pair[part]["mean_difference_ci90"]
-        assert low < 0 < high, part
 
 
 def test_results_page_carries_the_throughput_table_and_its_summary_holds():
