@@ -72,6 +72,9 @@ def test_shipped_yaml_wires_estimator_loss_rprime_and_trainer_mode():
          "actor_rollout_ref.actor.use_kl_loss=true"],
         # on-policy without rollout log-probs: r' = 1
         ["actor_rollout_ref.rollout.calculate_log_probs=false", "algorithm.rollout_correction.rollout_is=null"],
+        # the mask's rows leave token-sum (no denominator); seq-mean is fine without the mask
+        ["actor_rollout_ref.actor.loss_agg_mode=token-sum"],
+        ["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean", "algorithm.off_grpo.zero_var_mask=false"],
     ],
 )
 def test_valid_configs_pass(overrides):
@@ -108,6 +111,8 @@ REJECTED = [
     (["algorithm.off_grpo.sync_period=4", "actor_rollout_ref.hybrid_engine=false"], "hybrid_engine=true"),
     (["algorithm.off_grpo.sync_period=4", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla"],
      "loss_mode=off_grpo"),
+    *[([f"actor_rollout_ref.actor.loss_agg_mode={mode}"], "fixed global_batch_size")
+      for mode in ("seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")],
 ]
 
 

@@ -195,6 +195,47 @@ def test_kl_and_denominator_exclude_masked_rows():
     assert metric_value(m_masked, "actor/off_grpo/masked_seq_frac") == 0.5
 
 
+@pytest.mark.parametrize("mode", ["seq-mean-token-mean", "seq-mean-token-sum"])
+def test_seq_mean_modes_keep_masked_rows_in_verls_fixed_denominator(mode):
+    """Why validation rejects zero_var_mask with the seq-mean modes: verl's trainer passes
+    global_batch_size = the mini-batch's row count, masked rows included, so masking two of four rows
+    halves the kept rows' loss instead of removing the masked ones (token-mean: the previous test). If
+    verl ever counts only rows with tokens, this fails and the start-up check can go."""
+    log_prob, old, A, _ = random_batch(2, bs=4, resp_len=3)
+    masked = torch.ones(4, 3, dtype=torch.int64)
+    masked[2:] = 0
+    cfg = actor_config(loss_agg_mode=mode)
+    loss_masked, _ = call_ppo_loss(cfg, log_prob, old, A * masked, masked)  # global_batch_size 4, as verl passes
+    loss_removed, _ = call_ppo_loss(cfg, log_prob[:2], old[:2], A[:2], masked[:2])  # the masked rows gone
+    assert loss_removed.abs().item() > 1e-3
+    torch.testing.assert_close(loss_masked, 0.5 * loss_removed)
+
+
+def test_a_mini_batch_with_every_row_masked_gives_zero_loss_not_nan():
+    """All groups zero-variance under the mask: verl's engine counts 0 tokens in the mini-batch, and
+    0/0 made actor/pg_loss NaN on the GPU (learning run on_policy_mask seed 2, step 40). The loss, the
+    KL term and the gradient are exactly 0 instead."""
+    log_prob, old, _, _ = random_batch(3, bs=3, resp_len=3)
+    none = torch.zeros(3, 3, dtype=torch.int64)
+    cfg = actor_config(use_kl_loss=True, kl_loss_coef=0.5, kl_loss_type="low_var_kl")
+    loss, metrics = call_ppo_loss(cfg, log_prob, old, torch.zeros(3, 3), none, ref_log_prob=old - 0.3)
+    (grad,) = torch.autograd.grad(loss, log_prob)
+    assert loss.item() == 0.0 and metric_value(metrics, "actor/pg_loss") == 0.0 and metric_value(metrics, "kl_loss") == 0.0
+    assert torch.equal(grad, torch.zeros_like(grad))
+
+
+def test_padding_values_never_reach_the_metrics():
+    """NaN in old_log_prob on padded positions: verl's loss ignores them, and so do the plugin's metrics
+    (actor/ppo_kl was NaN when padding was multiplied by a 0 mask instead of selected away)."""
+    log_prob, old, A, mask = random_batch(4, bs=3, resp_len=4)
+    clean, clean_metrics = call_ppo_loss(actor_config(), log_prob, old, A, mask)
+    padded_nan = torch.where(mask.bool(), old, torch.full_like(old, float("nan")))
+    loss, metrics = call_ppo_loss(actor_config(), log_prob, padded_nan, A, mask)
+    torch.testing.assert_close(loss, clean)
+    for name in ("actor/ppo_kl", "actor/pg_clipfrac", "actor/off_grpo/mean_abs_log_rprime"):
+        assert metric_value(metrics, name) == pytest.approx(metric_value(clean_metrics, name)), name
+
+
 def test_registered_under_off_grpo():
     from verl_offgrpo.policy_loss import compute_policy_loss_off_grpo
 

@@ -43,7 +43,9 @@ class OffGRPOKnobs:
         default=True,
         metadata={"help": "Groups whose rewards are all equal (σ = 0) leave the loss entirely: their tokens "
                   "leave the token-mean denominator and the KL term, not only A = 0 (paper §4, 'masking "
-                  "zero-variance groups'). Singleton groups are not masked (verl's grpo behaviour)."},
+                  "zero-variance groups'). Singleton groups are not masked (verl's grpo behaviour). Needs "
+                  "actor.loss_agg_mode token-mean or token-sum: verl's seq-mean modes divide by a fixed "
+                  "batch size that masked rows would stay in (rejected at start-up)."},
     )
 
     # ---- Lagged sync (paper §3: the rollout engine serves α = π_{k−v}) ----

@@ -13,7 +13,8 @@ vLLM serves)::
 (``rollout_is_weights`` None) r' = 1, and f_ε is on-policy GRPO's clipped surrogate
 min(ρA, clip(ρ, 1−ε, 1+ε)A) with ρ = π_θ/π_k. Log-ratios are clamped to ±20 as verl does, so the loss
 and its gradient stay finite for extreme ratios. verl's ``ppo_loss`` adds the entropy and the
-β·KL(π_θ‖π_ref) terms on the same mask.
+β·KL(π_θ‖π_ref) terms on the same mask. A mini-batch with no token left (every group masked) gives a
+loss of exactly 0, not 0/0.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ LOG_RATIO_BOUND = 20.0  # verl's clamp on log-ratios
 
 
 def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    mask = mask.to(values.dtype)
-    return (values * mask).sum() / mask.sum().clamp(min=1.0)
+    """Mean over the mask's tokens; what padding holds (even NaN or inf) never enters."""
+    mask = mask.bool()
+    return torch.where(mask, values, torch.zeros_like(values)).sum() / mask.sum().clamp(min=1)
 
 
 def clip_bounds(clip_ratio: float, clip_ratio_low: Optional[float], clip_ratio_high: Optional[float]):
@@ -102,6 +104,11 @@ def compute_policy_loss_off_grpo(
         log_prob, old_log_prob, advantages, response_mask, log_rprime, eps_low, eps_high
     )
     global_batch_info = getattr(config, "global_batch_info", None) or {}
+    if global_batch_info.get("batch_num_tokens") == 0:
+        # every row of the mini-batch left the loss (zero-variance groups under the mask): all numerators
+        # are 0, and a denominator of 1 makes this term, and verl's entropy and KL terms that read the
+        # same dict after it, exactly 0 instead of 0/0 = NaN
+        global_batch_info["batch_num_tokens"] = 1
     loss = -agg_loss(
         loss_mat=objective, loss_mask=response_mask, loss_agg_mode=loss_agg_mode, **global_batch_info
     )

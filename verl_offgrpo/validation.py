@@ -112,6 +112,27 @@ def check_loss(config: Any, knobs: OffGRPOKnobs) -> None:
         )
 
 
+def check_zero_var_denominator(config: Any, knobs: OffGRPOKnobs) -> None:
+    """The zero-variance mask takes a group's tokens out of the loss, denominators included.
+
+    verl's ``token-mean`` divides by the mini-batch's count of ``loss_mask`` tokens, which the engine
+    counts after the mask (``batch_num_tokens``), and ``token-sum`` has no denominator, so masked rows
+    leave both. The ``seq-mean-*`` modes divide by ``global_batch_size``, which verl 0.9.1 fixes at
+    ``ppo_mini_batch_size × rollout.n`` whatever the mask: masked rows would stay in the denominator of
+    the policy, entropy and KL terms and shrink them, so the mask would act as A = 0 plus a smaller
+    step, not as the paper's removal of the group.
+    """
+    if not knobs.zero_var_mask:
+        return
+    mode = str(_get(config, "actor_rollout_ref.actor.loss_agg_mode", "token-mean"))
+    if mode.startswith("seq-mean"):
+        raise OffGRPOConfigError(
+            f"algorithm.off_grpo.zero_var_mask=true with actor_rollout_ref.actor.loss_agg_mode={mode}: verl "
+            "divides the seq-mean modes by a fixed global_batch_size, so masked groups would stay in the "
+            "denominator. Use loss_agg_mode=token-mean (or token-sum), or set algorithm.off_grpo.zero_var_mask=false."
+        )
+
+
 def check_trainer_hooks(config: Any, knobs: OffGRPOKnobs, uses_estimator: bool) -> None:
     """The lagged sync (:func:`verl_offgrpo.sync.checks.check_sync_config`: backend, hybrid engine, LoRA,
     trainer mode / v0 manager class, ...) and the V1 zero-variance write-back need the plugin's hooks."""
@@ -149,6 +170,8 @@ def validate_off_grpo_config(config: Any) -> OffGRPOKnobs:
             f"algorithm.off_grpo.sync_period={knobs.sync_period} trains on samples of a lagged policy α: "
             f"set actor_rollout_ref.actor.policy_loss.loss_mode={LOSS_NAME} (the off-policy clipped objective)."
         )
+    if uses_estimator:
+        check_zero_var_denominator(config, knobs)
     if uses_estimator or uses_loss or knobs.sync_period > 1:
         check_trainer_hooks(config, knobs, uses_estimator)
     if knobs.ref_reset_period > 0:
