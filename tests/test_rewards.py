@@ -200,6 +200,42 @@ def test_helper_that_does_not_answer_is_killed():
         pool.close()
 
 
+def test_helper_that_died_while_idle_is_replaced():
+    """A helper killed between requests (e.g. by the OOM killer) is dropped, not written to (BrokenPipeError)."""
+    pool = _worker.WorkerPool(1)
+    try:
+        assert pool.call({"op": "sleep", "seconds": 0}, timeout=60) == {"slept": 0}
+        dead = pool._idle.queue[0]
+        dead.proc.kill()
+        dead.proc.wait()
+        assert pool.call({"op": "sleep", "seconds": 0}, timeout=60) == {"slept": 0}
+        assert pool._idle.queue[0] is not dead
+    finally:
+        pool.close()
+
+
+def test_helper_that_dies_mid_check_scores_zero(monkeypatch):
+    """A helper that dies during a check: that response scores 0.0 at once (it raised out of the reward
+    thread before), and the next check gets a fresh helper."""
+    pool = _worker.WorkerPool(1)
+    monkeypatch.setattr(_worker, "_pool", pool)
+    try:
+        assert pool.call({"op": "sleep", "seconds": 0}, timeout=60) == {"slept": 0}
+        helper = pool._idle.queue[0]
+        with ThreadPoolExecutor(1) as ex:
+            pending = ex.submit(compute_score, "math500", PATHOLOGICAL, "5", None, 60.0)
+            while pool._idle.qsize():  # the thread took the helper
+                time.sleep(0.01)
+            time.sleep(0.5)
+            start = time.monotonic()
+            helper.proc.kill()
+            assert pending.result(timeout=30) == 0.0
+            assert time.monotonic() - start < 10
+            assert ex.submit(compute_score, "math500", "\\boxed{5}", "5").result() == 1.0
+    finally:
+        pool.close()
+
+
 def test_alarm_restores_a_running_timer():
     signal.setitimer(signal.ITIMER_REAL, 100.0)
     try:

@@ -87,13 +87,22 @@ class WorkerPool:
         self._slots = threading.BoundedSemaphore(size)
         self._idle: queue.LifoQueue[_Helper] = queue.LifoQueue()
 
-    def call(self, msg: dict, timeout: float) -> dict:
-        """Send ``msg`` to an idle helper; raise ``TimeoutError`` (helper killed) after ``timeout`` s."""
-        with self._slots:
+    def _idle_or_new(self) -> _Helper:
+        """An idle helper that is still alive (one killed while idle, e.g. for memory, is dropped), or a new one."""
+        while True:
             try:
                 helper = self._idle.get_nowait()
             except queue.Empty:
-                helper = _Helper()
+                return _Helper()
+            if helper.proc.poll() is None:
+                return helper
+            helper.kill()
+
+    def call(self, msg: dict, timeout: float) -> dict:
+        """Send ``msg`` to an idle helper; raise ``TimeoutError`` (helper killed) after ``timeout`` s, and
+        ``RuntimeError`` or ``OSError`` if the helper dies during the request."""
+        with self._slots:
+            helper = self._idle_or_new()
             try:
                 reply = helper.request(msg, timeout)
             except BaseException:

@@ -111,6 +111,9 @@ def math_verify_score(solution_str: str, ground_truth: str, timeout: float = DEF
     except TimeoutError:
         logger.warning("math-verify helper did not answer within %.1fs; killed it, scoring 0.0", timeout)
         return 0.0
+    except (RuntimeError, OSError, ValueError) as err:  # the helper died mid-check or could not start
+        logger.warning("math-verify helper failed (%r); scoring 0.0", err)
+        return 0.0
     if "error" in reply:
         logger.warning("math-verify helper failed: %s; scoring 0.0", reply["error"])
         return 0.0
