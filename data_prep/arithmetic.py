@@ -14,8 +14,12 @@ Tasks (``--task``):
     larger2   "Which number is larger, 59 or 63? Answer with just the number."  distinct 10..99
     largest4  "Which number is the largest: 12, 87, 45, 60? Answer with just the number."
 
-Train and test are drawn from one seeded generator; test questions never appear in train (when
-the task has fewer distinct questions than requested, the script says so and stops).
+Train and test are drawn from one seeded generator; test questions never appear in train as written
+(when the task has fewer distinct questions than requested, the script says so and stops). Their
+commuted twins can ("7 + 5" in train for "5 + 7" in test: 23 of add1's 50 test questions with the
+defaults), and the last-integer reward also pays a response that only repeats the question when its
+last number is the answer ("What is 0 + 8?"). results/README.md §4 says what that means for the
+small-scale learning runs.
 
     python data_prep/arithmetic.py --task add1 --output-dir ~/data/arith_add1
 """

@@ -337,3 +337,25 @@ def test_arithmetic_is_reproducible_and_refuses_impossible_test_sizes(tmp_path):
     res = run_script("arithmetic", "--task", "add1", "--n-test", "150", "--output-dir", str(tmp_path / "c"))
     assert res.returncode == 1 and "only 100 distinct questions" in res.stderr
     assert not (tmp_path / "c" / "test.parquet").exists()
+
+
+def test_arithmetic_limits_the_results_page_states_for_the_learning_data(tmp_path):
+    """results/README.md §4, the learning runs' data (learning.py: add1, 8192 train, 50 test, seed 0):
+    23 test questions have their commuted twin in train, train holds the other 50 questions, and a
+    response that only repeats the question earns the last-integer reward on 1159 train rows and 3 test
+    questions (0 + b)."""
+    from verl_offgrpo.rewards import compute_score
+
+    args = ("--task", "add1", "--n-train", "8192", "--n-test", "50", "--seed", "0", "--output-dir", str(tmp_path))
+    assert run_script("arithmetic", *args).returncode == 0
+    train, test = (pq.read_table(tmp_path / f"{split}.parquet").to_pylist() for split in ("train", "test"))
+
+    def operands(row):
+        return tuple(sorted(int(x) for x in re.findall(r"\d+", row["prompt"][0]["content"])))
+
+    def echo_scores(row):
+        return compute_score(row["data_source"], row["prompt"][0]["content"], row["reward_model"]["ground_truth"])
+
+    assert len({r["prompt"][0]["content"] for r in train}) == 50
+    assert sum(operands(r) in {operands(t) for t in train} for r in test) == 23
+    assert (sum(map(echo_scores, train)), sum(map(echo_scores, test))) == (1159, 3)
