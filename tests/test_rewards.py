@@ -236,6 +236,17 @@ def test_helper_that_dies_mid_check_scores_zero(monkeypatch):
         pool.close()
 
 
+def test_helper_that_cannot_start_fails_loudly(monkeypatch):
+    """No helper can start (here: a python that exits at once): the reward raises instead of scoring
+    every response 0, which would train on a constant reward without a word."""
+    monkeypatch.setattr(_worker.sys, "executable", "/bin/false")
+    pool = _worker.WorkerPool(1)
+    monkeypatch.setattr(_worker, "_pool", pool)
+    with ThreadPoolExecutor(1) as ex:
+        with pytest.raises(_worker.HelperStartError, match="failed to start"):
+            ex.submit(compute_score, "math500", "\\boxed{5}", "5").result()
+
+
 def test_alarm_restores_a_running_timer():
     signal.setitimer(signal.ITIMER_REAL, 100.0)
     try:

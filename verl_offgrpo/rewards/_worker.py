@@ -32,6 +32,11 @@ POOL_SIZE_ENV = "VERL_OFFGRPO_REWARD_WORKERS"
 DEFAULT_POOL_SIZE = 4
 
 
+class HelperStartError(RuntimeError):
+    """A helper could not start (math-verify missing, no python, start-up timeout): every check would
+    fail the same way, so this is raised to the caller instead of scoring 0."""
+
+
 class _Helper:
     """One helper process and the pipes to it."""
 
@@ -39,21 +44,27 @@ class _Helper:
         pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "verl_offgrpo.rewards._worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-            bufsize=0,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "verl_offgrpo.rewards._worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=env,
+                bufsize=0,
+            )
+        except OSError as err:
+            raise HelperStartError(f"math-verify helper failed to start: {err!r}") from err
         try:
             reply = self._read_line(time.monotonic() + STARTUP_TIMEOUT_S)
+        except (TimeoutError, RuntimeError, OSError, ValueError) as err:
+            self.kill()
+            raise HelperStartError(f"math-verify helper failed to start: {err!r}") from err
         except BaseException:
             self.kill()
             raise
         if not reply.get("ready"):
             self.kill()
-            raise RuntimeError(f"math-verify helper failed to start: {reply}")
+            raise HelperStartError(f"math-verify helper failed to start: {reply}")
 
     def _read_line(self, deadline: float) -> dict:
         fd = self.proc.stdout.fileno()

@@ -101,18 +101,20 @@ def math_verify_score(solution_str: str, ground_truth: str, timeout: float = DEF
     """Score one response, from any thread, never taking much longer than ``timeout`` seconds."""
     if threading.current_thread() is threading.main_thread():
         return verify_with_alarm(solution_str, ground_truth, timeout)
-    from ._worker import TIMEOUT_GRACE_S, get_pool
+    from ._worker import TIMEOUT_GRACE_S, HelperStartError, get_pool
 
     try:
         reply = get_pool().call(
             {"op": "verify", "solution": solution_str, "ground_truth": ground_truth, "timeout": timeout},
             timeout=timeout + TIMEOUT_GRACE_S,
         )
+    except HelperStartError:
+        raise  # no check could run: loud, not a reward of 0 for every response
     except TimeoutError:
         logger.warning("math-verify helper did not answer within %.1fs; killed it, scoring 0.0", timeout)
         return 0.0
-    except (RuntimeError, OSError, ValueError) as err:  # the helper died mid-check or could not start
-        logger.warning("math-verify helper failed (%r); scoring 0.0", err)
+    except (RuntimeError, OSError, ValueError) as err:  # the helper died during this check
+        logger.warning("math-verify helper died during a check (%r); scoring 0.0", err)
         return 0.0
     if "error" in reply:
         logger.warning("math-verify helper failed: %s; scoring 0.0", reply["error"])
