@@ -193,6 +193,26 @@ def test_fsdp1_world1_and_worker_entry(gloo_world_1):
         assert torch.equal(actor(ids), ref(ids))
 
 
+def test_worker_waits_for_the_device_before_reading_the_actor(gloo_world_1, monkeypatch):
+    """verl's param offload copies the actor to host memory with non_blocking copies that nothing waits
+    for on a skipped sync slot: the reset synchronizes the device before it reads the actor's tensors."""
+    import verl.utils.device
+    from verl_offgrpo.ref_reset import worker
+
+    events = []
+    fake_device = types.SimpleNamespace(is_available=lambda: True, synchronize=lambda: events.append("synchronize"),
+                                        empty_cache=lambda: events.append("empty_cache"))  # fmt: skip
+    monkeypatch.setattr(verl.utils.device, "get_torch_device", lambda: fake_device)
+    real_copy = worker.copy_params_into_
+    monkeypatch.setattr(worker, "copy_params_into_", lambda *a, **k: events.append("copy") or real_copy(*a, **k))
+    actor, ref = wrap_fsdp1(TinyPolicy(0)), wrap_fsdp1(TinyPolicy(1))
+    with torch.no_grad():
+        actor(toy_batch()), ref(toy_batch())
+    worker_dict = types.SimpleNamespace(worker_dict={"actor_rollout_ref": fake_arr_worker(actor, ref, "fsdp")})
+    worker.reset_reference_on_worker(worker_dict)
+    assert events == ["synchronize", "copy", "synchronize", "empty_cache"]
+
+
 def test_fsdp_layout_mismatch_raises(gloo_world_1):
     with pytest.raises(RefResetError, match="mismatched sharding"):
         copy_params_into_(wrap_fsdp2(TinyPolicy(1)), TinyPolicy(0))

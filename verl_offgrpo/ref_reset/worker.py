@@ -76,6 +76,16 @@ def _mesh_signature(engine: Any):
     return (tuple(mesh.mesh.shape), mesh.mesh.tolist())
 
 
+def _accelerator():
+    """verl's torch device module (``torch.cuda`` on GPUs) when a device is available, else None."""
+    try:
+        from verl.utils.device import get_torch_device
+    except ImportError:  # pragma: no cover - verl always present in workers
+        return None
+    device = get_torch_device()
+    return device if getattr(device, "is_available", lambda: False)() else None
+
+
 def reset_reference_in_process(actor: Any, ref: Any, verify: bool = False) -> dict:
     """Copy ``actor.engine.module`` into ``ref.engine.module`` in place (see :mod:`.param_copy`)."""
     actor_engine, ref_engine = actor.engine, ref.engine
@@ -93,16 +103,17 @@ def reset_reference_in_process(actor: Any, ref: Any, verify: bool = False) -> di
             "actor_rollout_ref.{actor,ref}.fsdp_config.fsdp_size."
         )
     start = time.perf_counter()
+    device = _accelerator()
+    if device is not None:
+        # with param offload verl moves the actor's parameters to host memory with non_blocking copies
+        # at the end of update_actor and does not wait for them; a real sync waits (in verl's
+        # update_weights), a skipped slot may not (the cache kept, or no_sleep), so the host tensors
+        # are read only after the device has finished writing them
+        device.synchronize()
     report = copy_params_into_(ref_engine.module, actor_engine.module, verify=verify)
-    try:
-        from verl.utils.device import get_torch_device
-
-        device = get_torch_device()
-        if getattr(device, "is_available", lambda: False)():
-            device.synchronize()
-            device.empty_cache()
-    except ImportError:  # pragma: no cover - verl always present in workers
-        pass
+    if device is not None:
+        device.synchronize()
+        device.empty_cache()
     report["seconds_total"] = time.perf_counter() - start
     report["strategy"] = a_strategy
     report["ref_param_offload"] = report["dst_devices"] == ["cpu"]
