@@ -72,6 +72,8 @@ def test_shipped_yaml_wires_estimator_loss_rprime_and_trainer_mode():
          "actor_rollout_ref.actor.use_kl_loss=true"],
         # on-policy without rollout log-probs: r' = 1
         ["actor_rollout_ref.rollout.calculate_log_probs=false", "algorithm.rollout_correction.rollout_is=null"],
+        # no_sleep on the V1 trainer: its mode sets free_cache_engine=false when it is built (test_sync_hooks)
+        ["algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.keep_weights=no_sleep"],
         # the mask's rows leave token-sum (no denominator); seq-mean is fine without the mask
         ["actor_rollout_ref.actor.loss_agg_mode=token-sum"],
         ["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean", "algorithm.off_grpo.zero_var_mask=false"],

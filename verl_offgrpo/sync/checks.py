@@ -77,10 +77,12 @@ def check_sync_config(config: Any, trainer: str | None = None) -> OffGRPOKnobs:
         )
     if bool(_get(rollout, "disaggregation.enabled", False)):
         raise SyncConfigError(f"{why} is not supported with PD-disaggregated rollout.")
-    if knobs.keep_weights == "no_sleep" and bool(_get(rollout, "free_cache_engine", True)):
+    v1_mode_sets_it = trainer == "v1" and _get(config, "trainer.v1.trainer_mode", "sync") == TRAINER_MODE
+    if knobs.keep_weights == "no_sleep" and bool(_get(rollout, "free_cache_engine", True)) and not v1_mode_sets_it:
         raise SyncConfigError(
             f"{why} with algorithm.off_grpo.keep_weights=no_sleep needs "
-            "actor_rollout_ref.rollout.free_cache_engine=false (the V1 mode off_grpo_sync sets it itself)."
+            "actor_rollout_ref.rollout.free_cache_engine=false (on the V1 trainer, trainer_mode=off_grpo_sync "
+            "sets it itself)."
         )
     if (
         knobs.keep_weights == "sleep_level1"
