@@ -10,12 +10,24 @@ def test_raises_only_on_a_lag0_batch_above_the_limit():
     with pytest.raises(ServedPolicyError, match="step 3.*9.2"):
         check_served_policy(garbage, rollout_lag=0, limit=1.0, step=3)
     check_served_policy(floor, rollout_lag=0, limit=1.0)  # the bf16 engine floor
-    check_served_policy(garbage, rollout_lag=2, limit=1.0)  # lagged batches are not checked
+    check_served_policy(garbage, rollout_lag=2, limit=1.0)  # lagged batches: only by their own limit
     check_served_policy(garbage, rollout_lag=None, limit=1.0)  # before the first sync
     check_served_policy(garbage, rollout_lag=0, limit=0.0)  # guard off
     check_served_policy({}, rollout_lag=0, limit=1.0)  # no r': α = π_k, nothing to check
     check_served_policy({STATISTIC: 1.0}, rollout_lag=0, limit=1.0)  # the limit itself passes
     check_served_policy(lagged, rollout_lag=0, limit=1.0)
+
+
+def test_lagged_batches_have_their_own_looser_limit():
+    """A batch sampled after a skipped slot (lag >= 1) is where lost weights show (~9-11 per token); a
+    real lag gives 0.1-0.3: the default lagged limit 5.0 stops the first and passes the second."""
+    garbage, lagged = {STATISTIC: 9.2}, {STATISTIC: 0.3}
+    with pytest.raises(ServedPolicyError, match=r"step 7: .*rollout lag 3.* 9\.2 .*max_log_rprime_lagged=5\.0"):
+        check_served_policy(garbage, rollout_lag=3, limit=1.0, step=7, lagged_limit=5.0)
+    check_served_policy(lagged, rollout_lag=9, limit=1.0, lagged_limit=5.0)  # a real lag, above the lag-0 limit
+    check_served_policy({STATISTIC: 5.0}, rollout_lag=1, limit=1.0, lagged_limit=5.0)  # the limit itself passes
+    check_served_policy(garbage, rollout_lag=3, limit=1.0, lagged_limit=0.0)  # off
+    check_served_policy(garbage, rollout_lag=None, limit=1.0, lagged_limit=5.0)  # before the first sync
 
 
 def test_bound_monitor_reports_the_guard_statistic():

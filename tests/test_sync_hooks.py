@@ -489,7 +489,8 @@ def test_v0_bound_monitor_goes_through_verls_compute_advantage_to_the_logger(ray
 def test_v0_guard_stops_a_run_whose_engine_disagrees_right_after_a_sync(ray_local, limit):
     """Through verl's compute_advantage: a batch sampled right after a sync (rollout lag 0) with
     |log r'| = log 1e4 ≈ 9.2 per token (what an engine that lost its weights gives) stops the run
-    before the update; the same batch at lag 1, or with the guard off (limit 0), passes."""
+    before the update, and so does the same batch at lag 1 (after a skipped slot, where a broken
+    sleep/wake shows) under the lagged limit (default 5.0); with both limits 0 both pass."""
     import numpy as np
     import torch
 
@@ -499,7 +500,8 @@ def test_v0_guard_stops_a_run_whose_engine_disagrees_right_after_a_sync(ray_loca
     from verl_offgrpo.sync.alpha_guard import ServedPolicyError
 
     cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=2",
-                      f"algorithm.off_grpo.max_log_rprime_after_sync={limit}")  # fmt: skip
+                      f"algorithm.off_grpo.max_log_rprime_after_sync={limit}",
+                      f"algorithm.off_grpo.max_log_rprime_lagged={5.0 if limit else 0.0}")  # fmt: skip
     servers, workers, replicas, wg = make_cluster(n_servers=1)
     trainer = FakeV0Trainer(cfg, wg)
     manager = trainer.init_workers(replicas)
@@ -526,7 +528,11 @@ def test_v0_guard_stops_a_run_whose_engine_disagrees_right_after_a_sync(ray_loca
     manager.update_weights(1)  # v=2: skipped, step 2's batch has lag 1
     trainer.global_steps = 2
     assert manager.schedule.rollout_lag_of(2) == 1 and manager.step_metrics(1)["off_grpo/synced"] == 0.0
-    advantage()
+    if limit:
+        with pytest.raises(ServedPolicyError, match=r"step 2: .*rollout lag 1.* 9\.21"):
+            advantage()
+    else:
+        advantage()
 
 
 def test_v0_manager_without_trainer_is_an_error(ray_local):
@@ -657,7 +663,8 @@ def test_v1_hooks_drive_the_lagged_manager(ray_local, monkeypatch):
 
 def test_v1_guard_runs_in_compute_advantage_with_the_managers_lag(ray_local, monkeypatch):
     """V1: _compute_advantage hands the bound-monitor metrics to the guard with the batch's rollout lag:
-    step 1 (right after the first sync) with |log r'| 9.2 stops the run; step 2 (lag 1) does not."""
+    step 1 (right after the first sync) with |log r'| 9.2 stops the run, and so does step 2 (lag 1, after
+    a skipped slot) under the lagged limit; a real lag's 0.3 passes there."""
     from verl.trainer.ppo.v1 import PPOTrainerSync
 
     import verl_offgrpo.zero_var_mask as zvm
@@ -676,6 +683,9 @@ def test_v1_guard_runs_in_compute_advantage_with_the_managers_lag(ray_local, mon
     trainer.on_sample_end()
     trainer.on_step_end()  # slot 1: skipped (v=4)
     trainer.global_steps = 2
+    with pytest.raises(ServedPolicyError, match="step 2: .*rollout lag 1"):
+        trainer._compute_advantage("batch", {})
+    monkeypatch.setattr(zvm, "after_advantage_v1", lambda tq, batch, algorithm_cfg: {STATISTIC: 0.3})
     assert trainer._compute_advantage("batch", {}) == "batch"
 
 

@@ -105,6 +105,14 @@ class OffGRPOKnobs:
                   "lost its weights and emits token 0 gives about -log pi_k(token 0), ~11 for a random-init "
                   "model. Needs r' (rollout log-probs). 0 = off."},
     )
+    max_log_rprime_lagged: float = field(
+        default=5.0,
+        metadata={"help": "Served-policy guard for lagged batches (rollout lag >= 1, sampled after a skipped "
+                  "sync, whose wake restores α without a transfer: where a broken sleep/wake shows). Mean "
+                  "|log π_k/α| above this stops the run before the update. It grows with the lag by design: "
+                  "0.1-0.3 measured at lag 3-9 (135M at lr 1e-5, random-init 1.5B and 7B); an engine that "
+                  "lost its weights gives ~11. 0 = off."},
+    )
 
     # ---- Reference policy (paper §3: π_ref ← π_θ every R steps) ----
     ref_reset_period: int = field(

@@ -42,11 +42,12 @@ def check_knobs(knobs: OffGRPOKnobs) -> None:
         )
     if why := invalid_choice(knobs):
         raise OffGRPOConfigError(why)
-    limit = knobs.max_log_rprime_after_sync
-    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit >= 0:
-        raise OffGRPOConfigError(
-            f"algorithm.off_grpo.max_log_rprime_after_sync must be a number >= 0 (got {limit!r}); 0 turns the guard off."
-        )
+    for name in ("max_log_rprime_after_sync", "max_log_rprime_lagged"):
+        limit = getattr(knobs, name)
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit >= 0:
+            raise OffGRPOConfigError(
+                f"algorithm.off_grpo.{name} must be a number >= 0 (got {limit!r}); 0 turns the guard off."
+            )
 
 
 def check_loss(config: Any, knobs: OffGRPOKnobs) -> None:

@@ -11,8 +11,13 @@ random-init model and more for a trained one (derived, clamped at 20 like verl's
 that served such garbage would still "train", so on every step whose batch has rollout lag 0 (:meth:`~verl_offgrpo.sync.schedule.SyncSchedule.rollout_lag_of`) the mean of
 |log r'| over the batch's response tokens (``off_grpo/bound/mean_abs_log_rprime``, computed with the
 advantage, before the update) must not exceed ``algorithm.off_grpo.max_log_rprime_after_sync``
-(default 1.0; 0 turns the guard off). Lagged batches are not checked: their |log r'| grows with the
-lag and the learning rate by design (0.1–0.3 measured at lag 3–9).
+(default 1.0; 0 turns the guard off).
+
+Lagged batches (rollout lag ≥ 1) are where a broken sleep/wake shows: they are sampled after a
+skipped slot, whose wake brings back α without a transfer. Their |log r'| grows with the lag and the
+learning rate by design (0.1–0.3 measured at lag 3–9), so they get a looser limit,
+``algorithm.off_grpo.max_log_rprime_lagged`` (default 5.0, far above that and far below the ~11 of
+lost weights; 0 turns it off).
 """
 
 from __future__ import annotations
@@ -26,14 +31,33 @@ class ServedPolicyError(RuntimeError):
     """The rollout engine's log-probs disagree with the trainer's right after a weight sync."""
 
 
-def check_served_policy(metrics: dict, rollout_lag: Optional[int], limit: float, step: Optional[int] = None) -> None:
-    """Raise :class:`ServedPolicyError` if the batch has rollout lag 0 and mean |log r'| > ``limit``.
+def check_served_policy(
+    metrics: dict,
+    rollout_lag: Optional[int],
+    limit: float,
+    step: Optional[int] = None,
+    lagged_limit: float = 0.0,
+) -> None:
+    """Raise :class:`ServedPolicyError` if mean |log r'| > ``limit`` on a batch of rollout lag 0, or
+    > ``lagged_limit`` on a batch of lag ≥ 1.
 
     ``metrics``: the step's bound-monitor metrics (no statistic, no check: r' absent, α = π_k);
-    ``limit`` ≤ 0 disables the check.
+    a limit ≤ 0 disables its check; lag None (before the first sync) is never checked.
     """
     value = metrics.get(STATISTIC)
-    if limit <= 0 or rollout_lag != 0 or value is None or value <= limit:
+    if value is None or rollout_lag is None:
+        return
+    if rollout_lag >= 1:
+        if 0 < lagged_limit < value:
+            raise ServedPolicyError(
+                f"verl-offgrpo: step {step}: the batch was sampled by the lagged policy α (rollout lag "
+                f"{rollout_lag}) and mean |log π_k/α| per token is {value:.3g} (> "
+                f"algorithm.off_grpo.max_log_rprime_lagged={lagged_limit}; lags of 3-9 steps measured 0.1-0.3). "
+                "vLLM is not serving α: check its sleep/wake on skipped syncs (algorithm.off_grpo.keep_weights), "
+                "or raise the limit if the policy really moves that far in a few steps."
+            )
+        return
+    if limit <= 0 or value <= limit:
         return
     raise ServedPolicyError(
         f"verl-offgrpo: step {step}: the batch was sampled right after a weight sync, yet mean |log π_k/α| per "

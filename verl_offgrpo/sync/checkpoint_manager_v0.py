@@ -260,8 +260,10 @@ class LaggedCheckpointManager(CheckpointEngineManager):
 
     def check_served_policy(self, metrics: dict, step: int) -> None:
         """The served-policy guard (:mod:`.alpha_guard`) on step ``step``'s bound-monitor metrics:
-        raises if its batch was sampled right after a sync and |log r'| is far above the engine floor."""
-        check_served_policy(metrics, self.schedule.rollout_lag_of(step), self.knobs.max_log_rprime_after_sync, step)
+        raises if |log r'| is far above the engine floor (lag 0) or above what a lag gives (lag >= 1)."""
+        lag = self.schedule.rollout_lag_of(step)
+        knobs = self.knobs
+        check_served_policy(metrics, lag, knobs.max_log_rprime_after_sync, step, knobs.max_log_rprime_lagged)
 
     def _stash_v0_step_metrics(self, metrics: dict) -> None:
         """v0: metrics computed during the trainer's current step, logged with that step (after the guard)."""
