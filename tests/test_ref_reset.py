@@ -197,6 +197,7 @@ def test_worker_waits_for_the_device_before_reading_the_actor(gloo_world_1, monk
     """verl's param offload copies the actor to host memory with non_blocking copies that nothing waits
     for on a skipped sync slot: the reset synchronizes the device before it reads the actor's tensors."""
     import verl.utils.device
+
     from verl_offgrpo.ref_reset import worker
 
     events = []

@@ -242,9 +242,8 @@ def test_helper_that_cannot_start_fails_loudly(monkeypatch):
     monkeypatch.setattr(_worker.sys, "executable", "/bin/false")
     pool = _worker.WorkerPool(1)
     monkeypatch.setattr(_worker, "_pool", pool)
-    with ThreadPoolExecutor(1) as ex:
-        with pytest.raises(_worker.HelperStartError, match="failed to start"):
-            ex.submit(compute_score, "math500", "\\boxed{5}", "5").result()
+    with ThreadPoolExecutor(1) as ex, pytest.raises(_worker.HelperStartError, match="failed to start"):
+        ex.submit(compute_score, "math500", "\\boxed{5}", "5").result()
 
 
 def test_alarm_restores_a_running_timer():
