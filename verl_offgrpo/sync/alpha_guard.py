@@ -28,7 +28,8 @@ STATISTIC = "off_grpo/bound/mean_abs_log_rprime"
 
 
 class ServedPolicyError(RuntimeError):
-    """The rollout engine's log-probs disagree with the trainer's right after a weight sync."""
+    """The rollout engine's log-probs disagree with the trainer's: right after a weight sync, or, on a
+    lagged batch, by more than any lag gives."""
 
 
 def check_served_policy(
