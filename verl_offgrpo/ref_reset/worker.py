@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from ..accelerator import available_device
 from .param_copy import RefResetError, copy_params_into_
 
 SUPPORTED_STRATEGIES = ("fsdp", "fsdp2")
@@ -76,16 +77,6 @@ def _mesh_signature(engine: Any):
     return (tuple(mesh.mesh.shape), mesh.mesh.tolist())
 
 
-def _accelerator():
-    """verl's torch device module (``torch.cuda`` on GPUs) when a device is available, else None."""
-    try:
-        from verl.utils.device import get_torch_device
-    except ImportError:  # pragma: no cover - verl always present in workers
-        return None
-    device = get_torch_device()
-    return device if getattr(device, "is_available", lambda: False)() else None
-
-
 def reset_reference_in_process(actor: Any, ref: Any, verify: bool = False) -> dict:
     """Copy ``actor.engine.module`` into ``ref.engine.module`` in place (see :mod:`.param_copy`)."""
     actor_engine, ref_engine = actor.engine, ref.engine
@@ -103,7 +94,7 @@ def reset_reference_in_process(actor: Any, ref: Any, verify: bool = False) -> di
             "actor_rollout_ref.{actor,ref}.fsdp_config.fsdp_size."
         )
     start = time.perf_counter()
-    device = _accelerator()
+    device = available_device()
     if device is not None:
         # with param offload verl moves the actor's parameters to host memory with non_blocking copies
         # at the end of update_actor and does not wait for them; a real sync waits (in verl's

@@ -25,6 +25,8 @@ from typing import Any
 
 import ray
 
+from ..accelerator import available_device
+
 SLEEP_LEVEL_ATTR = "_off_grpo_sleep_level"
 
 
@@ -116,11 +118,9 @@ def empty_device_cache(worker: Any, wake_fraction: float | None = None) -> dict:
     results/README.md §3). Stream order keeps it correct: the actor's next use of those tensors is
     queued behind it. A worker that empties its cache waits first.
     """
-    from verl.utils.device import get_torch_device
-
-    device = get_torch_device()
+    device = available_device()
     report = {"emptied": True, "free_frac": None, "wait_s": 0.0}
-    if getattr(device, "is_available", lambda: False)():
+    if device is not None:
         free, total = device.mem_get_info()
         report["free_frac"] = free / total
         if keeps_device_cache(free, total, wake_fraction):
