@@ -471,7 +471,8 @@ def test_learning_seed2_ran_to_step_40_together_on_the_eighth_lease_and_replaced
         replaced = sorted(p.name for p in (results / "raw" / "learning" / "replaced" / lease_dir).iterdir())
         assert replaced == [f"{tag}.log.gz" for tag in tags]
     device = json.loads((results / "raw" / "learning" / "h100x4h_learning.json").read_text())
-    assert learning.rebuild(device, results / "raw" / "learning") == committed  # the page's rebuild command
+    assert {(r["config"], r["seed"], r.get("machine")) for r in device["runs"]} >= {
+        (c, s, "h100x4-2026-11-27b") for c, s in lease}  # the next lease's device JSON merged this one's
     paired = json.loads((results / "learning_summary.json").read_text())["paired"]["2"]
     assert (paired["mask_minus_on_policy"], paired["v10_minus_mask_lag0"], paired["v10_wall_ratio"]) == (-0.0049, 0.0, 1.002)
     curve = {cfg: {r["step"]: r for r in committed["configs"][cfg]["seeds"]["2"]} for cfg in ("on_policy_mask", "off_policy_v10")}
@@ -480,6 +481,47 @@ def test_learning_seed2_ran_to_step_40_together_on_the_eighth_lease_and_replaced
     assert v10[21]["train_reward"] > mask[21]["train_reward"] and abs(v10[31]["train_reward"] - mask[31]["train_reward"]) < 0.01
     for lag9, lag0 in ((20, 21), (30, 31)):
         assert v10[lag0]["mean_abs_log_rprime"] < 0.025 and v10[lag9]["mean_abs_log_rprime"] > 0.15
+
+
+def test_learning_ninth_lease_ran_on_policy_seeds_0_and_1_past_step_36_and_two_more_reuse_seeds():
+    """results/README.md §4: on h100x4-2026-11-27c on-policy seeds 0 and 1 ran to 38 / 37 steps beside reuse
+    seeds 3 and 4 (7 steps each), replacing on-policy seed 0's H200 run (25 steps), seed 1's x1b run (29)
+    and reuse seed 3's first x4 run (4), whose logs are in replaced/by_h100x4-2026-11-27c/. The committed
+    learning.json is that lease's device JSON rebuilt from the saved logs (the page's command). What the
+    page reads off it: +mask is below on-policy in all three seeds by less than 0.01 in mean reward, which
+    is the size of the gap between two runs of one seed (the replaced and the new on-policy runs); reuse
+    reaches 0.75 at step 5 in seeds 3 and 4 too, at 5.1-5.3x the on-policy step time beside it."""
+    seed_summary = learning_summary.seed_summary
+    results = Path(__file__).resolve().parents[1] / "results"
+    raw = results / "raw" / "learning"
+    committed = json.loads((results / "learning.json").read_text())
+    lease = {(r["config"], r["seed"]): r["steps_logged"] for r in committed["runs"] if r.get("machine") == "h100x4-2026-11-27c"}
+    assert lease == {("on_policy", 0): 38, ("on_policy", 1): 37, ("reuse_i10", 3): 7, ("reuse_i10", 4): 7}
+    replaced = sorted(p.name for p in (raw / "replaced" / "by_h100x4-2026-11-27c").iterdir())
+    assert replaced == ["on_policy_s0.log.gz", "on_policy_s1.log.gz", "reuse_i10_s3.log.gz"]
+    device = json.loads((raw / "h100x4i_learning.json").read_text())
+    assert learning.rebuild(device, raw) == committed  # the page's rebuild command
+
+    def mean_reward(rows, steps):
+        return sum(r["train_reward"] for r in rows if 1 <= r["step"] <= steps) / steps
+
+    for seed, common in (("0", 25), ("1", 28)):  # seed 0's old run was on an H200, seed 1's on an H100 alone
+        old = learning.curve(mainppo_job.read_metrics(raw / "replaced" / "by_h100x4-2026-11-27c", f"on_policy_s{seed}")[0])
+        new = committed["configs"]["on_policy"]["seeds"][seed]
+        rerun_gap = mean_reward(new, common) - mean_reward(old, common)
+        assert 0 < rerun_gap < 0.005  # +0.001 and +0.004 on the page
+        assert abs(seed_summary(new, 19)["reward_auc"] - seed_summary(old, 19)["reward_auc"]) <= 0.0071
+    for horizon, name in ((19, "learning_summary.json"), (36, "learning_summary_h36.json")):
+        paired = json.loads((results / name).read_text())["paired"]
+        gaps = [paired[seed]["mask_minus_on_policy"] for seed in ("0", "1", "2")]
+        assert all(-0.01 < g < -0.003 for g in gaps), (horizon, gaps)
+    for seed in ("3", "4"):
+        rows = {r["step"]: r for r in committed["configs"]["reuse_i10"]["seeds"][seed]}
+        assert rows[4]["train_reward"] < 0.75 <= rows[5]["train_reward"] and rows[7]["train_reward"] > 0.93
+    h19 = json.loads((results / "learning_summary.json").read_text())["configs"]
+    on_step = [h19["on_policy"]["seeds"][s]["step_time_s"] for s in ("0", "1")]
+    reuse_step = [h19["reuse_i10"]["seeds"][s]["step_time_s"] for s in ("3", "4")]
+    assert 5.0 < min(reuse_step) / max(on_step) and max(reuse_step) / min(on_step) < 5.3
 
 
 def test_throughput_accumulate_pools_the_measured_steps_of_two_runs_of_one_job():
