@@ -132,6 +132,22 @@ def test_truncated_sampling_warns(override, caplog):
     assert "biased" in caplog.text
 
 
+@pytest.mark.parametrize(
+    "overrides,warns",
+    [
+        (["actor_rollout_ref.actor.policy_loss.loss_mode=vanilla"], True),
+        (["actor_rollout_ref.actor.policy_loss.loss_mode=vanilla", "algorithm.off_grpo.zero_var_mask=false"], False),
+        ([], False),  # the off_grpo loss: exactly 0 on such a mini-batch (test_policy_loss)
+    ],
+)
+def test_mask_with_another_loss_warns_about_all_masked_mini_batches(overrides, warns, caplog):
+    """test_policy_loss shows verl's vanilla loss at 0/0 when every row of a mini-batch is masked."""
+    overrides = ["algorithm.rollout_correction.rollout_is=null", *overrides]  # vanilla takes no r'
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo.validation"):
+        validate(composed(*overrides))
+    assert ("divides by 0" in caplog.text) is warns
+
+
 def _run(*args, env=None):
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300,
                           env={**os.environ, **(env or {})})

@@ -224,6 +224,18 @@ def test_a_mini_batch_with_every_row_masked_gives_zero_loss_not_nan():
     assert torch.equal(grad, torch.zeros_like(grad))
 
 
+def test_verls_vanilla_loss_is_nan_on_a_mini_batch_with_every_row_masked():
+    """Why validation warns when the mask is used with another loss (test_config): verl's own loss computes
+    0/0 on such a mini-batch, so the logged actor/pg_loss is NaN; its gradient is 0 (masked_sum selects the
+    masked tokens away), as the off_grpo loss's is."""
+    log_prob, old, _, _ = random_batch(3, bs=3, resp_len=3)
+    none = torch.zeros(3, 3, dtype=torch.int64)
+    loss, metrics = call_ppo_loss(actor_config(loss_mode="vanilla"), log_prob, old, torch.zeros(3, 3), none)
+    (grad,) = torch.autograd.grad(loss, log_prob)
+    assert math.isnan(loss.item()) and math.isnan(metric_value(metrics, "actor/pg_loss"))
+    assert torch.equal(grad, torch.zeros_like(grad))
+
+
 def test_padding_values_never_reach_the_metrics():
     """NaN in old_log_prob on padded positions: verl's loss ignores them, and so do the plugin's metrics
     (actor/ppo_kl was NaN when padding was multiplied by a 0 mask instead of selected away)."""

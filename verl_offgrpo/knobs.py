@@ -45,7 +45,8 @@ class OffGRPOKnobs:
                   "leave the token-mean denominator and the KL term, not only A = 0 (paper §4, 'masking "
                   "zero-variance groups'). Singleton groups are not masked (verl's grpo behaviour). Needs "
                   "actor.loss_agg_mode token-mean or token-sum: verl's seq-mean modes divide by a fixed "
-                  "batch size that masked rows would stay in (rejected at start-up)."},
+                  "batch size that masked rows would stay in (rejected at start-up). With a loss other than "
+                  "off_grpo, a mini-batch with every group masked logs actor/pg_loss NaN (warned at start-up)."},
     )
 
     # ---- Lagged sync (paper §3: the rollout engine serves α = π_{k−v}) ----

@@ -134,6 +134,26 @@ def check_zero_var_denominator(config: Any, knobs: OffGRPOKnobs) -> None:
         )
 
 
+def warn_masked_mini_batch_with_other_loss(config: Any, knobs: OffGRPOKnobs) -> None:
+    """The mask with a loss other than ``off_grpo``: a mini-batch can lose every token.
+
+    When every group of a mini-batch is zero-variance, the engine counts 0 loss tokens and verl's
+    ``agg_loss`` computes 0/0: the policy (and entropy, KL) terms are NaN, and the step's logged
+    ``actor/pg_loss`` with them. The gradient is 0 (``masked_sum`` selects the masked tokens away), so the
+    weights get what they should; only the log is NaN, which reads like a diverged run. The ``off_grpo``
+    loss gives exactly 0 there (:func:`verl_offgrpo.policy_loss.compute_policy_loss_off_grpo`).
+    """
+    loss_mode = _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode")
+    if knobs.zero_var_mask and loss_mode != LOSS_NAME:
+        logger.warning(
+            "off_grpo: algorithm.off_grpo.zero_var_mask=true with policy_loss.loss_mode=%s: a mini-batch whose "
+            "groups are all zero-variance has no loss token left, and verl's loss divides by 0 there: its gradient "
+            "is 0, but the step logs actor/pg_loss NaN. loss_mode=%s gives exactly 0.",
+            loss_mode,
+            LOSS_NAME,
+        )
+
+
 def check_trainer_hooks(config: Any, knobs: OffGRPOKnobs, uses_estimator: bool) -> None:
     """The lagged sync (:func:`verl_offgrpo.sync.checks.check_sync_config`: backend, hybrid engine, LoRA,
     trainer mode / v0 manager class, ...) and the V1 zero-variance write-back need the plugin's hooks."""
@@ -173,6 +193,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOKnobs:
         )
     if uses_estimator:
         check_zero_var_denominator(config, knobs)
+        warn_masked_mini_batch_with_other_loss(config, knobs)
     if uses_estimator or uses_loss or knobs.sync_period > 1:
         check_trainer_hooks(config, knobs, uses_estimator)
     if knobs.ref_reset_period > 0:
