@@ -1,4 +1,4 @@
-"""The served-policy guard: raise only on lag-0 batches far above the engine floor."""
+"""The served-policy guard: stop a batch whose mean |log r'| neither the engine floor (lag 0) nor a lag explains."""
 
 import pytest
 
@@ -28,6 +28,17 @@ def test_lagged_batches_have_their_own_looser_limit():
     check_served_policy({STATISTIC: 5.0}, rollout_lag=1, limit=1.0, lagged_limit=5.0)  # the limit itself passes
     check_served_policy(garbage, rollout_lag=3, limit=1.0, lagged_limit=0.0)  # off
     check_served_policy(garbage, rollout_lag=None, limit=1.0, lagged_limit=5.0)  # before the first sync
+
+
+def test_a_nan_statistic_stops_the_run_at_any_lag():
+    """NaN log-probs from the engine make r' and its mean NaN; every comparison with NaN is False, so a
+    check written as `limit < value` would let the batch into the loss. Both limits stop it."""
+    nan = {STATISTIC: float("nan")}
+    with pytest.raises(ServedPolicyError, match="rollout lag 2"):
+        check_served_policy(nan, rollout_lag=2, limit=1.0, step=4, lagged_limit=5.0)
+    with pytest.raises(ServedPolicyError, match="right after a weight sync"):
+        check_served_policy(nan, rollout_lag=0, limit=1.0, step=4, lagged_limit=5.0)
+    check_served_policy(nan, rollout_lag=2, limit=1.0, lagged_limit=0.0)  # a limit of 0 is still off
 
 
 def test_bound_monitor_reports_the_guard_statistic():

@@ -40,7 +40,7 @@ def check_served_policy(
     lagged_limit: float = 0.0,
 ) -> None:
     """Raise :class:`ServedPolicyError` if mean |log r'| > ``limit`` on a batch of rollout lag 0, or
-    > ``lagged_limit`` on a batch of lag ≥ 1.
+    > ``lagged_limit`` on a batch of lag ≥ 1, or if it is NaN (the engine returned NaN log-probs).
 
     ``metrics``: the step's bound-monitor metrics (no statistic, no check: r' absent, α = π_k);
     a limit ≤ 0 disables its check; lag None (before the first sync) is never checked.
@@ -49,7 +49,7 @@ def check_served_policy(
     if value is None or rollout_lag is None:
         return
     if rollout_lag >= 1:
-        if 0 < lagged_limit < value:
+        if lagged_limit > 0 and not value <= lagged_limit:  # `not <=`: a NaN r' (NaN log-probs) stops the run too
             raise ServedPolicyError(
                 f"verl-offgrpo: step {step}: the batch was sampled by the lagged policy α (rollout lag "
                 f"{rollout_lag}) and mean |log π_k/α| per token is {value:.3g} (> "
