@@ -69,6 +69,28 @@ def test_masks_zeroed_for_zero_variance_group_only():
     assert metrics["off_grpo/bound/tv_token"] == pytest.approx(0.5 * 1.5 / 9)
 
 
+def test_verls_padding_rows_are_not_a_zero_variance_group():
+    """verl's V1 _balance_batch pads the batch to a divisible size with rows tagged is_padding, sharing one
+    uid, reward 0 and no loss token: two of them looked like a zero-variance group in the metrics (verl
+    leaves them out of its own metrics too). Here the real groups b = {0, 1} and d = {1, 0} are mixed."""
+    store = {
+        "uid": _UID(["b", "b", "d", "d", "pad0", "pad0"]),
+        "rm_scores": nested([[0.0], [0, 1.0], [1.0], [0.0], [0.0], [0.0]]),
+        "response_mask": nested([[1], [1, 1], [1], [1], [0], [0]], torch.int64),
+        "loss_mask": nested([[1], [1, 1], [1], [1], [0], [0]], torch.int64),
+    }
+    batch = Meta(list(store))
+    batch.keys = [f"k{i}" for i in range(6)]
+    batch.tags = [{}] * 4 + [{"is_padding": True}] * 2
+    tq = FakeTQ(store)
+    metrics = after_advantage_v1(tq, batch, algo(zero_var_mask=True))
+    assert metrics["off_grpo/zero_var_masked_frac"] == 0.0 and metrics["off_grpo/bound/zero_var_group_frac"] == 0.0
+    assert tq.puts == []  # no real row to mask
+    batch.tags = [{}] * 6  # untagged, the same two rows are a zero-variance group of 6 rows
+    metrics = after_advantage_v1(FakeTQ(store), batch, algo(zero_var_mask=True))
+    assert metrics["off_grpo/zero_var_masked_frac"] == pytest.approx(2 / 6)
+
+
 def test_mask_off_writes_nothing():
     tq = FakeTQ(make_store())
     metrics = after_advantage_v1(tq, Meta(list(make_store())), algo(zero_var_mask=False))

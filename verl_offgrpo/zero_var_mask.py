@@ -76,7 +76,8 @@ def after_advantage_v1(tq, batch, algorithm_cfg) -> dict[str, float]:
     ``algorithm.off_grpo.zero_var_mask``) and returns the masked fraction plus the bound-monitor
     metrics (:mod:`verl_offgrpo.bound_monitor`). ``tq`` is the ``transfer_queue`` module, ``batch``
     the trainer's ``KVBatchMeta``. The rewards are those the estimator summed: ``rm_scores``, or
-    ``token_level_rewards`` with ``algorithm.use_kl_in_reward``.
+    ``token_level_rewards`` with ``algorithm.use_kl_in_reward``. Rows tagged ``is_padding`` (verl's
+    filler to a divisible batch size) are left out of the groups and the metrics.
     """
     from tensordict import TensorDict
 
@@ -93,7 +94,16 @@ def after_advantage_v1(tq, batch, algorithm_cfg) -> dict[str, float]:
     index = np.array(uid.tolist() if hasattr(uid, "tolist") else list(uid), dtype=object)
     scores = padded(data[reward_field]).sum(-1)
     rprime = padded(data["rollout_is_weights"]) if has_rprime else None
-    metrics, rows = advantage_step_metrics(scores, index, padded(data["loss_mask"]), rprime, knobs)
+    loss_mask = padded(data["loss_mask"])
+    # the rows verl's _balance_batch appended to make the batch divisible (one shared uid, reward 0, no
+    # loss token) are not samples: they would count as a zero-variance group in the metrics
+    real = np.array([not tag.get("is_padding", False) for tag in (getattr(batch, "tags", None) or [{}] * len(index))])
+    picked = torch.as_tensor(np.flatnonzero(real), device=scores.device)
+    metrics, real_rows = advantage_step_metrics(
+        scores[picked], index[real], loss_mask[picked], rprime[picked] if rprime is not None else None, knobs
+    )
+    rows = torch.zeros(len(index), dtype=torch.bool, device=real_rows.device)
+    rows[picked.to(real_rows.device)] = real_rows
     if knobs.zero_var_mask and bool(rows.any()):
         fields = TensorDict(
             {
