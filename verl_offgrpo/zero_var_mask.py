@@ -97,7 +97,8 @@ def after_advantage_v1(tq, batch, algorithm_cfg) -> dict[str, float]:
     loss_mask = padded(data["loss_mask"])
     # the rows verl's _balance_batch appended to make the batch divisible (one shared uid, reward 0, no
     # loss token) are not samples: they would count as a zero-variance group in the metrics
-    real = np.array([not tag.get("is_padding", False) for tag in (getattr(batch, "tags", None) or [{}] * len(index))])
+    tags = getattr(batch, "tags", None) or [{}] * len(index)
+    real = np.array([not tag.get("is_padding", False) for tag in tags], dtype=bool)
     picked = torch.as_tensor(np.flatnonzero(real), device=scores.device)
     metrics, real_rows = advantage_step_metrics(
         scores[picked], index[real], loss_mask[picked], rprime[picked] if rprime is not None else None, knobs
