@@ -282,7 +282,11 @@ def test_loads_through_verl_custom_reward_function():
         ("The larger number is 63.", "63", 1.0),
         ("-4", "-4", 1.0),
         ("1,234 apples", "1234", 1.0),
-        ("12.5", "12", 0.0),  # "5" is the last integer
+        ("12.5", "12", 0.0),  # the last number is not whole
+        ("7 + 5 = 12.0", "12", 1.0),  # a whole decimal is that integer (it was read as 12 and 0)
+        ("The answer is 12.00.", "12", 1.0),
+        ("The answer is \u22123.", "-3", 1.0),  # the Unicode minus (its sign was dropped: 3)
+        ("1.2.3", "3", 1.0),  # no number has two decimal points: 1.2, then 3
         ("twelve", "12", 0.0),
         ("", "12", 0.0),
     ],
