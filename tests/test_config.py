@@ -184,6 +184,16 @@ def test_check_cli_is_loud_when_verl_did_not_load_the_plugin():
     assert "advantage estimator 'off_grpo' is not registered" in proc.stderr
 
 
+def test_compose_cli_fails_when_verl_did_not_load_the_plugin():
+    """Without the plugin verl's own validate_config passes configs the plugin rejects: compose must not
+    print "checks passed" then (it did, with exit 0)."""
+    bad_for_the_plugin = ["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"]  # the mask stays on
+    assert _run("-m", "verl_offgrpo", "compose", *BASE, *bad_for_the_plugin).returncode == 2
+    proc = _run("-m", "verl_offgrpo", "compose", *BASE, *bad_for_the_plugin, env={"VERL_USE_EXTERNAL_PLUGINS": "none"})
+    assert proc.returncode == 1 and "did not load the verl-offgrpo plugin" in proc.stderr
+    assert "checks passed" not in proc.stderr and proc.stdout == ""
+
+
 def test_lora_with_lag_rejected():
     from verl_offgrpo.validation import validate_off_grpo_config
 

@@ -93,14 +93,24 @@ def compose(overrides: list[str]):
 
 
 def dry_run(overrides: list[str]) -> int:
-    """Compose and validate exactly as main_ppo's driver does, without Ray or a GPU."""
+    """Compose and validate exactly as main_ppo's driver does, without Ray or a GPU.
+
+    Exit 1 if verl did not load the plugin (``VERL_USE_EXTERNAL_PLUGINS`` leaves it out, the package is
+    not pip-installed, or its import failed, which verl logs only at DEBUG): verl's own
+    ``validate_config`` would then pass without the off_grpo checks, and main_ppo would not know them.
+    """
     import verl  # noqa: F401  (loads the plugin)
+    import verl.utils.config as verl_config
     from omegaconf import OmegaConf
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import validate_config
 
     from verl_offgrpo.validation import OffGRPOConfigError
 
+    validate_config = verl_config.validate_config
+    if not getattr(validate_config, "__off_grpo_wrapped__", False):
+        print("verl did not load the verl-offgrpo plugin, so its checks would not run here or in main_ppo; "
+              "`python -m verl_offgrpo check` shows why.", file=sys.stderr)
+        return 1
     config = compose(overrides)
     try:
         with contextlib.redirect_stdout(sys.stderr):  # verl prints its progress; stdout is the yaml
