@@ -500,6 +500,7 @@ def add_speedups(rows: list[dict]) -> None:
         for key in ("measured_speedup_ci90", "measured_speedup_mean", "measured_speedup_mean_ci90"):
             r.pop(key, None)
         if b is None or not r.get("step_time_s"):
+            r.pop("measured_over_ideal", None)  # no v=1 row (any more): no ratio to it
             continue
         t1, t_sync, v = b["step_time_s"], b["sync_time_s"], r["v"]
         r["ideal_speedup"] = t1 / (t1 - (1 - 1 / v) * t_sync)

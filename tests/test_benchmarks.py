@@ -50,6 +50,8 @@ def test_speedups_follow_the_formula_relative_to_the_layouts_v1_row():
     side_by_side = {**_row(10, 5.0, 1.0), "concurrent_jobs": 4}
     throughput.add_speedups(rows + [side_by_side])
     assert side_by_side["measured_speedup"] is None  # nor across job concurrency (no side-by-side v=1 row)
+    throughput.add_speedups(rows[1:])  # the v=1 row gone (re-derived without it): no ratio is left behind
+    assert v2["ideal_speedup"] is None and "measured_over_ideal" not in v2
 
 
 def test_summary_median_and_spread():
@@ -1597,6 +1599,21 @@ def test_committed_offload_pair_of_the_ninth_lease_meets_the_target_over_26_and_
     assert 0.99 < ten["measured_over_ideal"] < 0.995 and 1.01 < ten["measured_speedup_mean"] / ten["ideal_speedup"] < 1.015
     assert ten["measured_speedup_ci90"][0] > 1.04 and ten["measured_speedup_mean_ci90"][0] > 1.05
     assert max(one["abs_log_rprime_at_lag0"]["median"], ten["abs_log_rprime_at_max_lag"]["median"]) < 0.025
+
+
+def test_bootstrap_precision_recomputes_the_committed_interval_with_the_same_draws():
+    """benchmarks/bootstrap_precision.py's chunked bootstrap is mainppo_job's: with its 4 000 resamples in
+    one chunk and the same seed it gives the committed interval of a row exactly, so its 400 000-draw
+    values differ from the committed ones by resampling alone (results/README.md §3)."""
+    import bootstrap_precision
+
+    committed = json.loads((Path(__file__).resolve().parents[1] / "results" / "throughput.json").read_text())
+    one, ten = rows_of(committed, "h100x4-2026-11-27c", model="qwen2.5-1.5b")
+    t1, tv = throughput.measured_steps_of(one), throughput.measured_steps_of(ten)
+    same = bootstrap_precision.converged_interval(t1, tv, np.divide, np.median, resamples=4000, seed=0, chunk=4000)
+    assert same == pytest.approx(ten["measured_speedup_ci90"], rel=1e-12)
+    many = bootstrap_precision.converged_interval(t1, tv, np.divide, np.median, resamples=40_000, chunk=7_000)
+    assert many != same and max(abs(a - b) for a, b in zip(many, same)) < 0.005
 
 
 def test_results_page_carries_the_throughput_table_and_its_summary_holds():
