@@ -54,7 +54,7 @@ METRICS_FILE = re.compile(
 
 
 #: pairs whose files predate the ``<lease>_<layout>_<model>_v<v>`` names: the 7B TP=4 lease h100x4-2026-11-26b
-#: (36 measured steps at v=1, 35 at v=10 in the console log, whose last step line was cut; only these logs hold the agent loop's timers)
+#: (36 measured steps at v=1, 35 at v=10; only these console logs hold the agent loop's timers)
 NAMED_PAIRS = (
     ("h100x4b", "4gpu-tp4", "qwen2.5-7b", "10", "h100x4b_qwen2.5-7b_v1_run5.job.log.gz", "h100x4b_qwen2.5-7b_v10_run4.job.log.gz"),
 )
