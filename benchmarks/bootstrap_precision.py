@@ -3,7 +3,7 @@
 
 ``throughput.py`` and ``gen_split.py`` draw 4 000 bootstrap resamples with a fixed seed
 (``mainppo_job.bootstrap_interval``): reproducible, but each interval end carries Monte-Carlo noise.
-This script recomputes every committed interval with ``--resamples`` draws (default 400 000, in chunks)
+This script recomputes every committed interval with ``--resamples`` draws (default 400 000)
 and prints, per interval kind, the largest change of an end and every interval whose reading changes:
 a speedup interval that held 1 and no longer does (or the reverse), a difference interval and 0::
 
@@ -24,22 +24,13 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import gen_split
+import mainppo_job
 import throughput
 
 
-def converged_interval(first, second, combine, statistic, resamples: int, seed: int = 1,
-                       chunk: int = 20_000) -> list[float]:
-    """``mainppo_job.bootstrap_interval`` (90 %) with ``resamples`` draws, drawn ``chunk`` at a time."""
-    rng = np.random.default_rng(seed)
-    a, b = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
-    combined = []
-    for start in range(0, resamples, chunk):
-        n = min(chunk, resamples - start)
-        stat_a = statistic(a[rng.integers(0, len(a), (n, len(a)))], axis=1)
-        stat_b = statistic(b[rng.integers(0, len(b), (n, len(b)))], axis=1)
-        combined.append(combine(stat_a, stat_b))
-    low, high = np.percentile(np.concatenate(combined), [5, 95])
-    return [float(low), float(high)]
+def converged_interval(first, second, combine, statistic, resamples: int, seed: int = 1) -> list[float]:
+    """``mainppo_job.bootstrap_interval`` (90 %) with ``resamples`` draws and another seed."""
+    return mainppo_job.bootstrap_interval(first, second, combine, statistic, resamples=resamples, seed=seed)
 
 
 def _holds(interval, value: float) -> bool:

@@ -1602,17 +1602,17 @@ def test_committed_offload_pair_of_the_ninth_lease_meets_the_target_over_26_and_
 
 
 def test_bootstrap_precision_recomputes_the_committed_interval_with_the_same_draws():
-    """benchmarks/bootstrap_precision.py's chunked bootstrap is mainppo_job's: with its 4 000 resamples in
-    one chunk and the same seed it gives the committed interval of a row exactly, so its 400 000-draw
-    values differ from the committed ones by resampling alone (results/README.md §3)."""
+    """benchmarks/bootstrap_precision.py's bootstrap is mainppo_job's: with 4 000 resamples and seed 0 it
+    gives the committed interval of a row exactly, so its 400 000-draw values differ from the committed
+    ones by resampling alone (results/README.md §3)."""
     import bootstrap_precision
 
     committed = json.loads((Path(__file__).resolve().parents[1] / "results" / "throughput.json").read_text())
     one, ten = rows_of(committed, "h100x4-2026-11-27c", model="qwen2.5-1.5b")
     t1, tv = throughput.measured_steps_of(one), throughput.measured_steps_of(ten)
-    same = bootstrap_precision.converged_interval(t1, tv, np.divide, np.median, resamples=4000, seed=0, chunk=4000)
-    assert same == pytest.approx(ten["measured_speedup_ci90"], rel=1e-12)
-    many = bootstrap_precision.converged_interval(t1, tv, np.divide, np.median, resamples=40_000, chunk=7_000)
+    same = bootstrap_precision.converged_interval(t1, tv, np.divide, np.median, resamples=4000, seed=0)
+    assert same == ten["measured_speedup_ci90"]
+    many = bootstrap_precision.converged_interval(t1, tv, np.divide, np.median, resamples=40_000)
     assert many != same and max(abs(a - b) for a, b in zip(many, same)) < 0.005
 
 
