@@ -98,6 +98,10 @@ def test_hand_derived_loss_gradient_and_metrics():
     assert metric_value(metrics, "actor/off_grpo/clipfrac_high") == pytest.approx(0.25)
     assert metric_value(metrics, "actor/off_grpo/clipfrac_low") == pytest.approx(0.25)
     assert metric_value(metrics, "actor/pg_clipfrac") == pytest.approx(0.5)
+    assert metric_value(metrics, "actor/pg_clipfrac_lower") == pytest.approx(0.25)
+    # verl's ppo_kl: mean of log π_k − log π_θ = −log(r/r') per token
+    expected_kl = -(math.log(2.0 / 1.5) + math.log(0.05 / 0.1) + math.log(0.5 / 1.0) + math.log(1.0 / 2.0)) / 4
+    assert metric_value(metrics, "actor/ppo_kl") == pytest.approx(expected_kl, rel=1e-5)
     assert metric_value(metrics, "actor/off_grpo/rprime_mean") == pytest.approx((1.5 + 0.1 + 1.0 + 2.0) / 4)
     assert metric_value(metrics, "actor/off_grpo/rprime_max") == pytest.approx(2.0)
     expected_abs_log = (math.log(1.5) + abs(math.log(0.1)) + 0 + math.log(2.0)) / 4
@@ -234,6 +238,19 @@ def test_verls_vanilla_loss_is_nan_on_a_mini_batch_with_every_row_masked():
     (grad,) = torch.autograd.grad(loss, log_prob)
     assert math.isnan(loss.item()) and math.isnan(metric_value(metrics, "actor/pg_loss"))
     assert torch.equal(grad, torch.zeros_like(grad))
+
+
+def test_sequence_metrics_count_rows_with_some_tokens_and_ignore_padding():
+    """masked_seq_frac counts rows with no loss token at all (partly padded rows are in the loss), and
+    rprime_max reads only loss tokens (a huge r' on padding is not the batch's)."""
+    log_prob, old, A, mask = random_batch(5, bs=3, resp_len=4)  # rows 0 and 2 partly padded
+    mask[1] = 0  # row 1 left the loss
+    rprime = torch.ones(3, 4)
+    rprime[2, 3] = 50.0  # on a padded token of row 2
+    rprime[0, 1] = 1.5
+    _, metrics = call_ppo_loss(actor_config(), log_prob, old, A * mask, mask, rollout_is_weights=rprime)
+    assert metric_value(metrics, "actor/off_grpo/masked_seq_frac") == pytest.approx(1 / 3)
+    assert metric_value(metrics, "actor/off_grpo/rprime_max") == pytest.approx(1.5)
 
 
 def test_padding_values_never_reach_the_metrics():

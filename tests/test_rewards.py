@@ -289,6 +289,7 @@ def test_loads_through_verl_custom_reward_function():
         ("1.2.3", "3", 1.0),  # no number has two decimal points: 1.2, then 3
         ("twelve", "12", 0.0),
         ("", "12", 0.0),
+        ("12", "abc", 0.0),  # a ground truth that is no integer scores nothing
     ],
 )
 def test_arithmetic_last_integer_reward(response, truth, score):

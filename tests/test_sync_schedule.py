@@ -83,6 +83,7 @@ def test_repeat_call_in_same_step_never_syncs():
     schedule.slot(1)
     d = schedule.slot(1)  # verl's _validate wakes vLLM again with update_weights(global_steps)
     assert d.reason == REPEAT and not d.sync and d.version_after == 0
+    assert d.rollout_lag is None  # a repeat trains no batch: no lag to report or guard
     d = schedule.slot(None)  # V1's _validate passes no step
     assert d.reason == REPEAT and not d.sync and d.step == 1
     d = schedule.slot(4, force=True)
@@ -97,6 +98,11 @@ def test_cap_when_slots_are_missing():
     schedule.slot(1)
     d = schedule.slot(6)  # steps 2..5 never reached the slot
     assert d.sync and d.reason == CAP
+    resumed = SyncSchedule(4)
+    resumed.slot(1)  # a resume's first slot, off the period's phase: s_w = 1
+    resumed.slot(2)
+    d = resumed.slot(5)  # 5 is not a multiple of 4, but s − s_w = 4 = v: the lag may not reach v
+    assert d.sync and d.reason == CAP and d.rollout_lag == 3
 
 
 def test_decide_is_pure():
