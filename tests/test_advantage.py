@@ -120,3 +120,10 @@ def test_matches_verl_grpo_up_to_epsilon_placement():
 def test_unknown_knob_rejected_by_estimator():
     with pytest.raises(ValueError, match="std_epsilon"):
         run(make_batch([0, 1], ["a", "a"]), algo_config(std_epsilon=1e-6))
+
+
+def test_without_the_group_index_it_refuses():
+    from verl_offgrpo.advantage import compute_off_grpo_advantage
+
+    with pytest.raises(ValueError, match="prompt-group index"):
+        compute_off_grpo_advantage(torch.ones(2, 3), torch.ones(2, 3), index=None)

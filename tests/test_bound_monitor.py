@@ -20,6 +20,9 @@ def test_tv_token_and_seq_hand_values():
     assert m["off_grpo/bound/tv_seq"] == pytest.approx(0.0)
     m = tv_estimates(torch.tensor([[2.0, 2.0]]), torch.tensor([[1, 1]]))
     assert m["off_grpo/bound/tv_seq"] == pytest.approx(0.5 * 3.0)
+    # a row with no loss token (masked group) is no sequence: the mean is over row 0 alone
+    m = tv_estimates(torch.tensor([[2.0, 2.0], [5.0, 5.0]]), torch.tensor([[1, 1], [0, 0]]))
+    assert m["off_grpo/bound/tv_seq"] == pytest.approx(0.5 * 3.0)
 
 
 def test_tv_is_zero_on_policy_and_finite_for_extremes():

@@ -265,6 +265,14 @@ def test_padding_values_never_reach_the_metrics():
         assert metric_value(metrics, name) == pytest.approx(metric_value(clean_metrics, name)), name
 
 
+def test_without_the_actor_config_it_refuses():
+    from verl_offgrpo.policy_loss import compute_policy_loss_off_grpo
+
+    log_prob, old, A, mask = random_batch(1, bs=3, resp_len=2)
+    with pytest.raises(ValueError, match="needs the actor config"):
+        compute_policy_loss_off_grpo(old, log_prob, A, mask, config=None)
+
+
 def test_registered_under_off_grpo():
     from verl_offgrpo.policy_loss import compute_policy_loss_off_grpo
 

@@ -427,10 +427,10 @@ def test_v0_metrics_reach_the_logger(ray_local):
 
     tracking = Tracking(project_name="p", experiment_name="e", default_backend=[])
     tracking.logger["memory"] = mem = Memory()
-    tracking.log(data={"actor/x": 1.0}, step=3)
+    tracking.log(data={"actor/x": 1.0, "timing_s/off_grpo_sync": 7.0}, step=3)  # a key the trainer logged wins
     tracking.log(data={"actor/x": 2.0}, step=3)  # consumed once
     step, row = mem.rows[0]
-    assert step == 3 and row["actor/x"] == 1.0
+    assert step == 3 and row["actor/x"] == 1.0 and row["timing_s/off_grpo_sync"] == 7.0
     assert row["off_grpo/synced"] == 0.0 and row["off_grpo/lag"] == 1.0 and row["off_grpo/rollout_lag"] == 0.0
     assert "timing_s/off_grpo_sync" in row and row["timing_s/off_grpo_sleep"] >= 0.05
     assert "off_grpo/synced" not in mem.rows[1][1]
