@@ -177,6 +177,24 @@ def test_extreme_ratios_give_finite_loss_and_gradient():
     assert math.isfinite(metric_value(metrics, "actor/off_grpo/mean_abs_log_rprime"))
 
 
+@pytest.mark.parametrize(
+    "log_ratio_to_k, log_rprime, expected_log_r",
+    [
+        (30.0, -15.0, 5.0),  # log π_θ − log π_k is clamped to 20 first: log r = 20 − 15
+        (15.0, 10.0, 20.0),  # then log r itself: 15 + 10 = 25 -> 20
+    ],
+)
+def test_log_ratios_are_clamped_where_the_docstring_says(log_ratio_to_k, log_rprime, expected_log_r):
+    """log r = clamp(clamp(log π_θ − log π_k, ±20) + log r', ±20). With A = −1 and r far above the window
+    the unclipped term r·A is selected, so the loss is r itself: e^5 and e^20 (not e^15 and e^25)."""
+    old = torch.tensor([[-40.0]])
+    log_prob = (old + log_ratio_to_k).requires_grad_(True)
+    rprime = torch.tensor([[math.exp(log_rprime)]])
+    loss, _ = call_ppo_loss(actor_config(), log_prob, old, torch.tensor([[-1.0]]), torch.ones(1, 1, dtype=torch.int64),
+                            rollout_is_weights=rprime)  # fmt: skip
+    assert loss.item() == pytest.approx(math.exp(expected_log_r), rel=1e-4)
+
+
 def test_kl_and_denominator_exclude_masked_rows():
     """Rows with an all-zero response_mask (zero-variance groups) leave the pg denominator and the KL."""
     log_prob, old, A, mask = random_batch(2, bs=4, resp_len=3)
