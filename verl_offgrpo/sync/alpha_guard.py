@@ -48,18 +48,17 @@ def check_served_policy(
     value = metrics.get(STATISTIC)
     if value is None or rollout_lag is None:
         return
+    threshold = lagged_limit if rollout_lag >= 1 else limit
+    if threshold <= 0 or value <= threshold:  # a NaN (NaN log-probs from the engine) fails `<=` and stops the run
+        return
     if rollout_lag >= 1:
-        if lagged_limit > 0 and not value <= lagged_limit:  # `not <=`: a NaN r' (NaN log-probs) stops the run too
-            raise ServedPolicyError(
-                f"verl-offgrpo: step {step}: the batch was sampled by the lagged policy α (rollout lag "
-                f"{rollout_lag}) and mean |log π_k/α| per token is {value:.3g} (> "
-                f"algorithm.off_grpo.max_log_rprime_lagged={lagged_limit}; lags of 3-9 steps measured 0.1-0.3). "
-                "vLLM is not serving α: check its sleep/wake on skipped syncs (algorithm.off_grpo.keep_weights), "
-                "or raise the limit if the policy really moves that far in a few steps."
-            )
-        return
-    if limit <= 0 or value <= limit:
-        return
+        raise ServedPolicyError(
+            f"verl-offgrpo: step {step}: the batch was sampled by the lagged policy α (rollout lag "
+            f"{rollout_lag}) and mean |log π_k/α| per token is {value:.3g} (> "
+            f"algorithm.off_grpo.max_log_rprime_lagged={lagged_limit}; lags of 3-9 steps measured 0.1-0.3). "
+            "vLLM is not serving α: check its sleep/wake on skipped syncs (algorithm.off_grpo.keep_weights), "
+            "or raise the limit if the policy really moves that far in a few steps."
+        )
     raise ServedPolicyError(
         f"verl-offgrpo: step {step}: the batch was sampled right after a weight sync, yet mean |log π_k/α| per "
         f"token is {value:.3g} (> algorithm.off_grpo.max_log_rprime_after_sync={limit}; correct engines measured "
