@@ -103,8 +103,8 @@ def after_advantage_v1(tq, batch, algorithm_cfg) -> dict[str, float]:
     metrics, real_rows = advantage_step_metrics(
         scores[picked], index[real], loss_mask[picked], rprime[picked] if rprime is not None else None, knobs
     )
-    rows = torch.zeros(len(index), dtype=torch.bool, device=real_rows.device)
-    rows[picked.to(real_rows.device)] = real_rows
+    rows = torch.zeros(len(index), dtype=torch.bool, device=scores.device)
+    rows[picked] = real_rows
     if knobs.zero_var_mask and bool(rows.any()):
         fields = TensorDict(
             {
