@@ -38,7 +38,7 @@ def _holds(interval, value: float) -> bool:
 
 
 def speedup_intervals(rows: list[dict], resamples: int):
-    """(label, committed, converged, reference value) for each lagged row's two speedup intervals."""
+    """(label, committed, converged) for each lagged row's two speedup intervals."""
     base = {throughput._base_key(r): r for r in rows if r["v"] == 1 and r.get("step_time_s") and r.get("sync_time_s")}
     for r in rows:
         b = base.get(throughput._base_key(r))
@@ -47,11 +47,11 @@ def speedup_intervals(rows: list[dict], resamples: int):
         t1, tv = throughput.measured_steps_of(b), throughput.measured_steps_of(r)
         for key, statistic in (("measured_speedup_ci90", np.median), ("measured_speedup_mean_ci90", np.mean)):
             label = f"{r['layout']} {r['model']} v={r['v']} {r.get('machine')} {statistic.__name__}"
-            yield label, r[key], converged_interval(t1, tv, np.divide, statistic, resamples), 1.0
+            yield label, r[key], converged_interval(t1, tv, np.divide, statistic, resamples)
 
 
 def difference_intervals(raw: Path, resamples: int, warmup: int = 1):
-    """(label, committed, converged, 0) for each gen_split pair's per-part mean-difference interval."""
+    """(label, committed, converged) for each gen_split pair's per-part mean-difference interval."""
     for identity, base_files, other_files in gen_split.pairs_in(raw):
         base, other = gen_split.pooled_steps(base_files, warmup), gen_split.pooled_steps(other_files, warmup)
         committed = gen_split.compare(base, other)
@@ -60,13 +60,13 @@ def difference_intervals(raw: Path, resamples: int, warmup: int = 1):
                 continue
             label = f"{identity['lease']} {identity['layout']} {identity['model']} v={identity['v']} {part}"
             converged = converged_interval(other[part], base[part], np.subtract, np.mean, resamples)
-            yield label, committed[part]["mean_difference_ci90"], converged, 0.0
+            yield label, committed[part]["mean_difference_ci90"], converged
 
 
 def report(kind: str, intervals, digits: int, reference: float) -> dict:
     """Print and return the largest end change and the intervals whose reading of ``reference`` changes."""
     largest, flips, n = 0.0, [], 0
-    for label, committed, converged, _ in intervals:
+    for label, committed, converged in intervals:
         n += 1
         largest = max(largest, *(abs(c - v) for c, v in zip(committed, converged)))
         if _holds(committed, reference) != _holds(converged, reference):
