@@ -71,7 +71,7 @@ class OffGRPOKnobs:
                   "0.85 s vs 1.56 s for a 7B model served with TP=4 on four H100s (results/README.md). "
                   "'no_sleep': vLLM never sleeps (rollout.free_cache_engine=False): no round trip (saves "
                   "0.05-0.07 s per step for a 135M model), but its weights and KV cache stay on the GPU "
-                  "during training: +43 GB held at gpu_memory_utilization=0.3 on an "
+                  "during training: +42 GiB held at gpu_memory_utilization=0.3 on an "
                   "H200 (results/keep_weights.json). The actor's peak plus vLLM's share must fit: for 7B with "
                   "FSDP param + optimizer offload on two 80 GB H100s the update needed > 61.8 GiB per GPU and "
                   "ran out of memory beside vLLM at 0.2 (17.1 GiB)."},
