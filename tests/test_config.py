@@ -176,6 +176,7 @@ def test_check_cli_reports_registrations():
     assert proc.returncode == 0, proc.stderr
     assert "advantage estimator: off_grpo" in proc.stdout and "off_grpo_sync: registered" in proc.stdout
     assert "weight-transfer socket: one per Ray cluster (applied when verl.workers.rollout" in proc.stdout
+    assert "mini-batch without loss tokens: no optimizer step (applied" in proc.stdout
 
 
 def test_check_cli_is_loud_when_verl_did_not_load_the_plugin():

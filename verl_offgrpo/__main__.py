@@ -52,6 +52,9 @@ def check() -> int:
     transfer_socket = _transfer_socket_state()
     if transfer_socket is None:
         problems.append("verl's weight-transfer socket would not be made per-cluster (no import hook installed)")
+    empty_update = _empty_update_state()
+    if empty_update is None:
+        problems.append("verl's engines would step the optimizer on mini-batches without loss tokens (no hook)")
     if problems:
         print("verl-offgrpo check FAILED:", file=sys.stderr)
         for problem in problems:
@@ -67,20 +70,35 @@ def check() -> int:
     print(f"  advantage estimator: {ESTIMATOR_NAME}   policy loss: {LOSS_NAME}")
     print(f"  V1 trainer mode {TRAINER_MODE}: {trainer_mode}")
     print(f"  weight-transfer socket: one per Ray cluster ({transfer_socket})")
+    print(f"  mini-batch without loss tokens: no optimizer step ({empty_update})")
     print(f"  config: {os.path.join(config_dir(), CONFIG_NAME + '.yaml')}")
     return 0
 
 
+def _hook_state(module_name: str, is_applied) -> str | None:
+    """Whether the plugin's patch of ``module_name`` is in this process: "applied", "applied when
+    <module> is imported" (its post-import hook waits, :mod:`verl_offgrpo.post_import`), or None."""
+    from verl_offgrpo.post_import import installed_hook
+
+    module = sys.modules.get(module_name)
+    if module is not None:
+        return "applied" if is_applied(module) else None
+    return f"applied when {module_name} is imported" if installed_hook(module_name) else None
+
+
 def _transfer_socket_state() -> str | None:
-    """How verl's weight-transfer socket gets its per-cluster name in this process
-    (:mod:`verl_offgrpo.sync.ipc_socket`): already applied, applied on import, or None (neither)."""
-    from verl_offgrpo.sync import WEIGHT_TRANSFER_MODULE, _installed_hook
+    """verl's weight-transfer socket gets a per-cluster name (:mod:`verl_offgrpo.sync.ipc_socket`)."""
+    from verl_offgrpo.sync import WEIGHT_TRANSFER_MODULE
     from verl_offgrpo.sync.ipc_socket import applied
 
-    module = sys.modules.get(WEIGHT_TRANSFER_MODULE)
-    if module is not None:
-        return "applied" if applied(module) else None
-    return f"applied when {WEIGHT_TRANSFER_MODULE} is imported" if _installed_hook(WEIGHT_TRANSFER_MODULE) else None
+    return _hook_state(WEIGHT_TRANSFER_MODULE, applied)
+
+
+def _empty_update_state() -> str | None:
+    """verl's engines skip the optimizer step of a mini-batch without loss tokens (:mod:`.empty_update`)."""
+    from verl_offgrpo.empty_update import BASE_ENGINE_MODULE, is_wrapped
+
+    return _hook_state(BASE_ENGINE_MODULE, lambda module: is_wrapped(module.BaseEngine))
 
 
 def compose(overrides: list[str]):

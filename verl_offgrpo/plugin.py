@@ -1,8 +1,10 @@
 """Entry point of the ``verl.plugins`` group: verl imports this in every process at ``import verl``.
 
 Registers the ``off_grpo`` advantage estimator and policy loss, makes verl's driver-side
-``validate_config`` also run the plugin's checks, and installs the lagged-sync hooks. It stays light:
-no vllm import here (the vLLM pieces load lazily in the processes that need them).
+``validate_config`` also run the plugin's checks, installs the lagged-sync hooks, and makes verl's
+engines skip the optimizer step of a mini-batch without loss tokens (:mod:`verl_offgrpo.empty_update`,
+once ``verl.workers.engine.base`` is imported). It stays light: no vllm import here (the vLLM pieces
+load lazily in the processes that need them).
 
 verl logs a failing plugin at DEBUG only; ``python -m verl_offgrpo check`` imports this module
 directly and reports any error.
@@ -44,6 +46,13 @@ def _wrap_validate_config() -> None:
     verl_config.validate_config = validate_config
 
 
+def _register_empty_update_skip() -> None:
+    from verl_offgrpo.empty_update import BASE_ENGINE_MODULE, skip_empty_updates
+    from verl_offgrpo.post_import import on_import
+
+    on_import(BASE_ENGINE_MODULE, "BaseEngine", skip_empty_updates)
+
+
 def _register_sync_hooks() -> None:
     from verl_offgrpo.sync import register_sync_hooks
 
@@ -53,3 +62,4 @@ def _register_sync_hooks() -> None:
 _register_algorithms()
 _wrap_validate_config()
 _register_sync_hooks()
+_register_empty_update_skip()

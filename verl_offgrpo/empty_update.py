@@ -1,0 +1,85 @@
+"""No optimizer step for a mini-batch that has no loss token.
+
+Under the zero-variance mask (:mod:`verl_offgrpo.zero_var_mask`) a mini-batch whose groups all have
+equal rewards keeps no token in ``loss_mask``. verl's engine counts them over the data-parallel group
+in ``forward_backward_batch`` (``batch_num_tokens``, all-reduced), finds 0, and the ``off_grpo`` loss
+and every gradient are exactly 0 (:mod:`verl_offgrpo.policy_loss`). verl 0.9.1's
+``BaseEngine.train_batch`` still calls ``optimizer_step()``, and AdamW moves every parameter anyway:
+
+    m ← β₁·m,   v ← β₂·v                      (the gradient is 0)
+    θ ← θ − lr·( m̂ / (√v̂ + ε) + λ·θ )
+
+by its momentum from earlier mini-batches, about the size of a real step, plus weight decay: an update
+that no sample of this mini-batch asked for. The paper's mask takes such groups out of the objective,
+and an objective with no terms gives no update. :func:`skip_empty_updates` wraps
+``BaseEngine.train_batch`` so that, when the count the engine has just all-reduced is 0, the
+gradients are zeroed and ``optimizer_step`` is not called; ``grad_norm`` is reported as 0.0, so with
+one mini-batch a step ``actor/grad_norm`` = 0 marks a skipped step (verl logs the mean over a step's
+mini-batches, so with several a skip only lowers it). Every data-parallel rank
+sees the same all-reduced count, so all ranks skip together and none is left in a collective of
+the step (gradient clipping's all-reduce). Adam's step count stays where it was; the learning-rate
+schedule is untouched (verl steps it per batch, outside ``train_batch``).
+
+The wrap is installed in every process that imports :data:`BASE_ENGINE_MODULE`
+(:mod:`verl_offgrpo.plugin`), so it holds for any verl job in an environment where the plugin is
+installed. Only a mini-batch without a single loss token is affected: besides the mask, verl builds one
+when its rollout correction rejects every sequence of a mini-batch, or for an SFT mini-batch with every
+token masked. In each the loss has no term, so no step is what the objective asks for. One exception:
+an MoE model whose router adds an auxiliary load-balancing loss (Megatron) has a non-zero gradient
+from it even then, and loses that mini-batch's router update (and automodel's gate-bias update, which
+runs inside its ``optimizer_step``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+#: verl's module whose ``BaseEngine.train_batch`` is wrapped (all engines inherit it: FSDP, Megatron, …).
+BASE_ENGINE_MODULE = "verl.workers.engine.base"
+
+
+def loss_tokens_of(data: Any) -> int | None:
+    """The mini-batch's loss-token count over the data-parallel group, as the engine stored it in
+    ``data`` (``batch_num_tokens``); None before ``forward_backward_batch`` or for an engine that
+    does not count."""
+    from verl.utils import tensordict_utils as tu
+
+    return tu.get_non_tensor_data(data=data, key="batch_num_tokens", default=None)
+
+
+def is_wrapped(engine_cls: type) -> bool:
+    return getattr(engine_cls.train_batch, "__off_grpo_wrapped__", False)
+
+
+def skip_empty_updates(module: Any) -> None:
+    """Wrap ``module.BaseEngine.train_batch`` (once): inside it, ``self.optimizer_step`` is the
+    engine's own step unless the mini-batch has no loss token, in which case it zeroes the gradients
+    and returns 0.0."""
+    engine_cls = module.BaseEngine
+    if is_wrapped(engine_cls):
+        return
+    train_batch = engine_cls.train_batch
+
+    @functools.wraps(train_batch)
+    def train_batch_without_empty_steps(self, data, loss_function):
+        engine_step = self.optimizer_step
+
+        def optimizer_step():
+            if loss_tokens_of(data) == 0:
+                self.optimizer_zero_grad()
+                return 0.0
+            return engine_step()
+
+        own = self.__dict__.get("optimizer_step", None)  # an instance attribute of the engine's, if any
+        self.optimizer_step = optimizer_step
+        try:
+            return train_batch(self, data, loss_function)
+        finally:
+            if own is None:
+                del self.optimizer_step
+            else:
+                self.optimizer_step = own
+
+    train_batch_without_empty_steps.__off_grpo_wrapped__ = True
+    engine_cls.train_batch = train_batch_without_empty_steps

@@ -1,0 +1,80 @@
+"""Run a callback right after a module is imported, from a process where it may not be yet.
+
+The plugin entry (:mod:`verl_offgrpo.plugin`) runs while ``verl/__init__`` is still executing, so it
+cannot import verl's submodules to patch them. :func:`on_import` patches one now if it is already
+imported, else installs a one-shot ``sys.meta_path`` finder that wraps the module's real loader, runs
+it, puts the real loader back and calls the callback with the executed module.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import sys
+
+
+class _LoaderWithCallback(importlib.abc.Loader):
+    """Wraps the real loader of a module: execute it, then run the callback."""
+
+    def __init__(self, loader, callback):
+        self._loader = loader
+        self._callback = callback
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        # Put the real loader back before the callback runs (importlib.reload, resources, …).
+        module.__loader__ = self._loader
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = self._loader
+        self._callback(module)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+class _PostImportHook(importlib.abc.MetaPathFinder):
+    """One-shot ``sys.meta_path`` finder: runs ``callback(module)`` after ``fullname`` is executed."""
+
+    def __init__(self, fullname, callback):
+        self.fullname = fullname
+        self.callback = callback
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.fullname:
+            return None
+        self.remove()
+        for finder in list(sys.meta_path):
+            find_spec = getattr(finder, "find_spec", None)
+            if find_spec is None:
+                continue
+            spec = find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _LoaderWithCallback(spec.loader, self.callback)
+                return spec
+        return None
+
+    def remove(self):
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+
+
+def installed_hook(fullname: str):
+    for finder in sys.meta_path:
+        if isinstance(finder, _PostImportHook) and finder.fullname == fullname:
+            return finder
+    return None
+
+
+def on_import(fullname: str, ready_attr: str, callback) -> None:
+    """``callback(module)`` now if ``fullname`` is already imported (``ready_attr`` defined), else once
+    it is; at most one hook per module."""
+    module = sys.modules.get(fullname)
+    if module is not None and hasattr(module, ready_attr):
+        callback(module)
+    elif installed_hook(fullname) is None:
+        sys.meta_path.insert(0, _PostImportHook(fullname, callback))
