@@ -13,6 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import gen_split
+import gen_split_table
 
 
 def _metrics_file(path: Path, steps: dict[int, tuple], cut_last_line: bool = False) -> None:
@@ -199,3 +200,33 @@ def test_the_steps_other_parts_by_hand(tmp_path):
                                       ("h100x2c_2gpu-tp2-offload_qwen2.5-7b_v1.log.gz", False)])
 def test_metrics_file_names(name, ok):
     assert bool(gen_split.METRICS_FILE.match(name)) is ok
+
+
+def test_the_results_pages_split_tables_are_the_committed_json_row_by_row():
+    """results/README.md §3's two hand-ordered gen_split tables: every row as gen_split_table.py formats
+    it from gen_split.json (bold aside), and every pair of the JSON in both, but for the pairs the page
+    discusses beside them: h100x4f's TP=2 pair (its own subsection) in both, and the level-1 control
+    (h100x4d, its own subsection) in the generation table."""
+    page = (REPO / "results" / "README.md").read_text()
+    split = json.loads((REPO / "results" / "gen_split.json").read_text())
+    found = gen_split_table.page_mismatches(page, split)
+    assert found["generation"] == [] and found["parts"] == []
+    assert found["generation_missing"] == [("h100x4d", "2gpu-tp2-offload-level1", "7b", "control"),
+                                           ("h100x4f", "2gpu-tp2", "1.5b", "10")]  # fmt: skip
+    assert found["parts_missing"] == [("h100x4f", "2gpu-tp2", "1.5b", "10")]
+
+
+def test_split_table_rows_format_a_pair_as_the_page_writes_it():
+    """Hand-made pair: Unicode minus, intervals, v=1 → v means, and the after-sync column's three forms."""
+    part = {"v1": {"n": 4, "mean": 6.0}, "lagged": {"n": 5, "mean": 5.5}, "mean_difference": -0.5, "mean_difference_ci90": [-1.25, 0.004]}
+    pair = {"lease": "h100x9", "layout": "2gpu-tp2", "control": None, "model": "qwen2.5-1.5b", "v": 4,
+            "gen": part, "gen_vllm": part, "gen_rest": part, "step": part, "sync_slot": part, "update_actor": part,
+            "old_log_prob": part, "gen_vllm_after_sync": [5.0, 7.0, 6.0, 9.0], "gen_vllm_after_skip": {"median": 5.25}}  # fmt: skip
+    assert gen_split_table.generation_row(pair) == (
+        "| h100x9 | 2gpu-tp2 | 1.5b | 4 | 4 / 5 | −0.50 | 6.00 → 5.50 | −0.50 (−1.25 to +0.00) | 6.00 → 5.50 "
+        "| −0.50 (−1.25 to +0.00) | 4 steps, median 6.50 / 5.25 |"
+    )
+    assert gen_split_table.after_sync_cell({**pair, "gen_vllm_after_sync": [5.0, 7.0]}) == "5.00, 7.00 / 5.25"
+    assert gen_split_table.after_sync_cell({**pair, "gen_vllm_after_sync": []}) == "– / 5.25"
+    control = {**pair, "control": "level1"}
+    assert gen_split_table.parts_row(control).startswith("| h100x9 | 2gpu-tp2-level1 | 1.5b | control | −0.50 (−1.25 to +0.00) |")
