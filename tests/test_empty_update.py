@@ -98,10 +98,12 @@ def test_verl_alone_moves_the_parameters_on_a_mini_batch_without_loss_tokens():
     assert min(moved) > 0.05 and engine.steps_taken == 2  # Adam's momentum: about lr = 0.1 per parameter
 
 
-def test_a_mini_batch_without_loss_tokens_leaves_the_parameters_and_adam_untouched():
+def test_a_mini_batch_without_loss_tokens_leaves_the_parameters_and_adam_untouched(capsys):
     engine, norms = run(engine_base.BaseEngine.train_batch, [[1.0, 1.0, 0.0, 1.0]])
+    assert empty_update.SKIP_MESSAGE not in capsys.readouterr().out  # a real step says nothing
     before, state_before = params_of(engine), [dict(s) for s in engine.optimizer.state.values()]
     out = engine_base.BaseEngine.train_batch(engine, mini_batch([0.0, 0.0, 0.0, 0.0]), loss_function=None)
+    assert capsys.readouterr().out.count(empty_update.SKIP_MESSAGE) == 1  # the console line a run's log keeps
     assert out["metrics"]["grad_norm"] == 0.0 and norms[0] > 0
     assert all(torch.equal(a, b) for a, b in zip(params_of(engine), before))
     assert engine.steps_taken == 1
@@ -175,9 +177,13 @@ spec = importlib.util.spec_from_file_location("under_test", sys.argv[5])
 module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
 from verl.workers.engine.base import BaseEngine
 engine = module.OneLayerEngine()
-norms = [BaseEngine.train_batch(engine, module.mini_batch(mask), loss_function=None)["metrics"]["grad_norm"]
-         for mask in masks[rank]]
-json.dump({"steps_taken": engine.steps_taken, "norms": norms}, open(out, "w"))
+import contextlib, io
+printed = io.StringIO()
+with contextlib.redirect_stdout(printed):
+    norms = [BaseEngine.train_batch(engine, module.mini_batch(mask), loss_function=None)["metrics"]["grad_norm"]
+             for mask in masks[rank]]
+skips_printed = printed.getvalue().count("[verl-offgrpo] no optimizer step")
+json.dump({"steps_taken": engine.steps_taken, "norms": norms, "skips_printed": skips_printed}, open(out, "w"))
 torch.distributed.destroy_process_group()
 """
 
@@ -204,3 +210,6 @@ def test_data_parallel_ranks_skip_together_on_the_groups_count(tmp_path, masks, 
     assert [d["steps_taken"] for d in done] == steps_taken
     if len(masks[0]) == 2:
         assert all(d["norms"][1] == 0.0 and d["norms"][0] > 0 for d in done)
+        assert [d["skips_printed"] for d in done] == [1, 0]  # rank 0 alone says so
+    else:
+        assert [d["skips_printed"] for d in done] == [0, 0]

@@ -13,11 +13,11 @@ by its momentum from earlier mini-batches, about the size of a real step, plus w
 that no sample of this mini-batch asked for. The paper's mask takes such groups out of the objective,
 and an objective with no terms gives no update. :func:`skip_empty_updates` wraps
 ``BaseEngine.train_batch`` so that, when the count the engine has just all-reduced is 0, the
-gradients are zeroed and ``optimizer_step`` is not called; ``grad_norm`` is reported as 0.0, so with
-one mini-batch a step ``actor/grad_norm`` = 0 marks a skipped step (verl logs the mean over a step's
-mini-batches, so with several a skip only lowers it). Every data-parallel rank
-sees the same all-reduced count, so all ranks skip together and none is left in a collective of
-the step (gradient clipping's all-reduce). Adam's step count stays where it was; the learning-rate
+gradients are zeroed and ``optimizer_step`` is not called. ``grad_norm`` is reported as 0.0, which
+verl alone also logs for a zero gradient, so rank 0 prints :data:`SKIP_MESSAGE` to the console on each
+skip: the line tells a skip apart in a run's saved log. Every data-parallel rank sees the same
+all-reduced count, so all ranks skip together and none is left in a collective of the step
+(gradient clipping's all-reduce). Adam's step count stays where it was; the learning-rate
 schedule is untouched (verl steps it per batch, outside ``train_batch``).
 
 The wrap is installed in every process that imports :data:`BASE_ENGINE_MODULE`
@@ -37,6 +37,16 @@ from typing import Any
 
 #: verl's module whose ``BaseEngine.train_batch`` is wrapped (all engines inherit it: FSDP, Megatron, …).
 BASE_ENGINE_MODULE = "verl.workers.engine.base"
+
+
+#: the console line of a skipped step (rank 0 only), e.g. to count skips in a run's saved log
+SKIP_MESSAGE = "[verl-offgrpo] no optimizer step: this mini-batch has no loss token (every group masked)"
+
+
+def _is_first_rank() -> bool:
+    import torch
+
+    return not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
 
 
 def loss_tokens_of(data: Any) -> int | None:
@@ -68,6 +78,8 @@ def skip_empty_updates(module: Any) -> None:
         def optimizer_step():
             if loss_tokens_of(data) == 0:
                 self.optimizer_zero_grad()
+                if _is_first_rank():
+                    print(SKIP_MESSAGE, flush=True)
                 return 0.0
             return engine_step()
 
