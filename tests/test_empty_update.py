@@ -182,7 +182,7 @@ printed = io.StringIO()
 with contextlib.redirect_stdout(printed):
     norms = [BaseEngine.train_batch(engine, module.mini_batch(mask), loss_function=None)["metrics"]["grad_norm"]
              for mask in masks[rank]]
-skips_printed = printed.getvalue().count("[verl-offgrpo] no optimizer step")
+skips_printed = printed.getvalue().count(module.empty_update.SKIP_MESSAGE)
 json.dump({"steps_taken": engine.steps_taken, "norms": norms, "skips_printed": skips_printed}, open(out, "w"))
 torch.distributed.destroy_process_group()
 """
