@@ -768,6 +768,9 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
         # lease, labelled apart so that each v keeps the v=1 row it ran beside; each file carries the earlier rows)
         (["h100x4j_qwen2.5-1.5b_2gpu-tp2-offload_v1-2.json"], ["--rows-only", "machine=h100x4-2026-11-27d"]),
         (["h100x4k_qwen2.5-1.5b_2gpu-tp2-offload_v1-4.json"], ["--rows-only", "machine=h100x4-2026-11-27d-2"]),
+        # the eleventh: the same two commands at the layout without offload (rollout TP=2)
+        (["h100x4l_qwen2.5-1.5b_2gpu-tp2_v1-2.json"], ["--rows-only", "machine=h100x4-2026-11-27e"]),
+        (["h100x4m_qwen2.5-1.5b_2gpu-tp2_v1-4.json"], ["--rows-only", "machine=h100x4-2026-11-27e-2"]),
     ]  # fmt: skip
     merged = tmp_path / "c" / "throughput.json"
     for k, item in enumerate(later):
@@ -1641,6 +1644,34 @@ def test_committed_offload_layout_at_v2_and_v4_each_beside_its_own_v1_job():
     assert 0.965 < v4["measured_speedup_mean"] / v4["ideal_speedup"] < 0.975
 
 
+def test_committed_tp2_layout_at_v2_and_v4_each_beside_its_own_v1_job():
+    """results/README.md §3, lease h100x4-2026-11-27e: the 1.5B TP=2 layout without offload at v=2 (34 / 33
+    steps) then v=4 (34 / 35), each side by side with a v=1 job of its own command. v=4: 1.101x against
+    S* = 1.075 (1.025·S*, its interval above 1); v=2: 0.997x against S* = 1.051 by the medians (0.948·S*)
+    and 1.014x by the means (0.965·S*), both intervals holding 1 and S*. The skipped slot is the wake alone
+    (0.18-0.19 s, the cache kept on every skip: 0.62 of the memory free, 0.40 needed), the lagged jobs' own
+    syncs were faster than their neighbours', and the served policy sits at the engine's floor at every lag."""
+    committed = json.loads((Path(__file__).resolve().parents[1] / "results" / "throughput.json").read_text())
+    for machine, v, steps, ratio in (("h100x4-2026-11-27e", 2, (34, 33), (0.945, 0.95)),
+                                     ("h100x4-2026-11-27e-2", 4, (34, 35), (1.02, 1.03))):  # fmt: skip
+        one, lagged = rows_of(committed, machine, model="qwen2.5-1.5b", lagged_v=v)
+        assert (one["layout"], one["concurrent_jobs"], one["gpu"], lagged["gpu"]) == ("2gpu-tp2", 2, "0,1", "2,3")
+        assert (lagged["v"], lagged["empty_cache_on_skip"], lagged["offload"]) == (v, "if_needed", False)
+        assert (one["measured_steps"], lagged["measured_steps"]) == steps
+        assert ratio[0] < lagged["measured_over_ideal"] < ratio[1]
+        assert lagged["skip_cache_emptied_frac"]["p90"] == 0 and 0.17 < lagged["sync_slot_on_skipped_steps"]["median"] < 0.19
+        assert lagged["skip_min_free_frac"]["p10"] > 0.6  # vLLM's share is 0.4 (--gpu-mem): room to keep the cache
+        assert lagged["sync_slot_on_sync_steps"]["median"] < one["sync_time_s"] - 0.2
+        assert max(one["abs_log_rprime_at_lag0"]["p90"], lagged["abs_log_rprime_at_max_lag"]["p90"]) < 0.025
+    one, v2 = rows_of(committed, "h100x4-2026-11-27e", model="qwen2.5-1.5b", lagged_v=2)
+    assert v2["measured_speedup_ci90"][0] < 1 and v2["measured_speedup_ci90"][1] > v2["ideal_speedup"]
+    assert v2["measured_speedup_mean_ci90"][0] < 1 and v2["measured_speedup_mean_ci90"][1] > v2["ideal_speedup"]
+    assert 0.96 < v2["measured_speedup_mean"] / v2["ideal_speedup"] < 0.97
+    one, v4 = rows_of(committed, "h100x4-2026-11-27e-2", model="qwen2.5-1.5b", lagged_v=4)
+    assert v4["measured_speedup_ci90"][0] > 1 and v4["measured_speedup_mean_ci90"][0] > 1
+    assert 1.0 < v4["measured_speedup_mean"] / v4["ideal_speedup"] < 1.005
+
+
 def test_results_page_carries_the_throughput_table_and_its_summary_holds():
     results = Path(__file__).resolve().parents[1] / "results"
     committed = json.loads((results / "throughput.json").read_text())
@@ -1652,12 +1683,15 @@ def test_results_page_carries_the_throughput_table_and_its_summary_holds():
            if r["measured_over_ideal"] >= 0.95 and min(r["measured_steps"], v1_of[key(r)]["measured_steps"]) >= 20}  # fmt: skip
     assert met == {("qwen2.5-1.5b", "2gpu-tp2", "h100x4-2026-11-26f"), ("qwen2.5-7b", "2gpu-tp2-offload", "h100x4-2026-11-26e"),
                    ("qwen2.5-1.5b", "1gpu-tp1", "h100x4-2026-11-27"), ("qwen2.5-1.5b", "2gpu-tp2-offload", "h100x4-2026-11-27c"),
-                   ("qwen2.5-1.5b", "2gpu-tp2-offload", "h100x4-2026-11-27d")}  # fmt: skip
+                   ("qwen2.5-1.5b", "2gpu-tp2-offload", "h100x4-2026-11-27d"), ("qwen2.5-1.5b", "2gpu-tp2", "h100x4-2026-11-27e-2")}  # fmt: skip
     # the layout's v=4 row (24 / 23 steps) misses by the medians only: 0.935·S*, 0.970·S* by the means
     (v4,) = [r for r in lagged if r["machine"] == "h100x4-2026-11-27d-2"]
     assert v4["v"] == 4 and v4["measured_over_ideal"] < 0.95 <= v4["measured_speedup_mean"] / v4["ideal_speedup"]
-    offload = {r["v"] for r in lagged if (r["model"], r["layout"]) == ("qwen2.5-1.5b", "2gpu-tp2-offload")}
-    assert offload == {2, 4, 10}
+    # the TP=2 layout's v=2 row (34 / 33 steps) misses by the medians only, by a hair: 0.948·S*, 0.965·S* by the means
+    (v2,) = [r for r in lagged if r["machine"] == "h100x4-2026-11-27e"]
+    assert v2["v"] == 2 and 0.945 < v2["measured_over_ideal"] < 0.95 <= v2["measured_speedup_mean"] / v2["ideal_speedup"]
+    for layout in ("2gpu-tp2-offload", "2gpu-tp2"):  # both 1.5B 2-GPU layouts have every v the issue asks for
+        assert {r["v"] for r in lagged if (r["model"], r["layout"]) == ("qwen2.5-1.5b", layout)} == {2, 4, 10}
     one_gpu = [r for r in lagged if r["layout"] == "1gpu-tp1"]
     assert all(r["measured_over_ideal"] >= 0.95 and r["ideal_speedup"] < 1.031 for r in one_gpu)
     assert {r["machine"] for r in one_gpu if r["measured_steps"] >= 20} == {"h100x4-2026-11-27"}
