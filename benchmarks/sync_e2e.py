@@ -55,6 +55,9 @@ CHAT_TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 DATA_SOURCE = "synthetic/repeat_digit"
+#: a ground truth that no response character equals (it is longer than one character): the reward below
+#: is exactly 0.0 for every response, so every group of such prompts is all-equal
+NO_DIGIT = "none"
 
 REWARD_SRC = '''
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
@@ -145,7 +148,10 @@ def build_model(model_dir: Path, seed=0):
     return model_dir
 
 
-def build_data(data_dir: Path, n_train=1024, n_val=32, seed=0):
+def build_data(data_dir: Path, n_train=1024, n_val=32, seed=0, constant_from: int | None = None):
+    """``train.parquet``, ``val.parquet`` (in this order, row i = ``extra_info.index`` i) and ``reward.py``.
+    With ``constant_from``, train rows from that index on get the ground truth :data:`NO_DIGIT` (reward
+    0.0 for any response); the prompts and the rows before it are the same as without it."""
     import pandas as pd
 
     rng = random.Random(seed)
@@ -155,12 +161,13 @@ def build_data(data_dir: Path, n_train=1024, n_val=32, seed=0):
         out = []
         for i in range(n):
             d = rng.randrange(10)
+            constant = split == "train" and constant_from is not None and i >= constant_from
             out.append(
                 {
                     "data_source": DATA_SOURCE,
                     "prompt": [{"role": "user", "content": f"Repeat the digit {d} as many times as you can."}],
                     "ability": "synthetic",
-                    "reward_model": {"style": "rule", "ground_truth": str(d)},
+                    "reward_model": {"style": "rule", "ground_truth": NO_DIGIT if constant else str(d)},
                     "extra_info": {"split": split, "index": i},
                 }
             )
@@ -250,13 +257,19 @@ def finite(x) -> bool:
     return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
 
 
+def expected_schedule(steps: int, v: int) -> tuple[list[float], list[float]]:
+    """The logged ``off_grpo/synced`` and ``off_grpo/rollout_lag`` of steps 1..steps at sync period v:
+    step s syncs (at its end) iff s % v == 0, and its batch was sampled (s − 1) % v steps before π_k."""
+    steps_ = range(1, steps + 1)
+    return [float(s % v == 0) for s in steps_], [float((s - 1) % v) for s in steps_]
+
+
 def check_run(run: dict, steps: int) -> dict:
     rows, v = run["steps"], run["sync_period"]
     checks: dict = {}
     checks["completed"] = run["returncode"] in (0, EXIT_HANG) and len(rows) >= steps
-    expected_synced = [float(s % v == 0) for s in range(1, steps + 1)]
+    expected_synced, expected_rollout_lag = expected_schedule(steps, v)
     checks["sync_schedule"] = [r["synced"] for r in rows[:steps]] == expected_synced
-    expected_rollout_lag = [float((s - 1) % v) for s in range(1, steps + 1)]
     checks["rollout_lag_schedule"] = [r["rollout_lag"] for r in rows[:steps]] == expected_rollout_lag
     rp = [r["mean_abs_log_rprime"] for r in rows]
     checks["rprime_finite"] = bool(rp) and all(finite(x) for x in rp)
@@ -317,8 +330,9 @@ def run_one(trainer, period, args, model_dir, data_dir, log_dir, deadline, info)
     return run
 
 
-def prepare_work(out_arg: str, work_arg: str | None, default_name: str) -> tuple[Path, Path, Path, Path]:
-    """``(out, model_dir, data_dir, log_dir)`` of a run, with the tiny model and the task built."""
+def prepare_work(out_arg: str, work_arg: str | None, default_name: str, **data_options) -> tuple[Path, Path, Path, Path]:
+    """``(out, model_dir, data_dir, log_dir)`` of a run, with the tiny model and the task built
+    (``data_options``: :func:`build_data`'s keywords)."""
     out = Path(out_arg).resolve()
     out.mkdir(parents=True, exist_ok=True)
     work = Path(work_arg).resolve() if work_arg else out / default_name
@@ -326,17 +340,22 @@ def prepare_work(out_arg: str, work_arg: str | None, default_name: str) -> tuple
     log_dir.mkdir(parents=True, exist_ok=True)
     if not (model_dir / "config.json").exists():
         build_model(model_dir)
-    build_data(data_dir)
+    build_data(data_dir, **data_options)
     return out, model_dir, data_dir, log_dir
 
 
-def merged_runs(earlier: dict, runs: list[dict]) -> dict:
-    """``runs`` with the runs of an ``earlier`` sync_e2e.json not re-run now (same trainer and period),
-    and the earlier file's other keys (its note); ``ok``, ``total_wall_s`` and ``versions`` are this
-    command's."""
-    rerun = {(r["trainer"], r["sync_period"]) for r in runs}
+def run_key(run: dict) -> tuple:
+    """What makes a sync_e2e run: its trainer and sync period."""
+    return run["trainer"], run["sync_period"]
+
+
+def merged_runs(earlier: dict, runs: list[dict], key=run_key) -> dict:
+    """``runs`` with the runs of an ``earlier`` results file not re-run now (same ``key``: for sync_e2e.json
+    the trainer and period), and the earlier file's other keys (its note); ``ok``, ``total_wall_s`` and
+    ``versions`` are this command's."""
+    rerun = {key(r) for r in runs}
     kept = {k: x for k, x in earlier.items() if k not in ("runs", "ok", "total_wall_s", "versions")}
-    return {**kept, "runs": [r for r in earlier.get("runs", []) if (r["trainer"], r["sync_period"]) not in rerun] + runs}
+    return {**kept, "runs": [r for r in earlier.get("runs", []) if key(r) not in rerun] + runs}
 
 
 def main(argv=None):
