@@ -62,6 +62,10 @@ Usage on the GPU machine, one run per 10-minute command (V1's start-up alone tak
     python3 benchmarks/empty_update_gpu.py --out $OUT --work /tmp/euw --runs mask
     python3 benchmarks/empty_update_gpu.py --out $OUT --work /tmp/euw --runs control \\
         --merge /tmp/euw/empty_update.json
+
+or both in one command on two GPUs, side by side (each its own Ray cluster)::
+
+    python3 benchmarks/empty_update_gpu.py --out $OUT --work /tmp/euw --runs mask,control --gpus 0,1
 """
 
 from __future__ import annotations
@@ -84,7 +88,9 @@ import sync_e2e  # the tiny model and task
 from mainppo_job import (
     EXIT_HANG,
     REPO,
+    concurrency,
     job_timeout,
+    on_gpus,
     pick,
     read_merge,
     read_metrics,
@@ -282,6 +288,7 @@ def run_one(
     log_dir: Path,
     t0: float,
     info: dict,
+    env_extra: dict[str, str] | None = None,
 ):
     mask = RUNS[name]
     tag = f"empty_update_{name}"
@@ -296,7 +303,7 @@ def run_one(
     )
     start = time.time()
     rc, progress, _ = run_main_ppo(
-        tag, job, args.out, log_dir, timeout, args.steps, args.stall_s
+        tag, job, args.out, log_dir, timeout, args.steps, args.stall_s, **(env_extra or {})
     )
     console_path = log_dir / f"{tag}.log"
     console = console_path.read_text(errors="replace") if console_path.exists() else ""
@@ -309,6 +316,8 @@ def run_one(
         "sync_period": args.sync_period,
         "total_steps": args.steps,
         "extra_overrides": list(args.extra),
+        "gpu": (env_extra or {}).get("CUDA_VISIBLE_DEVICES"),
+        "concurrent_jobs": concurrency(args.gpu_list, len(args.run_names)),
         "device": info.get("device"),
         "verl": info.get("verl"),
         "vllm": info.get("vllm"),
@@ -379,6 +388,12 @@ def parse_args(argv=None):
     )
     p.add_argument("--extra", nargs="*", default=[], help="extra hydra overrides")
     p.add_argument(
+        "--gpus",
+        default=None,
+        help="comma list of GPU ids: run the --runs side by side, one GPU each "
+        "(e.g. --runs mask,control --gpus 0,1); default: one after the other",
+    )
+    p.add_argument(
         "--merge",
         default=None,
         help="an earlier empty_update.json: keep its runs except those re-run now",
@@ -388,6 +403,9 @@ def parse_args(argv=None):
     if not names or any(x not in RUNS for x in names):
         p.error(f"--runs {args.runs}: choose from {sorted(RUNS)}")
     args.run_names = names
+    args.gpu_list = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else None
+    if args.gpu_list and len(args.gpu_list) < len(names):
+        p.error(f"--gpus {args.gpus}: one GPU per run ({len(names)} runs)")
     if not 1 <= args.train_steps < args.steps:
         p.error("need 1 <= --train-steps < --steps")
     if not lagged_after_k(args.steps, args.train_steps, args.sync_period):
@@ -411,7 +429,10 @@ def main(argv=None) -> int:
     )
 
     runs: list[dict] = []
-    for name in args.run_names:
+    if args.gpu_list:  # side by side, one GPU and one Ray cluster each: every run starts now
+        runs = on_gpus(args.run_names, args.gpu_list,
+                       lambda name, env: run_one(name, args, model_dir, data_dir, log_dir, t0, info, env))  # fmt: skip
+    for name in [] if args.gpu_list else args.run_names:
         if args.budget_s - (time.time() - t0) < MIN_RUN_S:
             runs.append(
                 {

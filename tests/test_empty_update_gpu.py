@@ -327,3 +327,36 @@ def test_two_commands_accumulate_one_results_file(tmp_path, monkeypatch):
     )  # the loss's own: no token left
     assert mask["steps"][6]["mean_abs_log_rprime"] == FLOOR
     assert control["steps"][6]["mean_abs_log_rprime"] == MOVED
+
+
+def test_both_runs_side_by_side_on_two_gpus_in_one_command(tmp_path, monkeypatch):
+    """``--runs mask,control --gpus 0,1``: each run on its own GPU (``CUDA_VISIBLE_DEVICES``), both
+    started at once (no budget skip), one results file with both runs and ``ok`` over both."""
+
+    def no_model(out_arg, work_arg, default_name, **data_options):
+        work = Path(work_arg)
+        (work / "logs").mkdir(parents=True, exist_ok=True)
+        return Path(out_arg), work / "model", work / "data", work / "logs"
+
+    fakes = {True: _fake_job(mask=True), False: _fake_job(mask=False)}
+    seen = {}
+
+    def run_main_ppo(tag, job, out, log_dir, timeout, steps, stall_s, **env_extra):
+        mask = "algorithm.off_grpo.zero_var_mask=true" in job
+        seen[tag] = env_extra.get("CUDA_VISIBLE_DEVICES")
+        return fakes[mask](tag, job, out, log_dir, timeout, steps, stall_s)
+
+    monkeypatch.setattr(sync_e2e, "prepare_work", no_model)
+    monkeypatch.setattr(eu, "run_main_ppo", run_main_ppo)
+    monkeypatch.setattr(eu, "on_gpus", lambda jobs, gpus, run: [run(j, {"CUDA_VISIBLE_DEVICES": g}) for j, g in zip(jobs, gpus)])
+    out = tmp_path / "out"
+    out.mkdir()
+    # budget below MIN_RUN_S: one after the other the second run would be skipped, side by side both start
+    args = ["--out", str(out), "--work", str(tmp_path / "w"), "--runs", "mask,control", "--gpus", "2,3", "--budget-s", "200"]
+    assert eu.main(args) == 0
+    assert seen == {"empty_update_mask": "2", "empty_update_control": "3"}
+    result = json.loads((out / eu.RESULTS).read_text())
+    assert result["ok"] is True and [(r["name"], r["gpu"], r["concurrent_jobs"]) for r in result["runs"]] == [
+        ("mask", "2", 2), ("control", "3", 2)]  # fmt: skip
+    with pytest.raises(SystemExit):
+        eu.parse_args(["--runs", "mask,control", "--gpus", "0"])  # one GPU per run
