@@ -197,10 +197,7 @@ def count_skip_lines(console: str) -> tuple[int, dict[int, int]]:
 
 def step_rows(metrics: dict[int, dict], skips: dict[int, int]) -> list[dict]:
     out = []
-    for step in sorted(s for s in metrics if s >= 1):
-        row = metrics[step]
-        if "off_grpo/synced" not in row and "timing_s/step" not in row:
-            continue
+    for step, row in sync_e2e.logged_steps(metrics):
         out.append(
             {
                 "step": step,

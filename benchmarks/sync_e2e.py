@@ -226,12 +226,17 @@ def overrides(trainer: str, period: int, model_dir: Path, data_dir: Path, steps:
     return ov
 
 
-def step_rows(metrics: dict[int, dict]) -> list[dict]:
-    out = []
+def logged_steps(metrics: dict[int, dict]):
+    """``(step, metrics row)`` of the training steps in order (rows without a step's metrics are left out)."""
     for step in sorted(s for s in metrics if s >= 1):
         row = metrics[step]
-        if "off_grpo/synced" not in row and "timing_s/step" not in row:
-            continue
+        if "off_grpo/synced" in row or "timing_s/step" in row:
+            yield step, row
+
+
+def step_rows(metrics: dict[int, dict]) -> list[dict]:
+    out = []
+    for step, row in logged_steps(metrics):
         out.append(
             {
                 "step": step,
