@@ -32,7 +32,8 @@ over the loss tokens only: 0 on a fully masked step; it is kept as ``loss_mean_a
 * ``mask`` (zero_var_mask=True): the updates of steps K+1 … N are skipped, so every lagged step
   (rollout lag ≥ 1) with b(s) ≥ K, i.e. every batch sampled after the first sync at or after step K
   (s > v·⌈K/v⌉), stays at the floor. Expected besides: ``SKIP_MESSAGE`` N−K times,
-  ``actor/grad_norm`` = 0 and ``off_grpo/zero_var_masked_frac`` = 1 on steps K+1 … N.
+  ``actor/grad_norm`` = 0, ``off_grpo/zero_var_masked_frac`` = 1 and the loss's
+  ``actor/off_grpo/skipped_optimizer_step_frac`` = 1 on steps K+1 … N (0 on steps 1 … K).
 * ``control`` (zero_var_mask=False, verl's plain behaviour): every row keeps A = 0, the gradient is
   0 (grad_norm 0 on steps > K), but AdamW still steps with its momentum: no skip line, and those
   lagged steps are far above the floor.
@@ -47,7 +48,7 @@ next command's ``--merge``)::
 
     {"runs": [{"name", "zero_var_mask", "device", "verl", "vllm", "returncode", "wall_s",
                "train_steps", "sync_period", "total_steps", "skip_lines",
-               "steps": [{"step", "synced", "rollout_lag", "grad_norm", "zero_var_masked_frac",
+               "steps": [{"step", "synced", "rollout_lag", "grad_norm", "zero_var_masked_frac", "skipped_frac",
                           "zero_var_group_frac", "mean_abs_log_rprime", "loss_mean_abs_log_rprime",
                           "reward", "step_time_s", "skip_lines"}, ...],
                "checks": {...}}, ...],
@@ -205,6 +206,7 @@ def step_rows(metrics: dict[int, dict], skips: dict[int, int]) -> list[dict]:
                 "rollout_lag": pick(row, "off_grpo/rollout_lag"),
                 "grad_norm": pick(row, "actor/grad_norm"),
                 "zero_var_masked_frac": pick(row, "off_grpo/zero_var_masked_frac"),
+                "skipped_frac": pick(row, suffix="off_grpo/skipped_optimizer_step_frac"),
                 "zero_var_group_frac": pick(row, "off_grpo/bound/zero_var_group_frac"),
                 "mean_abs_log_rprime": pick(row, RPRIME_KEY),
                 "loss_mean_abs_log_rprime": pick(
@@ -263,12 +265,16 @@ def check_run(run: dict, train_steps: int, sync_period: int) -> dict:
             "zero_var_masked_frac", after, lambda x: x == 1
         )
         c["skip_line_per_skipped_step"] = run["skip_lines"] == n - k
+        c["skipped_metric_after_k_only"] = all_ok("skipped_frac", after, lambda x: x == 1) and all_ok(
+            "skipped_frac", before, lambda x: x == 0
+        )
         c["lagged_after_k_at_floor"] = bool(still) and all_ok(
             "mean_abs_log_rprime", still, lambda x: x <= top
         )
     else:
         c["mask_off"] = all_ok("zero_var_masked_frac", steps, lambda x: x == 0)
         c["no_skip_line"] = run["skip_lines"] == 0
+        c["no_skipped_metric"] = all_ok("skipped_frac", steps, lambda x: x == 0)
         c["lagged_after_k_moved"] = bool(still) and all_ok(
             "mean_abs_log_rprime", still, lambda x: x >= bar
         )

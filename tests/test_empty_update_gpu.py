@@ -159,6 +159,7 @@ def _run(mask=True, skip_steps=None, edit=None, rc=0) -> dict:
                 "grad_norm": 0.8 if s <= K else 0.0,
                 "zero_var_group_frac": 0.125 if s <= K else 1.0,
                 "zero_var_masked_frac": (0.125 if s <= K else 1.0) if mask else 0.0,
+                "skipped_frac": 1.0 if mask and s > K else 0.0,
                 "mean_abs_log_rprime": MOVED
                 if moved
                 else FLOOR * (1.2 if s == 1 else 1.0),
@@ -209,6 +210,10 @@ def test_a_passing_mask_run_and_a_passing_control_run():
         (True, {"edit": {(7, "mean_abs_log_rprime"): 0.02}}, "lagged_after_k_at_floor"),  # weights moved after K
         (True, {"edit": {(10, "mean_abs_log_rprime"): 0.004}}, "lagged_after_k_at_floor"),
         (True, {"edit": {(6, "zero_var_masked_frac"): 0.75}}, "masked_frac_one_after_k"),
+        (True, {"edit": {(8, "skipped_frac"): 0.0}}, "skipped_metric_after_k_only"),  # the metric missed a skip
+        (True, {"edit": {(3, "skipped_frac"): 1.0}}, "skipped_metric_after_k_only"),  # or reported one too many
+        (True, {"edit": {(8, "skipped_frac"): None}}, "skipped_metric_after_k_only"),  # or was not logged
+        (False, {"edit": {(9, "skipped_frac"): 1.0}}, "no_skipped_metric"),
         (True, {"edit": {(6, "mean_abs_log_rprime"): None}}, "lagged_after_k_at_floor"),
         # the control run
         (False, {"edit": {(10, "mean_abs_log_rprime"): 0.002}}, "lagged_after_k_moved"),  # stayed at the floor
@@ -276,6 +281,7 @@ def _fake_job(mask: bool):
         "grad_norm": "actor/grad_norm",
         "zero_var_group_frac": "off_grpo/bound/zero_var_group_frac",
         "zero_var_masked_frac": "off_grpo/zero_var_masked_frac",
+        "skipped_frac": "actor/off_grpo/skipped_optimizer_step_frac",
         "mean_abs_log_rprime": "off_grpo/bound/mean_abs_log_rprime",
     }
 

@@ -295,3 +295,41 @@ def test_registered_under_off_grpo():
     from verl_offgrpo.policy_loss import compute_policy_loss_off_grpo
 
     assert get_policy_loss_fn("off_grpo") is compute_policy_loss_off_grpo
+
+
+def test_skipped_optimizer_step_frac_is_the_fraction_of_mini_batches_the_engine_skipped(monkeypatch):
+    """``actor/off_grpo/skipped_optimizer_step_frac`` is 1 on each micro-batch of a mini-batch without a
+    loss token while verl's ``BaseEngine.train_batch`` carries the plugin's skip (verl_offgrpo.empty_update),
+    0 otherwise. Aggregated as verl does (a rank's micro-batches with ``append_to_dict``, the data-parallel
+    ranks with ``Metric.aggregate_dp``, the step's mini-batches by ``reduce_metrics``), a step with one of
+    two mini-batches empty logs 0.5: the key has no "min"/"max" that would make verl take an extreme
+    instead of the mean. Without the wrap an empty mini-batch does take a step, and the metric says 0."""
+    from verl.utils.metric import Metric, reduce_metrics
+    from verl.utils.py_functional import append_to_dict
+    from verl.workers.engine.base import BaseEngine
+
+    from verl_offgrpo.empty_update import is_wrapped
+
+    key = "actor/off_grpo/skipped_optimizer_step_frac"
+    assert is_wrapped(BaseEngine)  # the plugin's import hook wrapped its train_batch on import
+    log_prob, old, A, mask = random_batch(4, bs=3, resp_len=3)
+    none = torch.zeros(3, 3, dtype=torch.int64)
+    _, empty = call_ppo_loss(actor_config(), log_prob, old, torch.zeros(3, 3), none)
+    _, kept = call_ppo_loss(actor_config(), log_prob, old, A * mask, mask)
+    assert metric_value(empty, key) == 1.0 and metric_value(kept, key) == 0.0
+
+    def one_rank(micro_batches):  # verl's engine: one rank's micro-batch metrics, appended
+        merged = {}
+        for metrics in micro_batches:
+            append_to_dict(merged, {key: metrics[key]})
+        return merged[key]
+
+    step = {}
+    for micro_batches in ([empty, empty], [kept, kept]):  # two mini-batches, two micro-batches each
+        ranks = [one_rank(micro_batches), one_rank(micro_batches)]  # two DP ranks: the same all-reduced count
+        append_to_dict(step, {key: Metric.aggregate_dp(ranks)})
+    assert reduce_metrics(step)[key] == pytest.approx(0.5)
+
+    monkeypatch.setattr(BaseEngine, "train_batch", BaseEngine.train_batch.__wrapped__)  # verl's own, unwrapped
+    _, unwrapped = call_ppo_loss(actor_config(), log_prob, old, torch.zeros(3, 3), none)
+    assert metric_value(unwrapped, key) == 0.0

@@ -15,7 +15,9 @@ and an objective with no terms gives no update. :func:`skip_empty_updates` wraps
 ``BaseEngine.train_batch`` so that, when the count the engine has just all-reduced is 0, the
 gradients are zeroed and ``optimizer_step`` is not called. ``grad_norm`` is reported as 0.0, which
 verl alone also logs for a zero gradient, so rank 0 prints :data:`SKIP_MESSAGE` to the console on each
-skip: the line tells a skip apart in a run's saved log. Every data-parallel rank sees the same
+skip: the line tells a skip apart in a run's saved log. The ``off_grpo`` loss also logs it to verl's
+metrics, ``actor/off_grpo/skipped_optimizer_step_frac`` (the fraction of the step's optimizer steps
+skipped; :func:`skips_empty_updates` keeps it at 0 where the wrap is not installed). Every data-parallel rank sees the same
 all-reduced count, so all ranks skip together and none is left in a collective of the step
 (gradient clipping's all-reduce). Adam's step count stays where it was; the learning-rate
 schedule is untouched (verl steps it per batch, outside ``train_batch``).
@@ -33,6 +35,7 @@ runs inside its ``optimizer_step``).
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any
 
 #: verl's module whose ``BaseEngine.train_batch`` is wrapped (all engines inherit it: FSDP, Megatron, …).
@@ -60,6 +63,15 @@ def loss_tokens_of(data: Any) -> int | None:
 
 def is_wrapped(engine_cls: type) -> bool:
     return getattr(engine_cls.train_batch, "__off_grpo_wrapped__", False)
+
+
+def skips_empty_updates() -> bool:
+    """Whether this process's verl engines skip the step of a mini-batch without a loss token: verl's
+    :data:`BASE_ENGINE_MODULE` is imported here and its ``train_batch`` wrapped. The ``off_grpo`` loss
+    reads it for ``actor/off_grpo/skipped_optimizer_step_frac``, so that the metric never reports a skip
+    that did not happen (an engine outside ``BaseEngine``, or a wrap that failed to install)."""
+    module = sys.modules.get(BASE_ENGINE_MODULE)
+    return module is not None and is_wrapped(module.BaseEngine)
 
 
 def skip_empty_updates(module: Any) -> None:

@@ -47,7 +47,8 @@ class OffGRPOKnobs:
                   "actor.loss_agg_mode token-mean or token-sum: verl's seq-mean modes divide by a fixed "
                   "batch size that masked rows would stay in (rejected at start-up). With a loss other than "
                   "off_grpo, a mini-batch with every group masked logs actor/pg_loss NaN (warned at start-up). "
-                  "A mini-batch with every group masked takes no optimizer step (a console line says so): "
+                  "A mini-batch with every group masked takes no optimizer step (a console line says so, and the "
+                  "off_grpo loss logs actor/off_grpo/skipped_optimizer_step_frac): "
                   "AdamW would otherwise move the weights by its momentum (verl_offgrpo/empty_update.py)."},
     )
 

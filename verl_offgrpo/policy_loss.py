@@ -14,7 +14,8 @@ vLLM serves)::
 min(ρA, clip(ρ, 1−ε, 1+ε)A) with ρ = π_θ/π_k. Log-ratios are clamped to ±20 as verl does, so the loss
 and its gradient stay finite for extreme ratios. verl's ``ppo_loss`` adds the entropy and the
 β·KL(π_θ‖π_ref) terms on the same mask. A mini-batch with no token left (every group masked) gives a
-loss of exactly 0, not 0/0.
+loss of exactly 0, not 0/0; verl's engine then takes no optimizer step (:mod:`verl_offgrpo.empty_update`),
+and ``actor/off_grpo/skipped_optimizer_step_frac`` is the fraction of the step's optimizer steps skipped so.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import Any, Optional
 
 import torch
 from verl.trainer.ppo.core_algos import agg_loss
+
+from verl_offgrpo.empty_update import skips_empty_updates
 
 LOG_RATIO_BOUND = 20.0  # verl's clamp on log-ratios
 
@@ -104,7 +107,8 @@ def compute_policy_loss_off_grpo(
         log_prob, old_log_prob, advantages, response_mask, log_rprime, eps_low, eps_high
     )
     global_batch_info = getattr(config, "global_batch_info", None) or {}
-    if global_batch_info.get("batch_num_tokens") == 0:
+    no_loss_token = global_batch_info.get("batch_num_tokens") == 0  # over the whole mini-batch, all DP ranks
+    if no_loss_token:
         # every row of the mini-batch left the loss (zero-variance groups under the mask): all numerators
         # are 0, and a denominator of 1 makes this term, and verl's entropy and KL terms that read the
         # same dict after it, exactly 0 instead of 0/0 = NaN
@@ -129,5 +133,9 @@ def compute_policy_loss_off_grpo(
         "actor/off_grpo/mean_abs_log_rprime": _masked_mean(parts["log_rprime"].abs(), mask).item(),
         # rows with no token left in the loss (zero-variance groups under the mask)
         "actor/off_grpo/masked_seq_frac": (~mask.any(dim=-1)).float().mean().item(),
+        # 1 on each micro-batch of a mini-batch without a loss token when the engine skips its optimizer
+        # step (verl_offgrpo.empty_update); verl averages it over micro-batches, mini-batches and epochs,
+        # so the step's value is the fraction of its optimizer steps that were skipped
+        "actor/off_grpo/skipped_optimizer_step_frac": float(no_loss_token and skips_empty_updates()),
     }
     return loss, metrics
