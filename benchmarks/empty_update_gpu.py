@@ -431,24 +431,17 @@ def main(argv=None) -> int:
         flush=True,
     )
 
-    runs: list[dict] = []
     if args.gpu_list:  # side by side, one GPU and one Ray cluster each: every run starts now
         runs = on_gpus(args.run_names, args.gpu_list,
                        lambda name, env: run_one(name, args, model_dir, data_dir, log_dir, t0, info, env))  # fmt: skip
-    for name in [] if args.gpu_list else args.run_names:
-        if args.budget_s - (time.time() - t0) < MIN_RUN_S:
-            runs.append(
-                {
-                    "name": name,
-                    "zero_var_mask": RUNS[name],
-                    "skipped": "out of time budget",
-                }
-            )
-            continue
-        runs.append(run_one(name, args, model_dir, data_dir, log_dir, t0, info))
-        (out / RESULTS).write_text(
-            json.dumps(merged(earlier, runs), indent=1, default=str)
-        )
+    else:  # one after the other, each only if the budget still holds a start-up
+        runs = []
+        for name in args.run_names:
+            if args.budget_s - (time.time() - t0) < MIN_RUN_S:
+                runs.append({"name": name, "zero_var_mask": RUNS[name], "skipped": "out of time budget"})
+                continue
+            runs.append(run_one(name, args, model_dir, data_dir, log_dir, t0, info))
+            (out / RESULTS).write_text(json.dumps(merged(earlier, runs), indent=1, default=str))
 
     result = merged(earlier, runs)
     result.update(total_wall_s=round(time.time() - t0, 1), versions=info)

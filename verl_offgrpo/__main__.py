@@ -96,9 +96,9 @@ def _transfer_socket_state() -> str | None:
 
 def _empty_update_state() -> str | None:
     """verl's engines skip the optimizer step of a mini-batch without loss tokens (:mod:`.empty_update`)."""
-    from verl_offgrpo.empty_update import BASE_ENGINE_MODULE, is_wrapped
+    from verl_offgrpo.empty_update import BASE_ENGINE_MODULE, applied
 
-    return _hook_state(BASE_ENGINE_MODULE, lambda module: is_wrapped(module.BaseEngine))
+    return _hook_state(BASE_ENGINE_MODULE, applied)
 
 
 def compose(overrides: list[str]):

@@ -17,8 +17,8 @@ gradients are zeroed and ``optimizer_step`` is not called. ``grad_norm`` is repo
 verl alone also logs for a zero gradient, so rank 0 prints :data:`SKIP_MESSAGE` to the console on each
 skip: the line tells a skip apart in a run's saved log. The ``off_grpo`` loss also logs it to verl's
 metrics, ``actor/off_grpo/skipped_optimizer_step_frac`` (the fraction of the step's optimizer steps
-skipped; :func:`skips_empty_updates` keeps it at 0 where the wrap is not installed). Every data-parallel rank sees the same
-all-reduced count, so all ranks skip together and none is left in a collective of the step
+skipped; :func:`skips_empty_updates` keeps it at 0 where the wrap is not installed). Every
+data-parallel rank sees the same all-reduced count, so all ranks skip together and none is left in a collective of the step
 (gradient clipping's all-reduce). Adam's step count stays where it was; the learning-rate
 schedule is untouched (verl steps it per batch, outside ``train_batch``).
 
@@ -65,13 +65,18 @@ def is_wrapped(engine_cls: type) -> bool:
     return getattr(engine_cls.train_batch, "__off_grpo_wrapped__", False)
 
 
+def applied(module: Any) -> bool:
+    """Whether :func:`skip_empty_updates` has wrapped ``module`` (:data:`BASE_ENGINE_MODULE`)."""
+    return is_wrapped(module.BaseEngine)
+
+
 def skips_empty_updates() -> bool:
     """Whether this process's verl engines skip the step of a mini-batch without a loss token: verl's
     :data:`BASE_ENGINE_MODULE` is imported here and its ``train_batch`` wrapped. The ``off_grpo`` loss
     reads it for ``actor/off_grpo/skipped_optimizer_step_frac``, so that the metric never reports a skip
     that did not happen (an engine outside ``BaseEngine``, or a wrap that failed to install)."""
     module = sys.modules.get(BASE_ENGINE_MODULE)
-    return module is not None and is_wrapped(module.BaseEngine)
+    return module is not None and applied(module)
 
 
 def skip_empty_updates(module: Any) -> None:
