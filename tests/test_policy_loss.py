@@ -246,6 +246,28 @@ def test_a_mini_batch_with_every_row_masked_gives_zero_loss_not_nan():
     assert torch.equal(grad, torch.zeros_like(grad))
 
 
+def test_a_micro_batch_without_a_loss_token_logs_neutral_metrics():
+    """Every row masked (r' = 2 on all of them): nothing is measured, so each loss metric is its neutral value,
+    r' mean and max 1 (no lag), not a mean of nothing read as 0; verl averages micro-batches with equal weight,
+    so a 0 would read as a policy far off α."""
+    log_prob, old, _, _ = random_batch(7, bs=3, resp_len=3)
+    log_prob, old = log_prob[:2], old[:2]
+    none = torch.zeros(2, 3, dtype=torch.int64)
+    rprime = torch.full((2, 3), 2.0)
+    _, metrics = call_ppo_loss(actor_config(), log_prob, old, torch.zeros(2, 3), none, rollout_is_weights=rprime)
+    expected = {"actor/off_grpo/rprime_mean": 1.0, "actor/off_grpo/rprime_max": 1.0,
+                "actor/off_grpo/mean_abs_log_rprime": 0.0, "actor/off_grpo/clipfrac_high": 0.0,
+                "actor/off_grpo/clipfrac_low": 0.0, "actor/pg_clipfrac": 0.0, "actor/ppo_kl": 0.0,
+                "actor/off_grpo/masked_seq_frac": 1.0}  # fmt: skip
+    assert {key: metric_value(metrics, key) for key in expected} == expected
+    # one row back in the loss: its own r' again
+    some = none.clone()
+    some[0] = 1
+    _, metrics = call_ppo_loss(actor_config(), log_prob, old, torch.zeros(2, 3), some, rollout_is_weights=rprime)
+    assert metric_value(metrics, "actor/off_grpo/rprime_mean") == pytest.approx(2.0)
+    assert metric_value(metrics, "actor/off_grpo/mean_abs_log_rprime") == pytest.approx(math.log(2.0))
+
+
 def test_verls_vanilla_loss_is_nan_on_a_mini_batch_with_every_row_masked():
     """Why validation warns when the mask is used with another loss (test_config): verl's own loss computes
     0/0 on such a mini-batch, so the logged actor/pg_loss is NaN; its gradient is 0 (masked_sum selects the

@@ -16,6 +16,11 @@ and its gradient stay finite for extreme ratios. verl's ``ppo_loss`` adds the en
 β·KL(π_θ‖π_ref) terms on the same mask. A mini-batch with no token left (every group masked) gives a
 loss of exactly 0, not 0/0; verl's engine then takes no optimizer step (:mod:`verl_offgrpo.empty_update`),
 and ``actor/off_grpo/skipped_optimizer_step_frac`` is the fraction of the step's optimizer steps skipped so.
+
+Metrics are means over the micro-batch's loss tokens. A micro-batch without one logs each metric's neutral
+value (clip fractions, ``ppo_kl`` and mean |log r'| 0; r' mean and max 1), and verl averages micro-batches
+with equal weight, so masked micro-batches pull a step's value towards those; ``off_grpo/bound/*`` reads
+every response token of the batch.
 """
 
 from __future__ import annotations
@@ -118,6 +123,7 @@ def compute_policy_loss_off_grpo(
     )
 
     mask = response_mask.bool()
+    has_loss_token = bool(mask.any())  # this micro-batch's; without one every metric below is its neutral value
     clipped_high = _masked_mean(parts["clipped_high"].float(), mask)
     clipped_low = _masked_mean(parts["clipped_low"].float(), mask)
     rprime_on_tokens = torch.where(mask, parts["rprime"], torch.zeros_like(parts["rprime"]))
@@ -128,8 +134,9 @@ def compute_policy_loss_off_grpo(
         "actor/ppo_kl": _masked_mean(-parts["log_ratio_to_k"], mask).item(),
         "actor/off_grpo/clipfrac_high": clipped_high.item(),
         "actor/off_grpo/clipfrac_low": clipped_low.item(),
-        "actor/off_grpo/rprime_mean": _masked_mean(parts["rprime"], mask).item(),
-        "actor/off_grpo/rprime_max": rprime_on_tokens.max().item() if bool(mask.any()) else 1.0,
+        # r' = 1 is "no lag" (as without rollout log-probs), not 0
+        "actor/off_grpo/rprime_mean": _masked_mean(parts["rprime"], mask).item() if has_loss_token else 1.0,
+        "actor/off_grpo/rprime_max": rprime_on_tokens.max().item() if has_loss_token else 1.0,
         "actor/off_grpo/mean_abs_log_rprime": _masked_mean(parts["log_rprime"].abs(), mask).item(),
         # rows with no token left in the loss (zero-variance groups under the mask)
         "actor/off_grpo/masked_seq_frac": (~mask.any(dim=-1)).float().mean().item(),
