@@ -116,11 +116,11 @@ FLOOR_MAX = 0.01
 #: "at the floor": at most this many times the run's lag-0 median (bf16 noise between batches sampled
 #: by the same weights was < 2× in results/sync_e2e.json; one real step away is ~100×)
 AT_FLOOR_FACTOR = 3.0
-#: "moved": at least this many times the floor (a real step moved it 0.08–0.35 at lag 1, i.e. 80–350×;
+#: "moved": at least this many times the floor (a real step moved it 0.08–0.37 at lag 1, i.e. 80–350×;
 #: on an H100, results/empty_update.json, the first momentum-only step moved it 0.090 at lag 1, 84×, a
 #: quarter of a real step's 0.37, and the one four steps later 0.022, 21×)
 MOVED_FACTOR = 5.0
-#: a run that cannot start with this much of the budget left is skipped (start-up is 200–300 s)
+#: a run that cannot start with this much of the budget left is skipped (start-up is 200–320 s)
 MIN_RUN_S = 240.0
 
 _STEP_LINE = re.compile(r"\bstep:(\d+) - ")

@@ -114,8 +114,8 @@ class OffGRPOKnobs:
         metadata={"help": "Served-policy guard for lagged batches (rollout lag >= 1, sampled after a skipped "
                   "sync, whose wake restores α without a transfer: where a broken sleep/wake shows). Mean "
                   "|log π_k/α| above this stops the run before the update. It grows with the lag by design: "
-                  "0.1-0.3 measured at lag 3-9 (135M at lr 1e-5, random-init 1.5B and 7B); an engine that "
-                  "lost its weights gives ~11. 0 = off."},
+                  "0.1-0.5 measured at lag 1-9 (135M at lr 1e-5, a tiny model at lr 1e-3; random-init 1.5B "
+                  "and 7B stay near their 0.02-0.06 floor); an engine that lost its weights gives ~11. 0 = off."},
     )
 
     # ---- Reference policy (paper §3: π_ref ← π_θ every R steps) ----

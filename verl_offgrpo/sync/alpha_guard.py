@@ -15,7 +15,7 @@ advantage, before the update) must not exceed ``algorithm.off_grpo.max_log_rprim
 
 Lagged batches (rollout lag ≥ 1) are where a broken sleep/wake shows: they are sampled after a
 skipped slot, whose wake brings back α without a transfer. Their |log r'| grows with the lag and the
-learning rate by design (0.1–0.3 measured at lag 3–9), so they get a looser limit,
+learning rate by design (0.1–0.5 measured at lag 1–9), so they get a looser limit,
 ``algorithm.off_grpo.max_log_rprime_lagged`` (default 5.0, far above that and far below the ~11 of
 lost weights; 0 turns it off).
 """
@@ -55,7 +55,7 @@ def check_served_policy(
         raise ServedPolicyError(
             f"verl-offgrpo: step {step}: the batch was sampled by the lagged policy α (rollout lag "
             f"{rollout_lag}) and mean |log π_k/α| per token is {value:.3g} (> "
-            f"algorithm.off_grpo.max_log_rprime_lagged={lagged_limit}; lags of 3-9 steps measured 0.1-0.3). "
+            f"algorithm.off_grpo.max_log_rprime_lagged={lagged_limit}; lags of 1-9 steps measured 0.1-0.5). "
             "vLLM is not serving α: check its sleep/wake on skipped syncs (algorithm.off_grpo.keep_weights), "
             "or raise the limit if the policy really moves that far in a few steps."
         )
