@@ -124,11 +124,12 @@ def _plot_throughput_group(rows: list[dict], ax, ax2) -> None:
         bottoms = [b + v for b, v in zip(bottoms, vals)]
     other = [max(0.0, r["step_time_s"] - b) for r, b in zip(rows, bottoms)]
     ax.bar(range(len(rows)), other, bottom=bottoms, label="other (median step − parts)", color="lightgray")
-    ax.set_ylim(0, 1.06 * max(max(bottoms), max(r["step_time_s"] for r in rows)))  # room above the tallest bar
-    ax.set_xticks(range(len(rows)), [_throughput_label(r) for r in rows], fontsize=7)
+    # room above the tallest bar for the legend, which would otherwise cover the first bars
+    ax.set_ylim(0, 1.3 * max(max(bottoms), max(r["step_time_s"] for r in rows)))
+    ax.set_xticks(range(len(rows)), [_throughput_label(r) for r in rows], fontsize=7 if len(rows) <= 10 else 5)
     ax.set_ylabel("seconds per step (median)")
     ax.set_title(f"{rows[0]['model']} random init, {base_layout(rows[0])[0]}, {rows[0]['batch']}", fontsize=9)
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=7, loc="upper center", ncol=3)
     for r in rows:
         if r["v"] == 1:
             continue
