@@ -90,7 +90,7 @@ def parse_jsonl(path: Path) -> dict[int, dict]:
     rows: dict[int, dict] = {}
     if not path.exists():
         return rows
-    for line in _read_text(path, errors="strict").splitlines():
+    for line in read_saved_text(path, errors="strict").splitlines():
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
@@ -115,10 +115,10 @@ def read_metrics(log_dir: Path, tag: str) -> tuple[dict[int, dict], str]:
 
 def read_metrics_file(path: Path) -> dict[int, dict]:
     """Per-step metrics of one saved file: a metrics file (``.jsonl[.gz]``) or a console log (``.log[.gz]``)."""
-    return parse_jsonl(path) if ".jsonl" in path.name else parse_console(_read_text(path))
+    return parse_jsonl(path) if ".jsonl" in path.name else parse_console(read_saved_text(path))
 
 
-def _read_text(path: Path, errors: str = "replace") -> str:
+def read_saved_text(path: Path, errors: str = "replace") -> str:
     """A saved file's text, gunzipped if its name ends in ``.gz`` (a console log's undecodable bytes
     replaced; a metrics file's are an error)."""
     raw = path.read_bytes()

@@ -570,8 +570,8 @@ def main(argv=None) -> int:
                         "the metrics file the job left (same job arguments as the run; needs --device)")  # fmt: skip
     p.add_argument("--device", default=None, help="GPU name of an --import-jsonl run (nvidia-smi's name)")
     p.add_argument("--rows-from", nargs="*", default=[],
-                   help="no GPU: rows of other commands' throughput.json files, merged (pooled with --accumulate) "
-                        "into --merge in the order given")  # fmt: skip
+                   help="no GPU: rows of other commands' throughput.json files (or gzipped, .json.gz), merged "
+                        "(pooled with --accumulate) into --merge in the order given")  # fmt: skip
     p.add_argument("--rows-only", nargs="*", default=[], metavar="KEY=VALUE",
                    help="with --rows-from: take only the rows whose KEY equals VALUE for every pair given, e.g. "
                         "machine=h100x4-2026-11-26f layout=2gpu-tp2 (a command's file also carries rows it merged "
@@ -599,7 +599,7 @@ def main(argv=None) -> int:
         if args.import_jsonl and ("," in args.v or len(args.skip_modes) > 1 or args.control):
             p.error("--import-jsonl imports one job: give its single --v and --empty-cache-on-skip, no --control")
         batches = [[imported_row(args, Path(args.import_jsonl))]] if args.import_jsonl else []
-        documents = [json.loads(Path(f).read_text()) for f in args.rows_from]
+        documents = [json.loads(mainppo_job.read_saved_text(Path(f), errors="strict")) for f in args.rows_from]
         batches += [[restated(r) for r in d.get("rows", []) if args.rows_only(r)] for d in documents]
         info = next((d["versions"] for d in documents if d.get("versions")), earlier.get("versions") or {})
     else:

@@ -734,45 +734,45 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
     assert throughput.main(["--out", str(tmp_path / "a"), *job, "--v", "1", "--device", "NVIDIA H100 80GB HBM3",
                             "--import-jsonl", str(raw / "h100x4_qwen2.5-7b_v1_run1_killed.jsonl"),
                             "--merge", str(earlier), "--accumulate"]) == 0  # fmt: skip
-    assert throughput.main(["--out", str(tmp_path / "b"), "--rows-from", str(raw / "h100x4_qwen2.5-7b_v10_run2.json"),
-                            str(raw / "h100x4_qwen2.5-7b_v1_run3.json"), "--merge", str(tmp_path / "a" / "throughput.json"),
+    assert throughput.main(["--out", str(tmp_path / "b"), "--rows-from", str(raw / "h100x4_qwen2.5-7b_v10_run2.json.gz"),
+                            str(raw / "h100x4_qwen2.5-7b_v1_run3.json.gz"), "--merge", str(tmp_path / "a" / "throughput.json"),
                             "--accumulate"]) == 0  # fmt: skip
     # the second lease: each device command's own output (run 4's also carries the rows it merged)
-    assert throughput.main(["--out", str(tmp_path / "c"), "--rows-from", str(raw / "h100x4b_qwen2.5-7b_v10_run4.json"),
-                            str(raw / "h100x4b_qwen2.5-7b_v1_run5.json"), "--merge", str(tmp_path / "b" / "throughput.json"),
+    assert throughput.main(["--out", str(tmp_path / "c"), "--rows-from", str(raw / "h100x4b_qwen2.5-7b_v10_run4.json.gz"),
+                            str(raw / "h100x4b_qwen2.5-7b_v1_run5.json.gz"), "--merge", str(tmp_path / "b" / "throughput.json"),
                             "--accumulate"]) == 0  # fmt: skip
     # then each later command's own output merged in order (each device output also carries the rows before it)
     later = [
         # the third lease (1.5B, jobs side by side): its three device outputs
-        [f"h100x4c_qwen2.5-1.5b_{name}.json" for name in ("1gpu_v1-2-4-10", "2gpu-tp2_v1-10", "2gpu-tp2-offload_v1-10")],
+        [f"h100x4c_qwen2.5-1.5b_{name}.json.gz" for name in ("1gpu_v1-2-4-10", "2gpu-tp2_v1-10", "2gpu-tp2-offload_v1-10")],
         # the 2-GPU lease's second command (it merged the first's output: both 7B rows) and the 1-GPU if_needed run
-        ["h100x2_qwen2.5-7b_2gpu-tp2-offload_v10.json", "h100x1_qwen2.5-1.5b_1gpu_v10_if_needed.json"],
+        ["h100x2_qwen2.5-7b_2gpu-tp2-offload_v10.json.gz", "h100x1_qwen2.5-1.5b_1gpu_v10_if_needed.json.gz"],
         # the second 2-GPU lease, order swapped: its second command's output (it merged the first's: both rows)
-        ["h100x2b_qwen2.5-7b_2gpu-tp2-offload_v1.json"],
+        ["h100x2b_qwen2.5-7b_2gpu-tp2-offload_v1.json.gz"],
         # the third 2-GPU lease: the 7B pair's second command (it merged the first's), then the 1.5B pair's
-        ["h100x2c_qwen2.5-7b_2gpu-tp2-offload_v1.json", "h100x2c_qwen2.5-1.5b_1gpu_v1-10.json"],
+        ["h100x2c_qwen2.5-7b_2gpu-tp2-offload_v1.json.gz", "h100x2c_qwen2.5-1.5b_1gpu_v1-10.json.gz"],
         # the fourth 4-GPU lease: plain v=1 beside the level-1 control, two commands (the second pooled both runs)
-        ["h100x4d_qwen2.5-7b_2gpu-tp2-offload_v1-level1.json"],
+        ["h100x4d_qwen2.5-7b_2gpu-tp2-offload_v1-level1.json.gz"],
         # the fifth 4-GPU lease: the 7B TP=2 + offload pair side by side, one detached run (benchmarks/detach.sh)
-        ["h100x4e_qwen2.5-7b_2gpu-tp2-offload_v1-10.json"],
+        ["h100x4e_qwen2.5-7b_2gpu-tp2-offload_v1-10.json.gz"],
         # the sixth: only the 1.5B TP=2 pair of the second command (the first command's 1-GPU jobs hung,
         # and the second's file carries their rows: it merged the first's output)
-        (["h100x4f_qwen2.5-1.5b_2gpu-tp2_v1-10.json"], ["--rows-only", "machine=h100x4-2026-11-26f", "layout=2gpu-tp2"]),
+        (["h100x4f_qwen2.5-1.5b_2gpu-tp2_v1-10.json.gz"], ["--rows-only", "machine=h100x4-2026-11-26f", "layout=2gpu-tp2"]),
         # the seventh: the four 1-GPU jobs again, with the socket fix (its file also carries every row it merged)
-        (["h100x4g_qwen2.5-1.5b_1gpu_v1-2-4-10.json"], ["--rows-only", "machine=h100x4-2026-11-27"]),
+        (["h100x4g_qwen2.5-1.5b_1gpu_v1-2-4-10.json.gz"], ["--rows-only", "machine=h100x4-2026-11-27"]),
         # the eighth: the 1.5B TP=2 + offload pair side by side with if_needed (its file carries every earlier row)
-        (["h100x4h_qwen2.5-1.5b_2gpu-tp2-offload_v1-10.json"], ["--rows-only", "machine=h100x4-2026-11-27b"]),
+        (["h100x4h_qwen2.5-1.5b_2gpu-tp2-offload_v1-10.json.gz"], ["--rows-only", "machine=h100x4-2026-11-27b"]),
         # the ninth: the same pair over 26 / 28 steps (its file carries every earlier row)
-        (["h100x4i_qwen2.5-1.5b_2gpu-tp2-offload_v1-10.json"], ["--rows-only", "machine=h100x4-2026-11-27c"]),
+        (["h100x4i_qwen2.5-1.5b_2gpu-tp2-offload_v1-10.json.gz"], ["--rows-only", "machine=h100x4-2026-11-27c"]),
         # the tenth: the same layout at v=2, then at v=4, each beside its own v=1 job (two commands of one
         # lease, labelled apart so that each v keeps the v=1 row it ran beside; each file carries the earlier rows)
-        (["h100x4j_qwen2.5-1.5b_2gpu-tp2-offload_v1-2.json"], ["--rows-only", "machine=h100x4-2026-11-27d"]),
-        (["h100x4k_qwen2.5-1.5b_2gpu-tp2-offload_v1-4.json"], ["--rows-only", "machine=h100x4-2026-11-27d-2"]),
+        (["h100x4j_qwen2.5-1.5b_2gpu-tp2-offload_v1-2.json.gz"], ["--rows-only", "machine=h100x4-2026-11-27d"]),
+        (["h100x4k_qwen2.5-1.5b_2gpu-tp2-offload_v1-4.json.gz"], ["--rows-only", "machine=h100x4-2026-11-27d-2"]),
         # the eleventh: the same two commands at the layout without offload (rollout TP=2)
-        (["h100x4l_qwen2.5-1.5b_2gpu-tp2_v1-2.json"], ["--rows-only", "machine=h100x4-2026-11-27e"]),
-        (["h100x4m_qwen2.5-1.5b_2gpu-tp2_v1-4.json"], ["--rows-only", "machine=h100x4-2026-11-27e-2"]),
+        (["h100x4l_qwen2.5-1.5b_2gpu-tp2_v1-2.json.gz"], ["--rows-only", "machine=h100x4-2026-11-27e"]),
+        (["h100x4m_qwen2.5-1.5b_2gpu-tp2_v1-4.json.gz"], ["--rows-only", "machine=h100x4-2026-11-27e-2"]),
         # the twelfth: the 7B TP=2 + offload pair at v=4 (after the empty-update check in the same detached run)
-        (["h100x4n_qwen2.5-7b_2gpu-tp2-offload_v1-4.json"], ["--rows-only", "machine=h100x4-2026-11-27f"]),
+        (["h100x4n_qwen2.5-7b_2gpu-tp2-offload_v1-4.json.gz"], ["--rows-only", "machine=h100x4-2026-11-27f"]),
     ]  # fmt: skip
     merged = tmp_path / "c" / "throughput.json"
     for k, item in enumerate(later):
@@ -1509,7 +1509,7 @@ def test_committed_1p5b_tp2_pair_of_the_sixth_lease_meets_the_target_over_20_ste
     assert 0.44 < c_ten["sync_slot_on_skipped_steps"]["median"] < 0.46  # the same pair with ``always``
     # the first command's 1-GPU jobs hung (two of four): none of its rows is in the committed file
     assert not [r for r in committed["rows"] if r["machine"] == "h100x4-2026-11-26f" and r["layout"] != "2gpu-tp2"]
-    hung = json.loads((results / "raw" / "throughput" / "h100x4f_hung-run_qwen2.5-1.5b_1gpu_v1-2-4-10.json").read_text())
+    hung = json.loads(gzip.decompress((results / "raw" / "throughput" / "h100x4f_hung-run_qwen2.5-1.5b_1gpu_v1-2-4-10.json.gz").read_bytes()))
     stalled = sorted(r["v"] for r in hung["rows"] if r.get("machine") == "h100x4-2026-11-26f" and r["stalled"])
     assert stalled == [1, 2]
     (pair,) = [p for p in json.loads((results / "gen_split.json").read_text())["pairs"] if p["lease"] == "h100x4f"]
