@@ -19,9 +19,9 @@ and ``actor/off_grpo/skipped_optimizer_step_frac`` is the fraction of the step's
 
 Metrics other than ``masked_seq_frac`` (a fraction of rows) are means over the micro-batch's loss tokens.
 A micro-batch without one logs each metric's neutral value (clip fractions, ``ppo_kl`` and mean |log r'| 0;
-r' mean and max 1; ``masked_seq_frac`` 1), and verl averages micro-batches
-with equal weight, so masked micro-batches pull a step's value towards those; ``off_grpo/bound/*`` reads
-every response token of the batch.
+r' mean and max 1; ``masked_seq_frac`` 1), and verl averages micro-batches with equal weight, so masked
+micro-batches pull a step's value towards those; ``off_grpo/bound/*`` reads every response token of the
+batch.
 """
 
 from __future__ import annotations
