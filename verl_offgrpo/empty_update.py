@@ -11,17 +11,17 @@ and every gradient are exactly 0 (:mod:`verl_offgrpo.policy_loss`). verl 0.9.1's
 
 by its momentum from earlier mini-batches, in parameter space about the previous step's size (on an H100
 the first such step moved the policy a quarter as far as a real one: results/empty_update.json), plus
-weight decay: an update that no sample of this mini-batch asked for. The paper's mask takes such groups out of the objective,
-and an objective with no terms gives no update. :func:`skip_empty_updates` wraps
-``BaseEngine.train_batch`` so that, when the count the engine has just all-reduced is 0, the
-gradients are zeroed and ``optimizer_step`` is not called. ``grad_norm`` is reported as 0.0, which
-verl alone also logs for a zero gradient, so rank 0 prints :data:`SKIP_MESSAGE` to the console on each
-skip: the line tells a skip apart in a run's saved log. The ``off_grpo`` loss also logs it to verl's
-metrics, ``actor/off_grpo/skipped_optimizer_step_frac`` (the fraction of the step's optimizer steps
-skipped; :func:`skips_empty_updates` keeps it at 0 where the wrap is not installed). Every
-data-parallel rank sees the same all-reduced count, so all ranks skip together and none is left in a collective of the step
-(gradient clipping's all-reduce). Adam's step count stays where it was; the learning-rate
-schedule is untouched (verl steps it per batch, outside ``train_batch``).
+weight decay: an update that no sample of this mini-batch asked for. The paper's mask takes such groups
+out of the objective, and an objective with no terms gives no update. :func:`skip_empty_updates` wraps
+``BaseEngine.train_batch`` so that, when the count the engine has just all-reduced is 0, the gradients
+are zeroed and ``optimizer_step`` is not called. ``grad_norm`` is reported as 0.0, which verl alone also
+logs for a zero gradient, so rank 0 prints :data:`SKIP_MESSAGE` to the console on each skip: the line
+tells a skip apart in a run's saved log. The ``off_grpo`` loss also logs it to verl's metrics,
+``actor/off_grpo/skipped_optimizer_step_frac`` (the fraction of the step's optimizer steps skipped;
+:func:`skips_empty_updates` keeps it at 0 where the wrap is not installed). Every data-parallel rank
+sees the same all-reduced count, so all ranks skip together and none is left in a collective of the step
+(gradient clipping's all-reduce). Adam's step count stays where it was; the learning-rate schedule is
+untouched (verl steps it per batch, outside ``train_batch``).
 
 The wrap is installed in every process that imports :data:`BASE_ENGINE_MODULE`
 (:mod:`verl_offgrpo.plugin`), so it holds for any verl job in an environment where the plugin is
