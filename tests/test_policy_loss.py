@@ -251,10 +251,9 @@ def test_a_micro_batch_without_a_loss_token_logs_neutral_metrics():
     r' mean and max 1 (no lag), not a mean of nothing read as 0; verl averages micro-batches with equal weight,
     so a 0 would read as a policy far off α."""
     log_prob, old, _, _ = random_batch(7, bs=3, resp_len=3)
-    log_prob, old = log_prob[:2], old[:2]
-    none = torch.zeros(2, 3, dtype=torch.int64)
-    rprime = torch.full((2, 3), 2.0)
-    _, metrics = call_ppo_loss(actor_config(), log_prob, old, torch.zeros(2, 3), none, rollout_is_weights=rprime)
+    none = torch.zeros(3, 3, dtype=torch.int64)
+    rprime = torch.full((3, 3), 2.0)
+    _, metrics = call_ppo_loss(actor_config(), log_prob, old, torch.zeros(3, 3), none, rollout_is_weights=rprime)
     expected = {"actor/off_grpo/rprime_mean": 1.0, "actor/off_grpo/rprime_max": 1.0,
                 "actor/off_grpo/mean_abs_log_rprime": 0.0, "actor/off_grpo/clipfrac_high": 0.0,
                 "actor/off_grpo/clipfrac_low": 0.0, "actor/pg_clipfrac": 0.0, "actor/ppo_kl": 0.0,
@@ -263,7 +262,7 @@ def test_a_micro_batch_without_a_loss_token_logs_neutral_metrics():
     # one row back in the loss: its own r' again
     some = none.clone()
     some[0] = 1
-    _, metrics = call_ppo_loss(actor_config(), log_prob, old, torch.zeros(2, 3), some, rollout_is_weights=rprime)
+    _, metrics = call_ppo_loss(actor_config(), log_prob, old, torch.zeros(3, 3), some, rollout_is_weights=rprime)
     assert metric_value(metrics, "actor/off_grpo/rprime_mean") == pytest.approx(2.0)
     assert metric_value(metrics, "actor/off_grpo/mean_abs_log_rprime") == pytest.approx(math.log(2.0))
 
