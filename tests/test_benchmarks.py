@@ -773,6 +773,8 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
         (["h100x4m_qwen2.5-1.5b_2gpu-tp2_v1-4.json.gz"], ["--rows-only", "machine=h100x4-2026-11-27e-2"]),
         # the twelfth: the 7B TP=2 + offload pair at v=4 (after the empty-update check in the same detached run)
         (["h100x4n_qwen2.5-7b_2gpu-tp2-offload_v1-4.json.gz"], ["--rows-only", "machine=h100x4-2026-11-27f"]),
+        # the thirteenth: the same layout at v=2, the 7B TP=2 + offload layout's last missing v
+        (["h100x4o_qwen2.5-7b_2gpu-tp2-offload_v1-2.json.gz"], ["--rows-only", "machine=h100x4-2026-11-27g"]),
     ]  # fmt: skip
     merged = tmp_path / "c" / "throughput.json"
     for k, item in enumerate(later):
@@ -1703,6 +1705,35 @@ def test_committed_7b_offload_pair_at_v4_meets_the_target():
     assert abs(pair["step"]["mean_difference"] - parts) < 0.05
 
 
+def test_committed_7b_offload_pair_at_v2_meets_the_target_by_both_statistics():
+    """results/README.md §3, lease h100x4-2026-11-27g: v=1 and v=2 at 7B TP=2 + FSDP offload side by side
+    (52 / 54 steps), the layout's last missing v. v=2 ran 1.038x faster by the medians against S* = 1.063
+    (0.976·S*) and 1.031x by the means (0.970·S*); with only 6 % to gain, both intervals reach below 1.
+    The slot saved 0.83 s a step against 0.95 s expected, the level-1 sleep cost 0.15 s (as at v=4 and 10),
+    a skip is the wake alone (0.47 s, the cache kept on all 27), and the served policy sits at the 7B floor."""
+    results = Path(__file__).resolve().parents[1] / "results"
+    committed = json.loads((results / "throughput.json").read_text())
+    one, two = rows_of(committed, "h100x4-2026-11-27g", lagged_v=2)
+    assert (one["layout"], one["concurrent_jobs"], one["gpu"], two["gpu"]) == ("2gpu-tp2-offload", 2, "0,1", "2,3")
+    assert (one["measured_steps"], two["measured_steps"]) == (52, 54) and two["empty_cache_on_skip"] == "if_needed"
+    assert 2.35 < one["sync_time_s"] < 2.4 and 0.45 < two["sync_slot_on_skipped_steps"]["median"] < 0.48
+    assert two["sync_slot_on_skipped_steps"]["n"] == 27 and two["skip_cache_emptied_frac"]["p90"] == 0
+    assert 1.06 < two["ideal_speedup"] < 1.065 and 0.975 < two["measured_over_ideal"] < 0.98
+    assert 0.965 < two["measured_speedup_mean"] / two["ideal_speedup"] < 0.975
+    assert two["measured_speedup_ci90"][0] < 1 < two["measured_speedup_ci90"][1]
+    assert two["measured_speedup_mean_ci90"][0] < 1 < two["measured_speedup_mean_ci90"][1]
+    assert max(one["abs_log_rprime_at_lag0"]["p90"], two["abs_log_rprime_at_max_lag"]["p90"]) < 0.057
+    (pair,) = [p for p in json.loads((results / "gen_split.json").read_text())["pairs"] if p["lease"] == "h100x4o"]
+    assert (pair["v"], pair["step"]["v1"]["n"], pair["step"]["lagged"]["n"]) == (2, 52, 54)
+    assert -0.7 < pair["step"]["mean_difference"] < -0.6
+    assert -0.85 < pair["sync_slot"]["mean_difference"] < -0.8 and pair["sync_slot"]["mean_difference_ci90"][1] < -0.5
+    assert 0.14 < pair["gen_rest"]["mean_difference"] < 0.16 and pair["gen_rest"]["mean_difference_ci90"][0] > 0.09
+    for part in ("gen_vllm", "update_actor"):
+        assert pair[part]["mean_difference_ci90"][0] < 0 < pair[part]["mean_difference_ci90"][1], part
+    parts = sum(pair[k]["mean_difference"] for k in ("sync_slot", "gen", "update_actor", "old_log_prob"))
+    assert abs(pair["step"]["mean_difference"] - parts) < 0.05
+
+
 def test_results_page_carries_the_throughput_table_and_its_summary_holds():
     results = Path(__file__).resolve().parents[1] / "results"
     committed = json.loads((results / "throughput.json").read_text())
@@ -1715,15 +1746,16 @@ def test_results_page_carries_the_throughput_table_and_its_summary_holds():
     assert met == {("qwen2.5-1.5b", "2gpu-tp2", "h100x4-2026-11-26f"), ("qwen2.5-7b", "2gpu-tp2-offload", "h100x4-2026-11-26e"),
                    ("qwen2.5-1.5b", "1gpu-tp1", "h100x4-2026-11-27"), ("qwen2.5-1.5b", "2gpu-tp2-offload", "h100x4-2026-11-27c"),
                    ("qwen2.5-1.5b", "2gpu-tp2-offload", "h100x4-2026-11-27d"), ("qwen2.5-1.5b", "2gpu-tp2", "h100x4-2026-11-27e-2"),
-                   ("qwen2.5-7b", "2gpu-tp2-offload", "h100x4-2026-11-27f")}  # fmt: skip
+                   ("qwen2.5-7b", "2gpu-tp2-offload", "h100x4-2026-11-27f"), ("qwen2.5-7b", "2gpu-tp2-offload", "h100x4-2026-11-27g")}  # fmt: skip
     # the layout's v=4 row (24 / 23 steps) misses by the medians only: 0.935·S*, 0.970·S* by the means
     (v4,) = [r for r in lagged if r["machine"] == "h100x4-2026-11-27d-2"]
     assert v4["v"] == 4 and v4["measured_over_ideal"] < 0.95 <= v4["measured_speedup_mean"] / v4["ideal_speedup"]
     # the TP=2 layout's v=2 row (34 / 33 steps) misses by the medians only, by a hair: 0.948·S*, 0.965·S* by the means
     (v2,) = [r for r in lagged if r["machine"] == "h100x4-2026-11-27e"]
     assert v2["v"] == 2 and 0.945 < v2["measured_over_ideal"] < 0.95 <= v2["measured_speedup_mean"] / v2["ideal_speedup"]
-    for layout in ("2gpu-tp2-offload", "2gpu-tp2"):  # both 1.5B 2-GPU layouts have every v the issue asks for
-        assert {r["v"] for r in lagged if (r["model"], r["layout"]) == ("qwen2.5-1.5b", layout)} == {2, 4, 10}
+    for model, layout in (("qwen2.5-1.5b", "2gpu-tp2-offload"), ("qwen2.5-1.5b", "2gpu-tp2"), ("qwen2.5-7b", "2gpu-tp2-offload")):
+        # both 1.5B 2-GPU layouts and 7B TP=2 + offload have every v the issue asks for
+        assert {r["v"] for r in lagged if (r["model"], r["layout"]) == (model, layout)} == {2, 4, 10}
     one_gpu = [r for r in lagged if r["layout"] == "1gpu-tp1"]
     assert all(r["measured_over_ideal"] >= 0.95 and r["ideal_speedup"] < 1.031 for r in one_gpu)
     assert {r["machine"] for r in one_gpu if r["measured_steps"] >= 20} == {"h100x4-2026-11-27"}

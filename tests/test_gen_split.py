@@ -67,7 +67,7 @@ def test_committed_split_is_what_the_script_derives_and_what_the_results_page_sa
     pairs = committed["pairs"]
     tp2_7b = [p for p in pairs if (p["layout"], p["model"], p["control"]) == ("2gpu-tp2-offload", "qwen2.5-7b", None)]
     controls = [p for p in pairs if p["control"]]  # test_benchmarks checks the level-1 control's claims
-    side_by_side = [p for p in tp2_7b if p["lease"] in ("h100x4e", "h100x4n")]  # and these pairs' (v=10, v=4)
+    side_by_side = [p for p in tp2_7b if p["lease"] in ("h100x4e", "h100x4n", "h100x4o")]  # and these (v=10, 4, 2)
     tp2_7b = [p for p in tp2_7b if p not in side_by_side]  # one job after the other
     kept_cache = [p for p in pairs if p["lease"] == "h100x4f"]  # the first pair with if_needed beside its v=1 run
     model_per_job = [p for p in pairs if p["lease"] == "h100x4g"]  # the 1-GPU jobs with if_needed, side by side
@@ -80,7 +80,7 @@ def test_committed_split_is_what_the_script_derives_and_what_the_results_page_sa
     others = [p for p in pairs if p not in grouped]
     assert [(p["lease"], p["control"]) for p in controls] == [("h100x4d", "level1")]
     assert [p["lease"] for p in tp2_7b] == ["h100x2", "h100x2b", "h100x2c"] and len(others) == 7
-    assert [(p["lease"], p["v"]) for p in side_by_side] == [("h100x4e", 10), ("h100x4n", 4)]
+    assert [(p["lease"], p["v"]) for p in side_by_side] == [("h100x4e", 10), ("h100x4n", 4), ("h100x4o", 2)]
     for p in tp2_7b:
         rest = p["gen_rest"]
         assert 0.12 < rest["mean_difference"] < 0.22 and rest["mean_difference_ci90"][0] > 0.03
