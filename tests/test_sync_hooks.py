@@ -10,6 +10,7 @@
 """
 
 import asyncio
+import logging
 import math
 import os
 import subprocess
@@ -274,10 +275,11 @@ def test_keeps_device_cache_when_vllms_whole_budget_is_free():
 
 
 @pytest.mark.parametrize("mode, empties", [("always", [3, 3]), ("if_needed", [0, 3]), (None, [0, 3])])
-def test_skipped_slot_keeps_the_actor_cache_only_if_vllms_pool_fits(ray_local, mode, empties):
+def test_skipped_slot_keeps_the_actor_cache_only_if_vllms_pool_fits(ray_local, caplog, mode, empties):
     """empty_cache_on_skip=if_needed (also the default, mode None): a worker with free ≥
     gpu_memory_utilization × total keeps its cache. Worker 0 has 50 of 80 GiB free (≥ 0.4 × 80 = 32:
-    keeps), worker 1 has 20 (empties)."""
+    keeps), worker 1 has 20 (empties). if_needed warns once, on the first skip, with the
+    gpu_memory_utilization that would have kept worker 1's cache (below 20 / 80 = 0.25); always never."""
     choice = [f"algorithm.off_grpo.empty_cache_on_skip={mode}"] if mode else []
     cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=4", *choice,
                       "actor_rollout_ref.rollout.gpu_memory_utilization=0.4")  # fmt: skip
@@ -285,8 +287,11 @@ def test_skipped_slot_keeps_the_actor_cache_only_if_vllms_pool_fits(ray_local, m
     # worker 0 has 0.3 s of device work queued (as verl's non_blocking FSDP offload copies leave), worker 1 0.1 s
     ray.get([w.__ray_call__.remote(install_device, free, 80, queued) for w, free, queued in zip(workers, (50, 20), (0.3, 0.1))])
     manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
-    generated = run_v0_loop(None, manager, servers, range(1, 5))
+    with caplog.at_level(logging.WARNING, logger=cm.__name__):
+        generated = run_v0_loop(None, manager, servers, range(1, 5))
     assert generated == {1: ["pi_0"], 2: ["pi_0"], 3: ["pi_0"], 4: ["pi_0"]}  # 3 skipped slots (1, 2, 3)
+    hints = [r.getMessage() for r in caplog.records if r.msg == cm.CACHE_EMPTIED_HINT]
+    assert hints == ([] if mode == "always" else [cm.CACHE_EMPTIED_HINT % (0.25, 0.4, 0.25)])
     assert ray.get([w.__ray_call__.remote(lambda w: getattr(w, "real_empties", 0)) for w in workers]) == empties
     # a worker waits for its queued work only when it empties its cache
     assert ray.get([w.__ray_call__.remote(lambda w: getattr(w, "waits", 0)) for w in workers]) == empties

@@ -97,7 +97,9 @@ class OffGRPOKnobs:
                   "0.17-0.19 s of a 0.33-0.37 s skipped slot for that 1.5B model, 0.74 of 1.06 s for the 7B "
                   "offload run, and 0.58 of 0.85 s for 7B with TP=4 on four H100s, where the trainer reserves "
                   "51.7 of 79.2 GB per GPU, so if_needed empties there too at 0.4 (results/README.md §3). "
-                  "Either way the free memory is logged (off_grpo/skip_min_free_frac)."},
+                  "Either way the free memory is logged (off_grpo/skip_min_free_frac); the first time if_needed "
+                  "has to empty, it warns once with the free fraction it saw, below which "
+                  "rollout.gpu_memory_utilization keeps the cache."},
     )
 
     max_log_rprime_after_sync: float = field(

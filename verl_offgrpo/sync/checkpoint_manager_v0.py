@@ -58,6 +58,17 @@ logger = logging.getLogger(__name__)
 #: v0 only: metrics of a step waiting for ``Tracking.log(step=...)`` in this process.
 _PENDING_LOG_METRICS: dict[int, dict] = {}
 
+#: the warning, once per run, when ``empty_cache_on_skip=if_needed`` had to empty a worker's cache:
+#: formatted with the least free fraction of device memory and ``rollout.gpu_memory_utilization``
+CACHE_EMPTIED_HINT = (
+    "verl-offgrpo: empty_cache_on_skip=if_needed emptied the actor's device cache on a skipped sync: "
+    "%.2f of device memory was free, vLLM's pool takes back rollout.gpu_memory_utilization=%.2f. "
+    "An emptying worker also waits for the device work the actor update left queued (7B with TP=4 on "
+    "H100s: 0.58 of a 0.85 s skipped slot, results/README.md §3). If vLLM's weights and a batch's KV cache "
+    "fit in less, rollout.gpu_memory_utilization below %.2f keeps the cache and the skipped slot is the "
+    "wake alone. Shown once; off_grpo/skip_min_free_frac and skip_cache_emptied_frac log every skip."
+)
+
 
 def install_tracking_merge() -> None:
     """Wrap ``Tracking.log`` (once per process) to merge the manager's metrics of the logged step."""
@@ -133,6 +144,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         self.history: list[SlotDecision] = []
         self.metrics_by_step: dict[int, dict] = {}
         self.last_metrics: dict = {}
+        self.cache_emptied_hint_shown = False
         if trainer_kind == "v0":
             install_tracking_merge()
             from . import bound_monitor_v0
@@ -226,7 +238,9 @@ class LaggedCheckpointManager(CheckpointEngineManager):
           ``timing_s/off_grpo_skip_actor_wait`` (longest wait of an emptying worker for that work),
           ``off_grpo/skip_cache_emptied_frac`` (share of the workers that emptied),
           ``off_grpo/skip_min_free_frac`` (least free device memory before, as a fraction) and
-          ``off_grpo/skip_wake_needs_frac`` (``rollout.gpu_memory_utilization``);
+          ``off_grpo/skip_wake_needs_frac`` (``rollout.gpu_memory_utilization``); the first time
+          ``if_needed`` empties a worker's cache it warns once (:data:`CACHE_EMPTIED_HINT`) with the
+          ``gpu_memory_utilization`` that would have kept it;
         * ``wake_weights``: α restored from host memory into vLLM's weight buffers;
         * ``wake_kv_cache``: vLLM's KV cache mapped again;
         * ``wake``: the two wakes together.
@@ -249,6 +263,9 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             if free:
                 cache["off_grpo/skip_min_free_frac"] = min(free)
                 cache["off_grpo/skip_wake_needs_frac"] = self.wake_fraction
+                if keep_if_fits is not None and any(r["emptied"] for r in reports) and not self.cache_emptied_hint_shown:
+                    self.cache_emptied_hint_shown = True
+                    logger.warning(CACHE_EMPTIED_HINT, min(free), self.wake_fraction, min(free))
             cache["timing_s/off_grpo_skip_actor_wait"] = max(r["wait_s"] for r in reports)
         return {
             **cache,
