@@ -66,7 +66,7 @@ CACHE_EMPTIED_HINT = (
     "An emptying worker also waits for the device work the actor update left queued (7B with TP=4 on "
     "H100s: 0.58 of a 0.85 s skipped slot, results/README.md §3). If vLLM's weights and a batch's KV cache "
     "fit in less, rollout.gpu_memory_utilization below %.2f keeps the cache and the skipped slot is the "
-    "wake alone. Shown once; off_grpo/skip_min_free_frac and skip_cache_emptied_frac log every skip."
+    "wake alone. Shown once; off_grpo/skip_min_free_frac and off_grpo/skip_cache_emptied_frac log every skip."
 )
 
 
@@ -263,7 +263,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             if free:
                 cache["off_grpo/skip_min_free_frac"] = min(free)
                 cache["off_grpo/skip_wake_needs_frac"] = self.wake_fraction
-                if keep_if_fits is not None and any(r["emptied"] for r in reports) and not self.cache_emptied_hint_shown:
+                emptied_if_needed = keep_if_fits is not None and any(r["emptied"] for r in reports)
+                if emptied_if_needed and not self.cache_emptied_hint_shown:
                     self.cache_emptied_hint_shown = True
                     logger.warning(CACHE_EMPTIED_HINT, min(free), self.wake_fraction, min(free))
             cache["timing_s/off_grpo_skip_actor_wait"] = max(r["wait_s"] for r in reports)
