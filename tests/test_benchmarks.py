@@ -1723,6 +1723,9 @@ def test_committed_7b_offload_pair_at_v2_meets_the_target_by_both_statistics():
     assert two["measured_speedup_ci90"][0] < 1 < two["measured_speedup_ci90"][1]
     assert two["measured_speedup_mean_ci90"][0] < 1 < two["measured_speedup_mean_ci90"][1]
     assert max(one["abs_log_rprime_at_lag0"]["p90"], two["abs_log_rprime_at_max_lag"]["p90"]) < 0.057
+    for row, (first, last) in ((one, (25.8, 18.2)), (two, (25.5, 17.1))):  # both jobs sped up by a third
+        measured = [s["step_s"] for s in row["steps"] if s["measured"]]
+        assert (round(statistics.mean(measured[:13]), 1), round(statistics.mean(measured[-13:]), 1)) == (first, last)
     (pair,) = [p for p in json.loads((results / "gen_split.json").read_text())["pairs"] if p["lease"] == "h100x4o"]
     assert (pair["v"], pair["step"]["v1"]["n"], pair["step"]["lagged"]["n"]) == (2, 52, 54)
     assert -0.7 < pair["step"]["mean_difference"] < -0.6
