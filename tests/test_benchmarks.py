@@ -1676,6 +1676,26 @@ def test_committed_tp2_layout_at_v2_and_v4_each_beside_its_own_v1_job():
     assert 1.0 < v4["measured_speedup_mean"] / v4["ideal_speedup"] < 1.005
 
 
+def side_by_side_7b_offload_pair(machine: str, lease: str, v: int, steps: tuple[int, int], skips: int):
+    """The v=1 and v=``v`` rows of a 7B TP=2 + FSDP offload pair run side by side (GPUs 0,1 and 2,3) on
+    lease ``machine``, and its ``gen_split.json`` pair (raw-file prefix ``lease``), with what every such
+    pair shows: ``steps`` measured steps (v=1, v), ``if_needed`` keeping the cache on all ``skips`` skipped
+    slots, the served policy at the 7B floor at every lag, the level-1 sleep's 0.15 s in the rest of
+    ``gen``, and the step's mean difference the sum of its timed parts'."""
+    results = Path(__file__).resolve().parents[1] / "results"
+    one, lagged = rows_of(json.loads((results / "throughput.json").read_text()), machine, lagged_v=v)
+    assert (one["layout"], one["concurrent_jobs"], one["gpu"], lagged["gpu"]) == ("2gpu-tp2-offload", 2, "0,1", "2,3")
+    assert (one["measured_steps"], lagged["measured_steps"]) == steps and lagged["empty_cache_on_skip"] == "if_needed"
+    assert lagged["sync_slot_on_skipped_steps"]["n"] == skips and lagged["skip_cache_emptied_frac"]["p90"] == 0
+    assert max(one["abs_log_rprime_at_lag0"]["p90"], lagged["abs_log_rprime_at_max_lag"]["p90"]) < 0.057
+    (pair,) = [p for p in json.loads((results / "gen_split.json").read_text())["pairs"] if p["lease"] == lease]
+    assert (pair["v"], pair["step"]["v1"]["n"], pair["step"]["lagged"]["n"]) == (v, *steps)
+    assert 0.14 < pair["gen_rest"]["mean_difference"] < 0.16 and pair["gen_rest"]["mean_difference_ci90"][0] > 0.09
+    parts = sum(pair[k]["mean_difference"] for k in ("sync_slot", "gen", "update_actor", "old_log_prob"))
+    assert abs(pair["step"]["mean_difference"] - parts) < 0.05
+    return one, lagged, pair
+
+
 def test_committed_7b_offload_pair_at_v4_meets_the_target():
     """results/README.md §3, lease h100x4-2026-11-27f: v=1 and v=4 at 7B TP=2 + FSDP offload side by side
     (33 / 35 steps), after the empty-update check of the same detached run. v=4 ran 1.071x faster by the
@@ -1683,26 +1703,15 @@ def test_committed_7b_offload_pair_at_v4_meets_the_target():
     step fell 1.85 s: the slot saved 1.47 s, the level-1 sleep cost 0.15 s (as at v=10), and vLLM's
     generation, update_actor and old_log_prob moved within their noise; a skip is the wake alone (0.52 s,
     the cache kept on all 26), and the served policy sits at the 7B floor at every lag."""
-    results = Path(__file__).resolve().parents[1] / "results"
-    committed = json.loads((results / "throughput.json").read_text())
-    one, four = rows_of(committed, "h100x4-2026-11-27f", lagged_v=4)
-    assert (one["layout"], one["concurrent_jobs"], one["gpu"], four["gpu"]) == ("2gpu-tp2-offload", 2, "0,1", "2,3")
-    assert (one["measured_steps"], four["measured_steps"]) == (33, 35) and four["empty_cache_on_skip"] == "if_needed"
+    one, four, pair = side_by_side_7b_offload_pair("h100x4-2026-11-27f", "h100x4n", 4, (33, 35), skips=26)
     assert 2.55 < one["sync_time_s"] < 2.6 and 0.5 < four["sync_slot_on_skipped_steps"]["median"] < 0.53
-    assert four["sync_slot_on_skipped_steps"]["n"] == 26 and four["skip_cache_emptied_frac"]["p90"] == 0
     assert 1.09 < four["ideal_speedup"] < 1.1 and 0.975 < four["measured_over_ideal"] < 0.98
     assert 0.99 < four["measured_speedup_mean"] / four["ideal_speedup"] < 1.0
     assert four["measured_speedup_ci90"][0] > 1.03 and four["measured_speedup_mean_ci90"][0] > 1.05
-    assert max(one["abs_log_rprime_at_lag0"]["p90"], four["abs_log_rprime_at_max_lag"]["p90"]) < 0.057
-    (pair,) = [p for p in json.loads((results / "gen_split.json").read_text())["pairs"] if p["lease"] == "h100x4n"]
-    assert (pair["v"], pair["step"]["v1"]["n"], pair["step"]["lagged"]["n"]) == (4, 33, 35)
     assert -1.9 < pair["step"]["mean_difference"] < -1.8 and pair["step"]["mean_difference_ci90"][1] < -1.0
     assert -1.5 < pair["sync_slot"]["mean_difference"] < -1.45
-    assert 0.14 < pair["gen_rest"]["mean_difference"] < 0.16 and pair["gen_rest"]["mean_difference_ci90"][0] > 0.09
     for part in ("gen_vllm", "update_actor", "old_log_prob"):
         assert pair[part]["mean_difference_ci90"][0] < 0 < pair[part]["mean_difference_ci90"][1], part
-    parts = sum(pair[k]["mean_difference"] for k in ("sync_slot", "gen", "update_actor", "old_log_prob"))
-    assert abs(pair["step"]["mean_difference"] - parts) < 0.05
 
 
 def test_committed_7b_offload_pair_at_v2_meets_the_target_by_both_statistics():
@@ -1711,30 +1720,19 @@ def test_committed_7b_offload_pair_at_v2_meets_the_target_by_both_statistics():
     (0.976·S*) and 1.031x by the means (0.970·S*); with only 6 % to gain, both intervals reach below 1.
     The slot saved 0.83 s a step against 0.95 s expected, the level-1 sleep cost 0.15 s (as at v=4 and 10),
     a skip is the wake alone (0.47 s, the cache kept on all 27), and the served policy sits at the 7B floor."""
-    results = Path(__file__).resolve().parents[1] / "results"
-    committed = json.loads((results / "throughput.json").read_text())
-    one, two = rows_of(committed, "h100x4-2026-11-27g", lagged_v=2)
-    assert (one["layout"], one["concurrent_jobs"], one["gpu"], two["gpu"]) == ("2gpu-tp2-offload", 2, "0,1", "2,3")
-    assert (one["measured_steps"], two["measured_steps"]) == (52, 54) and two["empty_cache_on_skip"] == "if_needed"
+    one, two, pair = side_by_side_7b_offload_pair("h100x4-2026-11-27g", "h100x4o", 2, (52, 54), skips=27)
     assert 2.35 < one["sync_time_s"] < 2.4 and 0.45 < two["sync_slot_on_skipped_steps"]["median"] < 0.48
-    assert two["sync_slot_on_skipped_steps"]["n"] == 27 and two["skip_cache_emptied_frac"]["p90"] == 0
     assert 1.06 < two["ideal_speedup"] < 1.065 and 0.975 < two["measured_over_ideal"] < 0.98
     assert 0.965 < two["measured_speedup_mean"] / two["ideal_speedup"] < 0.975
     assert two["measured_speedup_ci90"][0] < 1 < two["measured_speedup_ci90"][1]
     assert two["measured_speedup_mean_ci90"][0] < 1 < two["measured_speedup_mean_ci90"][1]
-    assert max(one["abs_log_rprime_at_lag0"]["p90"], two["abs_log_rprime_at_max_lag"]["p90"]) < 0.057
     for row, (first, last) in ((one, (25.8, 18.2)), (two, (25.5, 17.1))):  # both jobs sped up by a third
         measured = [s["step_s"] for s in row["steps"] if s["measured"]]
         assert (round(statistics.mean(measured[:13]), 1), round(statistics.mean(measured[-13:]), 1)) == (first, last)
-    (pair,) = [p for p in json.loads((results / "gen_split.json").read_text())["pairs"] if p["lease"] == "h100x4o"]
-    assert (pair["v"], pair["step"]["v1"]["n"], pair["step"]["lagged"]["n"]) == (2, 52, 54)
     assert -0.7 < pair["step"]["mean_difference"] < -0.6
     assert -0.85 < pair["sync_slot"]["mean_difference"] < -0.8 and pair["sync_slot"]["mean_difference_ci90"][1] < -0.5
-    assert 0.14 < pair["gen_rest"]["mean_difference"] < 0.16 and pair["gen_rest"]["mean_difference_ci90"][0] > 0.09
     for part in ("gen_vllm", "update_actor"):
         assert pair[part]["mean_difference_ci90"][0] < 0 < pair[part]["mean_difference_ci90"][1], part
-    parts = sum(pair[k]["mean_difference"] for k in ("sync_slot", "gen", "update_actor", "old_log_prob"))
-    assert abs(pair["step"]["mean_difference"] - parts) < 0.05
 
 
 def test_results_page_carries_the_throughput_table_and_its_summary_holds():
