@@ -183,8 +183,11 @@ with contextlib.redirect_stdout(printed):
     norms = [BaseEngine.train_batch(engine, module.mini_batch(mask), loss_function=None)["metrics"]["grad_norm"]
              for mask in masks[rank]]
 skips_printed = printed.getvalue().count(module.empty_update.SKIP_MESSAGE)
-json.dump({"steps_taken": engine.steps_taken, "norms": norms, "skips_printed": skips_printed}, open(out, "w"))
-torch.distributed.destroy_process_group()
+with open(out, "w") as f:
+    json.dump({"steps_taken": engine.steps_taken, "norms": norms, "skips_printed": skips_printed}, f)
+# exit without C++ teardown once both ranks are done: gloo's threads can abort it (pytorch/pytorch#179291)
+torch.distributed.barrier()
+import os; os._exit(0)
 """
 
 

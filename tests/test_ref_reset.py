@@ -523,7 +523,19 @@ def _dist_main(rank, world, port, mode, out):
                 res["outputs_equal"] = bool(torch.allclose(plain(ids), ref(ids), atol=0, rtol=0))
     Path(out).write_text(json.dumps(res))
     dist.barrier()
-    dist.destroy_process_group()
+    exit_skipping_teardown()
+
+
+def exit_skipping_teardown():
+    """Exit 0 without C++ teardown, once every rank has written its result and passed the barrier.
+
+    Gloo's worker threads can still be joinable when the process group or the interpreter is torn
+    down, and then the rank aborts with "terminate called without an active exception" (a rare CI
+    failure, pytorch/pytorch#179291) after its checks all passed. Nothing is left to check by then.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _fsdp1_handles(module):
