@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import types
@@ -140,26 +139,20 @@ def test_name_and_shape_mismatch_raise_before_writing():
 
 # ----------------------------------------------------------------------------- FSDP, world size 1 in-process
 @pytest.fixture(scope="module")
-def gloo_world_1():
+def gloo_world_1(tmp_path_factory):
     import torch.distributed as dist
 
     if not dist.is_available():
         pytest.skip("torch.distributed unavailable")
     created = False
     if not dist.is_initialized():
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ["MASTER_PORT"] = str(_free_port())
-        dist.init_process_group("gloo", rank=0, world_size=1)
+        # a file store: no TCP port to pick and lose to another process
+        store = tmp_path_factory.mktemp("gloo") / "store"
+        dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
         created = True
     yield
     if created:
         dist.destroy_process_group()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_fsdp2_world1_with_cpu_offload_policy(gloo_world_1):
@@ -240,10 +233,9 @@ def test_worker_entry_rejects_missing_ref_and_lora():
 # ----------------------------------------------------------------------------- FSDP, world size 2 (subprocesses)
 @pytest.mark.parametrize("mode", ["fsdp1", "fsdp1_orig_params_cast", "fsdp2", "fsdp2_offload_cast"])
 def test_sharded_world_size_2(mode, tmp_path):
-    port = _free_port()
     procs = [
         subprocess.Popen(
-            [sys.executable, __file__, "--rank", str(r), "--world", "2", "--port", str(port), "--mode", mode,
+            [sys.executable, __file__, "--rank", str(r), "--world", "2", "--store", str(tmp_path / "store"), "--mode", mode,
              "--out", str(tmp_path / f"r{r}.json")],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
@@ -473,12 +465,11 @@ def _full_params(module, layout):
     return {n: p.full_tensor().detach().float().clone() for n, p in module.named_parameters()}
 
 
-def _dist_main(rank, world, port, mode, out):
+def _dist_main(rank, world, store, mode, out):
     """World-size-2 check (run as a script by test_sharded_world_size_2)."""
     import torch.distributed as dist
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     ref_dtype = torch.bfloat16 if mode.endswith("_cast") else torch.float32
     odd = mode == "fsdp1_orig_params_cast"  # numels not multiples of 8: alignment padding differs by dtype
     actor_m, ref_m = TinyPolicy(0, odd=odd), TinyPolicy(1, dtype=ref_dtype, odd=odd)
@@ -550,8 +541,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--rank", type=int)
     ap.add_argument("--world", type=int)
-    ap.add_argument("--port", type=int)
+    ap.add_argument("--store", help="file store path shared by the ranks")
     ap.add_argument("--mode")
     ap.add_argument("--out")
     a = ap.parse_args()
-    _dist_main(a.rank, a.world, a.port, a.mode, a.out)
+    _dist_main(a.rank, a.world, a.store, a.mode, a.out)
