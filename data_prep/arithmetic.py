@@ -17,9 +17,9 @@ Tasks (``--task``):
 Train and test are drawn from one seeded generator; test questions never appear in train as written
 (when the task has fewer distinct questions than requested, the script says so and stops). Their
 commuted twins can ("7 + 5" in train for "5 + 7" in test: 23 of add1's 50 test questions with the
-defaults), and the last-integer reward also pays a response that only repeats the question when its
-last number is the answer ("What is 0 + 8?"). results/README.md §4 says what that means for the
-small-scale learning runs.
+defaults); results/README.md §4 says what that means for the small-scale learning runs. Each row's
+``extra_info["question"]`` lets the reward refuse a response that only repeats the question's
+operands ("What is 0 + 8?", "59 or 63"), whose last number is often the answer.
 
     python data_prep/arithmetic.py --task add1 --output-dir ~/data/arith_add1
 """

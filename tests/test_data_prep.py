@@ -342,8 +342,8 @@ def test_arithmetic_is_reproducible_and_refuses_impossible_test_sizes(tmp_path):
 def test_arithmetic_limits_the_results_page_states_for_the_learning_data(tmp_path):
     """results/README.md §4, the learning runs' data (learning.py: add1, 8192 train, 50 test, seed 0):
     23 test questions have their commuted twin in train, train holds the other 50 questions, and a
-    response that only repeats the question earns the last-integer reward on 1159 train rows and 3 test
-    questions (0 + b)."""
+    response that only repeats the question earned the committed runs' last-integer reward (no
+    ``extra_info``) on 1159 train rows and 3 test questions (0 + b)."""
     from verl_offgrpo.rewards import compute_score
 
     args = ("--task", "add1", "--n-train", "8192", "--n-test", "50", "--seed", "0", "--output-dir", str(tmp_path))
@@ -359,3 +359,33 @@ def test_arithmetic_limits_the_results_page_states_for_the_learning_data(tmp_pat
     assert len({r["prompt"][0]["content"] for r in train}) == 50
     assert sum(operands(r) in {operands(t) for t in train} for r in test) == 23
     assert (sum(map(echo_scores, train)), sum(map(echo_scores, test))) == (1159, 3)
+
+
+@pytest.mark.parametrize("task", ["add1", "add2", "larger2", "largest4"])
+def test_arithmetic_rows_carry_the_question_the_reward_reads_to_refuse_echoes(tmp_path, task):
+    """A response that only repeats a row's question earned the last-integer reward wherever the
+    question's last number is its answer (0 + b; larger2's second number being the larger); with the row's
+    ``extra_info`` (what verl passes) it earns nothing, and the question followed by the answer earns 1."""
+    from verl_offgrpo.rewards import compute_score
+
+    assert run_script("arithmetic", "--task", task, "--n-train", "200", "--output-dir", str(tmp_path)).returncode == 0
+    rows = pq.read_table(tmp_path / "train.parquet").to_pylist()
+
+    def scores(response_of, extra_info_of):
+        return [compute_score(r["data_source"], response_of(r), r["reward_model"]["ground_truth"], extra_info_of(r))
+                for r in rows]  # fmt: skip
+
+    def question(row):
+        return row["prompt"][0]["content"]
+
+    def last_number_is_the_answer(row):  # 0 + b, or the last of the numbers is the largest
+        numbers = [int(x) for x in re.findall(r"\d+", question(row))]
+        return numbers[-1] == (sum(numbers) if task.startswith("add") else max(numbers))
+
+    assert all(r["extra_info"]["question"] == question(r) for r in rows)
+    echoes_paid_before = sum(map(last_number_is_the_answer, rows))
+    assert echoes_paid_before > 0 or task == "add2"  # add2's operands are 10..99: never 0 + b
+    assert sum(scores(question, lambda r: None)) == echoes_paid_before
+    assert sum(scores(question, lambda r: r["extra_info"])) == 0
+    answered = scores(lambda r: question(r) + " " + r["reward_model"]["ground_truth"], lambda r: r["extra_info"])
+    assert answered == [1.0] * len(rows)

@@ -294,3 +294,42 @@ def test_loads_through_verl_custom_reward_function():
 )
 def test_arithmetic_last_integer_reward(response, truth, score):
     assert compute_score("arithmetic/add1", response, truth) == score
+
+
+@pytest.mark.parametrize(
+    "question, response, truth, score",
+    [
+        ("What is 0 + 8? Answer with just the number.", "What is 0 + 8?", "8", 0.0),  # an echo ends in the answer
+        ("What is 0 + 8? Answer with just the number.", "0 +\n 8", "8", 0.0),  # whitespace runs read as one space
+        ("What is 0 + 8? Answer with just the number.", "0 + 8 = 8", "8", 1.0),  # restated, then answered
+        ("What is 0 + 8? Answer with just the number.", "8 + 0 = 8", "8", 1.0),
+        ("What is 0 + 8? Answer with just the number.", "What is 0 + 8? 8", "8", 1.0),
+        ("What is 1 + 8? Answer with just the number.", "11 + 8", "19", 0.0),  # wrong, and no copy of "1 + 8"
+        ("What is 1 + 8? Answer with just the number.", "It is 11 + 8", "8", 1.0),  # "1 + 8" inside "11 + 8": no echo
+        ("Which number is larger, 59 or 63? Answer with just the number.", "59 or 63", "63", 0.0),
+        ("Which number is larger, 59 or 63? Answer with just the number.", "Of 59 or 63, 63.", "63", 1.0),
+        ("Which number is larger, 59 or 63? Answer with just the number.", "The larger of 59 and 63", "63", 1.0),  # paraphrase: not caught
+        ("Which number is the largest: 12, 87, 45, 60? Answer with just the number.", "12, 87, 45, 60", "60", 0.0),
+        ("Which number is the largest: 12, 87, 45, 60? Answer with just the number.", "45, 60", "60", 1.0),  # a part is no echo
+        ("What is 7? Answer with just the number.", "7", "7", 1.0),  # one number: nothing to echo
+    ],
+)
+def test_arithmetic_reward_scores_an_echo_of_the_question_zero(question, response, truth, score):
+    """The row's ``extra_info["question"]`` (written by data_prep/arithmetic.py) is what verl passes."""
+    assert compute_score("arithmetic/larger2", response, truth, {"question": question}) == score
+    # without the question (data prepared elsewhere) the last integer alone decides
+    from verl_offgrpo.rewards.last_integer import last_integer
+
+    assert compute_score("arithmetic/larger2", response, truth) == float(last_integer(response) == int(truth))
+
+
+def test_echo_check_goes_through_verls_custom_reward_function():
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    cfg = OmegaConf.create({"reward": {"custom_reward_function": {"path": "pkg://verl_offgrpo.rewards", "name": "compute_score"}}})
+    fn = get_custom_reward_fn(cfg)
+    question = "Which number is larger, 59 or 63? Answer with just the number."
+    kwargs = {"data_source": "arithmetic/larger2", "ground_truth": "63", "extra_info": {"question": question, "num_turns": None}}
+    assert fn(solution_str="59 or 63", **kwargs) == 0.0
+    assert fn(solution_str="63", **kwargs) == 1.0

@@ -1,4 +1,5 @@
-"""Lenient integer answers: reward 1.0 iff the last number in the response is the (integer) answer.
+"""Lenient integer answers: reward 1.0 iff the last number in the response is the (integer) answer
+and does not close an echo of the question.
 
 For the synthetic tasks of ``data_prep/arithmetic.py`` (data_source ``arithmetic/<task>``), whose
 prompts ask for "just the number" but whose small models answer in sentences ("7 + 5 equals 12.").
@@ -6,6 +7,13 @@ Numbers are maximal runs of digits with an optional leading minus sign (``-`` or
 ``−``), thousands separators ("1,234") and decimals ("12.0"); the last one counts when it is a whole
 number ("12.0" and "12.00" are 12, "12.5" is no integer answer). A sentence's full stop is not a
 decimal point ("equals 12." is 12).
+
+**An echo of the question earns nothing.** Given the question, the last number does not count when
+it closes a verbatim copy of the question's operands (the text from its first number to its last,
+whitespace runs read as one space). Without that, a response that only repeats "What is 0 + 8?"
+ends in the answer 8, and "59 or 63" would be right for every question whose second number is the
+larger (half of ``larger2``'s). A restatement that then answers ("0 + 8 = 8", "8 + 0 = 8", "of 59 or 63, 63") still
+scores 1: its last number closes no copy. A paraphrase ("the larger of 59 and 63") is not caught.
 """
 
 from __future__ import annotations
@@ -25,11 +33,39 @@ def last_integer(text: str) -> int | None:
     return int(value) if value == value.to_integral_value() else None
 
 
-def last_integer_score(solution_str: str, ground_truth: str) -> float:
-    """1.0 if the last number of the response is whole and equals ``int(ground_truth)``, else 0.0."""
-    answer = last_integer(str(solution_str))
+def operand_span(question: str) -> str | None:
+    """The question's text from its first number to its last (whitespace collapsed), ``None`` if it
+    has fewer than two numbers: "What is 7 + 5? Answer with just the number." -> "7 + 5"."""
+    text = _one_space(question)
+    found = list(_NUMBER.finditer(text))
+    return text[found[0].start() : found[-1].end()] if len(found) >= 2 else None
+
+
+def ends_with_echo(response: str, question: str) -> bool:
+    """Whether the response's last number closes a verbatim copy of the question's operand span."""
+    span = operand_span(question)
+    text = _one_space(response)
+    found = list(_NUMBER.finditer(text))
+    if span is None or not found:
+        return False
+    copy_start = found[-1].end() - len(span)
+    starts_a_number = copy_start in {m.start() for m in found}  # "11 + 8" holds no copy of "1 + 8"
+    return starts_a_number and text[copy_start : found[-1].end()] == span
+
+
+def last_integer_score(solution_str: str, ground_truth: str, question: str | None = None) -> float:
+    """1.0 if the last number of the response is whole and equals ``int(ground_truth)``, else 0.0;
+    also 0.0 when that number closes an echo of ``question``'s operands (:func:`ends_with_echo`)."""
+    response = str(solution_str)
+    answer = last_integer(response)
     try:
         expected = int(str(ground_truth).strip())
     except ValueError:
         return 0.0
+    if question is not None and ends_with_echo(response, str(question)):
+        return 0.0
     return float(answer is not None and answer == expected)
+
+
+def _one_space(text: str) -> str:
+    return " ".join(text.split())

@@ -44,7 +44,9 @@ def compute_score(
             ``default_compute_score`` (as if no custom reward function were configured).
         solution_str: the decoded response.
         ground_truth: ``reward_model.ground_truth`` of the row.
-        extra_info: the row's ``extra_info`` (unused; accepted for verl's signature).
+        extra_info: the row's ``extra_info``; for ``arithmetic/<task>`` its ``question`` (written by
+            ``data_prep/arithmetic.py``) makes a response that only echoes the question's operands
+            score 0.0. Other sources pass it on to verl's ``default_compute_score``.
         timeout: math-verify only: seconds after which the answer scores 0.0
             (set through ``reward.custom_reward_function.reward_kwargs.timeout``).
         **kwargs: further arguments verl may pass (e.g. ``reward_router_address``); ignored.
@@ -56,7 +58,7 @@ def compute_score(
     if data_source in MATH_VERIFY_SOURCES:
         return math_verify_score(solution_str, str(ground_truth), timeout=timeout)
     if str(data_source).startswith(ARITHMETIC_PREFIX):
-        return last_integer_score(solution_str, str(ground_truth))
+        return last_integer_score(solution_str, str(ground_truth), question=(extra_info or {}).get("question"))
 
     from verl.utils.reward_score import default_compute_score
 
