@@ -17,9 +17,10 @@ Tasks (``--task``):
 Train and test are drawn from one seeded generator; test questions never appear in train as written
 (when the task has fewer distinct questions than requested, the script says so and stops). Their
 commuted twins can ("7 + 5" in train for "5 + 7" in test: 23 of add1's 50 test questions with the
-defaults); results/README.md §4 says what that means for the small-scale learning runs. Each row's
-``extra_info["question"]`` lets the reward refuse a response that only repeats the question's
-operands ("What is 0 + 8?", "59 or 63"), whose last number is often the answer.
+defaults; ``--no-twins-in-train`` keeps them out); results/README.md §4 says what that means for the
+small-scale learning runs. Each row's ``extra_info["question"]`` lets the reward refuse a response
+that only repeats the question's operands ("What is 0 + 8?", "59 or 63"), whose last number is often
+the answer.
 
     python data_prep/arithmetic.py --task add1 --output-dir ~/data/arith_add1
 """
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import sys
 
 if __package__:
@@ -63,8 +65,14 @@ def largest4(rng: random.Random) -> tuple[str, int]:
 TASKS = {"add1": add1, "add2": add2, "larger2": larger2, "largest4": largest4}
 
 
-def make_splits(task: str, n_train: int, n_test: int, seed: int) -> dict[str, list[dict]]:
-    """Rows of both splits; test questions are distinct and disjoint from train questions."""
+def operands(question: str) -> tuple[int, ...]:
+    """The question's numbers, sorted: one key for a question and its twins ("7 + 5", "5 + 7")."""
+    return tuple(sorted(int(x) for x in re.findall(r"\d+", question)))
+
+
+def make_splits(task: str, n_train: int, n_test: int, seed: int, twins_in_train: bool = True) -> dict[str, list[dict]]:
+    """Rows of both splits; test questions are distinct and disjoint from train questions, and with
+    ``twins_in_train=False`` so are their twins (the same numbers in another order)."""
     rng = random.Random(seed)
     gen = TASKS[task]
     test: dict[str, int] = {}
@@ -75,12 +83,13 @@ def make_splits(task: str, n_train: int, n_test: int, seed: int) -> dict[str, li
         test.setdefault(q, a)
     if len(test) < n_test:
         raise C.DataPrepError(f"task {task}: only {len(test)} distinct questions, {n_test} requested for test")
+    held_out_twins = set() if twins_in_train else {operands(q) for q in test}
     train = []
     for _ in range(100 * n_train):
         if len(train) == n_train:
             break
         q, a = gen(rng)
-        if q not in test:
+        if q not in test and operands(q) not in held_out_twins:
             train.append((q, a))
     if len(train) < n_train:
         raise C.DataPrepError(f"task {task}: could not draw {n_train} train questions outside the test set")
@@ -101,10 +110,17 @@ def main(argv=None) -> int:
     p.add_argument("--n-train", type=int, default=4096, help="train rows (questions may repeat)")
     p.add_argument("--n-test", type=int, default=50, help="distinct held-out questions")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--no-twins-in-train",
+        dest="twins_in_train",
+        action="store_false",
+        help="keep the test questions' twins (the same numbers in another order) out of train too: a stricter "
+        "held-out set, fewer distinct train questions (add1 with 50 test questions keeps 27 of its 100)",
+    )
     p.add_argument("--output-dir", default=None, help="default ~/data/arith_<task>")
     args = p.parse_args(argv)
     try:
-        splits = make_splits(args.task, args.n_train, args.n_test, args.seed)
+        splits = make_splits(args.task, args.n_train, args.n_test, args.seed, twins_in_train=args.twins_in_train)
     except C.DataPrepError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -339,6 +339,24 @@ def test_arithmetic_is_reproducible_and_refuses_impossible_test_sizes(tmp_path):
     assert not (tmp_path / "c" / "test.parquet").exists()
 
 
+@pytest.mark.parametrize("task", ["add1", "add2", "larger2", "largest4"])
+def test_arithmetic_no_twins_in_train_keeps_reordered_test_questions_out(tmp_path, task):
+    """``--no-twins-in-train``: no train question has a test question's numbers in another order
+    ("5 + 7" for "7 + 5"); without it add1 has 23 such twins with the learning runs' data (below)."""
+    args = ("--task", task, "--n-train", "2000", "--n-test", "50", "--seed", "0", "--output-dir", str(tmp_path))
+    assert run_script("arithmetic", *args, "--no-twins-in-train").returncode == 0
+    train, test = (pq.read_table(tmp_path / f"{split}.parquet").to_pylist() for split in ("train", "test"))
+
+    def operands(row):
+        return tuple(sorted(int(x) for x in re.findall(r"\d+", row["prompt"][0]["content"])))
+
+    assert len(train) == 2000 and len({r["prompt"][0]["content"] for r in test}) == 50
+    assert not {operands(r) for r in test} & {operands(r) for r in train}
+    if task == "add1":  # 100 questions, 55 sets of operands: the test uses 39, train keeps 16 (27 questions)
+        assert len({operands(r) for r in test}) == 39 and len({operands(r) for r in train}) == 16
+        assert len({r["prompt"][0]["content"] for r in train}) == 27
+
+
 def test_arithmetic_limits_the_results_page_states_for_the_learning_data(tmp_path):
     """results/README.md §4, the learning runs' data (learning.py: add1, 8192 train, 50 test, seed 0):
     23 test questions have their commuted twin in train, train holds the other 50 questions, and a
