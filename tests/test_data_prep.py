@@ -339,6 +339,11 @@ def test_arithmetic_is_reproducible_and_refuses_impossible_test_sizes(tmp_path):
     assert not (tmp_path / "c" / "test.parquet").exists()
 
 
+def operands(row):
+    """A row's question's numbers, sorted: the same for "7 + 5" and its twin "5 + 7"."""
+    return tuple(sorted(int(x) for x in re.findall(r"\d+", row["prompt"][0]["content"])))
+
+
 @pytest.mark.parametrize("task", ["add1", "add2", "larger2", "largest4"])
 def test_arithmetic_no_twins_in_train_keeps_reordered_test_questions_out(tmp_path, task):
     """``--no-twins-in-train``: no train question has a test question's numbers in another order
@@ -346,9 +351,6 @@ def test_arithmetic_no_twins_in_train_keeps_reordered_test_questions_out(tmp_pat
     args = ("--task", task, "--n-train", "2000", "--n-test", "50", "--seed", "0", "--output-dir", str(tmp_path))
     assert run_script("arithmetic", *args, "--no-twins-in-train").returncode == 0
     train, test = (pq.read_table(tmp_path / f"{split}.parquet").to_pylist() for split in ("train", "test"))
-
-    def operands(row):
-        return tuple(sorted(int(x) for x in re.findall(r"\d+", row["prompt"][0]["content"])))
 
     assert len(train) == 2000 and len({r["prompt"][0]["content"] for r in test}) == 50
     assert not {operands(r) for r in test} & {operands(r) for r in train}
@@ -367,9 +369,6 @@ def test_arithmetic_limits_the_results_page_states_for_the_learning_data(tmp_pat
     args = ("--task", "add1", "--n-train", "8192", "--n-test", "50", "--seed", "0", "--output-dir", str(tmp_path))
     assert run_script("arithmetic", *args).returncode == 0
     train, test = (pq.read_table(tmp_path / f"{split}.parquet").to_pylist() for split in ("train", "test"))
-
-    def operands(row):
-        return tuple(sorted(int(x) for x in re.findall(r"\d+", row["prompt"][0]["content"])))
 
     def echo_scores(row):
         return compute_score(row["data_source"], row["prompt"][0]["content"], row["reward_model"]["ground_truth"])
