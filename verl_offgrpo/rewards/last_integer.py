@@ -12,8 +12,9 @@ decimal point ("equals 12." is 12).
 it closes a verbatim copy of the question's operands (the text from its first number to its last,
 whitespace runs read as one space). Without that, a response that only repeats "What is 0 + 8?"
 ends in the answer 8, and "59 or 63" would be right for every question whose second number is the
-larger (half of ``larger2``'s). A restatement that then answers ("0 + 8 = 8", "8 + 0 = 8", "of 59 or 63, 63") still
-scores 1: its last number closes no copy. A paraphrase ("the larger of 59 and 63") is not caught.
+larger (half of ``larger2``'s). A restatement that then answers ("0 + 8 = 8", "8 + 0 = 8", "of 59 or
+63, 63") still scores 1: its last number closes no copy. A paraphrase ("the larger of 59 and 63") is
+not caught.
 """
 
 from __future__ import annotations
