@@ -458,7 +458,8 @@ def test_learning_runs_kept_aside_are_what_the_results_page_says():
 
 def test_learning_seed2_ran_to_step_40_together_on_the_eighth_lease_and_replaced_the_seventh_lease_runs():
     """results/README.md §4: seed 2's three fast configs and reuse seed 0 ran side by side on
-    h100x4-2026-11-27b (labelled with --machine), to 40 / 40 / 40 and 8 steps; the h100x4-2026-11-27 runs
+    h100x4-2026-11-27b (labelled with --machine), to 40 / 40 / 40 and 8 steps (the reuse run since replaced
+    by h100x4-2026-11-27h's, its log in replaced/by_h100x4-2026-11-27h/); the h100x4-2026-11-27 runs
     they replaced (25 / 25 / 28 and 5 steps) keep their logs in replaced/by_h100x4-2026-11-27b/. Their
     paired numbers are the page's: +mask = on-policy (-0.005 over steps 1-19), v=10 = +mask at lag 0
     (0.000), wall-clock ratio 1.002; v=10 catches up right after each sync (steps 21 and 31), where
@@ -466,7 +467,9 @@ def test_learning_seed2_ran_to_step_40_together_on_the_eighth_lease_and_replaced
     results = Path(__file__).resolve().parents[1] / "results"
     committed = json.loads((results / "learning.json").read_text())
     lease = {(r["config"], r["seed"]): r["steps_logged"] for r in committed["runs"] if r.get("machine") == "h100x4-2026-11-27b"}
-    assert lease == {("on_policy", 2): 40, ("on_policy_mask", 2): 40, ("off_policy_v10", 2): 40, ("reuse_i10", 0): 8}
+    assert lease == {("on_policy", 2): 40, ("on_policy_mask", 2): 40, ("off_policy_v10", 2): 40}
+    reuse_0 = mainppo_job.read_metrics(results / "raw" / "learning" / "replaced" / "by_h100x4-2026-11-27h", "reuse_i10_s0")[0]
+    assert max(reuse_0) == 8
     assert not [r for r in committed["runs"] if r.get("machine") == "h100x4-2026-11-27"]
     tags = ("off_policy_v10_s2", "on_policy_mask_s2", "on_policy_s2", "reuse_i10_s0")
     for lease_dir in ("by_h100x4-2026-11-27", "by_h100x4-2026-11-27b"):
@@ -474,7 +477,7 @@ def test_learning_seed2_ran_to_step_40_together_on_the_eighth_lease_and_replaced
         assert replaced == [f"{tag}.log.gz" for tag in tags]
     device = json.loads((results / "raw" / "learning" / "h100x4h_learning.json").read_text())
     assert {(r["config"], r["seed"], r.get("machine")) for r in device["runs"]} >= {
-        (c, s, "h100x4-2026-11-27b") for c, s in lease}  # the next lease's device JSON merged this one's
+        (c, s, "h100x4-2026-11-27b") for c, s in [*lease, ("reuse_i10", 0)]}  # the next lease's device JSON merged this one's
     paired = json.loads((results / "learning_summary.json").read_text())["paired"]["2"]
     assert (paired["mask_minus_on_policy"], paired["v10_minus_mask_lag0"], paired["v10_wall_ratio"]) == (-0.0049, 0.0, 1.002)
     curve = {cfg: {r["step"]: r for r in committed["configs"][cfg]["seeds"]["2"]} for cfg in ("on_policy_mask", "off_policy_v10")}
@@ -488,21 +491,22 @@ def test_learning_seed2_ran_to_step_40_together_on_the_eighth_lease_and_replaced
 def test_learning_ninth_lease_ran_on_policy_seeds_0_and_1_past_step_36_and_two_more_reuse_seeds():
     """results/README.md §4: on h100x4-2026-11-27c on-policy seeds 0 and 1 ran to 38 / 37 steps beside reuse
     seeds 3 and 4 (7 steps each), replacing on-policy seed 0's H200 run (25 steps), seed 1's x1b run (29)
-    and reuse seed 3's first x4 run (4), whose logs are in replaced/by_h100x4-2026-11-27c/. The committed
-    learning.json is that lease's device JSON rebuilt from the saved logs (the page's command). What the
+    and reuse seed 3's first x4 run (4), whose logs are in replaced/by_h100x4-2026-11-27c/; its own reuse
+    runs were replaced in turn by h100x4-2026-11-27h's (logs in replaced/by_h100x4-2026-11-27h/). What the
     page reads off it: +mask is below on-policy in all three seeds by less than 0.01 in mean reward, which
     is the size of the gap between two runs of one seed (the replaced and the new on-policy runs); reuse
-    reaches 0.75 at step 5 in seeds 3 and 4 too, at 5.1-5.3x the on-policy step time beside it."""
+    reached 0.75 at step 5 in seeds 3 and 4 too, at 5.1-5.3x the on-policy step time beside it."""
     seed_summary = learning_summary.seed_summary
     results = Path(__file__).resolve().parents[1] / "results"
     raw = results / "raw" / "learning"
     committed = json.loads((results / "learning.json").read_text())
     lease = {(r["config"], r["seed"]): r["steps_logged"] for r in committed["runs"] if r.get("machine") == "h100x4-2026-11-27c"}
-    assert lease == {("on_policy", 0): 38, ("on_policy", 1): 37, ("reuse_i10", 3): 7, ("reuse_i10", 4): 7}
+    assert lease == {("on_policy", 0): 38, ("on_policy", 1): 37}
     replaced = sorted(p.name for p in (raw / "replaced" / "by_h100x4-2026-11-27c").iterdir())
     assert replaced == ["on_policy_s0.log.gz", "on_policy_s1.log.gz", "reuse_i10_s3.log.gz"]
     device = json.loads((raw / "h100x4i_learning.json").read_text())
-    assert learning.rebuild(device, raw) == committed  # the page's rebuild command
+    assert {(r["config"], r["seed"]): r["steps_logged"] for r in device["runs"] if r.get("machine") == "h100x4-2026-11-27c"} == {
+        **lease, ("reuse_i10", 3): 7, ("reuse_i10", 4): 7}  # fmt: skip
 
     for seed in ("0", "1"):  # seed 0's old run was on an H200, seed 1's on an H100 alone
         old = learning.curve(mainppo_job.read_metrics(raw / "replaced" / "by_h100x4-2026-11-27c", f"on_policy_s{seed}")[0])
@@ -514,13 +518,55 @@ def test_learning_ninth_lease_ran_on_policy_seeds_0_and_1_past_step_36_and_two_m
         paired = json.loads((results / name).read_text())["paired"]
         gaps = [paired[seed]["mask_minus_on_policy"] for seed in ("0", "1", "2")]
         assert all(-0.01 < g < -0.003 for g in gaps), (horizon, gaps)
-    for seed in ("3", "4"):
-        rows = {r["step"]: r for r in committed["configs"]["reuse_i10"]["seeds"][seed]}
-        assert rows[4]["train_reward"] < 0.75 <= rows[5]["train_reward"] and rows[7]["train_reward"] > 0.93
+    reuse_step = []
+    for seed in ("3", "4"):  # this lease's reuse runs, replaced since by h100x4-2026-11-27h's
+        curve = learning.curve(mainppo_job.read_metrics(raw / "replaced" / "by_h100x4-2026-11-27h", f"reuse_i10_s{seed}")[0])
+        rows = {r["step"]: r for r in curve}
+        assert max(rows) == 7 and rows[4]["train_reward"] < 0.75 <= rows[5]["train_reward"] and rows[7]["train_reward"] > 0.93
+        reuse_step.append(seed_summary(curve, 19)["step_time_s"])
     h19 = json.loads((results / "learning_summary.json").read_text())["configs"]
     on_step = [h19["on_policy"]["seeds"][s]["step_time_s"] for s in ("0", "1")]
-    reuse_step = [h19["reuse_i10"]["seeds"][s]["step_time_s"] for s in ("3", "4")]
     assert 5.0 < min(reuse_step) / max(on_step) and max(reuse_step) / min(on_step) < 5.3
+
+
+def test_learning_reuse_seeds_ran_to_step_23_on_the_h_lease_with_todays_reward_and_the_empty_update_skip():
+    """results/README.md §4: on h100x4-2026-11-27h reuse seeds 0, 1, 3 and 4 ran side by side to 23 steps
+    each, replacing their 8-, 14- (three parts), 7- and 7-step runs, whose logs are in
+    replaced/by_h100x4-2026-11-27h/. The committed learning.json is that lease's device JSON rebuilt from
+    the saved logs (the page's command). These runs scored with today's reward (echo refusal) and ran
+    with the empty-update skip: on every all-equal step, and only there, the trainer logged a skipped
+    optimizer step and a zero gradient. Against the same seeds' older runs the reward change is not
+    visible (mean reward -0.011 to +0.002 over the common steps). Reuse: 0.70-0.84 at step 5 and >= 0.93
+    from step 8 on in all five seeds, +0.42 to +0.45 over +mask over steps 1-19."""
+    results = Path(__file__).resolve().parents[1] / "results"
+    raw = results / "raw" / "learning"
+    committed = json.loads((results / "learning.json").read_text())
+    lease = {(r["config"], r["seed"]): r["steps_logged"] for r in committed["runs"] if r.get("machine") == "h100x4-2026-11-27h"}
+    assert lease == {("reuse_i10", s): 23 for s in (0, 1, 3, 4)}
+    old_dir = raw / "replaced" / "by_h100x4-2026-11-27h"
+    assert sorted(p.name for p in old_dir.iterdir()) == sorted(
+        f"reuse_i10_s{t}.log.gz" for t in ("0", "1", "1_from2", "1_from8", "3", "4"))  # fmt: skip
+    device = json.loads((raw / "h100x4j_learning.json").read_text())
+    assert learning.rebuild(device, raw) == committed  # the page's rebuild command
+    older = json.loads((raw / "h100x4i_learning.json").read_text())["configs"]["reuse_i10"]["seeds"]  # before this lease
+    reuse = committed["configs"]["reuse_i10"]["seeds"]
+    diffs = {s: learning_summary.reward_diff(reuse[s], older[s], horizon=40) for s in ("0", "1", "3", "4")}
+    assert {s: round(d, 3) for s, d in diffs.items()} == {"0": -0.011, "1": 0.002, "3": 0.002, "4": -0.009}
+    step1 = {s: {r["step"]: r["train_reward"] for r in reuse[s]}[1] for s in ("0", "1", "3", "4")}
+    assert 0.148 <= min(step1.values()) and max(step1.values()) <= 0.1915
+    for seed in ("0", "1", "3", "4"):
+        metrics = mainppo_job.read_metrics(raw, f"reuse_i10_s{seed}")[0]
+        trained = [s for s in sorted(metrics) if s >= 1]
+        all_equal = [s for s in trained if metrics[s]["off_grpo/bound/zero_var_group_frac"] == 1.0]
+        skipped = [s for s in trained if metrics[s]["actor/off_grpo/skipped_optimizer_step_frac"] == 1.0]
+        assert skipped == all_equal and all(metrics[s]["actor/grad_norm"] == 0.0 for s in skipped)
+        assert all(metrics[s]["actor/off_grpo/skipped_optimizer_step_frac"] == 0.0 for s in trained if s not in skipped)
+        assert all_equal == {"0": [15, 17, 19, 21, 22], "1": [18, 23], "3": [21], "4": [20]}[seed]
+    for seed, rows in reuse.items():
+        by_step = {r["step"]: r["train_reward"] for r in rows}
+        assert 0.70 <= by_step[5] <= 0.85 and min(v for s, v in by_step.items() if s >= 8) >= 0.93, seed
+    paired = json.loads((results / "learning_summary.json").read_text())["paired"]
+    assert [round(paired[s]["reuse_minus_mask"], 2) for s in ("0", "1", "2")] == [0.44, 0.45, 0.42]
 
 
 def test_throughput_accumulate_pools_the_measured_steps_of_two_runs_of_one_job():
