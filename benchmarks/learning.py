@@ -23,7 +23,8 @@ steps it logged (``complete: false``). Writes/merges ``OUT/learning.json``::
         "seeds": {"<seed>": [{"step", "wall_s", "train_reward", "val_pass1"}, ...]}}}, "runs": [...]}
 
 Each curve row also carries the step's timing (step, gen, update_actor, sync slot), whether it
-synced, its rollout lag, mean |log r'| and the all-equal group fraction (``STEP_COLUMNS``).
+synced, its rollout lag, mean |log r'| and the all-equal group fraction (``STEP_COLUMNS``). Each run
+records ``reward_revision``, a hash of the reward code that scored it (:func:`reward_revision`).
 ``--keep-weights no_sleep`` runs a config with vLLM never sleeping, stored as ``<config>+no_sleep``
 (compared by ``benchmarks/keep_weights.py``). Runs with ``--extra`` hydra overrides are another job:
 they need ``--variant NAME`` and are stored as ``<config>+NAME``, never pooled with the config's runs.
@@ -67,6 +68,7 @@ packed into ``$OUT/logs.tar.gz`` when ``$OUT`` holds more than a device call ret
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import re
@@ -95,6 +97,21 @@ CONFIGS = {
     "off_policy_v10": (10, 1, True),
     "reuse_i10": (1, 10, True),
 }
+
+
+def reward_revision(package_dir: Path | None = None) -> str:
+    """Which reward code scored a run: the first 12 hex digits of the SHA-1 over the source files of
+    ``verl_offgrpo.rewards`` (the jobs' ``pkg://verl_offgrpo.rewards``), as this interpreter imports it
+    (or of ``package_dir``). Two runs with one revision were scored by the same code. Each run records it
+    as ``reward_revision``; runs without it predate it (results/README.md §4 says which reward they used)."""
+    if package_dir is None:
+        import verl_offgrpo.rewards
+
+        package_dir = Path(verl_offgrpo.rewards.__file__).parent
+    digest = hashlib.sha1()
+    for path in sorted(Path(package_dir).glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
 
 
 # ----------------------------------------------------------------------------- model + data
@@ -395,6 +412,7 @@ def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir
         "wall_s": round(time.time() - start, 1),
         "startup_s": progress["startup_s"],
         "extra_overrides": list(args.extra),
+        "reward_revision": reward_revision(),
         **mainppo_job.memory_and_host(progress),
         "gpu": (env_extra or {}).get("CUDA_VISIBLE_DEVICES"),
     }

@@ -6,6 +6,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -223,6 +224,26 @@ def test_learning_jobs_compose_and_pass_the_startup_checks(tmp_path, name, train
     checkpointing_and_compile = (cfg.actor_rollout_ref.model.enable_gradient_checkpointing, cfg.actor_rollout_ref.actor.use_torch_compile)
     assert checkpointing_and_compile == ((False, False) if ns.extra else (True, True))
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+
+
+def test_learning_reward_revision_names_the_reward_code(tmp_path):
+    """Each run records which reward code scored it: a hash over the source files of verl_offgrpo.rewards.
+    A byte-identical copy has the same revision; one changed file, or one more, gives another."""
+    import verl_offgrpo.rewards
+
+    package = Path(verl_offgrpo.rewards.__file__).parent
+    copy = tmp_path / "rewards"
+    copy.mkdir()
+    for path in package.glob("*.py"):
+        (copy / path.name).write_bytes(path.read_bytes())
+    revision = learning.reward_revision()
+    assert re.fullmatch(r"[0-9a-f]{12}", revision) and learning.reward_revision(copy) == revision
+    last_integer = copy / "last_integer.py"
+    last_integer.write_bytes(last_integer.read_bytes() + b"\n")
+    assert learning.reward_revision(copy) != revision
+    last_integer.write_bytes((package / "last_integer.py").read_bytes())
+    (copy / "extra.py").write_text("")
+    assert learning.reward_revision(copy) != revision
 
 
 def test_learning_curve_reads_train_reward_validation_and_wall_clock():
@@ -1155,6 +1176,7 @@ def test_learning_runs_the_configs_side_by_side_on_the_given_gpus(tmp_path, monk
     assert [(r["config"], r["concurrent_jobs"], r["complete"]) for r in result["runs"]] == [
         ("on_policy", 2, True), ("off_policy_v10", 2, True)]
     assert {r["gpu"] for r in result["runs"]} == {"0", "1"}
+    assert {r["reward_revision"] for r in result["runs"]} == {learning.reward_revision()}  # the code that scored them
     # three GPUs for two jobs: two ran at once
     assert mainppo_job.concurrency(["0", "1", "2"], 2) == 2 and mainppo_job.concurrency(None, 4) == 1
     assert [r["train_reward"] for r in result["configs"]["off_policy_v10"]["seeds"]["0"]] == [None, 0.1, 0.2]
