@@ -556,9 +556,11 @@ def test_learning_reuse_seeds_ran_to_step_23_on_the_h_lease_with_todays_reward_a
     replaced/by_h100x4-2026-11-27h/. The committed learning.json is that lease's device JSON rebuilt from
     the saved logs (the page's command). These runs scored with today's reward (echo refusal) and ran
     with the empty-update skip: on every all-equal step, and only there, the trainer logged a skipped
-    optimizer step and a zero gradient. Against the same seeds' older runs the reward change is not
+    optimizer step and a zero gradient, and the workers printed the skip's console line once per pass (ten). Against the same seeds' older runs the reward change is not
     visible (mean reward -0.011 to +0.002 over the common steps). Reuse: 0.70-0.84 at step 5 and >= 0.93
     from step 8 on in all five seeds, +0.42 to +0.45 over +mask over steps 1-19."""
+    from verl_offgrpo.empty_update import SKIP_MESSAGE
+
     results = Path(__file__).resolve().parents[1] / "results"
     raw = results / "raw" / "learning"
     committed = json.loads((results / "learning.json").read_text())
@@ -583,6 +585,9 @@ def test_learning_reuse_seeds_ran_to_step_23_on_the_h_lease_with_todays_reward_a
         assert skipped == all_equal and all(metrics[s]["actor/grad_norm"] == 0.0 for s in skipped)
         assert all(metrics[s]["actor/off_grpo/skipped_optimizer_step_frac"] == 0.0 for s in trained if s not in skipped)
         assert all_equal == {"0": [15, 17, 19, 21, 22], "1": [18, 23], "3": [21], "4": [20]}[seed]
+        console = gzip.decompress((raw / f"reuse_i10_s{seed}.log.gz").read_bytes()).decode(errors="replace")
+        through_last_step = console[: console.index(f"step:{trained[-1]} - ")]  # later lines: the step cut by the kill
+        assert through_last_step.count(SKIP_MESSAGE) == 10 * len(skipped)  # one line per pass, ten passes a step
     for seed, rows in reuse.items():
         by_step = {r["step"]: r["train_reward"] for r in rows}
         assert 0.70 <= by_step[5] <= 0.85 and min(v for s, v in by_step.items() if s >= 8) >= 0.93, seed
