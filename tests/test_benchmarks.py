@@ -556,9 +556,10 @@ def test_learning_reuse_seeds_ran_to_step_23_on_the_h_lease_with_todays_reward_a
     replaced/by_h100x4-2026-11-27h/. The committed learning.json is that lease's device JSON rebuilt from
     the saved logs (the page's command). These runs scored with today's reward (echo refusal) and ran
     with the empty-update skip: on every all-equal step, and only there, the trainer logged a skipped
-    optimizer step and a zero gradient, and the workers printed the skip's console line once per pass (ten). Against the same seeds' older runs the reward change is not
-    visible (mean reward -0.011 to +0.002 over the common steps). Reuse: 0.70-0.84 at step 5 and >= 0.93
-    from step 8 on in all five seeds, +0.42 to +0.45 over +mask over steps 1-19."""
+    optimizer step and a zero gradient, and the workers printed the skip's console line once per pass
+    (ten a step). Against the same seeds' older runs the reward change is not visible (mean reward
+    -0.011 to +0.002 over the common steps). Reuse: 0.70-0.84 at step 5 and >= 0.93 from step 8 on in
+    all five seeds, +0.42 to +0.45 over +mask over steps 1-19."""
     from verl_offgrpo.empty_update import SKIP_MESSAGE
 
     results = Path(__file__).resolve().parents[1] / "results"
