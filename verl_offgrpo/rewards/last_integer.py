@@ -37,16 +37,14 @@ def last_integer(text: str) -> int | None:
 def operand_span(question: str) -> str | None:
     """The question's text from its first number to its last (whitespace collapsed), ``None`` if it
     has fewer than two numbers: "What is 7 + 5? Answer with just the number." -> "7 + 5"."""
-    text = _one_space(question)
-    found = list(_NUMBER.finditer(text))
+    text, found = _numbers_one_spaced(question)
     return text[found[0].start() : found[-1].end()] if len(found) >= 2 else None
 
 
 def ends_with_echo(response: str, question: str) -> bool:
     """Whether the response's last number closes a verbatim copy of the question's operand span."""
     span = operand_span(question)
-    text = _one_space(response)
-    found = list(_NUMBER.finditer(text))
+    text, found = _numbers_one_spaced(response)
     if span is None or not found:
         return False
     copy_start = found[-1].end() - len(span)
@@ -58,15 +56,16 @@ def last_integer_score(solution_str: str, ground_truth: str, question: str | Non
     """1.0 if the last number of the response is whole and equals ``int(ground_truth)``, else 0.0;
     also 0.0 when that number closes an echo of ``question``'s operands (:func:`ends_with_echo`)."""
     response = str(solution_str)
-    answer = last_integer(response)
     try:
         expected = int(str(ground_truth).strip())
     except ValueError:
         return 0.0
-    if question is not None and ends_with_echo(response, str(question)):
+    if last_integer(response) != expected:
         return 0.0
-    return float(answer is not None and answer == expected)
+    return 0.0 if question is not None and ends_with_echo(response, str(question)) else 1.0
 
 
-def _one_space(text: str) -> str:
-    return " ".join(text.split())
+def _numbers_one_spaced(text: str) -> tuple[str, list[re.Match]]:
+    """``text`` with every whitespace run read as one space, and the matches of its numbers in it."""
+    spaced = " ".join(text.split())
+    return spaced, list(_NUMBER.finditer(spaced))
