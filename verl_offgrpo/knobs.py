@@ -23,6 +23,7 @@ from typing import Any, Mapping
 
 KEEP_WEIGHTS_MODES = ("sleep_level1", "no_sleep")
 EMPTY_CACHE_ON_SKIP_MODES = ("always", "if_needed")
+ROLLOUT_SCHEDULES = ("per_step", "window")
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,13 @@ class OffGRPOKnobs:
         default=1,
         metadata={"help": "v: trainer→vLLM weight sync every v steps. 1 = on-policy GRPO. The first step "
                   "and the step after a resume always sync."},
+    )
+    rollout_schedule: str = field(
+        default="per_step",
+        metadata={"help": "When vLLM generates under a lag (V1 trainer). 'per_step': every step wakes vLLM and "
+                  "samples its own batch from α. 'window': the step that syncs samples the prompts of all "
+                  "v steps of the window at once from α, and the next v steps train on them in order: one "
+                  "wake, one generation phase and one sync per window (paper Alg. 1; same data distribution)."},
     )
     sync_before_validate: bool = field(
         default=True,
@@ -148,7 +156,11 @@ class OffGRPOKnobs:
 
 
 #: knobs that take one of a few names, and the names
-CHOICES = {"keep_weights": KEEP_WEIGHTS_MODES, "empty_cache_on_skip": EMPTY_CACHE_ON_SKIP_MODES}
+CHOICES = {
+    "keep_weights": KEEP_WEIGHTS_MODES,
+    "empty_cache_on_skip": EMPTY_CACHE_ON_SKIP_MODES,
+    "rollout_schedule": ROLLOUT_SCHEDULES,
+}
 
 
 def invalid_choice(knobs: OffGRPOKnobs) -> str | None:
