@@ -157,9 +157,12 @@ def warn_masked_mini_batch_with_other_loss(config: Any, knobs: OffGRPOKnobs) -> 
 def check_trainer_hooks(config: Any, knobs: OffGRPOKnobs, uses_estimator: bool) -> None:
     """The lagged sync (:func:`verl_offgrpo.sync.checks.check_sync_config`: backend, hybrid engine, LoRA,
     trainer mode / v0 manager class, ...) and the V1 zero-variance write-back need the plugin's hooks."""
+    from verl_offgrpo.sync.window import WindowConfigError, check_window_config
+
     try:
         check_sync_config(config)
-    except SyncConfigError as err:
+        check_window_config(config)
+    except (SyncConfigError, WindowConfigError) as err:
         raise OffGRPOConfigError(str(err)) from err
     use_v1 = bool(_get(config, "trainer.use_v1", True))
     mode = _get(config, "trainer.v1.trainer_mode", "sync")
@@ -194,7 +197,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOKnobs:
     if uses_estimator:
         check_zero_var_denominator(config, knobs)
         warn_masked_mini_batch_with_other_loss(config, knobs)
-    if uses_estimator or uses_loss or knobs.sync_period > 1:
+    if uses_estimator or uses_loss or knobs.sync_period > 1 or knobs.rollout_schedule != "per_step":
         check_trainer_hooks(config, knobs, uses_estimator)
     if knobs.ref_reset_period > 0:
         from verl_offgrpo.ref_reset import RefResetConfigError, check_ref_reset_config

@@ -41,7 +41,7 @@ import functools
 import logging
 import sys
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import ray
 
@@ -51,6 +51,7 @@ from verl.utils.ray_utils import auto_await
 from .alpha_guard import check_served_policy
 from .checks import _get, check_sync_config, validation_follows
 from .schedule import FIRST, REPEAT, SlotDecision, SyncSchedule
+from .window import check_window_config
 from .vllm_sleep import empty_device_cache, keep_weights_across_sleep, policy_servers
 
 logger = logging.getLogger(__name__)
@@ -136,11 +137,16 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         self.wake_fraction = float(_get(full_config, "actor_rollout_ref.rollout.gpu_memory_utilization", 0.5))
         self.server_reports: list[dict] = []
         lagged = self.knobs.sync_period > 1
-        if lagged and self.knobs.keep_weights == "sleep_level1" and self.free_cache_engine:
+        # rollout_schedule=window (V1 only, checked): vLLM generates a whole window right after a sync and
+        # sleeps at verl's own level; a skipped slot neither transfers nor wakes (.window)
+        self.windowed = check_window_config(full_config, trainer=trainer_kind)
+        if lagged and self.knobs.keep_weights == "sleep_level1" and self.free_cache_engine and not self.windowed:
             self.server_reports = keep_weights_across_sleep(self.replicas, level=1)
         # Whether a woken vLLM still holds the weights of its last sync. If not (sync_period=1 with
         # verl's level-2 sleep), every call is a real sync, exactly as verl does.
-        self.keeps_weights = lagged or not self.free_cache_engine
+        self.keeps_weights = (lagged and not self.windowed) or not self.free_cache_engine
+        # step -> rollout lag of its batch; the trainer's window schedule replaces the sync schedule's
+        self.rollout_lag_source: Optional[Callable[[int], Optional[int]]] = None
         self.history: list[SlotDecision] = []
         self.metrics_by_step: dict[int, dict] = {}
         self.last_metrics: dict = {}
@@ -172,7 +178,11 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         decision = self.schedule.decide(global_steps, force=self._force(global_steps))
         result: Any = {}
         skip_metrics: dict[str, float] = {}
-        if decision.sync or not self.keeps_weights:
+        if decision.sync or (self.windowed and decision.reason == REPEAT):
+            result = await super().update_weights(global_steps)
+        elif self.windowed:
+            pass  # the window's batches are already generated: vLLM stays asleep until the window's last slot
+        elif not self.keeps_weights:
             result = await super().update_weights(global_steps)
         else:
             skip_metrics = await self.wake_without_sync()
@@ -194,8 +204,9 @@ class LaggedCheckpointManager(CheckpointEngineManager):
                 "timing_s/off_grpo_sync": time.perf_counter() - start,
                 **skip_metrics,
             }
-            if decision.rollout_lag is not None:
-                metrics["off_grpo/rollout_lag"] = float(decision.rollout_lag)
+            rollout_lag = self.rollout_lag_of(decision.step) if self.rollout_lag_source else decision.rollout_lag
+            if rollout_lag is not None:
+                metrics["off_grpo/rollout_lag"] = float(rollout_lag)
             self.last_metrics = metrics
             self._record(decision.step, metrics)
         return result
@@ -276,10 +287,18 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             "timing_s/off_grpo_skip_wake": done - emptied,
         }
 
+    def rollout_lag_of(self, step: int) -> Optional[int]:
+        """Staleness of the batch trained in step ``step``: the window's (``rollout_schedule=window``:
+        every batch of a window comes from the sync before it, whatever a forced sync did since) or
+        the sync schedule's."""
+        if self.rollout_lag_source is not None:
+            return self.rollout_lag_source(step)
+        return self.schedule.rollout_lag_of(step)
+
     def check_served_policy(self, metrics: dict, step: int) -> None:
         """The served-policy guard (:mod:`.alpha_guard`) on step ``step``'s bound-monitor metrics:
         raises if |log r'| is far above the engine floor (lag 0) or above what a lag gives (lag >= 1)."""
-        lag = self.schedule.rollout_lag_of(step)
+        lag = self.rollout_lag_of(step)
         knobs = self.knobs
         check_served_policy(metrics, lag, knobs.max_log_rprime_after_sync, step, knobs.max_log_rprime_lagged)
 

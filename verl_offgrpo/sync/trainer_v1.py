@@ -18,6 +18,13 @@ verl's ``register_trainer`` when ``verl.trainer.ppo.v1`` is imported (see :func:
   ``_pending_sync_metrics``, which ``fit`` merges into the step's metrics right after ``on_step_end``.
   Validation runs after ``on_step_end``; the manager already synced π in that slot when
   ``sync_before_validate`` is on.
+* ``rollout_schedule=window`` (:mod:`.window`): ``prepare_step`` (verl: submit this step's prompts)
+  submits the k·B prompts of a whole window on the window's first step and nothing on the others;
+  verl's sync replay buffer then serves B finished groups per step from the TransferQueue. The
+  window's first step sleeps vLLM after its rollout (verl's sleep drains every request first, so the
+  whole window is generated then); the other steps do not touch vLLM, and their sync slots neither
+  transfer nor wake (the manager's ``window`` mode). A validation inside a window wakes vLLM with a
+  forced sync; ``on_validate_end`` puts it back to sleep. One global step stays one update.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from verl_offgrpo import ESTIMATOR_NAME, TRAINER_MODE
 
 from .checks import _get, check_sync_config
 from .checkpoint_manager_v0 import LaggedCheckpointManager
+from .window import WINDOW, WindowSchedule, check_window_config
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +67,9 @@ def prepare_v1_config(config: Any):
         validate_off_grpo_config = None
     if validate_off_grpo_config is not None:
         validate_off_grpo_config(config)
-    return check_sync_config(config, trainer="v1")
+    knobs = check_sync_config(config, trainer="v1")
+    check_window_config(config, trainer="v1")
+    return knobs
 
 
 class OffGRPOSyncTrainer(PPOTrainerSync):
@@ -67,6 +77,9 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
 
     def __init__(self, config):
         self.off_grpo_knobs = prepare_v1_config(config)
+        self.windowed = self.off_grpo_knobs.rollout_schedule == WINDOW
+        self.window_schedule: WindowSchedule | None = None
+        self.window_generated = True  # whether this step's rollout ran (always, per_step)
         super().__init__(config)
 
     # verl assigns self.trainer_mode = config.trainer.v1.trainer_mode; keep presenting "sync".
@@ -88,6 +101,49 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
         return LaggedCheckpointManager(
             config=base.config, actor_wg=base.actor_wg, replicas=base.replicas, trainer=self, trainer_kind="v1"
         )
+
+    # ------------------------------------------------------------------ windowed rollout
+    def _windows(self) -> WindowSchedule:
+        if self.window_schedule is None:
+            total = getattr(self, "total_training_steps", None)
+            self.window_schedule = WindowSchedule(self.off_grpo_knobs.sync_period, total)
+            self.checkpoint_manager.rollout_lag_source = self.window_schedule.rollout_lag
+        return self.window_schedule
+
+    def prepare_step(self) -> dict:
+        """verl submits one train batch per step; with ``window`` the window's first step submits the
+        whole window (k·B prompts) and the other steps submit nothing."""
+        if not self.windowed:
+            return super().prepare_step()
+        windows = self._windows()
+        step = int(self.global_steps)
+        self.window_generated = windows.starts_window(step)
+        if self.window_generated:
+            version = self.checkpoint_manager.schedule.version
+            if version != step - 1:  # vLLM slept at level 2 since its last sync: it holds no policy to sample
+                raise RuntimeError(
+                    f"verl-offgrpo: step {step} starts a rollout window, but vLLM was last synced at step {version}; "
+                    "a window must start right after a sync (please report this)."
+                )
+            window = windows.begin(step, version)
+            self._add_prompts_to_generate(window.length * int(self.config.data.train_batch_size))
+        windows.draw()
+        return windows.metrics(step, self.window_generated)
+
+    def on_sample_end(self):
+        """verl sleeps vLLM after every rollout; a step of a window that generated nothing leaves it asleep."""
+        if self.window_generated:
+            return super().on_sample_end()
+        if self.curr_step_profile:
+            self._stop_rollout_profiling()
+
+    def on_validate_end(self):
+        """Inside a window, validation woke vLLM (a forced sync): sleep it again, the window's steps need
+        no engine."""
+        super().on_validate_end()
+        windows = self.window_schedule
+        if self.windowed and windows is not None and windows.current is not None and windows.current.remaining > 0:
+            self.checkpoint_manager.sleep_replicas()
 
     def _compute_advantage(self, batch, metrics: dict):
         """verl's, then the zero-variance mask on ``loss_mask``/``response_mask`` and the bound monitor."""

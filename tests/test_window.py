@@ -1,0 +1,260 @@
+"""Windowed rollout (``algorithm.off_grpo.rollout_schedule=window``) through verl's real V1 ``fit`` loop.
+
+The trainer is the plugin's ``off_grpo_sync`` mode running verl 0.9.1's own ``PPOTrainer.fit`` /
+``step`` / ``_step_once`` on CPU. What needs GPUs is replaced by fakes: the vLLM servers are
+``test_sync_hooks.FakeVLLMServer`` Ray actors (level 2 discards the weights: a woken engine without a
+sync serves "garbage"), ``_add_prompts_to_generate`` samples from them (records which weights served
+each prompt), the replay buffer hands out B of those groups per step, and the model stages
+(old log-prob, advantage, update) count their calls. verl's ``Tracking`` is replaced by a recorder,
+so every assertion on metrics is on what verl would log.
+"""
+
+import importlib.util
+import os
+import sys
+from types import SimpleNamespace
+
+import pytest
+import ray
+
+import verl  # noqa: F401
+from verl.checkpoint_engine.base import CheckpointEngineManager
+from verl.utils.config import omega_conf_to_dataclass
+
+from verl_offgrpo.sync import register_sync_hooks
+from verl_offgrpo.sync.window import WindowConfigError, WindowSchedule, check_window_config, window_length
+
+_spec = importlib.util.spec_from_file_location("offgrpo_sync_fakes", os.path.join(os.path.dirname(__file__), "test_sync_hooks.py"))
+fakes = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = fakes
+_spec.loader.exec_module(fakes)
+
+B = 2  # prompts per step
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    import ray.cloudpickle as rcp
+
+    rcp.register_pickle_by_value(fakes)
+    yield
+    ray.shutdown()
+
+
+# ----------------------------------------------------------------------------- pure schedule
+@pytest.mark.parametrize(
+    "step, period, total, k",
+    [(1, 4, None, 4), (5, 4, None, 4), (6, 4, None, 3), (8, 4, None, 1), (9, 4, 10, 2), (1, 1, None, 1), (3, 10, 5, 3)],
+)
+def test_window_length_ends_at_the_next_sync_or_the_last_step(step, period, total, k):
+    assert window_length(step, period, total) == k
+
+
+def test_window_schedule_lag_counts_from_the_sync_before_the_window():
+    ws = WindowSchedule(3, total_steps=7)
+    starts, lags = [], []
+    for s in range(1, 8):
+        if ws.starts_window(s):
+            starts.append((s, ws.begin(s, s - 1).length))
+        ws.draw()
+        lags.append(ws.rollout_lag(s))
+    assert starts == [(1, 3), (4, 3), (7, 1)]
+    assert lags == [0, 1, 2, 0, 1, 2, 0]
+    with pytest.raises(RuntimeError, match="used up"):
+        ws.draw()
+
+
+# ----------------------------------------------------------------------------- verl's fit on fakes
+class Recorder:
+    """Stands for verl's ``Tracking``: keeps what ``fit`` logs per step."""
+
+    logged: dict = {}
+
+    def __init__(self, *args, **kwargs):
+        Recorder.logged = {}
+
+    def log(self, data, step, backend=None):
+        Recorder.logged.setdefault(step, {}).update(data)
+
+
+def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None):
+    """verl's V1 ``fit`` of the off_grpo_sync trainer over the fake cluster. Returns a record of what
+    happened: generations (step, prompts, weights served), per-step batches' weights, validations
+    (step, weights), actor updates per step, the sync calls, the logged metrics and the servers' logs."""
+    from verl.trainer.ppo.v1 import PPOTrainerSync, get_trainer_cls, trainer_base
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    import verl_offgrpo.zero_var_mask as zvm
+    from verl_offgrpo.sync.alpha_guard import STATISTIC
+
+    register_sync_hooks()
+    cfg = fakes.compose_cfg(
+        "algorithm.off_grpo.sync_period=4",
+        "algorithm.off_grpo.rollout_schedule=window",
+        f"data.train_batch_size={B}",
+        "trainer.val_before_train=false",
+        "trainer.save_freq=-1",
+        *overrides,
+    )
+    trainer = get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
+    servers, workers, replicas, wg = fakes.make_cluster()
+    engine_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout.checkpoint_engine)
+    rec = SimpleNamespace(generations=[], batches={}, validations=[], updates={}, buffer=[])
+
+    def fake_setup(self):
+        self.actor_rollout_wg = wg
+        self.checkpoint_manager = CheckpointEngineManager(config=engine_cfg, actor_wg=wg, replicas=replicas)
+        self.checkpoint_manager.sleep_replicas()
+        self.global_steps = start
+        self.total_training_steps = total
+        self.steps_per_epoch = 1000
+        self._init_dump_executor()
+
+    def add_prompts(num_prompts):
+        served = ray.get(servers[0].generate.remote())
+        rec.generations.append((trainer.global_steps, num_prompts, served))
+        rec.buffer.extend([served] * num_prompts)
+        return num_prompts
+
+    def sample(global_steps, partition_id, batch_size):
+        assert len(rec.buffer) >= batch_size, f"step {global_steps}: buffer holds {len(rec.buffer)} < {batch_size}"
+        served, rec.buffer[:batch_size] = rec.buffer[:batch_size], []
+        rec.batches[global_steps] = served
+        batch = SimpleNamespace(keys=[f"k{global_steps}_{i}" for i in range(batch_size)],
+                                tags=[{} for _ in range(batch_size)], partition_id="train", extra_info={}, served=served)
+        return batch, {}
+
+    def advantage(tq, batch, algorithm_cfg):
+        if rprime is not None:
+            return {STATISTIC: rprime(trainer.global_steps)}
+        honest = all(isinstance(w, str) and w.startswith("pi_") for w in batch.served)
+        return {STATISTIC: 0.01 if honest else 11.0}
+
+    def validate(self):
+        rec.validations.append((self.global_steps, ray.get(servers[0].generate.remote())))
+        return {"val/score": 1.0}
+
+    def update(batch, metrics):
+        rec.updates[trainer.global_steps] = rec.updates.get(trainer.global_steps, 0) + 1
+        return batch
+
+    monkeypatch.setattr(PPOTrainer, "_setup", fake_setup)
+    monkeypatch.setattr(PPOTrainer, "_validate", validate)
+    monkeypatch.setattr(PPOTrainer, "_compute_metrics", lambda self, *a, **k: None)
+    monkeypatch.setattr(PPOTrainerSync, "_compute_advantage", lambda self, batch, metrics: batch, raising=False)
+    monkeypatch.setattr(zvm, "after_advantage_v1", advantage)
+    monkeypatch.setattr(trainer_base, "Tracking", Recorder)
+    monkeypatch.setattr(trainer_base.tq, "kv_clear", lambda **kw: None)
+    trainer.init()
+    trainer._add_prompts_to_generate = add_prompts
+    trainer.replay_buffer.sample = sample
+    trainer.reward_loop_manager = SimpleNamespace(reward_loop_worker_handles=["remote reward"])
+    for stage in ("_balance_batch", "_compute_old_log_prob", "_compute_ref_log_prob"):
+        setattr(trainer, stage, lambda batch, metrics=None, **kw: batch)
+    trainer._update_actor = update
+    trainer.fit(agent_loop_manager=None)
+    rec.syncs = [c[0] for c in wg.sync_calls]
+    rec.logged = Recorder.logged
+    rec.server_log = ray.get(servers[0].get_log.remote())
+    rec.trainer = trainer
+    return rec
+
+
+def series(rec, key, steps):
+    return [rec.logged[s].get(key) for s in steps]
+
+
+def test_window_generates_once_per_window_and_trains_once_per_step(ray_local, monkeypatch):
+    """v=4, 10 steps, validation after steps 6 and 10: windows 1-4 (π_0), 5-8 (π_4), 9-10 (π_8, the short
+    last window). A validation inside the window 5-8 syncs π_6 for itself, yet steps 7-8 still train on
+    π_4's buffered samples with their true lag, and vLLM goes back to sleep until the window's end."""
+    rec = run_fit(monkeypatch, "trainer.test_freq=6", total=10)
+    steps = range(1, 11)
+    assert rec.generations == [(1, 4 * B, "pi_0"), (5, 4 * B, "pi_4"), (9, 2 * B, "pi_8")]
+    assert [rec.batches[s] for s in steps] == [["pi_0"] * B] * 4 + [["pi_4"] * B] * 4 + [["pi_8"] * B] * 2
+    assert rec.updates == {s: 1 for s in steps}  # one global step = one update
+    assert rec.syncs == [0, 4, 6, 8, 10]
+    assert rec.validations == [(6, "pi_6"), (10, "pi_10")]
+    assert series(rec, "off_grpo/window/generated", steps) == [1, 0, 0, 0, 1, 0, 0, 0, 1, 0]
+    assert series(rec, "off_grpo/window/position", steps) == [0, 1, 2, 3, 0, 1, 2, 3, 0, 1]
+    assert series(rec, "off_grpo/window/length", steps) == [4] * 8 + [2] * 2
+    assert series(rec, "off_grpo/rollout_lag", steps) == [0, 1, 2, 3, 0, 1, 2, 3, 0, 1]
+    assert series(rec, "off_grpo/synced", steps) == [0, 0, 0, 1, 0, 1, 0, 1, 0, 1]
+    assert all(rec.logged[s]["off_grpo/bound/mean_abs_log_rprime"] == 0.01 for s in steps)
+    # vLLM wakes only inside real syncs (no wake without a transfer), sleeps at verl's level 2 after each
+    # window's generation and after the validation inside a window
+    wakes = [e for e in rec.server_log if e[0] == "wake"]
+    assert len(wakes) == 2 * len(rec.syncs)
+    assert [e for e in rec.server_log if e[0] == "sleep"] == [("sleep", 2)] * 5  # init, 3 windows, step 6's validation
+
+
+def test_resume_mid_window_starts_a_shorter_window(ray_local, monkeypatch):
+    """Resumed at step 5 (v=4): the first slot syncs π_5, the window 6-8 ends at the next period sync."""
+    rec = run_fit(monkeypatch, "trainer.test_freq=-1", start=5, total=10)
+    assert rec.generations == [(6, 3 * B, "pi_5"), (9, 2 * B, "pi_8")]
+    assert rec.syncs == [5, 8]
+    assert series(rec, "off_grpo/rollout_lag", range(7, 11)) == [1, 2, 0, 1]  # step 6's slot reports none yet
+
+
+def test_period_one_window_is_per_step(ray_local, monkeypatch):
+    rec = run_fit(monkeypatch, "algorithm.off_grpo.sync_period=1", "trainer.test_freq=-1", total=4)
+    assert rec.generations == [(s, B, f"pi_{s - 1}") for s in range(1, 5)]
+    assert rec.syncs == [0, 1, 2, 3, 4]
+
+
+def test_guard_uses_the_windows_lag_after_a_forced_sync(ray_local, monkeypatch):
+    """Step 7 trains on π_4's samples after validation synced π_6: lag 2, so the lagged limit applies (a
+    lag-0 reading would stop this honest run at max_log_rprime_after_sync=0.3)."""
+    rec = run_fit(monkeypatch, "trainer.test_freq=6", "algorithm.off_grpo.max_log_rprime_after_sync=0.3",
+                  total=8, rprime=lambda step: 0.5 if step == 7 else 0.01)
+    assert rec.updates == {s: 1 for s in range(1, 9)}
+    assert rec.logged[7]["off_grpo/bound/mean_abs_log_rprime"] == 0.5
+
+
+def test_guard_stops_a_window_sampled_from_lost_weights(ray_local, monkeypatch):
+    """If vLLM served garbage for a window (here: weights discarded behind the plugin's back after the
+    sync), the window's first step stops before its update."""
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    original = fakes.FakeVLLMServer.receive_weights
+
+    async def lossy(self, version):
+        await original(self, version)
+        if version == 4:
+            self.weights = "garbage"
+
+    monkeypatch.setattr(fakes.FakeVLLMServer, "receive_weights", lossy)
+    with pytest.raises(ServedPolicyError, match="step 5"):
+        run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
+
+
+# ----------------------------------------------------------------------------- config
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (["trainer.use_v1=false", f"+actor_rollout_ref.rollout.checkpoint_manager_class={fakes.V0_MANAGER_FQN}"],
+         "V1 trainer"),
+        (["+trainer.v1.sync.parameter_sync_step=2"], "parameter_sync_step"),
+        (["algorithm.filter_groups.enable=true"], "filter_groups"),
+        (["trainer.test_freq=5", "algorithm.off_grpo.sync_before_validate=false"], "sync_before_validate"),
+        (["data.train_batch_size=6", "+data.gen_batch_size=4"], "gen_batch_size"),
+    ],
+)
+def test_window_rejects_what_it_cannot_honour_in_the_driver(overrides, match):
+    """Through the plugin's startup check (what main_ppo's driver runs before Ray starts)."""
+    from verl_offgrpo.validation import OffGRPOConfigError, validate_off_grpo_config
+
+    cfg = fakes.compose_cfg("algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.rollout_schedule=window", *overrides)
+    with pytest.raises(OffGRPOConfigError, match=match):
+        validate_off_grpo_config(cfg)
+    with pytest.raises(WindowConfigError, match=match):
+        check_window_config(cfg)
+
+
+def test_window_with_period_one_is_allowed_and_per_step_is_untouched():
+    cfg = fakes.compose_cfg("algorithm.off_grpo.rollout_schedule=window")
+    assert check_window_config(cfg) is True
+    cfg = fakes.compose_cfg("algorithm.off_grpo.sync_period=4", "+trainer.v1.sync.parameter_sync_step=2")
+    assert check_window_config(cfg) is False

@@ -1,0 +1,167 @@
+"""Windowed rollout (``algorithm.off_grpo.rollout_schedule=window``): one generation phase per sync window.
+
+Paper (Alg. 1): the v steps between two syncs each train on fresh prompts sampled from the same
+lagged policy α. ``per_step`` samples them step by step (every step wakes vLLM, generates B
+prompts, sleeps it). ``window`` samples all of them at once, right after the sync that starts the
+window: one wake, one generation phase of k·B prompts, one sleep and one sync per window. Each step
+still draws its own B prompts (groups) from the window's buffer, recomputes π_k (``old_log_prob``)
+with the current actor and trains once, so the data distribution and every per-step quantity are
+those of ``per_step``; only when the samples are generated changes.
+
+Windows are phase-aligned to the sync schedule (:mod:`.schedule`): syncs happen in the slots of
+steps s ≡ 0 (mod v), so the window that starts at step s covers
+
+    s, s+1, …, min(⌈s/v⌉·v, T)          k(s) = min(⌈s/v⌉·v, T) − s + 1 ≤ v
+
+(T = ``total_training_steps``). A fresh run starts windows at 1, v+1, 2v+1, …; a run resumed from
+step S starts a shorter window at S+1 (the buffer of the interrupted window is not checkpointed:
+its unused prompts are skipped, as the dataloader state already counts them), then aligns; the last
+window ends at T. A forced sync inside a window (validation with ``sync_before_validate``) does not
+end it: the buffered samples are still α's. Every sample of a window comes from the weights synced
+in the slot before its first step, version w = s − 1, so the step s' of the window trains with
+rollout lag s' − 1 − w (0 on the window's first step, where the served-policy guard holds the batch
+to the engine floor).
+
+Pure bookkeeping; the trainer mode (:mod:`.trainer_v1`) does the generation and the TransferQueue
+keeps the buffered groups (verl's sync replay buffer serves B of them per step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+PER_STEP, WINDOW = "per_step", "window"
+
+
+def window_length(step: int, period: int, total_steps: Optional[int] = None) -> int:
+    """k(s): steps in the window that starts at step ``step`` (≥ 1), ending at the next sync step or T."""
+    step, period = int(step), int(period)
+    if step < 1 or period < 1:
+        raise ValueError(f"window_length needs step >= 1 and period >= 1 (got step={step}, period={period})")
+    end = -(-step // period) * period  # ⌈s/v⌉·v: the step whose slot syncs next
+    if total_steps is not None:
+        end = min(end, int(total_steps))
+    return max(1, end - step + 1)
+
+
+@dataclass
+class RolloutWindow:
+    """The window being trained on: its first step, its length, the weights version that sampled it."""
+
+    start: int
+    length: int
+    version: Optional[int]  # s_w of the sync before the window (None if unknown)
+    used: int = 0  # steps of the window that have drawn their batch
+
+    @property
+    def remaining(self) -> int:
+        return self.length - self.used
+
+    def rollout_lag(self, step: int) -> Optional[int]:
+        """(s − 1) − w: staleness of the batch trained at ``step``; None if the version is unknown."""
+        return None if self.version is None else int(step) - 1 - self.version
+
+
+class WindowSchedule:
+    """Which steps generate, and the lag of every step's batch, in one process run."""
+
+    def __init__(self, period: int, total_steps: Optional[int] = None):
+        self.period = int(period)
+        self.total_steps = total_steps
+        self.current: Optional[RolloutWindow] = None
+        self.num_windows = 0
+
+    def starts_window(self, step: int) -> bool:
+        """Whether step ``step`` must generate: no window yet, or the current one is used up."""
+        return self.current is None or self.current.remaining <= 0
+
+    def begin(self, step: int, version: Optional[int]) -> RolloutWindow:
+        """Open the window that starts at ``step``, sampled by weights version ``version``."""
+        self.current = RolloutWindow(int(step), window_length(step, self.period, self.total_steps), version)
+        self.num_windows += 1
+        return self.current
+
+    def draw(self) -> RolloutWindow:
+        """One step of the current window has drawn its batch."""
+        if self.current is None or self.current.remaining <= 0:
+            raise RuntimeError("verl-offgrpo: rollout window used up before its step drew a batch")
+        self.current.used += 1
+        return self.current
+
+    def rollout_lag(self, step: int) -> Optional[int]:
+        return None if self.current is None else self.current.rollout_lag(step)
+
+    def metrics(self, step: int, generated: bool) -> dict[str, float]:
+        """Per-step metrics: ``off_grpo/window/{generated,length,position}`` (position 0 = the window's first step)."""
+        if self.current is None:
+            return {}
+        return {
+            "off_grpo/window/generated": float(generated),
+            "off_grpo/window/length": float(self.current.length),
+            "off_grpo/window/position": float(int(step) - self.current.start),
+        }
+
+
+# ---------------------------------------------------------------------------------- configuration
+class WindowConfigError(ValueError):
+    """A configuration under which ``rollout_schedule=window`` cannot keep one global step = one update."""
+
+
+def check_window_config(config, trainer: Optional[str] = None) -> bool:
+    """Raise :class:`WindowConfigError` for settings ``rollout_schedule=window`` cannot honour; return
+    whether the window schedule is selected. Reads only the composed config (no verl import).
+
+    ``trainer``: "v1" or "v0"; default from ``trainer.use_v1``.
+    """
+    import logging
+
+    from verl_offgrpo import TRAINER_MODE
+
+    from .checks import _get
+
+    off = _get(config, "algorithm.off_grpo")
+    schedule = _get(off, "rollout_schedule", PER_STEP)
+    if schedule != WINDOW:
+        return False
+    head = "algorithm.off_grpo.rollout_schedule=window"
+    if trainer is None:
+        trainer = "v1" if bool(_get(config, "trainer.use_v1", True)) else "v0"
+    if trainer != "v1":
+        raise WindowConfigError(f"{head} is built on verl's V1 trainer: set trainer.use_v1=true (or use per_step).")
+    mode = _get(config, "trainer.v1.trainer_mode", "sync")
+    if mode != TRAINER_MODE:
+        raise WindowConfigError(
+            f"{head} needs trainer.v1.trainer_mode={TRAINER_MODE} (got {mode!r}); verl's async modes generate on "
+            "their own schedule."
+        )
+    k = _get(config, "trainer.v1.sync.parameter_sync_step", 1)
+    if k not in (None, 1):
+        raise WindowConfigError(
+            f"{head} already generates a whole sync window at once: drop trainer.v1.sync.parameter_sync_step={k}."
+        )
+    if bool(_get(config, "algorithm.filter_groups.enable", False)):
+        raise WindowConfigError(f"{head} cannot refill filtered groups after the window's generation: set "
+                                "algorithm.filter_groups.enable=false or use per_step.")
+    if bool(_get(config, "trainer.v1.sampler.sync_refill_failed_groups", False)):
+        raise WindowConfigError(f"{head} cannot refill failed groups after the window's generation: set "
+                                "trainer.v1.sampler.sync_refill_failed_groups=false.")
+    if bool(_get(config, "skip.rollout_tq.enable", False)):
+        raise WindowConfigError(f"{head} is not supported with skip.rollout_tq.enable=true.")
+    batch = _get(config, "data.train_batch_size")
+    gen = _get(config, "data.gen_batch_size")
+    if gen is not None and batch is not None and int(batch) % int(gen) != 0:
+        raise WindowConfigError(
+            f"{head} submits whole train batches: data.train_batch_size={batch} must be a multiple of "
+            f"data.gen_batch_size={gen}."
+        )
+    test_freq = _get(config, "trainer.test_freq", -1)
+    if test_freq is not None and int(test_freq) > 0 and not bool(_get(off, "sync_before_validate", True)):
+        raise WindowConfigError(
+            f"{head} lets vLLM drop α after each window's generation, so validation needs a sync: set "
+            "algorithm.off_grpo.sync_before_validate=true (or trainer.test_freq=-1)."
+        )
+    if int(_get(off, "sync_period", 1)) == 1:
+        logging.getLogger(__name__).info("verl-offgrpo: rollout_schedule=window with sync_period=1 is on-policy GRPO "
+                                         "(a window of one step).")
+    return True
