@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""Windowed rollout vs per-step rollout: time per update, side by side on one host (lab script).
+
+Runs verl's real ``python3 -m verl.trainer.main_ppo`` (V1 trainer, the plugin's yaml) once per job,
+the jobs side by side, one GPU each (``mainppo_job.on_gpus``), on a generation-heavy real workload:
+SmolLM2-135M-Instruct (dequantized from the staged GGUF, ``learning.smollm2_from_gguf``) on GSM8K
+(``data_prep/gsm8k.py --local-dir``), 512-token response cap, responses of natural (variable) length.
+The zero-variance mask is off in every job, so every update does the same work whatever the reward.
+
+A job is ``NAME=SPEC``; SPEC is one of
+
+* ``step:v``   ``sync_period=v``, ``rollout_schedule=per_step`` (``step:1`` is on-policy GRPO);
+* ``window:v`` ``sync_period=v``, ``rollout_schedule=window``;
+* ``bigbatch:v`` verl's stock large-batch PPO sampling the same window at once: estimator ``grpo``,
+  loss ``vanilla`` (clip around π_old), no rollout correction, verl's own ``sync`` trainer mode,
+  ``train_batch_size = v·B`` and ``ppo_mini_batch_size = B`` (v updates per global step).
+
+Per job and per update (a global step, or a mini-batch update of a ``bigbatch`` step) the script
+records the wall time; it drops the first ``--warmup-windows`` windows of v updates (v = 1 for
+``step``) and reports the mean time per update over the rest, counted in whole windows, with the
+parts (generation, sync slot, the other stages). Speedups are against the job named ``--baseline``,
+with a 90 % bootstrap interval over the per-window means. Also per rollout lag the mean |log π_k/α|
+(``off_grpo/bound/mean_abs_log_rprime``), to compare ``window`` with ``per_step`` at equal lag.
+
+Writes ``OUT/window_speed.json``. Usage on a 4-GPU machine (after staging with ``--with-smollm2``)::
+
+    python3 benchmarks/window_speed.py --out $OUT --work /tmp/ws --gsm8k .gpu/gsm8k --gpus 0,1,2,3 \\
+        --jobs v1=step:1,p4=step:4,w4=window:4,w10=window:10 --steps 40 --budget-s 900
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import mainppo_job  # noqa: E402
+import sync_e2e  # noqa: E402
+
+REPO = mainppo_job.REPO
+
+
+def parse_jobs(text: str) -> list[tuple[str, str, int]]:
+    jobs = []
+    for item in text.split(","):
+        name, spec = item.split("=", 1)
+        kind, v = spec.split(":")
+        if kind not in ("step", "window", "bigbatch") or int(v) < 1:
+            raise SystemExit(f"--jobs: bad job {item!r} (NAME=step|window|bigbatch:v)")
+        jobs.append((name, kind, int(v)))
+    return jobs
+
+
+def build_gsm8k(src: Path, dest: Path) -> Path:
+    if not (dest / "train.parquet").exists():
+        subprocess.run([sys.executable, str(REPO / "data_prep" / "gsm8k.py"), "--local-dir", str(src),
+                        "--output-dir", str(dest)], check=True)  # fmt: skip
+    return dest
+
+
+def job_overrides(args, name: str, kind: str, v: int, model_dir: Path, data_dir: Path) -> list[str]:
+    updates_per_step = v if kind == "bigbatch" else 1
+    steps = -(-args.steps // updates_per_step)
+    base = sync_e2e.overrides("v1", 1 if kind == "bigbatch" else v, model_dir, data_dir, steps, args.lr, name)
+    updates: dict[str, object] = {
+        "data.train_files": data_dir / "train.parquet",
+        "data.val_files": data_dir / "test.parquet",
+        "data.train_batch_size": args.batch * updates_per_step,
+        "data.max_prompt_length": 400,
+        "data.filter_overlong_prompts": True,
+        "data.max_response_length": args.response_length,
+        "data.seed": 1,
+        "reward.custom_reward_function.path": "pkg://verl_offgrpo.rewards",
+        "reward.custom_reward_function.name": "compute_score",
+        "actor_rollout_ref.actor.ppo_mini_batch_size": args.batch,
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": args.micro_batch,
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": args.micro_batch,
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": args.micro_batch,
+        "actor_rollout_ref.rollout.n": args.n,
+        "actor_rollout_ref.rollout.gpu_memory_utilization": args.gpu_mem,
+        "actor_rollout_ref.rollout.agent.num_workers": 2,
+        "actor_rollout_ref.rollout.seed": 0,
+        "actor_rollout_ref.actor.data_loader_seed": 0,
+        "algorithm.off_grpo.zero_var_mask": "false",
+        "trainer.project_name": "offgrpo_window_speed",
+    }
+    if kind == "bigbatch":
+        updates.update({
+            "algorithm.adv_estimator": "grpo",
+            "actor_rollout_ref.actor.policy_loss.loss_mode": "vanilla",
+            "algorithm.rollout_correction.rollout_is": "null",
+            "trainer.v1.trainer_mode": "sync",
+        })  # fmt: skip
+    else:
+        updates["algorithm.off_grpo.rollout_schedule"] = "window" if kind == "window" else "per_step"
+    return mainppo_job.set_overrides(base, updates)
+
+
+def per_update(metrics: dict[int, dict], kind: str, v: int) -> list[dict]:
+    """One row per update: wall time and parts. A ``bigbatch`` step of v updates gives v rows of 1/v each."""
+    rows = []
+    for step in sorted(metrics):
+        m = metrics[step]
+        total = mainppo_job.pick(m, "timing_s/step")
+        if total is None:
+            continue
+        share = v if kind == "bigbatch" else 1
+        row = {
+            "step": step,
+            "time_s": total / share,
+            "gen_s": (mainppo_job.pick(m, "timing_s/gen") or 0.0) / share,
+            "sync_s": (mainppo_job.pick(m, "timing_s/update_weights") or 0.0) / share,
+            "update_actor_s": (mainppo_job.pick(m, "timing_s/update_actor") or 0.0) / share,
+            "old_log_prob_s": (mainppo_job.pick(m, "timing_s/old_log_prob") or 0.0) / share,
+            "rollout_lag": mainppo_job.pick(m, "off_grpo/rollout_lag"),
+            "mean_abs_log_rprime": mainppo_job.pick(m, "off_grpo/bound/mean_abs_log_rprime"),
+            "generated": mainppo_job.pick(m, "off_grpo/window/generated"),
+            "response_length": mainppo_job.pick(m, "response_length/mean"),
+            "reward": mainppo_job.pick(m, "critic/score/mean"),
+        }
+        rows.extend([row] * share)
+    return rows
+
+
+def window_means(rows: list[dict], window: int, warmup_windows: int) -> list[float]:
+    """Mean time per update of each whole window after the warm-up ones."""
+    out = []
+    for start in range(warmup_windows * window, len(rows) - window + 1, window):
+        out.append(sum(r["time_s"] for r in rows[start:start + window]) / window)
+    return out
+
+
+def summarize(name: str, kind: str, v: int, rows: list[dict], warmup_windows: int) -> dict:
+    window = v  # per_step's lag cycle is v too: compare whole cycles
+    means = window_means(rows, window, warmup_windows)
+    kept = rows[warmup_windows * window: warmup_windows * window + len(means) * window]
+    out = {"name": name, "kind": kind, "v": v, "updates_logged": len(rows), "windows_measured": len(means),
+           "window_means_s": means}
+    if kept:
+        n = len(kept)
+        out.update({
+            "time_per_update_s": sum(r["time_s"] for r in kept) / n,
+            "gen_per_update_s": sum(r["gen_s"] for r in kept) / n,
+            "sync_per_update_s": sum(r["sync_s"] for r in kept) / n,
+            "update_actor_per_update_s": sum(r["update_actor_s"] for r in kept) / n,
+            "old_log_prob_per_update_s": sum(r["old_log_prob_s"] for r in kept) / n,
+            "response_length_mean": _mean([r["response_length"] for r in kept]),
+        })  # fmt: skip
+        out["rest_per_update_s"] = out["time_per_update_s"] - out["gen_per_update_s"] - out["sync_per_update_s"]
+        out["gen_share"] = out["gen_per_update_s"] / out["time_per_update_s"]
+    by_lag: dict[int, list[float]] = {}
+    for r in rows:
+        if r["rollout_lag"] is not None and r["mean_abs_log_rprime"] is not None:
+            by_lag.setdefault(int(r["rollout_lag"]), []).append(float(r["mean_abs_log_rprime"]))
+    out["mean_abs_log_rprime_by_lag"] = {str(k): {"mean": sum(x) / len(x), "n": len(x)} for k, x in sorted(by_lag.items())}
+    return out
+
+
+def _mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def add_speedups(summaries: list[dict], baseline: str) -> None:
+    import numpy as np
+
+    base = next((s for s in summaries if s["name"] == baseline), None)
+    if base is None or not base.get("window_means_s"):
+        return
+    for s in summaries:
+        if not s.get("window_means_s"):
+            continue
+        s["speedup_vs_" + baseline] = base["time_per_update_s"] / s["time_per_update_s"]
+        if len(s["window_means_s"]) >= 2 and len(base["window_means_s"]) >= 2:
+            s["speedup_interval90"] = mainppo_job.bootstrap_interval(
+                base["window_means_s"], s["window_means_s"], lambda a, b: a / b, np.mean)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--work", default="/tmp/window_speed")
+    p.add_argument("--gsm8k", required=True, help="folder with GSM8K train.jsonl and test.jsonl")
+    p.add_argument("--model-path", default=None, help="an HF checkpoint instead of the staged SmolLM2 GGUF")
+    p.add_argument("--jobs", default="v1=step:1,p4=step:4,w4=window:4,w10=window:10")
+    p.add_argument("--baseline", default="v1")
+    p.add_argument("--gpus", default=None)
+    p.add_argument("--steps", type=int, default=40, help="updates per job (a job stops earlier at its time limit)")
+    p.add_argument("--warmup-windows", type=int, default=1)
+    p.add_argument("--batch", type=int, default=32, help="prompts per update (B)")
+    p.add_argument("--n", type=int, default=4)
+    p.add_argument("--response-length", type=int, default=512)
+    p.add_argument("--micro-batch", type=int, default=32)
+    p.add_argument("--gpu-mem", type=float, default=0.4)
+    p.add_argument("--lr", type=float, default=1e-6)
+    p.add_argument("--budget-s", type=float, default=900)
+    p.add_argument("--stall-s", type=float, default=300)
+    p.add_argument("--machine", default=socket.gethostname())
+    args = p.parse_args(argv)
+    t0 = time.time()
+    out, work = Path(args.out), Path(args.work)
+    out.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    jobs = parse_jobs(args.jobs)
+    import learning  # noqa: E402  (the SmolLM2 conversion)
+
+    model_dir = Path(args.model_path) if args.model_path else learning.smollm2_from_gguf(work / "smollm2")
+    data_dir = build_gsm8k(Path(args.gsm8k), work / "gsm8k")
+    log_dir = work / "logs"
+    log_dir.mkdir(exist_ok=True)
+    gpus = args.gpus.split(",") if args.gpus else None
+
+    def run(job, env_extra):
+        name, kind, v = job
+        timeout = mainppo_job.job_timeout(None, args.budget_s, t0, time.time())
+        rc, progress, jsonl = mainppo_job.run_main_ppo(
+            name, job_overrides(args, name, kind, v, model_dir, data_dir), out, log_dir, timeout,
+            -(-args.steps // (v if kind == "bigbatch" else 1)), args.stall_s, **env_extra)
+        metrics, source = mainppo_job.read_metrics(out / "logs", name)
+        rows = per_update(metrics, kind, v)
+        summary = summarize(name, kind, v, rows, args.warmup_windows)
+        summary.update(rc=rc, metrics_source=source, gpu=env_extra.get("CUDA_VISIBLE_DEVICES"),
+                       startup_s=progress.get("startup_s"), memory=progress.get("memory"))
+        return {"summary": summary, "updates": rows}
+
+    results = mainppo_job.on_gpus(jobs, gpus, run)
+    summaries = [r["summary"] for r in results]
+    add_speedups(summaries, args.baseline)
+    result = {
+        "workload": f"SmolLM2-135M-Instruct, GSM8K, {args.batch} prompts x {args.n} per update, "
+                    f"{args.response_length}-token cap, zero_var_mask off",
+        "machine": args.machine, "versions": mainppo_job.versions(),
+        "concurrency": mainppo_job.concurrency(gpus, len(jobs)), "args": vars(args),
+        "jobs": summaries, "updates": {r["summary"]["name"]: r["updates"] for r in results},
+    }  # fmt: skip
+    mainppo_job.write_results("window_speed.json", result, out, work)
+    for s in summaries:
+        print(json.dumps({k: s.get(k) for k in ("name", "time_per_update_s", "gen_share", "windows_measured",
+                                               "speedup_vs_" + args.baseline, "speedup_interval90")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
