@@ -79,7 +79,7 @@ class Recorder:
         Recorder.logged.setdefault(step, {}).update(data)
 
 
-def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None):
+def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=0):
     """verl's V1 ``fit`` of the off_grpo_sync trainer over the fake cluster. Returns a record of what
     happened: generations (step, prompts, weights served), per-step batches' weights, validations
     (step, weights), actor updates per step, the sync calls, the logged metrics and the servers' logs."""
@@ -150,6 +150,18 @@ def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None):
     trainer.init()
     trainer._add_prompts_to_generate = add_prompts
     trainer.replay_buffer.sample = sample
+    # what the window's first step waits on (verl's ReplayBuffer metadata): every generated group is
+    # finished here except, with ``unfinished``, that many of the window's groups on the first poll
+    polls = []
+
+    def sync_metadata():
+        polls.append(trainer.global_steps)
+        late = unfinished if polls.count(trainer.global_steps) == 1 else 0
+        trainer.replay_buffer.finished_keys["train"] = {f"g{i}" for i in range(len(rec.buffer) - late)}
+        trainer.replay_buffer.running_keys["train"] = {f"r{i}" for i in range(late)}
+
+    trainer.replay_buffer._sync_metadata_from_transfer_queue = sync_metadata
+    rec.polls = polls
     trainer.reward_loop_manager = SimpleNamespace(reward_loop_worker_handles=["remote reward"])
     for stage in ("_balance_batch", "_compute_old_log_prob", "_compute_ref_log_prob"):
         setattr(trainer, stage, lambda batch, metrics=None, **kw: batch)
@@ -188,6 +200,14 @@ def test_window_generates_once_per_window_and_trains_once_per_step(ray_local, mo
     wakes = [e for e in rec.server_log if e[0] == "wake"]
     assert len(wakes) == 2 * len(rec.syncs)
     assert [e for e in rec.server_log if e[0] == "sleep"] == [("sleep", 2)] * 5  # init, 3 windows, step 6's validation
+
+
+def test_a_windows_first_step_waits_for_every_group_of_the_window(ray_local, monkeypatch):
+    """verl's buffer would sample as soon as B groups are done, and the sleep after it only drains what
+    vLLM holds; the window's first step polls until no group is pending or running."""
+    rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=4, unfinished=3)
+    assert rec.polls == [1, 1]  # one poll saw 3 groups still running, the next none
+    assert rec.generations == [(1, 4 * B, "pi_0")]
 
 
 def test_resume_mid_window_starts_a_shorter_window(ray_local, monkeypatch):

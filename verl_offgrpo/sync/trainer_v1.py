@@ -48,6 +48,24 @@ logger = logging.getLogger(__name__)
 PRESENTED_MODE = "sync"
 
 
+def wait_for_window(replay_buffer, num_prompts: int, partition_id: str = "train", poll_s: float = 0.1) -> None:
+    """Block until ``num_prompts`` prompt groups of ``partition_id`` are terminal (finished or failed)
+    and none is pending or running.
+
+    Reads verl 0.9.1's ``ReplayBuffer`` metadata (``_sync_metadata_from_transfer_queue``, then its
+    ``{pending,running,finished,failure}_keys``), the state its own ``sample`` polls.
+    """
+    import time
+
+    while True:
+        replay_buffer._sync_metadata_from_transfer_queue()
+        terminal = len(replay_buffer.finished_keys[partition_id]) + len(replay_buffer.failure_keys[partition_id])
+        inflight = len(replay_buffer.pending_keys[partition_id]) + len(replay_buffer.running_keys[partition_id])
+        if terminal >= num_prompts and inflight == 0:
+            return
+        time.sleep(poll_s)
+
+
 def prepare_v1_config(config: Any):
     """Checks (and the one automatic setting) done when the V1 mode is constructed; returns the knobs."""
     from verl_offgrpo.knobs import knobs_from_algorithm
@@ -129,6 +147,18 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
             self._add_prompts_to_generate(window.length * int(self.config.data.train_batch_size))
         windows.draw()
         return windows.metrics(step, self.window_generated)
+
+    def on_sample_begin(self):
+        """A window's first step waits until every group of the window is finished before it samples.
+
+        verl's sync replay buffer returns as soon as B groups are finished, and the sleep after it only
+        drains the requests vLLM already holds: groups of the window still queued in the agent loop
+        would reach a sleeping engine (empty responses) and the B groups of the first step would be
+        the ones that finished first (the shortest). Waiting for all of them keeps every step's batch a
+        random draw of the window."""
+        super().on_sample_begin()
+        if self.windowed and self.window_generated:
+            wait_for_window(self.replay_buffer, self.window_schedule.current.length * int(self.config.data.train_batch_size))
 
     def on_sample_end(self):
         """verl sleeps vLLM after every rollout; a step of a window that generated nothing leaves it asleep."""
