@@ -8,7 +8,7 @@
 * ``learning.png``: train reward per step, held-out pass@1 against training wall-clock and
   mean |log r'| per step, per configuration and seed.
 
-    python3 benchmarks/plot_results.py --results results      # needs matplotlib
+    python3 benchmarks/plot_results.py --results benchmarks/results      # needs matplotlib
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ def plot_learning(data: dict, out: Path, plt) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--results", default=str(Path(__file__).resolve().parents[1] / "results"))
+    p.add_argument("--results", default=str(Path(__file__).resolve().parent / "results"))
     args = p.parse_args(argv)
     import matplotlib
 
