@@ -433,7 +433,7 @@ def pack_logs(out: Path, max_files: int = DEVICE_RETURN_FILES) -> Path | None:
 
     logs = out / "logs"
     if not logs.is_dir() or not any(logs.iterdir()) or sum(f.is_file() for f in out.rglob("*")) <= max_files:
-        return None  # (an empty ``logs`` dir, e.g. a CPU rebuild into ``results/``, is not packed)
+        return None  # (an empty ``logs`` dir, e.g. a CPU rebuild into ``benchmarks/results/``, is not packed)
     archive = out / "logs.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         for f in sorted(logs.iterdir()):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plots of the committed GPU results (reads ``results/*.json``, writes PNGs next to them).
+"""Plots of the committed GPU results (reads ``benchmarks/results/*.json``, writes PNGs next to them).
 
 * ``sync_e2e.png``: mean |log r'| (= |log π_k/α|) per step and the sync steps, per run;
 * ``ref_reset.png``: the logged KL(π_θ‖π_ref) per step, reset steps marked;
