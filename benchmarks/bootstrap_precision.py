@@ -7,7 +7,7 @@ This script recomputes every committed interval with ``--resamples`` draws (defa
 and prints, per interval kind, the largest change of an end and every interval whose reading changes:
 a speedup interval that held 1 and no longer does (or the reverse), a difference interval and 0::
 
-    python3 benchmarks/bootstrap_precision.py            # reads results/throughput.json, results/raw/throughput
+    python3 benchmarks/bootstrap_precision.py            # reads benchmarks/results/throughput.json, benchmarks/results/raw/throughput
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def report(kind: str, intervals, digits: int, reference: float) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--results", default=str(HERE.parent / "results"))
+    p.add_argument("--results", default=str(HERE / "results"))
     p.add_argument("--resamples", type=int, default=400_000)
     p.add_argument("--out", default=None, help="write the report here as JSON")
     args = p.parse_args(argv)

@@ -26,7 +26,7 @@ while π_k = the weights after step s−1. The bound monitor's ``off_grpo/bound/
 (mean over the batch's response tokens of |log π_k/α|, computed before the update on every token,
 masked or not) is therefore the movement made by the updates of steps b(s)+1 … s−1. With no update in
 between it is the bf16 floor of vLLM vs FSDP: the run's median at rollout lag 0 (~0.001 for this model,
-0.0010–0.0017 in results/sync_e2e.json). (The loss's ``actor/off_grpo/mean_abs_log_rprime`` averages
+0.0010–0.0017 in benchmarks/results/sync_e2e.json). (The loss's ``actor/off_grpo/mean_abs_log_rprime`` averages
 over the loss tokens only: 0 on a fully masked step; it is kept as ``loss_mean_abs_log_rprime``.)
 
 * ``mask`` (zero_var_mask=True): the updates of steps K+1 … N are skipped, so every lagged step
@@ -111,13 +111,13 @@ RUNS = {"mask": True, "control": False}
 PROMPTS_PER_STEP = 16
 
 #: the rollout-lag-0 floor must be this small: the engine serves the trainer's weights right after a
-#: sync (0.0010–0.0017 for this model in results/sync_e2e.json; a lost sync gives ~10)
+#: sync (0.0010–0.0017 for this model in benchmarks/results/sync_e2e.json; a lost sync gives ~10)
 FLOOR_MAX = 0.01
 #: "at the floor": at most this many times the run's lag-0 median (bf16 noise between batches sampled
-#: by the same weights was < 2× in results/sync_e2e.json; one real step away is ~100×)
+#: by the same weights was < 2× in benchmarks/results/sync_e2e.json; one real step away is ~100×)
 AT_FLOOR_FACTOR = 3.0
 #: "moved": at least this many times the floor (a real step moved it 0.08–0.37 at lag 1, i.e. 80–350×;
-#: on an H100, results/empty_update.json, the first momentum-only step moved it 0.090 at lag 1, 84×, a
+#: on an H100, benchmarks/results/empty_update.json, the first momentum-only step moved it 0.090 at lag 1, 84×, a
 #: quarter of a real step's 0.37, and the one four steps later 0.022, 21×)
 MOVED_FACTOR = 5.0
 #: a run that cannot start with this much of the budget left is skipped (start-up is 200–320 s)
@@ -357,7 +357,7 @@ def merged(earlier: dict, runs: list[dict]) -> dict:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default=str(REPO / "results"))
+    p.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
     p.add_argument(
         "--runs", default="mask,control", help="comma list of: mask, control"
     )

@@ -12,14 +12,14 @@ longest one, ``timing_s/agent_loop/generate_sequences/max``, is vLLM's generatio
 
 For each pair of jobs of one lease, layout and model (v = 1 against each v > 1 and each control,
 from the metrics files ``<lease>_<layout>[-<control>]_<model>_v<v>[_<variant>][.run<k>].jsonl[.gz]``
-that throughput.py's jobs leave and results/raw/throughput keeps; the runs of a job run more than
+that throughput.py's jobs leave and benchmarks/results/raw/throughput keeps; the runs of a job run more than
 once are pooled), over the measured steps (after ``--warmup``): median and mean of ``gen``,
 ``gen_vllm`` and ``gen_rest`` for each job, and the difference of means (v − v1) with its 90 %
 bootstrap interval (both jobs' steps resampled independently, fixed seed); the same for the step's
 other timed parts (:data:`STEP_PARTS`: ``timing_s/step``, ``update_actor``, ``old_log_prob`` and
 the sync slot ``timing_s/update_weights``), None where a job did not log one.
 
-    python3 benchmarks/gen_split.py --raw results/raw/throughput --out results/gen_split.json
+    python3 benchmarks/gen_split.py --raw benchmarks/results/raw/throughput --out benchmarks/results/gen_split.json
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def pooled_steps(files: list[Path], warmup: int) -> dict[str, list[float]]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--raw", default=str(HERE.parent / "results" / "raw" / "throughput"),
+    p.add_argument("--raw", default=str(HERE / "results" / "raw" / "throughput"),
                    help="folder of the runs' metrics files")  # fmt: skip
     p.add_argument("--warmup", type=int, default=1, help="leading steps left out (throughput.py's --warmup)")
     p.add_argument("--out", default=None, help="write the table here as JSON")

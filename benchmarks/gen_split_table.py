@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The results page's two ``gen_split.json`` tables, row by row, from the JSON.
 
-``results/README.md`` §3 carries two hand-ordered tables of ``gen_split.json`` (lagged or control − v=1,
+``benchmarks/NOTEBOOK.md`` §3 carries two hand-ordered tables of ``gen_split.json`` (lagged or control − v=1,
 means over the measured steps, 90 % bootstrap intervals):
 
 * **generation** ("Where v=10's extra generation time goes"): ``gen``, vLLM's generation
@@ -14,7 +14,7 @@ with the row this script formats from the JSON (bold and a lease's "(side by sid
 test catches a table left stale by a new pair or a rebuilt JSON. Printing gives every pair's rows in the
 JSON's order, to paste:
 
-    python3 benchmarks/gen_split_table.py --split results/gen_split.json
+    python3 benchmarks/gen_split_table.py --split benchmarks/results/gen_split.json
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def page_mismatches(page: str, split: dict) -> dict[str, list]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--split", default=str(Path(__file__).resolve().parent.parent / "results" / "gen_split.json"))
+    p.add_argument("--split", default=str(Path(__file__).resolve().parent / "results" / "gen_split.json"))
     args = p.parse_args(argv)
     split = json.loads(Path(args.split).read_text())
     for title, formatter in (("generation", generation_row), ("parts", parts_row)):

@@ -11,14 +11,14 @@ warms up, excluded) it reports per mode:
 * memory while training (sampled every ~2 s by ``mainppo_job.launch`` from the first logged step on):
   GPU memory used (nvidia-smi) and host memory used (/proc/meminfo), median and max.
 
-    python3 benchmarks/keep_weights.py --learning results/learning.json --config off_policy_v10 \\
-        --out results/keep_weights.json
+    python3 benchmarks/keep_weights.py --learning benchmarks/results/learning.json --config off_policy_v10 \\
+        --out benchmarks/results/keep_weights.json
 
 GPU commands that produce the two runs (one per 10-minute command, same machine)::
 
-    python3 benchmarks/learning.py --out $OUT --config off_policy_v10 --steps 40 --merge results/learning.json
+    python3 benchmarks/learning.py --out $OUT --config off_policy_v10 --steps 40 --merge benchmarks/results/learning.json
     python3 benchmarks/learning.py --out $OUT --config off_policy_v10 --steps 20 --keep-weights no_sleep \\
-        --merge results/learning.json
+        --merge benchmarks/results/learning.json
 """
 
 from __future__ import annotations
@@ -83,10 +83,10 @@ def compare(learning: dict, config: str, seed: str = "0", skip_first: int = 1) -
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--learning", default="results/learning.json")
+    p.add_argument("--learning", default="benchmarks/results/learning.json")
     p.add_argument("--config", default="off_policy_v10")
     p.add_argument("--seed", default="0")
-    p.add_argument("--out", default="results/keep_weights.json")
+    p.add_argument("--out", default="benchmarks/results/keep_weights.json")
     args = p.parse_args(argv)
     result = compare(json.loads(Path(args.learning).read_text()), args.config, args.seed)
     Path(args.out).write_text(json.dumps(result, indent=1))

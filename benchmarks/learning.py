@@ -31,13 +31,13 @@ they need ``--variant NAME`` and are stored as ``<config>+NAME``, never pooled w
 
 Usage on the GPU machine (one config per 10-minute command; accumulate with --merge)::
 
-    python3 benchmarks/learning.py --out $OUT --config on_policy --seeds 0 --merge results/learning.json
+    python3 benchmarks/learning.py --out $OUT --config on_policy --seeds 0 --merge benchmarks/results/learning.json
 
 On a machine with several GPUs, ``--gpus 0,1,2,3`` runs the jobs side by side, one GPU and one local
 Ray cluster each (``mainppo_job.on_gpus``): all four configs of a seed in one command::
 
     python3 benchmarks/learning.py --out $OUT --config on_policy,on_policy_mask,off_policy_v10,reuse_i10 \
-        --seeds 1 --steps 40 --gpus 0,1,2,3 --merge results/learning.json
+        --seeds 1 --steps 40 --gpus 0,1,2,3 --merge benchmarks/results/learning.json
 
 A run longer than one 10-minute command (sample reuse, i=10, takes ~30 s a step) continues across
 commands on the same machine with ``--ckpt-dir``: verl checkpoints every ``--save-freq`` steps, the
@@ -47,7 +47,7 @@ command's JSON the curves are spliced (:func:`splice`; the run keeps its ``parts
 (v > 1) restarts its sync cycle at the resume point (the first slot is a real sync)::
 
     timeout 598 python3 benchmarks/learning.py --out $OUT --work /tmp/lw --budget-s 590 --config reuse_i10 \
-        --seeds 0 --steps 40 --ckpt-dir /tmp/lw/ckpt --merge results/learning.json      # repeat
+        --seeds 0 --steps 40 --ckpt-dir /tmp/lw/ckpt --merge benchmarks/results/learning.json      # repeat
 
 ``--jobs config:seed,...`` names the jobs one by one instead of ``--config`` × ``--seeds``: the next
 seed of the fast configs beside a reuse run that continues, one command on a 4-GPU machine::
@@ -60,9 +60,9 @@ Every command also writes its (merged) ``learning.json`` to the work dir, which 
 the GPU machine: the next command's ``--merge`` (a missing ``--merge`` file stops the command before
 any GPU work). The logs come back in ``$OUT/logs`` (metrics ``<tag>.jsonl`` and console ``<tag>.log``;
 packed into ``$OUT/logs.tar.gz`` when ``$OUT`` holds more than a device call returns); keep them in
-``results/raw/learning/`` (gzip is fine) and the committed JSON can be re-derived without a GPU::
+``benchmarks/results/raw/learning/`` (gzip is fine) and the committed JSON can be re-derived without a GPU::
 
-    python3 benchmarks/learning.py --rebuild results/raw/learning --merge results/learning.json --out results
+    python3 benchmarks/learning.py --rebuild benchmarks/results/raw/learning --merge benchmarks/results/learning.json --out benchmarks/results
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def reward_revision(package_dir: Path | None = None) -> str:
     """Which reward code scored a run: the first 12 hex digits of the SHA-1 over the source files of
     ``verl_offgrpo.rewards`` (the jobs' ``pkg://verl_offgrpo.rewards``), as this interpreter imports it
     (or of ``package_dir``). Two runs with one revision were scored by the same code. Each run records it
-    as ``reward_revision``; runs without it predate it (results/README.md §4 says which reward they used)."""
+    as ``reward_revision``; runs without it predate it (benchmarks/NOTEBOOK.md §4 says which reward they used)."""
     if package_dir is None:
         import verl_offgrpo.rewards
 
@@ -423,7 +423,7 @@ def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default=str(REPO / "results"))
+    p.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
     p.add_argument("--work", default=None)
     p.add_argument("--config", default="on_policy", help=f"comma list of {sorted(CONFIGS)}")
     p.add_argument("--seeds", default="0")

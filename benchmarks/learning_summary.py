@@ -31,7 +31,7 @@ and, per seed, the paired differences the paper's claims are about:
 
 Usage (no GPU)::
 
-    python3 benchmarks/learning_summary.py --learning results/learning.json --horizon 19 --out results/learning_summary.json
+    python3 benchmarks/learning_summary.py --learning benchmarks/results/learning.json --horizon 19 --out benchmarks/results/learning_summary.json
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def table(summary: dict) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--learning", default=str(Path(__file__).resolve().parents[1] / "results" / "learning.json"))
+    p.add_argument("--learning", default=str(Path(__file__).resolve().parent / "results" / "learning.json"))
     p.add_argument("--horizon", type=int, default=19, help="summarise steps 1 … H (the steps every run has)")
     p.add_argument("--out", default=None, help="write the summary JSON here")
     args = p.parse_args(argv)

@@ -266,7 +266,7 @@ def host_state(gpus: str | None = None, group: int | None = None, settle_s: floa
     :func:`memory_sample`, shared memory (``Shmem``: ``/dev/shm`` and other tmpfs, MiB) and the 1-minute
     load average; with ``group``, after waiting up to ``settle_s`` for that process group to end,
     ``group_left`` (a process of it still runs). Jobs run one after the other on one machine are only
-    comparable if the first left nothing behind (a 2-GPU lease's second job ran 27 % slower: results/README.md §3)."""
+    comparable if the first left nothing behind (a 2-GPU lease's second job ran 27 % slower: benchmarks/NOTEBOOK.md §3)."""
     deadline = time.monotonic() + settle_s
     while group is not None and group_alive(group) and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -433,7 +433,7 @@ def pack_logs(out: Path, max_files: int = DEVICE_RETURN_FILES) -> Path | None:
 
     logs = out / "logs"
     if not logs.is_dir() or not any(logs.iterdir()) or sum(f.is_file() for f in out.rglob("*")) <= max_files:
-        return None  # (an empty ``logs`` dir, e.g. a CPU rebuild into ``results/``, is not packed)
+        return None  # (an empty ``logs`` dir, e.g. a CPU rebuild into ``benchmarks/results/``, is not packed)
     archive = out / "logs.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         for f in sorted(logs.iterdir()):

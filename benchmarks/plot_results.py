@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plots of the committed GPU results (reads ``results/*.json``, writes PNGs next to them).
+"""Plots of the committed GPU results (reads ``benchmarks/results/*.json``, writes PNGs next to them).
 
 * ``sync_e2e.png``: mean |log r'| (= |log π_k/α|) per step and the sync steps, per run;
 * ``ref_reset.png``: the logged KL(π_θ‖π_ref) per step, reset steps marked;
@@ -8,7 +8,7 @@
 * ``learning.png``: train reward per step, held-out pass@1 against training wall-clock and
   mean |log r'| per step, per configuration and seed.
 
-    python3 benchmarks/plot_results.py --results results      # needs matplotlib
+    python3 benchmarks/plot_results.py --results benchmarks/results      # needs matplotlib
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ def plot_learning(data: dict, out: Path, plt) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--results", default=str(Path(__file__).resolve().parents[1] / "results"))
+    p.add_argument("--results", default=str(Path(__file__).resolve().parent / "results"))
     args = p.parse_args(argv)
     import matplotlib
 

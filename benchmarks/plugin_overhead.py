@@ -12,8 +12,8 @@ and turns the difference into a per-step overhead for a given step shape (``--se
 ``--response-length`` tokens, ``--micro`` per micro-batch, ``--epochs``), relative to a measured step
 time (``--step-time-s``, or the median v=1 step of ``--throughput`` results for that shape).
 
-    python3 benchmarks/plugin_overhead.py --out results --seqs 64 --response-length 256 --micro 16 \
-        --throughput results/throughput.json
+    python3 benchmarks/plugin_overhead.py --out benchmarks/results --seqs 64 --response-length 256 --micro 16 \
+        --throughput benchmarks/results/throughput.json
 
 Writes ``OUT/plugin_overhead.json``.
 """
@@ -135,7 +135,7 @@ def step_time_from(path: str | None, model: str | None) -> float | None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default="results")
+    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--seqs", type=int, default=64, help="sequences per step (prompts × samples)")
     p.add_argument("--group", type=int, default=4, help="samples per prompt")

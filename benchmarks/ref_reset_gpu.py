@@ -27,7 +27,7 @@ Prerequisite: ``maybe_reset_reference`` wired into ``OffGRPOSyncTrainer.on_step_
 
 Usage on the GPU machine::
 
-    python3 benchmarks/ref_reset_gpu.py --out results --steps 8 --period 3 [--runs v1,v0]
+    python3 benchmarks/ref_reset_gpu.py --out benchmarks/results --steps 8 --period 3 [--runs v1,v0]
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def check(run: dict, steps: int) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default=str(REPO / "results"))
+    p.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--period", type=int, default=3)
     p.add_argument("--runs", default="v1", help="comma list of trainers: v1, v0")

@@ -2,7 +2,7 @@
 # Re-split the staged GPU packs (.whl/pNN from ../shared/gpu/stage.sh) into smaller parts.
 #
 # The device tool carries the working tree (tracked files) plus the paths named in `carry`, 64 MiB in
-# all. stage.sh cuts its packs at 46 MiB; once the tracked tree (mostly results/raw) passes ≈ 18 MiB a
+# all. stage.sh cuts its packs at 46 MiB; once the tracked tree (mostly benchmarks/results/raw) passes ≈ 18 MiB a
 # part no longer fits beside it ("the working tree is larger than 64 MiB"). This rewrites the same bytes
 # as .whl/p01 ... .whl/pNN of at most SIZE each, with stage.sh's device-stage.sh and the new part count,
 # so the staging recipe is unchanged (one call per part, in order):

@@ -30,7 +30,7 @@ responses not degenerate (garbage = token 0 forever = always max length with a h
 Usage on the GPU machine (after staging verl/vLLM, see ../shared/gpu/README.md); one run per
 10-minute command (a run takes 4–6 minutes, most of it verl/vLLM start-up)::
 
-    python3 benchmarks/sync_e2e.py --out results --steps 12 --runs v1:4 --merge results/sync_e2e.json
+    python3 benchmarks/sync_e2e.py --out benchmarks/results --steps 12 --runs v1:4 --merge benchmarks/results/sync_e2e.json
 """
 
 from __future__ import annotations
@@ -365,7 +365,7 @@ def merged_runs(earlier: dict, runs: list[dict], key=run_key) -> dict:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default=str(REPO / "results"))
+    p.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--runs", default="v1:4,v0:4,v1:1", help="comma list of trainer:sync_period")
     p.add_argument("--lr", type=float, default=1e-3, help="high so that π visibly moves between syncs")

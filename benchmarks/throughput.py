@@ -45,9 +45,9 @@ interleave v=1 and v=10 runs on one lease.
 
 Usage on the GPU machine (after staging, see ../shared/gpu/README.md)::
 
-    python3 benchmarks/throughput.py --out results --model qwen2.5-1.5b --v 1,10 --merge results/throughput.json
+    python3 benchmarks/throughput.py --out benchmarks/results --model qwen2.5-1.5b --v 1,10 --merge benchmarks/results/throughput.json
     timeout 598 python3 benchmarks/throughput.py --out $OUT --work /tmp/tp --budget-s 590 --n-gpus 4 --tp 4 \
-        --model qwen2.5-7b --v 1 --steps 40 --machine <lease label> --merge results/throughput.json --accumulate
+        --model qwen2.5-7b --v 1 --steps 40 --machine <lease label> --merge benchmarks/results/throughput.json --accumulate
 
 (7B on 4 H100s: start-up ≈ 190–290 s and 9–14 s a step depending on the host, so one 10-minute
 command with ``--warmup 1`` gives 17–36 measured steps; where that is too few, run a v again on the
@@ -56,13 +56,13 @@ be written: an outer ``timeout`` that strikes first loses the row. Longer than o
 ``bash benchmarks/detach.sh start DIR -- python3 benchmarks/throughput.py ... --budget-s 1000
 --run-timeout 990``, one start-up for twice the steps, as the 7B TP=2 + offload pair ran.)
 
-Without a GPU, rows can be assembled from what came back (``results/raw/throughput``)::
+Without a GPU, rows can be assembled from what came back (``benchmarks/results/raw/throughput``)::
 
     # a run whose command was killed before it wrote its row: its metrics file, same job arguments
     python3 benchmarks/throughput.py --out /tmp/a --n-gpus 4 --tp 4 --model qwen2.5-7b --v 1 --machine <label> \
-        --import-jsonl <job>.jsonl --device "NVIDIA H100 80GB HBM3" --merge results/throughput.json --accumulate
+        --import-jsonl <job>.jsonl --device "NVIDIA H100 80GB HBM3" --merge benchmarks/results/throughput.json --accumulate
     # other commands' throughput.json, pooled in order
-    python3 benchmarks/throughput.py --out results --rows-from run2.json run3.json --merge /tmp/a/throughput.json --accumulate
+    python3 benchmarks/throughput.py --out benchmarks/results --rows-from run2.json run3.json --merge /tmp/a/throughput.json --accumulate
 """
 
 from __future__ import annotations
@@ -518,7 +518,7 @@ def add_speedups(rows: list[dict]) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default=str(REPO / "results"))
+    p.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
     p.add_argument("--work", default=None, help="scratch dir (model, data, logs); default OUT/throughput_work")
     p.add_argument("--model", default="qwen2.5-1.5b", choices=sorted(SHAPES))
     p.add_argument("--v", default="1,10", help="comma list of sync periods, one main_ppo job each")

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""The issue's target, row by row: every lagged row of ``results/throughput.json`` against 0.95·S*.
+"""The issue's target, row by row: every lagged row of ``benchmarks/results/throughput.json`` against 0.95·S*.
 
 For each row with v > 1 and a speedup (i.e. a v=1 row of its lease, layout, model and concurrency):
 measured T₁/T_v by the median steps (90 % bootstrap interval) and by the mean steps (the
 wall-clock for as many steps), the ideal S* = T₁ / (T₁ − (1 − 1/v)·T_sync) from the v=1 row's own
 sync slot, and measured / S* against the target 0.95. Prints a markdown table; the results page
-(``results/README.md`` §3) carries its output between two markers, and a test checks they agree.
+(``benchmarks/NOTEBOOK.md`` §3) carries its output between two markers, and a test checks they agree.
 
-    python3 benchmarks/throughput_table.py --results results
+    python3 benchmarks/throughput_table.py --results benchmarks/results
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def page_table(page: str) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--results", default=str(Path(__file__).resolve().parent.parent / "results"))
+    p.add_argument("--results", default=str(Path(__file__).resolve().parent / "results"))
     args = p.parse_args(argv)
     print(table(json.loads((Path(args.results) / "throughput.json").read_text())))
     return 0

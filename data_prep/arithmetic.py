@@ -17,8 +17,8 @@ Tasks (``--task``):
 Train and test are drawn from one seeded generator; test questions never appear in train as written
 (when the task has fewer distinct questions than requested, the script says so and stops). Their
 commuted twins can ("7 + 5" in train for "5 + 7" in test: 23 of add1's 50 test questions with the
-defaults; ``--no-twins-in-train`` keeps them out); results/README.md §4 says what that means for the
-small-scale learning runs. Each row's ``extra_info["question"]`` lets the reward refuse a response
+defaults; ``--no-twins-in-train`` keeps them out): held-out accuracy on add1 is then close to a
+training accuracy. Each row's ``extra_info["question"]`` lets the reward refuse a response
 that only repeats the question's operands ("What is 0 + 8?", "59 or 63"), whose last number is often
 the answer.
 

@@ -360,8 +360,8 @@ def test_arithmetic_no_twins_in_train_keeps_reordered_test_questions_out(tmp_pat
 
 
 def test_arithmetic_limits_the_results_page_states_for_the_learning_data(tmp_path):
-    """results/README.md §4, the learning runs' data (learning.py: add1, 8192 train, 50 test, seed 0):
-    23 test questions have their commuted twin in train, train holds the other 50 questions, and a
+    """The small-scale learning runs' data (add1, 8192 train, 50 test, seed 0), whose limits the results
+    notebook states: 23 test questions have their commuted twin in train, train holds the other 50 questions, and a
     response that only repeats the question earned the committed runs' last-integer reward (no
     ``extra_info``) on 1159 train rows and 3 test questions (0 + b)."""
     from verl_offgrpo.rewards import compute_score

@@ -12,7 +12,6 @@ import inspect
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -132,38 +131,6 @@ def test_an_engine_without_a_token_count_still_steps():
     engine = Uncounted()
     engine_base.BaseEngine.train_batch(engine, mini_batch([0.0, 0.0]), loss_function=None)
     assert empty_update.loss_tokens_of(mini_batch([0.0])) is None and engine.steps_taken == 1
-
-
-def test_the_results_page_lists_the_committed_steps_that_took_a_momentum_only_step():
-    """results/README.md §4 and the README name the learning steps where every group was all-equal
-    (one mini-batch a step: the whole mini-batch had no loss token under the mask). In the runs that
-    predate the wrap they took a momentum-only step: +mask seed 0 from step 34 on, seed 2 at step 40 (and
-    on-policy seed 2 there, A = 0 without the mask), reuse seed 2 at step 13, each once the reward was
-    >= 0.94. The reuse runs of h100x4-2026-11-27h ran with the wrap; their all-equal steps are listed
-    apart (the skip itself is checked on their logs in test_benchmarks.py)."""
-    results = Path(__file__).resolve().parents[1] / "results"
-    learning = json.loads((results / "learning.json").read_text())
-    with_wrap = {(r["config"], str(r["seed"])) for r in learning["runs"] if r.get("machine") == "h100x4-2026-11-27h"}
-    assert with_wrap == {("reuse_i10", s) for s in ("0", "1", "3", "4")}
-    configs = learning["configs"]
-    all_equal = {(name, seed): [row["step"] for row in rows if row.get("zero_var_group_frac") == 1.0]
-                 for name, config in configs.items() for seed, rows in config["seeds"].items()}  # fmt: skip
-    assert {key: steps for key, steps in all_equal.items() if steps and key not in with_wrap} == {
-        ("on_policy_mask", "0"): [34, 36, 39, 41, 44, 47, 48, 52, 55],
-        ("on_policy_mask", "2"): [40],
-        ("on_policy", "2"): [40],
-        ("reuse_i10", "2"): [13],  # ten passes a step, the mask on: ten momentum-only steps
-    }
-    assert {key: all_equal[key] for key in with_wrap} == {
-        ("reuse_i10", "0"): [15, 17, 19, 21, 22], ("reuse_i10", "1"): [18, 23],
-        ("reuse_i10", "3"): [21], ("reuse_i10", "4"): [20]}  # fmt: skip
-    for (name, seed), steps in all_equal.items():
-        reward_at = {row["step"]: row["train_reward"] for row in configs[name]["seeds"][seed]}
-        assert all(reward_at[step] >= 0.94 for step in steps), (name, seed)
-    page = " ".join((results / "README.md").read_text().split())
-    assert "+mask seed 0 at steps 34, 36, 39, 41, 44, 47, 48, 52 and 55, +mask seed 2 and on-policy seed 2 at step 40" in page
-    assert "seed 2 at step 13 (and seed 1's run since replaced, at step 11)" in page
-    assert "(seed 0 at steps 15, 17, 19, 21 and 22, seed 1 at 18 and 23, seed 3 at 21, seed 4 at 20)" in page
 
 
 def test_verls_engines_store_the_all_reduced_loss_token_count_the_wrap_reads():

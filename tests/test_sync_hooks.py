@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -345,24 +344,6 @@ def test_period_one_is_verl_behaviour(ray_local):
     assert ray.get(servers[0].generate.remote()) == "pi_3"
     assert ray.get(servers[0].__ray_call__.remote(vllm_sleep.read_server_state))["override"] is None
     assert [manager.step_metrics(s)["off_grpo/synced"] for s in (1, 2, 3)] == [1, 1, 1]
-
-
-def test_level1_control_is_v1_with_a_real_sync_every_step_and_level_1_sleep(ray_local, monkeypatch):
-    """benchmarks/diag/level1_every_step.py, loaded by its documented class path the way verl loads
-    ``checkpoint_manager_class``: every slot a real sync, as at v = 1, but vLLM sleeps at level 1."""
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))  # the jobs' PYTHONPATH has the repo root
-    fqn = "benchmarks.diag.level1_every_step.Level1EveryStep"
-    cfg = compose_cfg(*V0_OVERRIDES, f"actor_rollout_ref.rollout.checkpoint_manager_class={fqn}")
-    servers, _, replicas, wg = make_cluster(n_servers=1, level1_sleep_s=0.1)
-    manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
-    assert type(manager).__name__ == "Level1EveryStep"
-    generated = run_v0_loop(None, manager, servers, range(1, 4))
-    assert [c[0] for c in wg.sync_calls] == [0, 1, 2, 3] and generated == {s: [f"pi_{s - 1}"] for s in (1, 2, 3)}
-    assert ray.get(servers[0].__ray_call__.remote(vllm_sleep.read_server_state))["sleep_level"] == 1
-    assert all(manager.step_metrics(s)["timing_s/off_grpo_sleep"] >= 0.1 for s in (1, 2, 3))
-    with pytest.raises(ValueError, match="needs \\+actor_rollout_ref.rollout.checkpoint_manager_class"):  # v > 1: ours only
-        FakeV0Trainer(compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=2",
-                                  f"actor_rollout_ref.rollout.checkpoint_manager_class={fqn}"), wg).init_workers(replicas)
 
 
 def test_validation_forces_sync_and_validation_wake_does_not_transfer(ray_local):

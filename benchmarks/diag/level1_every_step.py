@@ -2,14 +2,14 @@
 
 A v = 1 run sleeps at level 2 (weights discarded) and a v > 1 run at level 1 (α copied to host
 memory and restored on wake). To tell whether the sleep level itself changes how fast vLLM then
-generates (the 7B 2-GPU pairs of results/README.md §3), run v = 1 with this manager: it syncs every
+generates (the 7B 2-GPU pairs of benchmarks/NOTEBOOK.md §3), run v = 1 with this manager: it syncs every
 step exactly as verl does and differs from plain v = 1 only in the sleep level. Never for training:
 it pays both the copy to host memory and the transfer.
 
     python3 benchmarks/throughput.py ... --v 1 --gpus 0,1,2,3 \\
         --control level1=actor_rollout_ref.rollout.checkpoint_manager_class=benchmarks.diag.level1_every_step.Level1EveryStep
 
-(beside the plain v=1 job, labelled ``<layout>-level1``; results/README.md §3 has the run.)
+(beside the plain v=1 job, labelled ``<layout>-level1``; benchmarks/NOTEBOOK.md §3 has the run.)
 
 (the repo root is on the jobs' ``PYTHONPATH``; ``benchmarks`` is a namespace package.)
 """

@@ -12,7 +12,7 @@ builds two random-init Qwen2 models of a ``throughput.SHAPES`` shape the way ``b
 host's build but not their distribution), draws responses from ``b``, scores them under both in fp32,
 and prints ``RESULT {json}`` with ``gap(a, b)`` (exactly 0 for ``--seeds 0,0``: the same weights).
 
-    python3 benchmarks/diag/swap_visibility.py --shape qwen2.5-1.5b --seeds 0,1 --out results/raw/swap_visibility.json
+    python3 benchmarks/diag/swap_visibility.py --shape qwen2.5-1.5b --seeds 0,1 --out benchmarks/results/raw/swap_visibility.json
 
 On the GPU the lag-0 floor of a correctly served job is ≈ 0.02 (bf16 vLLM vs FSDP, results §3); a swap
 shows when gap(a, b) is far above it.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "resplit_stage.sh"
+SCRIPT = Path(__file__).resolve().parents[1] / "resplit_stage.sh"
 
 pytestmark = pytest.mark.skipif(not shutil.which("git") or not shutil.which("split"), reason="needs git and split")
 

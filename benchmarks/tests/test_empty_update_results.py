@@ -1,5 +1,5 @@
-"""results/empty_update.json: the GPU run of benchmarks/empty_update_gpu.py (results/README.md, "Empty mini-batches
-take no optimizer step on a GPU"; lease h100x4-2026-11-27f, raw logs results/raw/empty_update/h100x4n_*). Checked:
+"""benchmarks/results/empty_update.json: the GPU run of benchmarks/empty_update_gpu.py (benchmarks/NOTEBOOK.md, "Empty mini-batches
+take no optimizer step on a GPU"; lease h100x4-2026-11-27f, raw logs benchmarks/results/raw/empty_update/h100x4n_*). Checked:
 each run's stored verdict is the script's own ``check_run`` over its stored steps, the numbers the page states, and
 that the stored steps are what the script reads from the saved raw metrics file and console log. Every helper is
 also run on edited copies of the data, each of which it must reject."""
@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import empty_update_gpu as eu
 import mainppo_job
 
-RESULTS = REPO / "results" / "empty_update.json"
-RAW = REPO / "results" / "raw" / "empty_update"
+RESULTS = REPO / "benchmarks" / "results" / "empty_update.json"
+RAW = REPO / "benchmarks" / "results" / "raw" / "empty_update"
 PREFIX = "h100x4n"  # the raw files' name for lease h100x4-2026-11-27f
 K, V, N = 4, 4, 12  # graded steps, sync period, steps: the script's defaults
 LAG0 = [1, 5, 9]  # batches sampled right after a sync (the first step, then after steps 4 and 8)
@@ -211,8 +211,8 @@ def test_each_check_rejects_an_edited_copy_of_the_committed_data(tmp_path, check
         check(edited, tmp_path) if check is _raw_matches else check(edited)
 
 
-def test_the_readme_states_the_committed_numbers():
-    """README's "Measured" bullet: 8 skipped steps, the mask run's lagged batches at 0.96-1.02× the 0.0011 floor,
+def test_the_results_page_states_the_committed_numbers():
+    """The results page's (results/README.md) empty-update section: 8 skipped steps, the mask run's lagged batches at 0.96-1.02× the 0.0011 floor,
     the control's at 21-171×, as the committed file gives them rounded."""
     result = _committed()
     mask, control = _run(result, "mask"), _run(result, "control")
@@ -220,6 +220,6 @@ def test_the_readme_states_the_committed_numbers():
     assert {round(_floor(run), 4) for run in (mask, control)} == {0.0011} and mask["skip_lines"] == 8
     stated = (f"at the bf16 floor ({min(held):.2f}–{max(held):.2f}× its 0.0011)",
               f"{min(moved):.0f}–{max(moved):.0f}× the floor")  # fmt: skip
-    readme = " ".join((REPO / "README.md").read_text().split())
+    readme = " ".join((REPO / "results" / "README.md").read_text().split())
     assert all(text in readme for text in stated), stated
     assert "each of the 8 skipped its optimizer step (8 console lines, `skipped_optimizer_step_frac` = 1" in readme

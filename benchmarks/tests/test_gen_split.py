@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import gen_split
@@ -57,11 +57,11 @@ def test_split_and_pairs_by_hand(tmp_path):
 
 
 def test_committed_split_is_what_the_script_derives_and_what_the_results_page_says(tmp_path):
-    """results/gen_split.json = gen_split.py over results/raw/throughput. results/README.md §3: v=10's
+    """benchmarks/results/gen_split.json = gen_split.py over benchmarks/results/raw/throughput. benchmarks/NOTEBOOK.md §3: v=10's
     sleep costs 0.13–0.21 s a step more at 7B TP=2 (α is 7.6 GB per GPU), less elsewhere; vLLM's own
     generation was slower at v=10 in all three 7B TP=2 + offload pairs run one job after the other, and
     in no other pair (test_benchmarks checks the same layout's pair run side by side)."""
-    committed = json.loads((REPO / "results" / "gen_split.json").read_text())
+    committed = json.loads((REPO / "benchmarks" / "results" / "gen_split.json").read_text())
     assert gen_split.main(["--out", str(tmp_path / "split.json")]) == 0
     assert json.loads((tmp_path / "split.json").read_text()) == committed
     pairs = committed["pairs"]
@@ -222,12 +222,12 @@ def test_metrics_file_names(name, ok):
 
 
 def test_the_results_pages_split_tables_are_the_committed_json_row_by_row():
-    """results/README.md §3's two hand-ordered gen_split tables: every row as gen_split_table.py formats
+    """benchmarks/NOTEBOOK.md §3's two hand-ordered gen_split tables: every row as gen_split_table.py formats
     it from gen_split.json (bold aside), and every pair of the JSON in both, but for the pairs the page
     discusses beside them: h100x4f's TP=2 pair (its own subsection) in both, and the level-1 control
     (h100x4d, its own subsection) in the generation table."""
-    page = (REPO / "results" / "README.md").read_text()
-    split = json.loads((REPO / "results" / "gen_split.json").read_text())
+    page = (REPO / "benchmarks" / "NOTEBOOK.md").read_text()
+    split = json.loads((REPO / "benchmarks" / "results" / "gen_split.json").read_text())
     found = gen_split_table.page_mismatches(page, split)
     assert found["generation"] == [] and found["parts"] == []
     assert found["generation_missing"] == [("h100x4d", "2gpu-tp2-offload-level1", "7b", "control"),

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCH = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(BENCH))
 
 import gen_split  # noqa: E402
@@ -369,7 +369,7 @@ def test_throughput_layouts_compose_and_pass_the_startup_checks(tmp_path, n_gpus
         assert cfg.algorithm.off_grpo.keep_weights == keep_weights
         assert cfg.actor_rollout_ref.rollout.free_cache_engine is (keep_weights == "sleep_level1")
         validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
-    if trainer == "v0" and keep_weights == "sleep_level1":  # the level-1 control (results/README.md "Not measured yet"): v=1 with --extra
+    if trainer == "v0" and keep_weights == "sleep_level1":  # the level-1 control (benchmarks/NOTEBOOK.md "Not measured yet"): v=1 with --extra
         fqn = "benchmarks.diag.level1_every_step.Level1EveryStep"
         args.extra = [f"actor_rollout_ref.rollout.checkpoint_manager_class={fqn}"]
         overrides = throughput.job_overrides(args, 1, tmp_path / model, tmp_path / "data", f"{model}_level1")
@@ -415,8 +415,8 @@ def test_keep_weights_compares_the_common_steps_and_splits_the_sync_slot():
 
 
 def test_committed_learning_and_keep_weights_results_are_what_the_scripts_derive_from_the_saved_logs():
-    """results/learning.json = learning.py --rebuild over results/raw/learning; keep_weights.json = its comparison."""
-    results = Path(__file__).resolve().parents[1] / "results"
+    """benchmarks/results/learning.json = learning.py --rebuild over benchmarks/results/raw/learning; keep_weights.json = its comparison."""
+    results = BENCH / "results"
     committed = json.loads((results / "learning.json").read_text())
     rebuilt = learning.rebuild(json.loads(json.dumps(committed)), results / "raw" / "learning")
     assert rebuilt == committed
@@ -453,9 +453,9 @@ def test_committed_learning_and_keep_weights_results_are_what_the_scripts_derive
 
 
 def test_learning_runs_kept_aside_are_what_the_results_page_says():
-    """results/README.md §4, "Kept aside": the h100x1-2026-11-26b runs are in their device JSON (rebuilt
+    """benchmarks/NOTEBOOK.md §4, "Kept aside": the h100x1-2026-11-26b runs are in their device JSON (rebuilt
     from their own logs) and not in learning.json, whose seed-2 +mask run is h100x4-2026-11-27b's."""
-    results = Path(__file__).resolve().parents[1] / "results"
+    results = BENCH / "results"
     aside_dir = results / "raw" / "learning" / "h100x1c"
     aside = json.loads((aside_dir / "learning.json").read_text())
     committed = json.loads((results / "learning.json").read_text())
@@ -478,14 +478,14 @@ def test_learning_runs_kept_aside_are_what_the_results_page_says():
 
 
 def test_learning_seed2_ran_to_step_40_together_on_the_eighth_lease_and_replaced_the_seventh_lease_runs():
-    """results/README.md §4: seed 2's three fast configs and reuse seed 0 ran side by side on
+    """benchmarks/NOTEBOOK.md §4: seed 2's three fast configs and reuse seed 0 ran side by side on
     h100x4-2026-11-27b (labelled with --machine), to 40 / 40 / 40 and 8 steps (the reuse run since replaced
     by h100x4-2026-11-27h's, its log in replaced/by_h100x4-2026-11-27h/); the h100x4-2026-11-27 runs
     they replaced (25 / 25 / 28 and 5 steps) keep their logs in replaced/by_h100x4-2026-11-27b/. Their
     paired numbers are the page's: +mask = on-policy (-0.005 over steps 1-19), v=10 = +mask at lag 0
     (0.000), wall-clock ratio 1.002; v=10 catches up right after each sync (steps 21 and 31), where
     |log r'| is back at the lag-0 floor after 0.15-0.24 at lag 9 (steps 20 and 30)."""
-    results = Path(__file__).resolve().parents[1] / "results"
+    results = BENCH / "results"
     committed = json.loads((results / "learning.json").read_text())
     lease = {(r["config"], r["seed"]): r["steps_logged"] for r in committed["runs"] if r.get("machine") == "h100x4-2026-11-27b"}
     assert lease == {("on_policy", 2): 40, ("on_policy_mask", 2): 40, ("off_policy_v10", 2): 40}
@@ -510,7 +510,7 @@ def test_learning_seed2_ran_to_step_40_together_on_the_eighth_lease_and_replaced
 
 
 def test_learning_ninth_lease_ran_on_policy_seeds_0_and_1_past_step_36_and_two_more_reuse_seeds():
-    """results/README.md §4: on h100x4-2026-11-27c on-policy seeds 0 and 1 ran to 38 / 37 steps beside reuse
+    """benchmarks/NOTEBOOK.md §4: on h100x4-2026-11-27c on-policy seeds 0 and 1 ran to 38 / 37 steps beside reuse
     seeds 3 and 4 (7 steps each), replacing on-policy seed 0's H200 run (25 steps), seed 1's x1b run (29)
     and reuse seed 3's first x4 run (4), whose logs are in replaced/by_h100x4-2026-11-27c/; its own reuse
     runs were replaced in turn by h100x4-2026-11-27h's (logs in replaced/by_h100x4-2026-11-27h/). What the
@@ -518,7 +518,7 @@ def test_learning_ninth_lease_ran_on_policy_seeds_0_and_1_past_step_36_and_two_m
     is the size of the gap between two runs of one seed (the replaced and the new on-policy runs); reuse
     reached 0.75 at step 5 in seeds 3 and 4 too, at 5.1-5.3x the on-policy step time beside it."""
     seed_summary = learning_summary.seed_summary
-    results = Path(__file__).resolve().parents[1] / "results"
+    results = BENCH / "results"
     raw = results / "raw" / "learning"
     committed = json.loads((results / "learning.json").read_text())
     lease = {(r["config"], r["seed"]): r["steps_logged"] for r in committed["runs"] if r.get("machine") == "h100x4-2026-11-27c"}
@@ -551,7 +551,7 @@ def test_learning_ninth_lease_ran_on_policy_seeds_0_and_1_past_step_36_and_two_m
 
 
 def test_learning_reuse_seeds_ran_to_step_23_on_the_h_lease_with_todays_reward_and_the_empty_update_skip():
-    """results/README.md §4: on h100x4-2026-11-27h reuse seeds 0, 1, 3 and 4 ran side by side to 23 steps
+    """benchmarks/NOTEBOOK.md §4: on h100x4-2026-11-27h reuse seeds 0, 1, 3 and 4 ran side by side to 23 steps
     each, replacing their 8-, 14- (three parts), 7- and 7-step runs, whose logs are in
     replaced/by_h100x4-2026-11-27h/. The committed learning.json is that lease's device JSON rebuilt from
     the saved logs (the page's command). These runs scored with today's reward (echo refusal) and ran
@@ -562,7 +562,7 @@ def test_learning_reuse_seeds_ran_to_step_23_on_the_h_lease_with_todays_reward_a
     all five seeds, +0.42 to +0.45 over +mask over steps 1-19."""
     from verl_offgrpo.empty_update import SKIP_MESSAGE
 
-    results = Path(__file__).resolve().parents[1] / "results"
+    results = BENCH / "results"
     raw = results / "raw" / "learning"
     committed = json.loads((results / "learning.json").read_text())
     lease = {(r["config"], r["seed"]): r["steps_logged"] for r in committed["runs"] if r.get("machine") == "h100x4-2026-11-27h"}
@@ -793,10 +793,10 @@ def score_s(step: dict) -> float:
 
 
 def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_runs(tmp_path):
-    """results/throughput.json's 4-GPU 7B and side-by-side 1.5B rows = throughput.py over
-    results/raw/throughput: the killed first v=1 run imported from its metrics file, the v=10 and second
+    """benchmarks/results/throughput.json's 4-GPU 7B and side-by-side 1.5B rows = throughput.py over
+    benchmarks/results/raw/throughput: the killed first v=1 run imported from its metrics file, the v=10 and second
     v=1 device outputs pooled, then the later leases' commands merged in order."""
-    results = Path(__file__).resolve().parents[1] / "results"
+    results = BENCH / "results"
     raw = results / "raw" / "throughput"
     committed = json.loads((results / "throughput.json").read_text())
     earlier = tmp_path / "earlier.json"
@@ -923,10 +923,10 @@ def test_committed_throughput_rows_are_what_the_script_derives_from_the_saved_ru
 
 
 def test_committed_7b_two_gpu_pair_with_the_order_swapped_is_what_the_results_page_says():
-    """results/README.md §3, lease h100x2-2026-11-26b: v=10 (if_needed) ran first, then v=1. The order
+    """benchmarks/NOTEBOOK.md §3, lease h100x2-2026-11-26b: v=10 (if_needed) ran first, then v=1. The order
     swap did not remove v=10's slower generation; the actor's cache was kept on every skipped step, yet
     most of the skipped slot was the wait for the actor's queued device work."""
-    results = Path(__file__).resolve().parents[1] / "results"
+    results = BENCH / "results"
     committed = json.loads((results / "throughput.json").read_text())
     one, ten = rows_of(committed, "h100x2-2026-11-26b")
     assert ten["runs"][0]["started_at"] < one["runs"][0]["started_at"]  # v=10 first this time
@@ -956,10 +956,10 @@ def test_committed_7b_two_gpu_pair_with_the_order_swapped_is_what_the_results_pa
 
 
 def test_committed_third_two_gpu_lease_is_what_the_results_page_says():
-    """results/README.md §3, lease h100x2-2026-11-26c: the 7B pair with the no-wait skip (v=10 first) and
+    """benchmarks/NOTEBOOK.md §3, lease h100x2-2026-11-26c: the 7B pair with the no-wait skip (v=10 first) and
     a short 1.5B pair side by side. The actor call no longer waits, the skipped slot fell to 0.52 s (not
     0.28 s: vLLM's weight restore took longer), and the speedup is still undecided."""
-    results = Path(__file__).resolve().parents[1] / "results"
+    results = BENCH / "results"
     committed = json.loads((results / "throughput.json").read_text())
     one, ten = rows_of(committed, "h100x2-2026-11-26c")
     assert ten["runs"][0]["started_at"] < one["runs"][0]["started_at"] and ten["startup_s"] > 390
@@ -1291,7 +1291,7 @@ def test_pack_logs_packs_the_logs_when_out_holds_more_files_than_a_device_call_r
 
 def test_pack_logs_leaves_an_empty_logs_dir_alone(tmp_path):
     """A CPU rebuild into ``results/`` (many files, an empty ``logs`` dir left by an earlier run) must not
-    leave an empty ``results/logs.tar.gz`` behind."""
+    leave an empty ``benchmarks/results/logs.tar.gz`` behind."""
     out = tmp_path / "results"
     (out / "logs").mkdir(parents=True)
     for i in range(9):
@@ -1415,7 +1415,7 @@ def test_sync_check_rejects_a_run_that_syncs_off_schedule():
 
 
 def test_committed_sync_e2e_runs_pass_the_acceptance_checks_recomputed_from_their_steps():
-    results = Path(__file__).resolve().parents[1] / "results"
+    results = BENCH / "results"
     runs = json.loads((results / "sync_e2e.json").read_text())["runs"]
     assert {(r["trainer"], r["sync_period"]) for r in runs} >= {("v1", 4), ("v0", 4), ("v1", 1)}
     for run in runs:
@@ -1490,12 +1490,12 @@ def test_learning_summary_pairs_the_configs_of_a_seed_on_their_common_steps():
 
 
 def test_committed_level1_control_is_what_the_results_page_says():
-    """results/README.md §3, lease h100x4-2026-11-26d: plain v=1 and the level-1 control (v=1 whose vLLM
+    """benchmarks/NOTEBOOK.md §3, lease h100x4-2026-11-26d: plain v=1 and the level-1 control (v=1 whose vLLM
     sleeps at level 1, benchmarks/diag/level1_every_step.py) side by side at 7B TP=2 + offload, two
     commands pooled. The control pays the level-1 sleep (+0.1–0.25 s a step, as v=10 did) and a longer
     sync (the wake restores α before the new weights overwrite it), but its vLLM generation was not
     measurably slower: the 90 % interval holds 0 and excludes the first v=10 pair's +1.59 s."""
-    results = Path(__file__).resolve().parents[1] / "results"
+    results = BENCH / "results"
     committed = json.loads((results / "throughput.json").read_text())
     rows = {r["layout"]: r for r in committed["rows"] if r.get("machine") == "h100x4-2026-11-26d"}
     plain, control = rows["2gpu-tp2-offload"], rows["2gpu-tp2-offload-level1"]
@@ -1525,12 +1525,12 @@ def test_committed_level1_control_is_what_the_results_page_says():
 
 
 def test_committed_7b_offload_pair_side_by_side_meets_the_target():
-    """results/README.md §3, lease h100x4-2026-11-26e: v=1 and v=10 at 7B TP=2 + FSDP offload at the same
+    """benchmarks/NOTEBOOK.md §3, lease h100x4-2026-11-26e: v=1 and v=10 at 7B TP=2 + FSDP offload at the same
     time, each on two of four H100s, one detached run of 16 minutes. v=10 ran 1.105× faster by the
     medians, 0.99·S* (the issue's target is 0.95·S*), both intervals above 1; the step split adds up:
     the slot saved ≈ 2 s, the level-1 sleep cost 0.2 s, vLLM's generation and update_actor did not move
     beyond their noise, unlike in the three pairs run one job after the other."""
-    results = Path(__file__).resolve().parents[1] / "results"
+    results = BENCH / "results"
     committed = json.loads((results / "throughput.json").read_text())
     one, ten = rows_of(committed, "h100x4-2026-11-26e")
     assert one["layout"] == ten["layout"] == "2gpu-tp2-offload" and one["offload"] and ten["tp"] == 2
@@ -1564,11 +1564,11 @@ def test_committed_7b_offload_pair_side_by_side_meets_the_target():
 
 
 def test_committed_1p5b_tp2_pair_of_the_sixth_lease_meets_the_target_over_20_steps():
-    """results/README.md §3, lease h100x4-2026-11-26f: the 1.5B TP=2 pair side by side again, now with
+    """benchmarks/NOTEBOOK.md §3, lease h100x4-2026-11-26f: the 1.5B TP=2 pair side by side again, now with
     ``if_needed`` and over 20 steps (34 and 38): v=10 1.124× by the medians, 1.03·S*, the interval
     above 1; the skipped slot is vLLM's wake alone (0.17 s: the cache was kept on every skip, against
     0.45 s with ``always`` on h100x4-2026-11-26c)."""
-    results = Path(__file__).resolve().parents[1] / "results"
+    results = BENCH / "results"
     committed = json.loads((results / "throughput.json").read_text())
     one, ten = rows_of(committed, "h100x4-2026-11-26f", "qwen2.5-1.5b")
     assert one["layout"] == ten["layout"] == "2gpu-tp2" and {one["gpu"], ten["gpu"]} == {"0,1", "2,3"}
@@ -1616,12 +1616,12 @@ def test_throughput_table_against_hand_computed_rows():
 
 
 def test_committed_1gpu_rows_of_the_seventh_lease_ran_four_random_inits_side_by_side_without_a_swap():
-    """results/README.md §3, lease h100x4-2026-11-27: the four 1-GPU 1.5B jobs side by side again, with
+    """benchmarks/NOTEBOOK.md §3, lease h100x4-2026-11-27: the four 1-GPU 1.5B jobs side by side again, with
     the per-cluster weight socket and each job on its own random init (--model-per-job). None stalled
     (two did on h100x4-2026-11-26f), all logged >= 24 measured steps, and every job stayed at the lag-0
     floor (<= 0.022, where serving a neighbour's init would be ~1 per token, swap_visibility.py), so each
     engine served its own job's weights. The target holds by the medians and the means: S* <= 1.03."""
-    results = Path(__file__).resolve().parents[1] / "results"
+    results = BENCH / "results"
     committed = json.loads((results / "throughput.json").read_text())
     rows = sorted((r for r in committed["rows"] if r["machine"] == "h100x4-2026-11-27"), key=lambda r: r["v"])
     assert [(r["v"], r["layout"], r["gpu"], r["model_seed"]) for r in rows] == [
@@ -1644,13 +1644,13 @@ def test_committed_1gpu_rows_of_the_seventh_lease_ran_four_random_inits_side_by_
 
 
 def test_committed_offload_pair_of_the_eighth_lease_is_near_the_target_over_16_steps_with_intervals_holding_1():
-    """results/README.md §3, lease h100x4-2026-11-27b: the 1.5B TP=2 + offload pair again, side by side with
+    """benchmarks/NOTEBOOK.md §3, lease h100x4-2026-11-27b: the 1.5B TP=2 + offload pair again, side by side with
     if_needed. The cache was kept on every skipped step (the wake alone, 0.24 s, against lease c's 0.32 s
     with always); 0.951 / 0.962·S* by the medians / means, but over 16 steps a side (a slow host: 321-327 s
     to start), with both intervals holding 1: short of deciding the layout, as lease c's pair was (0.88 /
     0.97·S* over 23 steps with always); the ninth lease's 26 / 28 steps decided it (next test).
     test_gen_split checks the pair's step parts."""
-    results = Path(__file__).resolve().parents[1] / "results"
+    results = BENCH / "results"
     committed = json.loads((results / "throughput.json").read_text())
     one, ten = rows_of(committed, "h100x4-2026-11-27b", model="qwen2.5-1.5b")
     assert (one["layout"], one["model"], one["concurrent_jobs"], one["gpu"], ten["gpu"]) == ("2gpu-tp2-offload", "qwen2.5-1.5b", 2, "0,1", "2,3")
@@ -1666,11 +1666,11 @@ def test_committed_offload_pair_of_the_eighth_lease_is_near_the_target_over_16_s
 
 
 def test_committed_offload_pair_of_the_ninth_lease_meets_the_target_over_26_and_28_steps():
-    """results/README.md §3, lease h100x4-2026-11-27c: the eighth lease's 1.5B TP=2 + offload pair again,
+    """benchmarks/NOTEBOOK.md §3, lease h100x4-2026-11-27c: the eighth lease's 1.5B TP=2 + offload pair again,
     side by side with if_needed, given 760 s: 26 / 28 measured steps on a host as slow as the eighth's, the
     skipped slot the wake alone (0.24 s, the cache kept on all 26 skips), 0.993·S* by the medians and
     1.011·S* by the means, both intervals above 1. test_gen_split checks where the step went."""
-    results = Path(__file__).resolve().parents[1] / "results"
+    results = BENCH / "results"
     committed = json.loads((results / "throughput.json").read_text())
     one, ten = rows_of(committed, "h100x4-2026-11-27c", model="qwen2.5-1.5b")
     assert (one["layout"], one["concurrent_jobs"], one["gpu"], ten["gpu"]) == ("2gpu-tp2-offload", 2, "0,1", "2,3")
@@ -1686,10 +1686,10 @@ def test_committed_offload_pair_of_the_ninth_lease_meets_the_target_over_26_and_
 def test_bootstrap_precision_recomputes_the_committed_interval_with_the_same_draws():
     """benchmarks/bootstrap_precision.py's bootstrap is mainppo_job's: with 4 000 resamples and seed 0 it
     gives the committed interval of a row exactly, so its 400 000-draw values differ from the committed
-    ones by resampling alone (results/README.md §3)."""
+    ones by resampling alone (benchmarks/NOTEBOOK.md §3)."""
     import bootstrap_precision
 
-    committed = json.loads((Path(__file__).resolve().parents[1] / "results" / "throughput.json").read_text())
+    committed = json.loads((BENCH / "results" / "throughput.json").read_text())
     one, ten = rows_of(committed, "h100x4-2026-11-27c", model="qwen2.5-1.5b")
     t1, tv = throughput.measured_steps_of(one), throughput.measured_steps_of(ten)
     same = bootstrap_precision.converged_interval(t1, tv, np.divide, np.median, resamples=4000, seed=0)
@@ -1699,13 +1699,13 @@ def test_bootstrap_precision_recomputes_the_committed_interval_with_the_same_dra
 
 
 def test_committed_offload_layout_at_v2_and_v4_each_beside_its_own_v1_job():
-    """results/README.md §3, lease h100x4-2026-11-27d: the 1.5B TP=2 + offload layout at v=2 (20 / 20
+    """benchmarks/NOTEBOOK.md §3, lease h100x4-2026-11-27d: the 1.5B TP=2 + offload layout at v=2 (20 / 20
     steps) then v=4 (24 / 23), each side by side with a v=1 job of its own command, on a host slower than
     lease c's (v=1 steps 16.8-17.7 s against 14.8 s). v=2: 1.041x against S* = 1.042 (1.000·S*), v=4: 0.995x
     against S* = 1.064 by the medians (0.935·S*) and 1.032x by the means (0.970·S*); every interval holds 1
     and S*. The skipped slot is the wake alone (0.25 s, the cache kept on every skip) and the served policy
     sits at the engine's floor at every lag. test_gen_split checks where the step went."""
-    results = Path(__file__).resolve().parents[1] / "results"
+    results = BENCH / "results"
     committed = json.loads((results / "throughput.json").read_text())
     for machine, v, steps, ratio in (("h100x4-2026-11-27d", 2, (20, 20), (0.995, 1.005)),
                                      ("h100x4-2026-11-27d-2", 4, (24, 23), (0.93, 0.94))):  # fmt: skip
@@ -1723,13 +1723,13 @@ def test_committed_offload_layout_at_v2_and_v4_each_beside_its_own_v1_job():
 
 
 def test_committed_tp2_layout_at_v2_and_v4_each_beside_its_own_v1_job():
-    """results/README.md §3, lease h100x4-2026-11-27e: the 1.5B TP=2 layout without offload at v=2 (34 / 33
+    """benchmarks/NOTEBOOK.md §3, lease h100x4-2026-11-27e: the 1.5B TP=2 layout without offload at v=2 (34 / 33
     steps) then v=4 (34 / 35), each side by side with a v=1 job of its own command. v=4: 1.101x against
     S* = 1.075 (1.025·S*, its interval above 1); v=2: 0.997x against S* = 1.051 by the medians (0.948·S*)
     and 1.014x by the means (0.965·S*), both intervals holding 1 and S*. The skipped slot is the wake alone
     (0.18-0.19 s, the cache kept on every skip: 0.62 of the memory free, 0.40 needed), the lagged jobs' own
     syncs were faster than their neighbours', and the served policy sits at the engine's floor at every lag."""
-    committed = json.loads((Path(__file__).resolve().parents[1] / "results" / "throughput.json").read_text())
+    committed = json.loads((BENCH / "results" / "throughput.json").read_text())
     for machine, v, steps, ratio in (("h100x4-2026-11-27e", 2, (34, 33), (0.945, 0.95)),
                                      ("h100x4-2026-11-27e-2", 4, (34, 35), (1.02, 1.03))):  # fmt: skip
         one, lagged = rows_of(committed, machine, model="qwen2.5-1.5b", lagged_v=v)
@@ -1756,7 +1756,7 @@ def side_by_side_7b_offload_pair(machine: str, lease: str, v: int, steps: tuple[
     pair shows: ``steps`` measured steps (v=1, v), ``if_needed`` keeping the cache on all ``skips`` skipped
     slots, the served policy at the 7B floor at every lag, the level-1 sleep's 0.15 s in the rest of
     ``gen``, and the step's mean difference the sum of its timed parts'."""
-    results = Path(__file__).resolve().parents[1] / "results"
+    results = BENCH / "results"
     one, lagged = rows_of(json.loads((results / "throughput.json").read_text()), machine, lagged_v=v)
     assert (one["layout"], one["concurrent_jobs"], one["gpu"], lagged["gpu"]) == ("2gpu-tp2-offload", 2, "0,1", "2,3")
     assert (one["measured_steps"], lagged["measured_steps"]) == steps and lagged["empty_cache_on_skip"] == "if_needed"
@@ -1771,7 +1771,7 @@ def side_by_side_7b_offload_pair(machine: str, lease: str, v: int, steps: tuple[
 
 
 def test_committed_7b_offload_pair_at_v4_meets_the_target():
-    """results/README.md §3, lease h100x4-2026-11-27f: v=1 and v=4 at 7B TP=2 + FSDP offload side by side
+    """benchmarks/NOTEBOOK.md §3, lease h100x4-2026-11-27f: v=1 and v=4 at 7B TP=2 + FSDP offload side by side
     (33 / 35 steps), after the empty-update check of the same detached run. v=4 ran 1.071x faster by the
     medians against S* = 1.095 (0.978·S*) and 1.089x by the means (0.995·S*), both intervals above 1. The
     step fell 1.85 s: the slot saved 1.47 s, the level-1 sleep cost 0.15 s (as at v=10), and vLLM's
@@ -1789,7 +1789,7 @@ def test_committed_7b_offload_pair_at_v4_meets_the_target():
 
 
 def test_committed_7b_offload_pair_at_v2_meets_the_target_by_both_statistics():
-    """results/README.md §3, lease h100x4-2026-11-27g: v=1 and v=2 at 7B TP=2 + FSDP offload side by side
+    """benchmarks/NOTEBOOK.md §3, lease h100x4-2026-11-27g: v=1 and v=2 at 7B TP=2 + FSDP offload side by side
     (52 / 54 steps), the layout's last missing v. v=2 ran 1.038x faster by the medians against S* = 1.063
     (0.976·S*) and 1.031x by the means (0.970·S*); with only 6 % to gain, both intervals reach below 1.
     The slot saved 0.83 s a step against 0.95 s expected, the level-1 sleep cost 0.15 s (as at v=4 and 10),
@@ -1810,9 +1810,9 @@ def test_committed_7b_offload_pair_at_v2_meets_the_target_by_both_statistics():
 
 
 def test_results_page_carries_the_throughput_table_and_its_summary_holds():
-    results = Path(__file__).resolve().parents[1] / "results"
+    results = BENCH / "results"
     committed = json.loads((results / "throughput.json").read_text())
-    page = (results / "README.md").read_text()
+    page = (BENCH / "NOTEBOOK.md").read_text()
     assert throughput_table.page_table(page) == throughput_table.table(committed)
     lagged = [r for r in committed["rows"] if r["v"] > 1 and r.get("measured_speedup")]
     v1_of, key = throughput_table._v1_rows(committed["rows"]), throughput._base_key
@@ -1878,10 +1878,10 @@ def test_rows_only_takes_key_value_pairs(tmp_path):
 
 
 def test_no_sleep_ran_out_of_memory_at_7b_offload_on_two_h100s():
-    """results/README.md §3: keep_weights=no_sleep at 7B TP=2 + FSDP offload, vLLM at 0.2, both jobs of the
+    """benchmarks/NOTEBOOK.md §3: keep_weights=no_sleep at 7B TP=2 + FSDP offload, vLLM at 0.2, both jobs of the
     h100x4-2026-11-26e lease died in their first update_actor: the actor held 61.77 GiB, the awake vLLM
     17.11 GiB of the 79.18 GiB GPU, before any step was logged."""
-    raw = Path(__file__).resolve().parents[1] / "results" / "raw" / "throughput"
+    raw = BENCH / "results" / "raw" / "throughput"
     logs = sorted(raw.glob("h100x4e_nosleep-oom_*.log.gz"))
     assert [p.name.split("qwen2.5-7b_")[1] for p in logs] == ["v1.log.gz", "v10_if_needed.log.gz"]
     for path in logs:

@@ -1,0 +1,100 @@
+"""Lab checks that lived beside product tests: committed learning runs against the notebook, the
+swap-visibility diagnostic, and the level-1 control manager of ``benchmarks/diag``.
+
+The level-1 control runs on the product tests' fakes of verl's rollout servers
+(``tests/test_sync_hooks.py``), loaded from their file: ``tests`` is never imported as a package
+(verl's wheel installs one of that name).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import ray
+
+BENCH = Path(__file__).resolve().parents[1]
+REPO = BENCH.parent
+RESULTS = BENCH / "results"
+NOTEBOOK = BENCH / "NOTEBOOK.md"
+
+
+def _product_test_module(name: str):
+    spec = importlib.util.spec_from_file_location(f"offgrpo_product_{name}", REPO / "tests" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its ray_local fixture pickles its fakes by value under this name
+    spec.loader.exec_module(module)
+    return module
+
+
+sync_hooks = _product_test_module("test_sync_hooks")
+ray_local = sync_hooks.ray_local
+compose_cfg, make_cluster, run_v0_loop = sync_hooks.compose_cfg, sync_hooks.make_cluster, sync_hooks.run_v0_loop
+FakeV0Trainer, V0_OVERRIDES, vllm_sleep = sync_hooks.FakeV0Trainer, sync_hooks.V0_OVERRIDES, sync_hooks.vllm_sleep
+
+
+def test_the_results_page_lists_the_committed_steps_that_took_a_momentum_only_step():
+    """benchmarks/NOTEBOOK.md §4 and the README name the learning steps where every group was all-equal
+    (one mini-batch a step: the whole mini-batch had no loss token under the mask). In the runs that
+    predate the wrap they took a momentum-only step: +mask seed 0 from step 34 on, seed 2 at step 40 (and
+    on-policy seed 2 there, A = 0 without the mask), reuse seed 2 at step 13, each once the reward was
+    >= 0.94. The reuse runs of h100x4-2026-11-27h ran with the wrap; their all-equal steps are listed
+    apart (the skip itself is checked on their logs in test_benchmarks.py)."""
+    learning = json.loads((RESULTS / "learning.json").read_text())
+    with_wrap = {(r["config"], str(r["seed"])) for r in learning["runs"] if r.get("machine") == "h100x4-2026-11-27h"}
+    assert with_wrap == {("reuse_i10", s) for s in ("0", "1", "3", "4")}
+    configs = learning["configs"]
+    all_equal = {(name, seed): [row["step"] for row in rows if row.get("zero_var_group_frac") == 1.0]
+                 for name, config in configs.items() for seed, rows in config["seeds"].items()}  # fmt: skip
+    assert {key: steps for key, steps in all_equal.items() if steps and key not in with_wrap} == {
+        ("on_policy_mask", "0"): [34, 36, 39, 41, 44, 47, 48, 52, 55],
+        ("on_policy_mask", "2"): [40],
+        ("on_policy", "2"): [40],
+        ("reuse_i10", "2"): [13],  # ten passes a step, the mask on: ten momentum-only steps
+    }
+    assert {key: all_equal[key] for key in with_wrap} == {
+        ("reuse_i10", "0"): [15, 17, 19, 21, 22], ("reuse_i10", "1"): [18, 23],
+        ("reuse_i10", "3"): [21], ("reuse_i10", "4"): [20]}  # fmt: skip
+    for (name, seed), steps in all_equal.items():
+        reward_at = {row["step"]: row["train_reward"] for row in configs[name]["seeds"][seed]}
+        assert all(reward_at[step] >= 0.94 for step in steps), (name, seed)
+    page = " ".join((NOTEBOOK).read_text().split())
+    assert "+mask seed 0 at steps 34, 36, 39, 41, 44, 47, 48, 52 and 55, +mask seed 2 and on-policy seed 2 at step 40" in page
+    assert "seed 2 at step 13 (and seed 1's run since replaced, at step 11)" in page
+    assert "(seed 0 at steps 15, 17, 19, 21 and 22, seed 1 at 18 and 23, seed 3 at 21, seed 4 at 20)" in page
+
+
+def test_a_job_serving_another_jobs_random_init_would_show_far_above_the_lag0_floor():
+    """``throughput.py --model-per-job`` is the GPU evidence for the fix only if a swap would show: a
+    trainer scoring samples of another seed's random init (``benchmarks/diag/swap_visibility.py``, the
+    tiny shape here; the 1.5B shape's figure is in benchmarks/results/raw/swap_visibility/) is far from the ≈ 0.02
+    lag-0 floor of a correctly served job, and the same seed built twice gives the same weights."""
+    spec = importlib.util.spec_from_file_location("swap_visibility", BENCH / "diag" / "swap_visibility.py")
+    swap_visibility = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(swap_visibility)
+    swapped = swap_visibility.gaps("tiny", 0, 1, batch=2, n_tokens=8)
+    assert swapped["gap"] > 0.2 and swapped["tokens"] == 16
+    assert swap_visibility.gaps("tiny", 1, 1, batch=2, n_tokens=8)["gap"] == 0.0
+    committed = json.loads((RESULTS / "raw" / "swap_visibility" / "qwen2.5-1.5b_seeds0-1.json").read_text())
+    assert committed["shape"] == "qwen2.5-1.5b" and committed["gap"] > 10 * 0.021
+
+
+def test_level1_control_is_v1_with_a_real_sync_every_step_and_level_1_sleep(ray_local, monkeypatch):
+    """benchmarks/diag/level1_every_step.py, loaded by its documented class path the way verl loads
+    ``checkpoint_manager_class``: every slot a real sync, as at v = 1, but vLLM sleeps at level 1."""
+    monkeypatch.syspath_prepend(str(REPO))  # the jobs' PYTHONPATH has the repo root
+    fqn = "benchmarks.diag.level1_every_step.Level1EveryStep"
+    cfg = compose_cfg(*V0_OVERRIDES, f"actor_rollout_ref.rollout.checkpoint_manager_class={fqn}")
+    servers, _, replicas, wg = make_cluster(n_servers=1, level1_sleep_s=0.1)
+    manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
+    assert type(manager).__name__ == "Level1EveryStep"
+    generated = run_v0_loop(None, manager, servers, range(1, 4))
+    assert [c[0] for c in wg.sync_calls] == [0, 1, 2, 3] and generated == {s: [f"pi_{s - 1}"] for s in (1, 2, 3)}
+    assert ray.get(servers[0].__ray_call__.remote(vllm_sleep.read_server_state))["sleep_level"] == 1
+    assert all(manager.step_metrics(s)["timing_s/off_grpo_sleep"] >= 0.1 for s in (1, 2, 3))
+    with pytest.raises(ValueError, match="needs \\+actor_rollout_ref.rollout.checkpoint_manager_class"):  # v > 1: ours only
+        FakeV0Trainer(compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=2",
+                                  f"actor_rollout_ref.rollout.checkpoint_manager_class={fqn}"), wg).init_workers(replicas)
