@@ -30,13 +30,8 @@ from verl.utils.import_utils import load_class_from_fqn
 from verl.workers.rollout.replica import RolloutReplica
 
 import verl_offgrpo
-from verl_offgrpo.sync import (
-    V0_MANAGER_FQN,
-    WEIGHT_TRANSFER_MODULE,
-    SyncConfigError,
-    check_sync_config,
-    register_sync_hooks,
-)
+from verl_offgrpo.config import V0_MANAGER_FQN, SyncConfigError, check_sync_config
+from verl_offgrpo.sync import WEIGHT_TRANSFER_MODULE, register_sync_hooks
 from verl_offgrpo.sync import checkpoint_manager_v0 as cm
 from verl_offgrpo.sync import vllm_sleep
 

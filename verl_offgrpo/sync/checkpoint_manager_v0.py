@@ -49,8 +49,9 @@ from verl.checkpoint_engine.base import CheckpointEngineManager
 from verl.utils.ray_utils import auto_await
 
 from .alpha_guard import check_served_policy
-from .checks import _get, check_sync_config, validation_follows
-from .schedule import FIRST, REPEAT, SlotDecision, SyncSchedule
+from ..config import check_sync_config
+from ..config import config_value as _get
+from .schedule import FIRST, REPEAT, SlotDecision, SyncSchedule, validation_follows
 from .vllm_sleep import empty_device_cache, keep_weights_across_sleep, policy_servers
 
 logger = logging.getLogger(__name__)
