@@ -41,7 +41,8 @@ V0_OVERRIDES = ["trainer.use_v1=false", f"+actor_rollout_ref.rollout.checkpoint_
 
 def compose_cfg(*overrides):
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        return compose(config_name="off_grpo_trainer", overrides=["actor_rollout_ref.rollout.name=vllm", *overrides])
+        base = ["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.n=4"]  # n: groups of 4
+        return compose(config_name="off_grpo_trainer", overrides=[*base, *overrides])
 
 
 # ----------------------------------------------------------------------------- fakes
