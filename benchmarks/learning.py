@@ -83,7 +83,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import mainppo_job  # noqa: E402  (run environment, launch, parsers)
-from verl_offgrpo.knobs import KEEP_WEIGHTS_MODES  # noqa: E402
+from verl_offgrpo.config import KEEP_WEIGHTS_MODES  # noqa: E402
 import sync_e2e  # noqa: E402  (the job's base overrides)
 
 REPO = mainppo_job.REPO

@@ -83,7 +83,7 @@ if str(HERE) not in sys.path:
 
 import mainppo_job  # noqa: E402  (run environment, launch, parsers)
 import sync_e2e  # noqa: E402  (tokenizer, synthetic task, base overrides)
-from verl_offgrpo.knobs import EMPTY_CACHE_ON_SKIP_MODES, KEEP_WEIGHTS_MODES, OffGRPOKnobs  # noqa: E402
+from verl_offgrpo.config import EMPTY_CACHE_ON_SKIP_MODES, KEEP_WEIGHTS_MODES, OffGRPOConfig  # noqa: E402
 
 REPO = mainppo_job.REPO
 
@@ -528,7 +528,7 @@ def main(argv=None) -> int:
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--offload", action="store_true", help="FSDP param + optimizer offload")
     p.add_argument("--keep-weights", default="sleep_level1", choices=KEEP_WEIGHTS_MODES)
-    p.add_argument("--empty-cache-on-skip", default=OffGRPOKnobs().empty_cache_on_skip,
+    p.add_argument("--empty-cache-on-skip", default=OffGRPOConfig().empty_cache_on_skip,
                    help=f"algorithm.off_grpo.empty_cache_on_skip of the lagged jobs ({', '.join(EMPTY_CACHE_ON_SKIP_MODES)}; "
                         "default: the plugin's), "
                         "or a comma list of them: each lagged v then runs once per mode (side by side with --gpus); "

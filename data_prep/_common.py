@@ -61,11 +61,17 @@ def read_jsonl(path: str) -> list[Record]:
     if not os.path.isfile(path):
         raise DataPrepError(f"{path}: no such file")
     records = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            where = f"{path}:{lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise DataPrepError(f"{where}: not UTF-8 text (a binary file?); expected JSON Lines") from None
+            if "\x00" in line:
+                raise DataPrepError(f"{where}: NUL byte (a binary file?); expected JSON Lines text")
             if not line.strip():
                 continue
-            where = f"{path}:{lineno}"
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
@@ -111,6 +117,43 @@ def boxed_math_row(
     """A math row scored by math-verify: the problem plus :data:`BOXED_INSTRUCTION`, ``question`` kept."""
     content = problem + " " + BOXED_INSTRUCTION
     return make_row(data_source, content, ground_truth, split, index, question=problem, **extra)
+
+
+def check_output_dir(out_dir: str, names: Sequence[str]) -> None:
+    """Fail before any work if ``out_dir`` cannot take ``<name>.parquet`` files: it, or one of its
+    parents, is a file, or one of the output paths is a directory."""
+    path = os.path.abspath(out_dir)
+    probe = path
+    while probe and not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if os.path.exists(probe) and not os.path.isdir(probe):
+        which = "is a file" if probe == path else f"is inside {probe}, which is a file"
+        raise DataPrepError(f"--output-dir {out_dir} {which}, not a directory: choose a directory path")
+    for name in names:
+        target = os.path.join(path, f"{name}.parquet")
+        if os.path.isdir(target):
+            raise DataPrepError(f"{target} is a directory: the output file cannot replace it")
+
+
+def write_tables(out_dir: str, tables: dict[str, Sequence[dict[str, Any]]]) -> int:
+    """Create ``out_dir`` and write ``<name>.parquet`` for each table atomically; print them. Exit status."""
+    try:
+        check_output_dir(out_dir, list(tables))
+        os.makedirs(out_dir, exist_ok=True)
+    except DataPrepError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"error: cannot create --output-dir {out_dir}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    paths = {os.path.join(out_dir, f"{name}.parquet"): rows for name, rows in tables.items()}
+    write_parquet_atomic(paths)
+    for path, rows in paths.items():
+        print(f"wrote {len(rows)} rows to {path}")
+    return 0
 
 
 def write_parquet_atomic(tables: dict[str, Sequence[dict[str, Any]]]) -> None:
@@ -182,7 +225,9 @@ def run(
 ) -> int:
     """The whole script: parse args, read every split, build rows, then write them. Exit status."""
     args = parse_args(argv, description, hub_id, splits, default_out)
+    out_dir = os.path.expanduser(args.output_dir)
     try:
+        check_output_dir(out_dir, [split.name for split in splits])  # before any download
         tables = {}
         for split in splits:
             if args.local_dir is not None:
@@ -193,10 +238,4 @@ def run(
     except DataPrepError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    out_dir = os.path.expanduser(args.output_dir)
-    os.makedirs(out_dir, exist_ok=True)
-    paths = {os.path.join(out_dir, f"{name}.parquet"): rows for name, rows in tables.items()}
-    write_parquet_atomic(paths)
-    for path, rows in paths.items():
-        print(f"wrote {len(rows)} rows to {path}")
-    return 0
+    return write_tables(out_dir, tables)

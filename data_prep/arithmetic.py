@@ -73,6 +73,9 @@ def operands(question: str) -> tuple[int, ...]:
 def make_splits(task: str, n_train: int, n_test: int, seed: int, twins_in_train: bool = True) -> dict[str, list[dict]]:
     """Rows of both splits; test questions are distinct and disjoint from train questions, and with
     ``twins_in_train=False`` so are their twins (the same numbers in another order)."""
+    for flag, n in (("--n-train", n_train), ("--n-test", n_test)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise C.DataPrepError(f"{flag} must be an integer >= 1 (got {n!r})")
     rng = random.Random(seed)
     gen = TASKS[task]
     test: dict[str, int] = {}
@@ -119,18 +122,14 @@ def main(argv=None) -> int:
     )
     p.add_argument("--output-dir", default=None, help="default ~/data/arith_<task>")
     args = p.parse_args(argv)
+    out_dir = os.path.expanduser(args.output_dir or f"~/data/arith_{args.task}")
     try:
+        C.check_output_dir(out_dir, ["train", "test"])
         splits = make_splits(args.task, args.n_train, args.n_test, args.seed, twins_in_train=args.twins_in_train)
     except C.DataPrepError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    out_dir = os.path.expanduser(args.output_dir or f"~/data/arith_{args.task}")
-    os.makedirs(out_dir, exist_ok=True)
-    paths = {os.path.join(out_dir, f"{name}.parquet"): rows for name, rows in splits.items()}
-    C.write_parquet_atomic(paths)
-    for path, rows in paths.items():
-        print(f"wrote {len(rows)} rows to {path}")
-    return 0
+    return C.write_tables(out_dir, splits)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,9 @@ from omegaconf import OmegaConf
 import verl  # noqa: F401  (loads the plugin)
 from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from verl_offgrpo.__main__ import config_dir
-from verl_offgrpo.knobs import OffGRPOKnobs
-from verl_offgrpo.validation import OffGRPOConfigError
+from verl_offgrpo.config import OffGRPOConfig, OffGRPOConfigError, check_window_config, validate_off_grpo_config
+
+LOGGER = "verl_offgrpo.config.off_grpo"
 
 # what every runnable config needs anyway (verl's own checks)
 BASE = [
@@ -42,7 +43,7 @@ def validate(config):
 
 def test_yaml_defaults_are_the_documented_knobs():
     cfg = composed()
-    assert OmegaConf.to_container(cfg.algorithm.off_grpo) == dataclasses.asdict(OffGRPOKnobs())
+    assert OmegaConf.to_container(cfg.algorithm.off_grpo) == dataclasses.asdict(OffGRPOConfig())
 
 
 def test_shipped_yaml_wires_estimator_loss_rprime_and_trainer_mode():
@@ -77,6 +78,12 @@ def test_shipped_yaml_wires_estimator_loss_rprime_and_trainer_mode():
         # the mask's rows leave token-sum (no denominator); seq-mean is fine without the mask
         ["actor_rollout_ref.actor.loss_agg_mode=token-sum"],
         ["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean", "algorithm.off_grpo.zero_var_mask=false"],
+        # the window (V1 off_grpo_sync); gen_batch_size unset or equal to train_batch_size
+        ["algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=4"],
+        ["algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=4",
+         "data.gen_batch_size=1024"],  # = verl's default train_batch_size
+        # integers where a float is expected are floats
+        ["algorithm.off_grpo.std_eps=1", "algorithm.off_grpo.max_log_rprime_lagged=0"],
     ],
 )
 def test_valid_configs_pass(overrides):
@@ -116,6 +123,25 @@ REJECTED = [
      "loss_mode=off_grpo"),
     *[([f"actor_rollout_ref.actor.loss_agg_mode={mode}"], "fixed global_batch_size")
       for mode in ("seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")],
+    # booleans are booleans: "no" is not read as true (it would switch the safety check off)
+    (["algorithm.off_grpo.allow_truncated_rprime=no", "algorithm.rollout_correction.rollout_is_threshold=2.0"],
+     r"allow_truncated_rprime must be true or false \(got 'no'\)"),
+    (["algorithm.off_grpo.zero_var_mask=maybe"], r"zero_var_mask must be true or false \(got 'maybe'\)"),
+    (["algorithm.off_grpo.std_unbiased=1"], r"std_unbiased must be true or false \(got 1\)"),
+    (["algorithm.off_grpo.sync_before_validate=yes"], "sync_before_validate must be true or false"),
+    (["algorithm.off_grpo.std_eps=nan"], "std_eps must be > 0"),
+    (["algorithm.off_grpo.sync_period=true"], "sync_period must be an integer >= 1"),
+    (["algorithm.off_grpo.rollout_schedule=windowed"], "rollout_schedule must be one of"),
+    (["algorithm.off_grpo=5"], r"algorithm.off_grpo must be a mapping of knobs \(got int 5\)"),
+    # groups of one: no group statistics
+    (["actor_rollout_ref.rollout.n=1"], r"rollout.n=1 with algorithm.adv_estimator=off_grpo.*>= 2"),
+    # the window runs in the V1 mode off_grpo_sync, on whole training batches
+    (["algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=4", "trainer.use_v1=false",
+      V0_MANAGER], "rollout_schedule=window runs in the V1 trainer mode off_grpo_sync only"),
+    (["algorithm.off_grpo.rollout_schedule=window", "trainer.v1.trainer_mode=sync", "algorithm.off_grpo.zero_var_mask=false"],
+     "rollout_schedule=window needs trainer.v1.trainer_mode=off_grpo_sync"),
+    (["algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=4", "data.train_batch_size=64",
+      "data.gen_batch_size=32"], r"data.gen_batch_size=32 must be unset \(null\) or equal to data.train_batch_size=64"),
 ]
 
 
@@ -127,7 +153,7 @@ def test_rejected_configs(overrides, message):
 
 @pytest.mark.parametrize("override", ["actor_rollout_ref.rollout.top_p=0.9", "actor_rollout_ref.rollout.top_k=20"])
 def test_truncated_sampling_warns(override, caplog):
-    with caplog.at_level(logging.WARNING, logger="verl_offgrpo.validation"):
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
         validate(composed(override))
     assert "biased" in caplog.text
 
@@ -143,9 +169,86 @@ def test_truncated_sampling_warns(override, caplog):
 def test_mask_with_another_loss_warns_about_all_masked_mini_batches(overrides, warns, caplog):
     """test_policy_loss shows verl's vanilla loss at 0/0 when every row of a mini-batch is masked."""
     overrides = ["algorithm.rollout_correction.rollout_is=null", *overrides]  # vanilla takes no r'
-    with caplog.at_level(logging.WARNING, logger="verl_offgrpo.validation"):
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
         validate(composed(*overrides))
     assert ("divides by 0" in caplog.text) is warns
+
+
+def test_each_error_is_one_line_naming_the_knob_and_value():
+    for overrides, _ in REJECTED:
+        with pytest.raises(OffGRPOConfigError) as err:
+            validate(composed(*overrides))
+        assert "\n" not in str(err.value), overrides
+
+
+def test_a_rejected_config_does_not_print_verls_success_banner(capsys):
+    """The plugin's check runs first: verl's "All configuration checks passed" is for passing configs only."""
+    with pytest.raises(OffGRPOConfigError):
+        validate(composed("algorithm.off_grpo.zero_var_mask=maybe"))
+    assert "checks passed" not in capsys.readouterr().out
+    validate(composed())
+    assert "All configuration checks passed" in capsys.readouterr().out
+
+
+def test_off_grpo_loss_over_verls_grpo_estimator_says_what_it_gets(caplog):
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        validate(composed("algorithm.adv_estimator=grpo"))
+    told = [r.getMessage() for r in caplog.records if "adv_estimator=grpo" in r.getMessage()]
+    assert len(told) == 1 and "verl's grpo advantage" in told[0] and "do not apply" in told[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        validate(composed())
+    assert "adv_estimator" not in caplog.text
+
+
+def test_window_with_period_one_is_on_policy(caplog):
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        validate(composed("algorithm.off_grpo.rollout_schedule=window"))
+    assert "window with sync_period=1 is on-policy GRPO" in caplog.text
+
+
+def test_window_rules_callable_alone():
+    """The trainer mode calls check_window_config itself; per_step ignores the window's rules."""
+    ok = composed("algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=3")
+    assert check_window_config(ok).sync_period == 3
+    per_step_v0 = composed("trainer.use_v1=false")
+    assert check_window_config(per_step_v0).rollout_schedule == "per_step"
+    with pytest.raises(OffGRPOConfigError, match="trainer.use_v1=false"):
+        check_window_config(composed("algorithm.off_grpo.rollout_schedule=window", "trainer.use_v1=false"))
+
+
+def _doc_value(text):
+    text = text.strip('"')
+    if text in ("true", "false"):
+        return text == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def test_knobs_typed_and_documented():
+    """Every knob: a typed field with the yaml's default, and 1-3 lines in the class docstring; the docs
+    carry no measurements (those live in the results page)."""
+    lines = OffGRPOConfig.__doc__.splitlines()
+    for f in dataclasses.fields(OffGRPOConfig):
+        head = f"        {f.name} ({f.type}, default "
+        starts = [i for i, line in enumerate(lines) if line.startswith(head)]
+        assert len(starts) == 1, f.name
+        assert _doc_value(lines[starts[0]][len(head):].split("):", 1)[0]) == f.default, f.name
+        more = 0
+        while lines[starts[0] + 1 + more].startswith(" " * 12):
+            more += 1
+        assert 1 + more <= 3, f.name
+    doc = OffGRPOConfig.__doc__
+    for word in ("H100", "H200", "results/", "lease", " s ", "GiB"):
+        assert word not in doc, word
+    with pytest.raises(OffGRPOConfigError, match="Unknown key"):
+        OffGRPOConfig.from_mapping({"sync_peroid": 4})
+    assert OffGRPOConfig.from_mapping(None) == OffGRPOConfig()
+    assert OffGRPOConfig.from_algorithm({"off_grpo": {"std_eps": 1}}).std_eps == 1.0
 
 
 def _run(*args, env=None):
@@ -160,15 +263,22 @@ def test_main_ppo_rejects_bad_config_before_ray():
     assert proc.returncode != 0
     assert "OffGRPOConfigError" in proc.stderr and "untruncated" in proc.stderr
     assert "Started a local Ray instance" not in proc.stderr + proc.stdout
+    assert "checks passed" not in proc.stderr + proc.stdout  # the plugin's check runs before verl's banner
 
 
 def test_compose_cli_prints_validated_config():
-    proc = _run("-m", "verl_offgrpo", "compose", *BASE, "algorithm.off_grpo.sync_period=10")
+    proc = _run("-m", "verl_offgrpo", "compose", *BASE, "actor_rollout_ref.rollout.name=vllm",
+                "algorithm.off_grpo.sync_period=10")
     assert proc.returncode == 0, proc.stderr
     printed = OmegaConf.create(proc.stdout)
     assert printed.algorithm.off_grpo.sync_period == 10 and printed.algorithm.adv_estimator == "off_grpo"
     bad = _run("-m", "verl_offgrpo", "compose", *BASE, "algorithm.off_grpo.sync_period=0")
     assert bad.returncode == 2 and "sync_period must be an integer >= 1" in bad.stderr
+    # rollout.name is still ??? in verl's ppo_trainer: not "validated", and says which value is missing
+    incomplete = _run("-m", "verl_offgrpo", "compose", *BASE)
+    assert incomplete.returncode == 3 and "validated" not in incomplete.stderr and incomplete.stdout == ""
+    assert "still ??? here: actor_rollout_ref.rollout.name " in incomplete.stderr
+    assert "reward_model" not in incomplete.stderr  # its section is switched off (enable: false)
 
 
 def test_check_cli_reports_registrations():
@@ -196,8 +306,6 @@ def test_compose_cli_fails_when_verl_did_not_load_the_plugin():
 
 
 def test_lora_with_lag_rejected():
-    from verl_offgrpo.validation import validate_off_grpo_config
-
     cfg = composed("algorithm.off_grpo.sync_period=4")
     cfg.actor_rollout_ref.model.lora_rank = 8
     with pytest.raises(OffGRPOConfigError, match="not supported with LoRA"):

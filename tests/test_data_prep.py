@@ -406,3 +406,72 @@ def test_arithmetic_rows_carry_the_question_the_reward_reads_to_refuse_echoes(tm
     assert sum(scores(question, lambda r: r["extra_info"])) == 0
     answered = scores(lambda r: question(r) + " " + r["reward_model"]["ground_truth"], lambda r: r["extra_info"])
     assert answered == [1.0] * len(rows)
+
+
+# ---------------------------------------------------------------- bad input: one line, nothing written
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", "not UTF-8 text (a binary file?); expected JSON Lines"),
+        (b"\x00\x00\x00\x00", "NUL byte (a binary file?); expected JSON Lines text"),
+    ],
+)
+def test_binary_input_file(tmp_path, content, message):
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    (src / "train.jsonl").write_text(_lines(GOOD_GSM8K))
+    (src / "test.jsonl").write_bytes(content)
+    res = run_script("gsm8k", "--local-dir", str(src), "--output-dir", str(out))
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.stderr.strip() == f"error: {src / 'test.jsonl'}:1: {message}"
+    assert not out.exists()
+
+
+def _output_is_a_file(tmp_path):
+    out = tmp_path / "out"
+    out.write_text("mine")
+    return out, out, "is a file, not a directory"
+
+
+def _output_inside_a_file(tmp_path):
+    parent = tmp_path / "f"
+    parent.write_text("mine")
+    return parent / "out", parent, f"is inside {parent}, which is a file"
+
+
+def _output_file_is_a_directory(tmp_path):
+    out = tmp_path / "out"
+    (out / "test.parquet").mkdir(parents=True)
+    return out, out / "test.parquet", "test.parquet is a directory"
+
+
+@pytest.mark.parametrize("setup", [_output_is_a_file, _output_inside_a_file, _output_file_is_a_directory])
+@pytest.mark.parametrize("script", ["gsm8k", "arithmetic"])
+def test_output_path_that_cannot_hold_the_files(tmp_path, setup, script):
+    out, kept, message = setup(tmp_path)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    if script == "gsm8k":
+        src = tmp_path / "src"
+        src.mkdir()
+        for f in ("train.jsonl", "test.jsonl"):
+            (src / f).write_text(_lines(GOOD_GSM8K))
+        before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+        res = run_script("gsm8k", "--local-dir", str(src), "--output-dir", str(out))
+    else:
+        res = run_script("arithmetic", "--n-train", "8", "--n-test", "4", "--output-dir", str(out))
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and message in res.stderr, res.stderr
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written
+    assert kept.exists()
+
+
+@pytest.mark.parametrize("args, message", [(["--n-train", "0"], "--n-train must be an integer >= 1 (got 0)"),
+                                           (["--n-test", "0"], "--n-test must be an integer >= 1 (got 0)"),
+                                           (["--n-train", "-5"], "--n-train must be an integer >= 1 (got -5)")])
+def test_arithmetic_needs_rows(tmp_path, args, message):
+    out = tmp_path / "out"
+    res = run_script("arithmetic", *args, "--output-dir", str(out))
+    assert res.returncode == 1 and res.stderr.strip() == f"error: {message}"
+    assert not out.exists()

@@ -22,13 +22,8 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
-from verl_offgrpo.ref_reset import (
-    RefResetConfigError,
-    RefResetState,
-    check_ref_reset_config,
-    reference_step,
-    should_reset,
-)
+from verl_offgrpo.config import RefResetConfigError, check_ref_reset_config
+from verl_offgrpo.ref_reset import RefResetState, reference_step, should_reset
 from verl_offgrpo.ref_reset.param_copy import RefResetError, copy_params_into_, module_layout
 
 VOCAB, HIDDEN = 32, 12

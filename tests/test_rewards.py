@@ -154,6 +154,25 @@ def test_hub_ids_route_to_math_verify_and_others_to_verl():
         compute_score("no_such_dataset", "x", "y")
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((None, "#### 72", "72"), r"data_source must be a non-empty string \(got None\)"),
+        (("", "#### 72", "72"), r"data_source must be a non-empty string \(got ''\)"),
+        (("openai/gsm8k", None, "72"), r"solution_str must be the decoded response, a string \(got NoneType\)"),
+        (("math500", None, "5"), "solution_str must be"),
+        (("arithmetic/add1", b"12", "12"), r"a string \(got bytes\)"),
+        (("aime24", "\\boxed{25}", None), "ground_truth is None for data_source 'aime24'"),
+    ],
+)
+def test_bad_input_is_one_clear_line(args, message):
+    """A broken row or caller: a one-line ValueError naming the argument (was: a TypeError deep in a
+    scorer, or verl's "not implemented" for data_source None, or "None" compared as an answer)."""
+    with pytest.raises(ValueError, match=message) as err:
+        compute_score(*args)
+    assert "\n" not in str(err.value)
+
+
 # ---------------------------------------------------------------- threads and timeouts
 
 
@@ -333,3 +352,11 @@ def test_echo_check_goes_through_verls_custom_reward_function():
     kwargs = {"data_source": "arithmetic/larger2", "ground_truth": "63", "extra_info": {"question": question, "num_turns": None}}
     assert fn(solution_str="59 or 63", **kwargs) == 0.0
     assert fn(solution_str="63", **kwargs) == 1.0
+
+
+def test_pool_and_checker_do_not_import_each_other():
+    """math_verify_reward uses the helper pool; the helper's main module, not the pool, imports the checker."""
+    root = Path(__file__).resolve().parents[1] / "verl_offgrpo" / "rewards"
+    assert "math_verify_reward" not in (root / "_worker.py").read_text()
+    with ThreadPoolExecutor(1) as ex:  # a helper started from the new main module still scores
+        assert ex.submit(compute_score, "math500", "\\boxed{0.5}", "\\frac{1}{2}").result() == 1.0

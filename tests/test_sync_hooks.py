@@ -29,13 +29,8 @@ from verl.utils.import_utils import load_class_from_fqn
 from verl.workers.rollout.replica import RolloutReplica
 
 import verl_offgrpo
-from verl_offgrpo.sync import (
-    V0_MANAGER_FQN,
-    WEIGHT_TRANSFER_MODULE,
-    SyncConfigError,
-    check_sync_config,
-    register_sync_hooks,
-)
+from verl_offgrpo.config import V0_MANAGER_FQN, SyncConfigError, check_sync_config
+from verl_offgrpo.sync import WEIGHT_TRANSFER_MODULE, register_sync_hooks
 from verl_offgrpo.sync import checkpoint_manager_v0 as cm
 from verl_offgrpo.sync import vllm_sleep
 
@@ -45,7 +40,8 @@ V0_OVERRIDES = ["trainer.use_v1=false", f"+actor_rollout_ref.rollout.checkpoint_
 
 def compose_cfg(*overrides):
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        return compose(config_name="off_grpo_trainer", overrides=["actor_rollout_ref.rollout.name=vllm", *overrides])
+        base = ["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.n=4"]  # n: groups of 4
+        return compose(config_name="off_grpo_trainer", overrides=[*base, *overrides])
 
 
 # ----------------------------------------------------------------------------- fakes

@@ -2,7 +2,7 @@
 
 import pytest
 
-from verl_offgrpo.sync.checks import validation_follows
+from verl_offgrpo.sync.schedule import validation_follows
 from verl_offgrpo.sync.schedule import CAP, FIRST, FORCED, PERIOD, REPEAT, SKIP, SyncSchedule, simulate
 
 

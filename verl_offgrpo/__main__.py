@@ -110,19 +110,37 @@ def compose(overrides: list[str]):
         return hydra_compose(config_name=CONFIG_NAME, overrides=list(overrides))
 
 
+def missing_values(config) -> list[str]:
+    """The mandatory values (``???``) still unset in ``config``, outside sections switched off
+    (a node with ``enable: false``, e.g. ``reward.reward_model`` when no reward model is used)."""
+    from omegaconf import OmegaConf
+
+    def switched_off(key: str) -> bool:
+        parts = key.split(".")
+        for depth in range(1, len(parts)):
+            node = OmegaConf.select(config, ".".join(parts[:depth]), throw_on_missing=False)
+            if OmegaConf.is_dict(node) and node.get("enable", None) is False:
+                return True
+        return False
+
+    return sorted(key for key in OmegaConf.missing_keys(config) if not switched_off(key))
+
+
 def dry_run(overrides: list[str]) -> int:
     """Compose and validate exactly as main_ppo's driver does, without Ray or a GPU.
 
-    Exit 1 if verl did not load the plugin (``VERL_USE_EXTERNAL_PLUGINS`` leaves it out, the package is
+    Exit 2 for a config the plugin rejects, 3 if a mandatory value (``???``, e.g. ``rollout.name``) is
+    still unset. Exit 1 if verl did not load the plugin (``VERL_USE_EXTERNAL_PLUGINS`` leaves it out, the package is
     not pip-installed, or its import failed, which verl logs only at DEBUG): verl's own
     ``validate_config`` would then pass without the off_grpo checks, and main_ppo would not know them.
     """
     import verl  # noqa: F401  (loads the plugin)
     import verl.utils.config as verl_config
     from omegaconf import OmegaConf
+    from omegaconf.errors import MissingMandatoryValue
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
 
-    from verl_offgrpo.validation import OffGRPOConfigError
+    from verl_offgrpo.config import OffGRPOConfigError
 
     validate_config = verl_config.validate_config
     if not getattr(validate_config, "__off_grpo_wrapped__", False):
@@ -138,6 +156,14 @@ def dry_run(overrides: list[str]) -> int:
     except OffGRPOConfigError as err:
         print(f"off_grpo config error: {err}", file=sys.stderr)
         return 2
+    except MissingMandatoryValue:  # verl read a ??? value: said below
+        if not missing_values(config):
+            raise
+    missing = missing_values(config)
+    if missing:
+        print(f"incomplete config: main_ppo needs these mandatory values, still ??? here: {', '.join(missing)} "
+              "(e.g. actor_rollout_ref.rollout.name=vllm)", file=sys.stderr)
+        return 3
     print(OmegaConf.to_yaml(config))
     print("# composed and validated: verl's validate_config + off_grpo checks passed", file=sys.stderr)
     return 0

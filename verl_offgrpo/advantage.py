@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from verl_offgrpo.knobs import knobs_from_algorithm
-from verl_offgrpo.zero_var_mask import group_ids, zero_variance_rows
+from verl_offgrpo.config import OffGRPOConfig
+from verl_offgrpo.groups import group_ids, zero_variance_rows
 
 
 def group_normalized_advantage(
@@ -72,7 +72,7 @@ def compute_off_grpo_advantage(
     """
     if index is None:
         raise ValueError("off_grpo needs the prompt-group index (uid) in the batch; verl adds it for GRPO-style runs.")
-    knobs = knobs_from_algorithm(config)
+    knobs = OffGRPOConfig.from_algorithm(config)
     norm_by_std = bool(config.get("norm_adv_by_std_in_grpo", True)) if config is not None else True
     with torch.no_grad():
         scores = token_level_rewards.sum(dim=-1)

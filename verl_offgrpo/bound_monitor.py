@@ -25,7 +25,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from verl_offgrpo.zero_var_mask import group_ids
+from verl_offgrpo.groups import group_ids
 
 LOG_BOUND = 20.0
 

@@ -19,7 +19,7 @@ from verl.trainer.ppo import core_algos
 from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME
 from verl_offgrpo.advantage import compute_off_grpo_advantage
 from verl_offgrpo.policy_loss import compute_policy_loss_off_grpo
-from verl_offgrpo.validation import validate_off_grpo_config
+from verl_offgrpo.config import validate_off_grpo_config
 
 
 def _register_algorithms() -> None:
@@ -29,7 +29,8 @@ def _register_algorithms() -> None:
 
 
 def _wrap_validate_config() -> None:
-    """Run :func:`validate_off_grpo_config` after verl's own ``validate_config`` (driver, before Ray)."""
+    """Run :func:`validate_off_grpo_config` before verl's own ``validate_config`` (driver, before Ray), so a
+    config the plugin rejects fails before verl prints its "All configuration checks passed" line."""
     import verl.utils.config as verl_config
 
     original = verl_config.validate_config
@@ -38,9 +39,8 @@ def _wrap_validate_config() -> None:
 
     @functools.wraps(original)
     def validate_config(config, *args, **kwargs):
-        result = original(config, *args, **kwargs)
         validate_off_grpo_config(config)
-        return result
+        return original(config, *args, **kwargs)
 
     validate_config.__off_grpo_wrapped__ = True
     verl_config.validate_config = validate_config

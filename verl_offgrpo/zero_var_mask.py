@@ -17,26 +17,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-
-def group_ids(index: np.ndarray) -> tuple[np.ndarray, int]:
-    """Dense group id per row (0..n_groups−1) and the number of groups."""
-    _, inverse = np.unique(np.asarray(index, dtype=object).astype(str), return_inverse=True)
-    inverse = inverse.reshape(-1)
-    return inverse, int(inverse.max()) + 1 if inverse.size else 0
-
-
-def zero_variance_rows(scores: torch.Tensor, index: np.ndarray) -> torch.Tensor:
-    """Bool (bs,): rows of groups with N > 1 whose scores are all equal."""
-    gid, n_groups = group_ids(index)
-    gid_t = torch.as_tensor(gid, dtype=torch.long, device=scores.device)
-    scores = scores.detach().to(torch.float64)
-    g_max = torch.full((n_groups,), -torch.inf, dtype=scores.dtype, device=scores.device)
-    g_min = torch.full((n_groups,), torch.inf, dtype=scores.dtype, device=scores.device)
-    g_max = g_max.scatter_reduce(0, gid_t, scores, reduce="amax")
-    g_min = g_min.scatter_reduce(0, gid_t, scores, reduce="amin")
-    count = torch.bincount(gid_t, minlength=n_groups)
-    zero_var_group = (g_max == g_min) & (count > 1)
-    return zero_var_group[gid_t]
+from verl_offgrpo.bound_monitor import bound_metrics
+from verl_offgrpo.groups import group_ids, zero_variance_rows  # noqa: F401  (group_ids: re-exported)
 
 
 def zero_rows_nested(nested: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -59,10 +41,8 @@ def advantage_step_metrics(scores, index, mask_before, rprime, knobs) -> tuple[d
 
     Shared by both trainers, right after the advantage: ``scores`` (bs,) summed rewards, ``index``
     the group ids, ``mask_before`` the response/loss mask *before* the zero-variance mask, ``rprime``
-    verl's token IS weights (or ``None``), ``knobs`` the :class:`~verl_offgrpo.knobs.OffGRPOKnobs`.
+    verl's token IS weights (or ``None``), ``knobs`` the :class:`~verl_offgrpo.config.OffGRPOConfig`.
     """
-    from verl_offgrpo.bound_monitor import bound_metrics
-
     rows = zero_variance_rows(scores, index)
     metrics = bound_metrics(scores, index, mask_before, rprime, std_eps=knobs.std_eps, std_unbiased=knobs.std_unbiased)
     metrics["off_grpo/zero_var_masked_frac"] = float(rows.float().mean()) if knobs.zero_var_mask else 0.0
@@ -81,9 +61,9 @@ def after_advantage_v1(tq, batch, algorithm_cfg) -> dict[str, float]:
     """
     from tensordict import TensorDict
 
-    from verl_offgrpo.knobs import knobs_from_algorithm
+    from verl_offgrpo.config import OffGRPOConfig
 
-    knobs = knobs_from_algorithm(algorithm_cfg)
+    knobs = OffGRPOConfig.from_algorithm(algorithm_cfg)
     reward_field = "token_level_rewards" if algorithm_cfg.get("use_kl_in_reward", False) else "rm_scores"
     fields = ["uid", reward_field, "response_mask", "loss_mask"]
     has_rprime = batch.fields is not None and "rollout_is_weights" in batch.fields

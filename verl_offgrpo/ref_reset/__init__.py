@@ -15,21 +15,18 @@ Modules (none imports vllm; the worker module imports torch only):
   reference ``TrainingWorker`` s (``ActorRolloutRefWorker.actor`` / ``.ref``) and copies.
 * :mod:`.trainer` — :func:`maybe_reset_reference` (trainer, step) → metrics, for V1 ``on_step_end`` and
   v0's checkpoint manager.
-* :mod:`.checks` — :func:`check_ref_reset_config` (config): start-up rejection of unsupported setups.
+* the start-up rejection of unsupported setups is :func:`verl_offgrpo.config.check_ref_reset_config`.
 
-Only :mod:`.schedule` and :mod:`.checks` are imported eagerly (no torch/ray at import).
+Only :mod:`.schedule` is imported eagerly (no torch/ray at import).
 """
 
 from __future__ import annotations
 
-from .checks import RefResetConfigError, check_ref_reset_config
 from .schedule import RefResetState, reference_step, should_reset
 
 __all__ = [
-    "RefResetConfigError",
     "RefResetError",
     "RefResetState",
-    "check_ref_reset_config",
     "copy_params_into_",
     "maybe_reset_reference",
     "reference_step",

@@ -36,19 +36,10 @@ STATE_ATTR = "_off_grpo_ref_reset_state"
 VERIFY_ENV = "VERL_OFFGRPO_REF_RESET_VERIFY"
 
 
-def _get(cfg: Any, dotted: str, default: Any = None) -> Any:
-    node = cfg
-    for part in dotted.split("."):
-        if node is None:
-            return default
-        node = node.get(part, None) if hasattr(node, "get") else getattr(node, part, None)
-    return default if node is None else node
-
-
 def reset_period(config: Any) -> int:
-    from verl_offgrpo.knobs import knobs_from_algorithm
+    from verl_offgrpo.config import OffGRPOConfig, config_value
 
-    return check_period(knobs_from_algorithm(_get(config, "algorithm")).ref_reset_period)
+    return check_period(OffGRPOConfig.from_algorithm(config_value(config, "algorithm")).ref_reset_period)
 
 
 def get_state(trainer: Any) -> RefResetState:

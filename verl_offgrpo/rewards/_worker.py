@@ -1,6 +1,7 @@
 """Helper processes that run math-verify checks for non-main threads, killable on timeout.
 
-Protocol: one JSON object per line. The helper (``python -m verl_offgrpo.rewards._worker``) writes
+Protocol: one JSON object per line. The helper (``python -m verl_offgrpo.rewards._helper_main``, which
+runs :func:`serve` with math-verify's checker) writes
 ``{"ready": true}`` once math-verify is imported, then answers each request line with one line:
 
 * ``{"op": "verify", "solution", "ground_truth", "timeout"}`` -> ``{"score": float}``
@@ -30,6 +31,8 @@ STARTUP_TIMEOUT_S = 120.0
 #: Helpers per process; override with the environment variable of this name.
 POOL_SIZE_ENV = "VERL_OFFGRPO_REWARD_WORKERS"
 DEFAULT_POOL_SIZE = 4
+#: The helper process's main module.
+HELPER_MODULE = "verl_offgrpo.rewards._helper_main"
 
 
 class HelperStartError(RuntimeError):
@@ -46,7 +49,7 @@ class _Helper:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "verl_offgrpo.rewards._worker"],
+                [sys.executable, "-m", HELPER_MODULE],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,
@@ -145,18 +148,19 @@ def get_pool() -> WorkerPool:
         return _pool
 
 
-def _serve() -> None:
-    """Helper main loop: requests on stdin, replies on the original stdout."""
+def serve(verify) -> None:
+    """Helper main loop: requests on stdin, replies on the original stdout.
+
+    ``verify(solution, ground_truth, timeout) -> float`` scores one check in this (main) thread.
+    """
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt the protocol
-    from verl_offgrpo.rewards.math_verify_reward import verify_with_alarm
-
     out.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:
         try:
             msg = json.loads(line)
             if msg["op"] == "verify":
-                reply = {"score": verify_with_alarm(msg["solution"], msg["ground_truth"], float(msg["timeout"]))}
+                reply = {"score": verify(msg["solution"], msg["ground_truth"], float(msg["timeout"]))}
             elif msg["op"] == "sleep":
                 time.sleep(float(msg["seconds"]))
                 reply = {"slept": msg["seconds"]}
@@ -165,7 +169,3 @@ def _serve() -> None:
         except Exception as e:  # noqa: BLE001 - reported to the caller, which scores 0.0
             reply = {"error": f"{type(e).__name__}: {e}"}
         out.write(json.dumps(reply) + "\n")
-
-
-if __name__ == "__main__":
-    _serve()

@@ -50,7 +50,26 @@ def compute_score(
         timeout: math-verify only: seconds after which the answer scores 0.0
             (set through ``reward.custom_reward_function.reward_kwargs.timeout``).
         **kwargs: further arguments verl may pass (e.g. ``reward_router_address``); ignored.
+
+    Raises:
+        ValueError: ``data_source`` is not a non-empty string, ``solution_str`` is not a string, or
+            ``ground_truth`` is None (a row or a caller that is broken, not a wrong answer).
     """
+    if not isinstance(data_source, str) or not data_source:
+        raise ValueError(
+            f"compute_score: data_source must be a non-empty string (got {data_source!r}); it picks the scorer, "
+            "and each row of the data_prep/ parquet files carries one."
+        )
+    if not isinstance(solution_str, str):
+        raise ValueError(
+            f"compute_score: solution_str must be the decoded response, a string (got {type(solution_str).__name__}) "
+            f"for data_source {data_source!r}."
+        )
+    if ground_truth is None:
+        raise ValueError(
+            f"compute_score: ground_truth is None for data_source {data_source!r}; the row needs "
+            "reward_model.ground_truth."
+        )
     if data_source in GSM8K_SOURCES:
         from verl.utils.reward_score import gsm8k
 

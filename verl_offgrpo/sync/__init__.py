@@ -3,7 +3,7 @@
 Modules (each imports verl lazily, none imports vllm):
 
 * :mod:`.schedule` — the pure schedule (which slots sync, lag bookkeeping, resume).
-* :mod:`.checks` — configurations that cannot keep α, rejected with a clear error.
+  (The configurations that cannot keep α are rejected by :func:`verl_offgrpo.config.check_sync_config`.)
 * :mod:`.vllm_sleep` — keeping α across verl's sleep/wake (sleep level 1 inside the server actors).
 * :mod:`.checkpoint_manager_v0` — ``LaggedCheckpointManager`` (v0 trainer's manager class; V1 uses it too).
 * :mod:`.trainer_v1` — the V1 trainer mode ``off_grpo_sync``.
@@ -24,15 +24,11 @@ import importlib.util
 import threading
 
 from ..post_import import on_import
-from .checks import V0_MANAGER_FQN, SyncConfigError, check_sync_config
 from .ipc_socket import WEIGHT_TRANSFER_MODULE, make_transfer_sockets_unique
 
 __all__ = [
-    "V0_MANAGER_FQN",
     "V1_MODULE",
     "WEIGHT_TRANSFER_MODULE",
-    "SyncConfigError",
-    "check_sync_config",
     "register_sync_hooks",
 ]
 

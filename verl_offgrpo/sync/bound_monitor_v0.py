@@ -26,13 +26,13 @@ logger = logging.getLogger(__name__)
 
 def v0_metrics(data: Any, mask_before: Any, algorithm_cfg: Any) -> dict[str, float]:
     """Bound-monitor metrics of a v0 ``DataProto`` (after the advantage; ``mask_before`` = pre-mask)."""
-    from verl_offgrpo.knobs import knobs_from_algorithm
+    from verl_offgrpo.config import OffGRPOConfig
     from verl_offgrpo.zero_var_mask import advantage_step_metrics
 
     scores = data.batch["token_level_rewards"].sum(-1)
     index = np.asarray(data.non_tensor_batch["uid"], dtype=object)
     rprime = data.batch["rollout_is_weights"] if "rollout_is_weights" in data.batch.keys() else None
-    metrics, _rows = advantage_step_metrics(scores, index, mask_before, rprime, knobs_from_algorithm(algorithm_cfg))
+    metrics, _rows = advantage_step_metrics(scores, index, mask_before, rprime, OffGRPOConfig.from_algorithm(algorithm_cfg))
     return metrics
 
 

@@ -49,9 +49,10 @@ from verl.checkpoint_engine.base import CheckpointEngineManager
 from verl.utils.ray_utils import auto_await
 
 from .alpha_guard import check_served_policy
-from .checks import _get, check_sync_config, validation_follows
-from .schedule import FIRST, REPEAT, SlotDecision, SyncSchedule
-from .window import check_window_config
+from ..config import check_sync_config, check_window_config
+from ..config import config_value as _get
+from .schedule import FIRST, REPEAT, SlotDecision, SyncSchedule, validation_follows
+from .window import WINDOW
 from .vllm_sleep import empty_device_cache, keep_weights_across_sleep, policy_servers
 
 logger = logging.getLogger(__name__)
@@ -139,7 +140,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         lagged = self.knobs.sync_period > 1
         # rollout_schedule=window (V1 only, checked): vLLM generates a whole window right after a sync and
         # sleeps at verl's own level; a skipped slot neither transfers nor wakes (.window)
-        self.windowed = check_window_config(full_config, trainer=trainer_kind)
+        check_window_config(full_config, knobs=self.knobs)
+        self.windowed = self.knobs.rollout_schedule == WINDOW
         if lagged and self.knobs.keep_weights == "sleep_level1" and self.free_cache_engine and not self.windowed:
             self.server_reports = keep_weights_across_sleep(self.replicas, level=1)
         # Whether a woken vLLM still holds the weights of its last sync. If not (sync_period=1 with

@@ -67,6 +67,14 @@ def check_period(period: int) -> int:
     return period
 
 
+def validation_follows(step: int, test_freq: int, total_training_steps: int | None) -> bool:
+    """Whether verl validates right after the step-``step`` sync slot (same test as both trainers' fit)."""
+    if test_freq is None or test_freq <= 0:
+        return False
+    is_last_step = total_training_steps is not None and step >= total_training_steps
+    return is_last_step or step % test_freq == 0
+
+
 class SyncSchedule:
     """The state of the schedule in one process run: s_w and the last slot seen.
 

@@ -8,7 +8,7 @@ verl's ``register_trainer`` when ``verl.trainer.ppo.v1`` is imported (see :func:
   ``configured_trainer_mode``). Every ``self.trainer_mode == "sync"`` test in ``trainer_base`` (replay
   buffer class, exact refill, TransferQueue checkpointing, in-flight re-issue) and the per-mode config
   ``trainer.v1.sync`` behave as in verl's sync mode.
-* Construction checks the config (:func:`verl_offgrpo.sync.checks.check_sync_config`, and the
+* Construction checks the config (:func:`verl_offgrpo.config.check_sync_config`, and the
   plugin's own startup checks) before any worker exists; with ``keep_weights=no_sleep`` and
   ``sync_period > 1`` it sets ``rollout.free_cache_engine=false`` itself.
 * ``_setup`` swaps verl's ``CheckpointEngineManager`` for :class:`LaggedCheckpointManager` (same
@@ -39,9 +39,10 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from verl_offgrpo import ESTIMATOR_NAME, TRAINER_MODE
 
-from .checks import _get, check_sync_config
+from ..config import OffGRPOConfig, validate_off_grpo_config
+from ..config import config_value as _get
 from .checkpoint_manager_v0 import LaggedCheckpointManager
-from .window import WINDOW, WindowSchedule, check_window_config
+from .window import WINDOW, WindowSchedule
 
 logger = logging.getLogger(__name__)
 
@@ -66,11 +67,9 @@ def wait_for_window(replay_buffer, num_prompts: int, partition_id: str = "train"
         time.sleep(poll_s)
 
 
-def prepare_v1_config(config: Any):
+def prepare_v1_config(config: Any) -> OffGRPOConfig:
     """Checks (and the one automatic setting) done when the V1 mode is constructed; returns the knobs."""
-    from verl_offgrpo.knobs import knobs_from_algorithm
-
-    knobs = knobs_from_algorithm(_get(config, "algorithm"))
+    knobs = OffGRPOConfig.from_algorithm(_get(config, "algorithm"))
     if (
         knobs.sync_period > 1
         and knobs.keep_weights == "no_sleep"
@@ -79,15 +78,7 @@ def prepare_v1_config(config: Any):
         with open_dict(config):
             config.actor_rollout_ref.rollout.free_cache_engine = False
         logger.warning("verl-offgrpo: keep_weights=no_sleep: set actor_rollout_ref.rollout.free_cache_engine=False")
-    try:
-        from verl_offgrpo.validation import validate_off_grpo_config
-    except ImportError:  # the plugin's general checks are optional for this module
-        validate_off_grpo_config = None
-    if validate_off_grpo_config is not None:
-        validate_off_grpo_config(config)
-    knobs = check_sync_config(config, trainer="v1")
-    check_window_config(config, trainer="v1")
-    return knobs
+    return validate_off_grpo_config(config)
 
 
 class OffGRPOSyncTrainer(PPOTrainerSync):

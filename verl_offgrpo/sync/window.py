@@ -23,7 +23,8 @@ rollout lag s' − 1 − w (0 on the window's first step, where the served-polic
 to the engine floor).
 
 Pure bookkeeping; the trainer mode (:mod:`.trainer_v1`) does the generation and the TransferQueue
-keeps the buffered groups (verl's sync replay buffer serves B of them per step).
+keeps the buffered groups (verl's sync replay buffer serves B of them per step). The settings a
+window cannot honour are rejected by :func:`verl_offgrpo.config.check_window_config`.
 """
 
 from __future__ import annotations
@@ -102,66 +103,3 @@ class WindowSchedule:
             "off_grpo/window/position": float(int(step) - self.current.start),
         }
 
-
-# ---------------------------------------------------------------------------------- configuration
-class WindowConfigError(ValueError):
-    """A configuration under which ``rollout_schedule=window`` cannot keep one global step = one update."""
-
-
-def check_window_config(config, trainer: Optional[str] = None) -> bool:
-    """Raise :class:`WindowConfigError` for settings ``rollout_schedule=window`` cannot honour; return
-    whether the window schedule is selected. Reads only the composed config (no verl import).
-
-    ``trainer``: "v1" or "v0"; default from ``trainer.use_v1``.
-    """
-    import logging
-
-    from verl_offgrpo import TRAINER_MODE
-
-    from .checks import _get
-
-    off = _get(config, "algorithm.off_grpo")
-    schedule = _get(off, "rollout_schedule", PER_STEP)
-    if schedule != WINDOW:
-        return False
-    head = "algorithm.off_grpo.rollout_schedule=window"
-    if trainer is None:
-        trainer = "v1" if bool(_get(config, "trainer.use_v1", True)) else "v0"
-    if trainer != "v1":
-        raise WindowConfigError(f"{head} is built on verl's V1 trainer: set trainer.use_v1=true (or use per_step).")
-    mode = _get(config, "trainer.v1.trainer_mode", "sync")
-    if mode != TRAINER_MODE:
-        raise WindowConfigError(
-            f"{head} needs trainer.v1.trainer_mode={TRAINER_MODE} (got {mode!r}); verl's async modes generate on "
-            "their own schedule."
-        )
-    k = _get(config, "trainer.v1.sync.parameter_sync_step", 1)
-    if k not in (None, 1):
-        raise WindowConfigError(
-            f"{head} already generates a whole sync window at once: drop trainer.v1.sync.parameter_sync_step={k}."
-        )
-    if bool(_get(config, "algorithm.filter_groups.enable", False)):
-        raise WindowConfigError(f"{head} cannot refill filtered groups after the window's generation: set "
-                                "algorithm.filter_groups.enable=false or use per_step.")
-    if bool(_get(config, "trainer.v1.sampler.sync_refill_failed_groups", False)):
-        raise WindowConfigError(f"{head} cannot refill failed groups after the window's generation: set "
-                                "trainer.v1.sampler.sync_refill_failed_groups=false.")
-    if bool(_get(config, "skip.rollout_tq.enable", False)):
-        raise WindowConfigError(f"{head} is not supported with skip.rollout_tq.enable=true.")
-    batch = _get(config, "data.train_batch_size")
-    gen = _get(config, "data.gen_batch_size")
-    if gen is not None and batch is not None and int(batch) % int(gen) != 0:
-        raise WindowConfigError(
-            f"{head} submits whole train batches: data.train_batch_size={batch} must be a multiple of "
-            f"data.gen_batch_size={gen}."
-        )
-    test_freq = _get(config, "trainer.test_freq", -1)
-    if test_freq is not None and int(test_freq) > 0 and not bool(_get(off, "sync_before_validate", True)):
-        raise WindowConfigError(
-            f"{head} lets vLLM drop α after each window's generation, so validation needs a sync: set "
-            "algorithm.off_grpo.sync_before_validate=true (or trainer.test_freq=-1)."
-        )
-    if int(_get(off, "sync_period", 1)) == 1:
-        logging.getLogger(__name__).info("verl-offgrpo: rollout_schedule=window with sync_period=1 is on-policy GRPO "
-                                         "(a window of one step).")
-    return True

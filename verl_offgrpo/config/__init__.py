@@ -1,0 +1,37 @@
+"""The plugin's configuration: :class:`OffGRPOConfig` (every ``algorithm.off_grpo.*`` knob, typed and
+checked) and the start-up checks of the whole composed config (:mod:`.off_grpo`); beside them the
+shipped ``off_grpo_trainer.yaml``. Imports nothing from verl, torch or the rest of the plugin."""
+
+from .off_grpo import (
+    EMPTY_CACHE_ON_SKIP_MODES,
+    KEEP_WEIGHTS_MODES,
+    ROLLOUT_SCHEDULES,
+    V0_MANAGER_FQN,
+    OffGRPOConfig,
+    OffGRPOConfigError,
+    RefResetConfigError,
+    SyncConfigError,
+    check_ref_reset_config,
+    check_sync_config,
+    check_window_config,
+    config_value,
+    uses_lora,
+    validate_off_grpo_config,
+)
+
+__all__ = [
+    "EMPTY_CACHE_ON_SKIP_MODES",
+    "KEEP_WEIGHTS_MODES",
+    "ROLLOUT_SCHEDULES",
+    "V0_MANAGER_FQN",
+    "OffGRPOConfig",
+    "OffGRPOConfigError",
+    "RefResetConfigError",
+    "SyncConfigError",
+    "check_ref_reset_config",
+    "check_sync_config",
+    "check_window_config",
+    "config_value",
+    "uses_lora",
+    "validate_off_grpo_config",
+]

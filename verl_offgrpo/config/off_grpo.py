@@ -1,0 +1,618 @@
+"""``algorithm.off_grpo.*``: the knobs (:class:`OffGRPOConfig`) and the start-up checks of the whole config.
+
+Paper: Mroueh et al., "Revisiting Group Relative Policy Optimization: Insights into On-Policy and
+Off-Policy Training", arXiv 2505.22257 (ICLR 2026). v is the sync period (vLLM serves the lagged
+policy α = π_{k−v}), R the reference reset period, ε the clip width (verl's ``actor.clip_ratio``), i
+the SGD passes per batch (verl's ``actor.ppo_epochs``); β is verl's ``kl_loss_coef``.
+
+Two entry points, both pure Python over the composed config (a DictConfig, a dict or verl's
+dataclasses; no verl, torch or Ray import), so they run in ``main_ppo``'s driver before Ray starts:
+
+* :meth:`OffGRPOConfig.from_algorithm` reads the knobs from verl's ``algorithm`` section and checks
+  each on its own (type, choice, range). Every module of the plugin gets its knobs this way.
+* :func:`validate_off_grpo_config` also checks how the knobs fit the rest of verl's config (the loss,
+  the rollout correction, the trainer, the engine). The plugin runs it at the start of verl's
+  ``validate_config``, before verl's own checks and their success banner.
+
+Every error is an :class:`OffGRPOConfigError` (``SyncConfigError`` and ``RefResetConfigError`` are
+its kinds) whose one-line message names the setting, its value and what to change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME, TRAINER_MODE
+
+logger = logging.getLogger(__name__)
+
+
+KEEP_WEIGHTS_MODES = ("sleep_level1", "no_sleep")
+EMPTY_CACHE_ON_SKIP_MODES = ("always", "if_needed")
+ROLLOUT_SCHEDULES = ("per_step", "window")
+
+#: the v0 trainer's checkpoint manager class that runs the lagged sync
+V0_MANAGER_FQN = "verl_offgrpo.sync.checkpoint_manager_v0.LaggedCheckpointManager"
+_V0_MANAGER_PREFIX = "verl_offgrpo.sync."
+FSDP_STRATEGIES = ("fsdp", "fsdp2")
+
+PREFIX = "algorithm.off_grpo"
+
+
+class OffGRPOConfigError(ValueError):
+    """A configuration the off-policy GRPO plugin cannot train correctly."""
+
+
+class SyncConfigError(OffGRPOConfigError):
+    """A configuration under which the lagged sync cannot keep α in vLLM."""
+
+
+class RefResetConfigError(OffGRPOConfigError):
+    """``algorithm.off_grpo.ref_reset_period`` > 0 with a configuration the reset does not support."""
+
+
+@dataclass(frozen=True)
+class OffGRPOConfig:
+    """Every knob under ``algorithm.off_grpo``, with its default (the shipped yaml sets the same).
+
+    > Advantage (paper §2, eq. (1): A = (r − mean_G r) / sqrt(std_G(r)² + ε_std) per prompt group G)
+
+    Args:
+        std_unbiased (bool, default true): group std with N − 1, as verl's ``grpo``; false: population std (N).
+        std_eps (float, default 1e-6): ε_std, > 0. Larger damps the advantage of nearly uniform groups.
+        zero_var_mask (bool, default true): groups whose rewards are all equal leave the loss entirely
+            (token-mean denominator, entropy and KL too), not only A = 0 (paper §4). Needs
+            ``actor.loss_agg_mode`` token-mean or token-sum.
+
+    > Lagged sync (paper §3: vLLM serves α = π_{k−v} and is synced every v steps)
+
+    Args:
+        sync_period (int, default 1): v. 1 is on-policy GRPO; larger saves v − 1 weight syncs out of v but
+            trains on staler samples. The first step and the step after a resume always sync.
+        rollout_schedule (str, default "per_step"): "window": the step after a sync generates the batches
+            of its whole window (≤ v steps) at once, one vLLM wake and generation phase per window instead
+            of per step; same samples, one update per step (paper Alg. 1). V1 trainer only.
+        sync_before_validate (bool, default true): sync π before a validation pass, so validation scores
+            the current policy rather than α.
+        keep_weights (str, default "sleep_level1"): how vLLM keeps α between syncs. "sleep_level1": weights
+            offloaded to host memory while vLLM sleeps (a host copy per step); "no_sleep": vLLM stays on
+            the GPU (no copy, but its weights and KV cache hold GPU memory during the update).
+        empty_cache_on_skip (str, default "if_needed"): on a skipped sync, empty torch's cache before vLLM
+            wakes only when free memory < ``rollout.gpu_memory_utilization`` ("if_needed"), or every time
+            as verl's own sync does ("always": slower skipped steps, never short of memory).
+        max_log_rprime_after_sync (float, default 1.0): served-policy guard: stop before the update when a
+            batch sampled right after a sync has mean |log π_k/α| per token above this. 0 = off.
+        max_log_rprime_lagged (float, default 5.0): the same guard for batches sampled under a lag, where
+            |log π_k/α| grows by design; only a broken sleep/wake gets near it. 0 = off.
+
+    > Reference policy (paper §3)
+
+    Args:
+        ref_reset_period (int, default 0): R: π_ref ← π_θ every R steps, so the KL term anchors to a
+            recent policy. 0 = never (verl's behaviour). Needs a reference model (``use_kl_loss``).
+
+    > Safety
+
+    Args:
+        allow_truncated_rprime (bool, default false): accept a finite ``rollout_is_threshold``, rejection
+            sampling or a batch-normalised r' with the off_grpo loss (not the paper's objective).
+    """
+
+    std_unbiased: bool = True
+    std_eps: float = 1e-6
+    zero_var_mask: bool = True
+    sync_period: int = 1
+    rollout_schedule: str = "per_step"
+    sync_before_validate: bool = True
+    keep_weights: str = "sleep_level1"
+    empty_cache_on_skip: str = "if_needed"
+    max_log_rprime_after_sync: float = 1.0
+    max_log_rprime_lagged: float = 5.0
+    ref_reset_period: int = 0
+    allow_truncated_rprime: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("std_unbiased", "zero_var_mask", "sync_before_validate", "allow_truncated_rprime"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise OffGRPOConfigError(
+                    f"{PREFIX}.{name} must be true or false (got {value!r}): set {PREFIX}.{name}=true or =false."
+                )
+        if not (_is_number(self.std_eps) and math.isfinite(self.std_eps) and self.std_eps > 0):
+            raise OffGRPOConfigError(f"{PREFIX}.std_eps must be > 0 (got {self.std_eps!r}); the default is 1e-6.")
+        if not (_is_int(self.sync_period) and self.sync_period >= 1):
+            raise OffGRPOConfigError(
+                f"{PREFIX}.sync_period must be an integer >= 1 (got {self.sync_period!r}); 1 is on-policy GRPO."
+            )
+        if not (_is_int(self.ref_reset_period) and self.ref_reset_period >= 0):
+            raise OffGRPOConfigError(
+                f"{PREFIX}.ref_reset_period must be an integer >= 0 (got {self.ref_reset_period!r}); 0 = never."
+            )
+        for name, choices in (
+            ("keep_weights", KEEP_WEIGHTS_MODES),
+            ("empty_cache_on_skip", EMPTY_CACHE_ON_SKIP_MODES),
+            ("rollout_schedule", ROLLOUT_SCHEDULES),
+        ):
+            value = getattr(self, name)
+            if value not in choices:
+                raise OffGRPOConfigError(f"{PREFIX}.{name} must be one of {choices} (got {value!r}).")
+        for name in ("max_log_rprime_after_sync", "max_log_rprime_lagged"):
+            limit = getattr(self, name)
+            if not (_is_number(limit) and limit >= 0):
+                raise OffGRPOConfigError(
+                    f"{PREFIX}.{name} must be a number >= 0 (got {limit!r}); 0 turns the guard off."
+                )
+        for name in ("std_eps", "max_log_rprime_after_sync", "max_log_rprime_lagged"):
+            object.__setattr__(self, name, float(getattr(self, name)))  # an integer in the yaml reads as float
+
+    @classmethod
+    def from_mapping(cls, off_grpo: Any) -> "OffGRPOConfig":
+        """From the ``algorithm.off_grpo`` node (DictConfig, dict, or None for the defaults)."""
+        if off_grpo is None:
+            return cls()
+        if isinstance(off_grpo, cls):
+            return off_grpo
+        if not isinstance(off_grpo, Mapping) and not _is_dict_config(off_grpo):
+            raise OffGRPOConfigError(
+                f"{PREFIX} must be a mapping of knobs (got {type(off_grpo).__name__} {off_grpo!r}): set single "
+                f"knobs instead, e.g. {PREFIX}.sync_period=10."
+            )
+        values = {str(key): off_grpo[key] for key in off_grpo}
+        known = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise OffGRPOConfigError(f"Unknown key(s) under {PREFIX}: {unknown}. Known keys: {sorted(known)}.")
+        return cls(**values)
+
+    @classmethod
+    def from_algorithm(cls, algorithm: Any) -> "OffGRPOConfig":
+        """From verl's ``algorithm`` section (a DictConfig, a dict or verl's ``AlgoConfig``; None: defaults)."""
+        return cls.from_mapping(config_value(algorithm, "off_grpo"))
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_dict_config(value: Any) -> bool:
+    try:
+        from omegaconf import DictConfig
+    except ImportError:  # pragma: no cover - verl depends on omegaconf
+        return False
+    return isinstance(value, DictConfig)
+
+
+def config_value(cfg: Any, dotted: str, default: Any = None) -> Any:
+    """``cfg.a.b.c`` of a DictConfig, dict or dataclass; ``default`` when absent, None or ``???``."""
+    node = cfg
+    for part in dotted.split("."):
+        if node is None:
+            return default
+        try:
+            node = node.get(part, None) if hasattr(node, "get") else getattr(node, part, None)
+        except Exception as err:  # noqa: BLE001 - omegaconf's MissingMandatoryValue (``???``)
+            if type(err).__name__ != "MissingMandatoryValue":
+                raise
+            return default
+    return default if node is None else node
+
+
+_get = config_value
+
+
+def uses_lora(config: Any) -> bool:
+    model = _get(config, "actor_rollout_ref.model")
+    rank = _get(model, "lora.rank", 0) or 0
+    if rank <= 0:
+        rank = _get(model, "lora_rank", 0) or 0
+    return rank > 0 or _get(model, "lora_adapter_path") is not None
+
+
+def _knobs(config: Any, knobs: OffGRPOConfig | None, error: type[OffGRPOConfigError] = OffGRPOConfigError) -> OffGRPOConfig:
+    """``knobs``, or the config's own, with a knob error raised as ``error`` (the caller's kind)."""
+    if knobs is not None:
+        return knobs
+    try:
+        return OffGRPOConfig.from_algorithm(_get(config, "algorithm"))
+    except OffGRPOConfigError as err:
+        if type(err) is error:
+            raise
+        raise error(str(err)) from None
+
+
+def _use_v1(config: Any) -> bool:
+    return bool(_get(config, "trainer.use_v1", True))
+
+
+def _v1_mode(config: Any) -> Any:
+    return _get(config, "trainer.v1.trainer_mode", "sync")
+
+
+# --------------------------------------------------------------------------------------------------
+# the whole config
+# --------------------------------------------------------------------------------------------------
+
+
+def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
+    """Raise :class:`OffGRPOConfigError` for a config the plugin cannot train correctly; return its knobs.
+
+    ``config`` is the full composed verl config. Checks only what the config selects: the off_grpo
+    estimator, the off_grpo loss, a lag (sync_period > 1), a window, a reference reset.
+    """
+    knobs = OffGRPOConfig.from_algorithm(_get(config, "algorithm"))
+    uses_estimator = _get(config, "algorithm.adv_estimator") == ESTIMATOR_NAME
+    uses_loss = _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode") == LOSS_NAME
+    if uses_estimator:
+        _check_group_size(config)
+    if uses_loss:
+        _check_loss(config, knobs)
+        if not uses_estimator:
+            _tell_loss_over_other_estimator(config)
+    elif knobs.sync_period > 1:
+        raise OffGRPOConfigError(
+            f"{PREFIX}.sync_period={knobs.sync_period} trains on samples of a lagged policy α: "
+            f"set actor_rollout_ref.actor.policy_loss.loss_mode={LOSS_NAME} (the off-policy clipped objective)."
+        )
+    if uses_estimator:
+        _check_zero_var_denominator(config, knobs)
+        _warn_masked_mini_batch_with_other_loss(config, knobs)
+    check_window_config(config, knobs)
+    if uses_estimator or uses_loss or knobs.sync_period > 1:
+        check_sync_config(config, knobs=knobs)
+        if _use_v1(config) and uses_estimator and knobs.zero_var_mask and _v1_mode(config) != TRAINER_MODE:
+            raise OffGRPOConfigError(
+                f"{PREFIX}.zero_var_mask=true on the V1 trainer needs trainer.v1.trainer_mode={TRAINER_MODE} "
+                f"(got {_v1_mode(config)!r}): it writes the mask back to the TransferQueue's loss_mask; the shipped "
+                f"yaml off_grpo_trainer sets it. Or set {PREFIX}.zero_var_mask=false."
+            )
+    if knobs.ref_reset_period > 0:
+        check_ref_reset_config(config, knobs=knobs)
+    return knobs
+
+
+def _check_group_size(config: Any) -> None:
+    """The off_grpo advantage is a statistic of each prompt's group of ``rollout.n`` responses."""
+    n = _get(config, "actor_rollout_ref.rollout.n")
+    if _is_int(n) and n < 2:
+        raise OffGRPOConfigError(
+            f"actor_rollout_ref.rollout.n={n} with algorithm.adv_estimator={ESTIMATOR_NAME}: a group of one "
+            "response has no group mean or std to compare against; set actor_rollout_ref.rollout.n to the group "
+            "size, >= 2 (e.g. 8)."
+        )
+
+
+def _tell_loss_over_other_estimator(config: Any) -> None:
+    estimator = _get(config, "algorithm.adv_estimator")
+    what = (
+        "verl's grpo advantage (r − mean)/(std + 1e-6), without the zero-variance mask"
+        if estimator == "grpo"
+        else f"verl's {estimator!r} advantage"
+    )
+    logger.warning(
+        "off_grpo: policy_loss.loss_mode=%s with algorithm.adv_estimator=%s: the off-policy clipped loss runs on "
+        "%s; %s.std_eps, std_unbiased and zero_var_mask do not apply (adv_estimator=%s for the paper's advantage).",
+        LOSS_NAME,
+        estimator,
+        what,
+        PREFIX,
+        ESTIMATOR_NAME,
+    )
+
+
+def _threshold_upper(spec: Any) -> float:
+    """Upper bound of verl's ``rollout_is_threshold`` ("inf", 2.0, or an IcePop "lower_upper" string)."""
+    if isinstance(spec, str) and "_" in spec:
+        return -1.0  # IcePop: tokens outside [lower, upper] are zeroed; never the paper's r'
+    return float(spec)
+
+
+def _check_loss(config: Any, knobs: OffGRPOConfig) -> None:
+    """Checks that apply when ``actor.policy_loss.loss_mode=off_grpo``."""
+    actor = _get(config, "actor_rollout_ref.actor")
+    for name in ("clip_ratio", "clip_ratio_low", "clip_ratio_high"):
+        value = _get(actor, name)
+        if value is not None and not float(value) > 0:
+            raise OffGRPOConfigError(
+                f"actor_rollout_ref.actor.{name} (ε of the off_grpo clip window) must be > 0 (got {value!r})."
+            )
+    rc = _get(config, "algorithm.rollout_correction")
+    calculate_log_probs = bool(_get(config, "actor_rollout_ref.rollout.calculate_log_probs", False))
+    if rc is not None and bool(_get(rc, "bypass_mode", False)):
+        raise OffGRPOConfigError(
+            "loss off_grpo needs π_k (verl's recomputed old_log_prob), which bypass mode never computes: "
+            "set algorithm.rollout_correction.bypass_mode=false."
+        )
+    rollout_is = _get(rc, "rollout_is") if rc is not None else None
+    if knobs.sync_period > 1:
+        if not calculate_log_probs:
+            raise OffGRPOConfigError(
+                f"{PREFIX}.sync_period={knobs.sync_period} needs α's log-probs from vLLM: "
+                "set actor_rollout_ref.rollout.calculate_log_probs=true."
+            )
+        if rollout_is != "token":
+            raise OffGRPOConfigError(
+                f"{PREFIX}.sync_period={knobs.sync_period} needs r' = π_k/α per token: "
+                f"set algorithm.rollout_correction.rollout_is=token (got {rollout_is!r})."
+            )
+    if rollout_is is not None and rollout_is != "token":
+        raise OffGRPOConfigError(
+            f"loss off_grpo uses r' = π_k/α per token: set algorithm.rollout_correction.rollout_is=token "
+            f"(got {rollout_is!r})."
+        )
+    if rollout_is == "token" and not knobs.allow_truncated_rprime:
+        upper = _threshold_upper(_get(rc, "rollout_is_threshold", 2.0))
+        if not math.isinf(upper):
+            raise OffGRPOConfigError(
+                "loss off_grpo needs r' = π_k/α untruncated, but algorithm.rollout_correction.rollout_is_threshold="
+                f"{_get(rc, 'rollout_is_threshold')!r} truncates it: set it to inf, or set "
+                f"{PREFIX}.allow_truncated_rprime=true to accept a truncated r'."
+            )
+        if _get(rc, "rollout_rs") is not None:
+            raise OffGRPOConfigError(
+                f"algorithm.rollout_correction.rollout_rs={_get(rc, 'rollout_rs')!r} drops tokens by rejection "
+                f"sampling, which is not the off_grpo objective: set it to null, or set {PREFIX}.allow_truncated_rprime=true."
+            )
+        if bool(_get(rc, "rollout_is_batch_normalize", False)):
+            raise OffGRPOConfigError(
+                "algorithm.rollout_correction.rollout_is_batch_normalize=true rescales r': set it to false, or set "
+                f"{PREFIX}.allow_truncated_rprime=true."
+            )
+    top_p = float(_get(config, "actor_rollout_ref.rollout.top_p", 1.0))
+    top_k = int(_get(config, "actor_rollout_ref.rollout.top_k", -1))
+    if top_p < 1.0 or top_k > 0:
+        logger.warning(
+            "off_grpo: rollout top_p=%s top_k=%s: vLLM's log-probs of α are taken after top-p/top-k, so "
+            "r' = π_k/α is biased. Use top_p=1.0, top_k=-1 for the paper's ratio.",
+            top_p,
+            top_k,
+        )
+
+
+def _check_zero_var_denominator(config: Any, knobs: OffGRPOConfig) -> None:
+    """The mask takes a group's tokens out of the loss, denominators included.
+
+    verl's ``token-mean`` divides by the count of ``loss_mask`` tokens after the mask and ``token-sum``
+    has no denominator; the ``seq-mean-*`` modes divide by ``global_batch_size``, which verl 0.9.1 fixes
+    at ``ppo_mini_batch_size × rollout.n``: masked rows would stay in the denominator and only shrink
+    the step, which is not the paper's removal of the group.
+    """
+    if not knobs.zero_var_mask:
+        return
+    mode = str(_get(config, "actor_rollout_ref.actor.loss_agg_mode", "token-mean"))
+    if mode.startswith("seq-mean"):
+        raise OffGRPOConfigError(
+            f"{PREFIX}.zero_var_mask=true with actor_rollout_ref.actor.loss_agg_mode={mode}: verl "
+            "divides the seq-mean modes by a fixed global_batch_size, so masked groups would stay in the "
+            f"denominator. Use loss_agg_mode=token-mean (or token-sum), or set {PREFIX}.zero_var_mask=false."
+        )
+
+
+def _warn_masked_mini_batch_with_other_loss(config: Any, knobs: OffGRPOConfig) -> None:
+    """With a loss other than off_grpo, a mini-batch whose groups are all masked logs ``pg_loss`` NaN
+    (verl's 0/0; its gradient is 0). The off_grpo loss gives exactly 0 there."""
+    loss_mode = _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode")
+    if knobs.zero_var_mask and loss_mode != LOSS_NAME:
+        logger.warning(
+            "off_grpo: %s.zero_var_mask=true with policy_loss.loss_mode=%s: a mini-batch whose "
+            "groups are all zero-variance has no loss token left, and verl's loss divides by 0 there: its gradient "
+            "is 0, but the step logs actor/pg_loss NaN. loss_mode=%s gives exactly 0.",
+            PREFIX,
+            loss_mode,
+            LOSS_NAME,
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# the rollout window
+# --------------------------------------------------------------------------------------------------
+
+
+def check_window_config(config: Any, knobs: OffGRPOConfig | None = None) -> OffGRPOConfig:
+    """Raise :class:`OffGRPOConfigError` if ``rollout_schedule=window`` cannot run with ``config``; return the knobs.
+
+    The window is the V1 trainer mode's: one generation phase samples the prompts of v steps
+    (v × ``data.train_batch_size``), so the dataloader must hand out whole training batches.
+    """
+    knobs = _knobs(config, knobs)
+    if knobs.rollout_schedule != "window":
+        return knobs
+    why = f"{PREFIX}.rollout_schedule=window"
+    if not _use_v1(config):
+        raise OffGRPOConfigError(
+            f"{why} runs in the V1 trainer mode {TRAINER_MODE} only, not with trainer.use_v1=false: set "
+            f"trainer.use_v1=true, or {PREFIX}.rollout_schedule=per_step."
+        )
+    if _v1_mode(config) != TRAINER_MODE:
+        raise OffGRPOConfigError(
+            f"{why} needs trainer.v1.trainer_mode={TRAINER_MODE} (got {_v1_mode(config)!r}), or set "
+            f"{PREFIX}.rollout_schedule=per_step."
+        )
+    gen, train = _get(config, "data.gen_batch_size"), _get(config, "data.train_batch_size")
+    if gen is not None and gen != train:
+        raise OffGRPOConfigError(
+            f"{why} samples v × data.train_batch_size prompts per window, so data.gen_batch_size={gen!r} must be "
+            f"unset (null) or equal to data.train_batch_size={train!r}."
+        )
+    k = _get(config, "trainer.v1.sync.parameter_sync_step", 1)
+    if k not in (None, 1):
+        raise OffGRPOConfigError(
+            f"{why} already generates a whole sync window at once: drop trainer.v1.sync.parameter_sync_step={k!r}."
+        )
+    for dotted, what in (
+        ("algorithm.filter_groups.enable", "refill filtered groups"),
+        ("trainer.v1.sampler.sync_refill_failed_groups", "refill failed groups"),
+        ("skip.rollout_tq.enable", "skip rollouts"),
+    ):
+        if _get(config, dotted, False) is True:
+            raise OffGRPOConfigError(
+                f"{why} cannot {what} after the window's one generation phase: set {dotted}=false, or "
+                f"{PREFIX}.rollout_schedule=per_step."
+            )
+    test_freq = _get(config, "trainer.test_freq", -1)
+    if _is_int(test_freq) and test_freq > 0 and not knobs.sync_before_validate:
+        raise OffGRPOConfigError(
+            f"{why} lets vLLM drop α after each window's generation, so validation needs a sync: set "
+            f"{PREFIX}.sync_before_validate=true (or trainer.test_freq=-1)."
+        )
+    if knobs.sync_period == 1:
+        logger.warning("off_grpo: %s with sync_period=1 is on-policy GRPO (a window of one step).", why)
+    return knobs
+
+
+# --------------------------------------------------------------------------------------------------
+# the lagged sync
+# --------------------------------------------------------------------------------------------------
+
+
+def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPOConfig | None = None) -> OffGRPOConfig:
+    """Raise :class:`SyncConfigError` if the lagged sync cannot keep α in vLLM with ``config``; return the knobs.
+
+    ``trainer``: "v1" or "v0"; default from ``trainer.use_v1``. With ``sync_period == 1`` verl's own sync
+    runs untouched and only the knobs are checked. Also called when the V1 mode or the v0 checkpoint
+    manager is built.
+    """
+    knobs = _knobs(config, knobs, SyncConfigError)
+    v = knobs.sync_period
+    if v == 1:
+        return knobs
+    if trainer is None:
+        trainer = "v1" if _use_v1(config) else "v0"
+    if trainer not in ("v1", "v0"):
+        raise ValueError(f"trainer must be 'v1' or 'v0', got {trainer!r}")
+    why = f"{PREFIX}.sync_period={v} (vLLM serves the lagged weights α between syncs)"
+    rollout = _get(config, "actor_rollout_ref.rollout")
+    name = _get(rollout, "name", "vllm")
+    if name != "vllm":
+        raise SyncConfigError(f"{why} is implemented for actor_rollout_ref.rollout.name=vllm only (got {name!r}).")
+    if not bool(_get(config, "actor_rollout_ref.hybrid_engine", True)):
+        raise SyncConfigError(f"{why} needs the colocated hybrid engine: actor_rollout_ref.hybrid_engine=true.")
+    if uses_lora(config):
+        raise SyncConfigError(
+            f"{why} is not supported with LoRA (actor_rollout_ref.model.lora.rank / lora_rank / lora_adapter_path): "
+            "vLLM's LoRA adapter path is not known to keep α across sleep; use sync_period=1 or full fine-tuning."
+        )
+    if bool(_get(rollout, "disaggregation.enabled", False)):
+        raise SyncConfigError(f"{why} is not supported with PD-disaggregated rollout.")
+    free_cache_engine = bool(_get(rollout, "free_cache_engine", True))
+    v1_mode_sets_it = trainer == "v1" and _v1_mode(config) == TRAINER_MODE
+    if knobs.keep_weights == "no_sleep" and free_cache_engine and not v1_mode_sets_it:
+        raise SyncConfigError(
+            f"{why} with {PREFIX}.keep_weights=no_sleep needs actor_rollout_ref.rollout.free_cache_engine=false "
+            f"(on the V1 trainer, trainer_mode={TRAINER_MODE} sets it itself)."
+        )
+    if knobs.keep_weights == "sleep_level1" and free_cache_engine and not bool(_get(rollout, "enable_sleep_mode", True)):
+        raise SyncConfigError(
+            f"{why}: actor_rollout_ref.rollout.enable_sleep_mode=false cannot sleep vLLM at level 1; set it true, "
+            f"or use {PREFIX}.keep_weights=no_sleep."
+        )
+    if trainer == "v1":
+        if _v1_mode(config) != TRAINER_MODE:
+            raise SyncConfigError(
+                f"{why} on the V1 trainer needs trainer.v1.trainer_mode={TRAINER_MODE} (got {_v1_mode(config)!r}); "
+                "the async modes sync on their own schedule."
+            )
+    else:
+        fqn = _get(rollout, "checkpoint_manager_class")
+        if not (isinstance(fqn, str) and fqn.startswith(_V0_MANAGER_PREFIX)):
+            raise SyncConfigError(
+                f"{why} with trainer.use_v1=false needs "
+                f"+actor_rollout_ref.rollout.checkpoint_manager_class={V0_MANAGER_FQN} (got {fqn!r})."
+            )
+        backend = _get(rollout, "checkpoint_engine.backend", "naive")
+        if backend != "naive":
+            raise SyncConfigError(
+                f"{why} needs the colocated weight sync: actor_rollout_ref.rollout.checkpoint_engine.backend=naive "
+                f"(got {backend!r})."
+            )
+    return knobs
+
+
+# --------------------------------------------------------------------------------------------------
+# the reference reset
+# --------------------------------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    try:
+        from omegaconf import OmegaConf
+
+        if OmegaConf.is_config(value):
+            return OmegaConf.to_container(value, resolve=True)
+    except ImportError:  # pragma: no cover
+        pass
+    return value
+
+
+def check_ref_reset_config(config: Any, *, require_hooks: bool = True, knobs: OffGRPOConfig | None = None) -> int:
+    """Raise :class:`RefResetConfigError` if ``ref_reset_period`` R > 0 cannot work with ``config``; return R.
+
+    Supported: the FSDP engines with full fine-tuning, the reference fused into the actor worker and
+    sharded exactly like the actor (the copy is shard-local), and a trainer with the plugin's step-end
+    hook (V1 ``off_grpo_sync``, or v0 with the plugin's checkpoint manager).
+    """
+    period = _knobs(config, knobs, RefResetConfigError).ref_reset_period
+    if period == 0:
+        return 0
+    why = f"{PREFIX}.ref_reset_period={period} (π_ref ← π_θ every {period} steps)"
+    use_kl_loss = bool(_get(config, "actor_rollout_ref.actor.use_kl_loss", False))
+    use_kl_in_reward = bool(_get(config, "algorithm.use_kl_in_reward", False))
+    if not (use_kl_loss or use_kl_in_reward):
+        raise RefResetConfigError(
+            f"{why} needs a reference model, which verl builds only with actor_rollout_ref.actor.use_kl_loss=true "
+            "(β = kl_loss_coef) or algorithm.use_kl_in_reward=true; set one, or ref_reset_period=0."
+        )
+    if uses_lora(config):
+        raise RefResetConfigError(
+            f"{why} is not supported with LoRA (actor_rollout_ref.model.lora.rank / lora_rank / lora_adapter_path): "
+            "verl's reference is then the actor's base model with adapters disabled, which cannot be reset "
+            "without changing the actor. Use full fine-tuning or ref_reset_period=0."
+        )
+    actor_strategy = _get(config, "actor_rollout_ref.actor.strategy", "fsdp")
+    ref_strategy = _get(config, "actor_rollout_ref.ref.strategy", actor_strategy)
+    if actor_strategy not in FSDP_STRATEGIES:
+        raise RefResetConfigError(
+            f"{why} is implemented for the FSDP engines only (actor_rollout_ref.actor.strategy in {FSDP_STRATEGIES}); "
+            f"got {actor_strategy!r} (Megatron, VeOmni, TorchTitan, AutoModel are not supported)."
+        )
+    if ref_strategy != actor_strategy:
+        raise RefResetConfigError(
+            f"{why} copies the actor's shards into the reference in place, so both must use the same engine: "
+            f"actor_rollout_ref.ref.strategy={ref_strategy!r} differs from actor.strategy={actor_strategy!r}."
+        )
+    a_fsdp = _get(config, "actor_rollout_ref.actor.fsdp_config")
+    r_fsdp = _get(config, "actor_rollout_ref.ref.fsdp_config")
+    keys = ["fsdp_size", "wrap_policy"] + (["use_orig_params"] if actor_strategy == "fsdp" else [])
+    defaults = {"fsdp_size": -1, "wrap_policy": {"min_num_params": 0}, "use_orig_params": False}
+    for key in keys:
+        a_val, r_val = _plain(_get(a_fsdp, key, defaults[key])), _plain(_get(r_fsdp, key, defaults[key]))
+        if a_val != r_val:
+            raise RefResetConfigError(
+                f"{why} copies shard by shard and needs the reference sharded like the actor: "
+                f"actor_rollout_ref.actor.fsdp_config.{key}={a_val!r} but actor_rollout_ref.ref.fsdp_config.{key}="
+                f"{r_val!r} (mismatched sharding is not supported)."
+            )
+    if not require_hooks:
+        return period
+    if _use_v1(config):
+        if _v1_mode(config) != TRAINER_MODE:
+            raise RefResetConfigError(
+                f"{why} on the V1 trainer runs from the plugin's trainer mode: set trainer.v1.trainer_mode={TRAINER_MODE} "
+                f"(got {_v1_mode(config)!r})."
+            )
+    else:
+        fqn = _get(config, "actor_rollout_ref.rollout.checkpoint_manager_class")
+        if not (isinstance(fqn, str) and fqn.startswith(_V0_MANAGER_PREFIX)):
+            raise RefResetConfigError(
+                f"{why} with trainer.use_v1=false runs from the plugin's checkpoint manager: set "
+                f"+actor_rollout_ref.rollout.checkpoint_manager_class={V0_MANAGER_FQN} (got {fqn!r})."
+            )
+    return period
