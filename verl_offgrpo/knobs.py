@@ -110,6 +110,11 @@ class OffGRPOKnobs:
                   "rollout.gpu_memory_utilization keeps the cache."},
     )
 
+    verify_served_weights: bool = field(
+        default=True,
+        metadata={"help": "Exact check, in every vLLM worker, that a wake without a sync serves α bit for bit (checksum "
+                  "recorded at each sync); a difference stops the run (ServedPolicyError). ~20 ms a slot at 1.5B (est.)."},
+    )
     max_log_rprime_after_sync: float = field(
         default=1.0,
         metadata={"help": "Served-policy guard. On a step whose batch was sampled right after a weight sync "

@@ -48,7 +48,8 @@ import ray
 from verl.checkpoint_engine.base import CheckpointEngineManager
 from verl.utils.ray_utils import auto_await
 
-from .alpha_guard import check_served_policy
+from . import served_weights
+from .alpha_guard import ServedPolicyError, check_served_policy
 from .checks import _get, check_sync_config, validation_follows
 from .schedule import FIRST, REPEAT, SlotDecision, SyncSchedule
 from .vllm_sleep import empty_device_cache, keep_weights_across_sleep, policy_servers
@@ -141,6 +142,9 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         # Whether a woken vLLM still holds the weights of its last sync. If not (sync_period=1 with
         # verl's level-2 sleep), every call is a real sync, exactly as verl does.
         self.keeps_weights = lagged or not self.free_cache_engine
+        # The exact check that a wake without a sync serves α (:mod:`.served_weights`): a fingerprint of
+        # the served weights recorded in every vLLM worker at each real sync, compared at each such wake.
+        self.verify_weights = bool(self.knobs.verify_served_weights) and self.keeps_weights
         self.history: list[SlotDecision] = []
         self.metrics_by_step: dict[int, dict] = {}
         self.last_metrics: dict = {}
@@ -171,11 +175,15 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         start = time.perf_counter()
         decision = self.schedule.decide(global_steps, force=self._force(global_steps))
         result: Any = {}
-        skip_metrics: dict[str, float] = {}
+        slot_metrics: dict[str, float] = {}
         if decision.sync or not self.keeps_weights:
             result = await super().update_weights(global_steps)
+            if self.verify_weights:
+                slot_metrics = await self.verify_served_weights("record", decision)
         else:
-            skip_metrics = await self.wake_without_sync()
+            slot_metrics = await self.wake_without_sync()
+            if self.verify_weights:
+                slot_metrics.update(await self.verify_served_weights("check", decision))
         self.schedule.commit(decision)
         self.history.append(decision)
         # π_ref ← π_θ every R steps (algorithm.off_grpo.ref_reset_period), at the same end-of-step slot
@@ -192,7 +200,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
                 "off_grpo/weights_version": float(decision.version_after),
                 "off_grpo/num_syncs": float(self.schedule.num_syncs),
                 "timing_s/off_grpo_sync": time.perf_counter() - start,
-                **skip_metrics,
+                **slot_metrics,
             }
             if decision.rollout_lag is not None:
                 metrics["off_grpo/rollout_lag"] = float(decision.rollout_lag)
@@ -276,18 +284,55 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             "timing_s/off_grpo_skip_wake": done - emptied,
         }
 
-    def check_served_policy(self, metrics: dict, step: int) -> None:
-        """The served-policy guard (:mod:`.alpha_guard`) on step ``step``'s bound-monitor metrics:
-        raises if |log r'| is far above the engine floor (lag 0) or above what a lag gives (lag >= 1)."""
+    async def verify_served_weights(self, action: str, decision: SlotDecision) -> dict[str, float]:
+        """The exact served-weights check (:mod:`.served_weights`) in every vLLM worker of every replica.
+
+        ``record`` (right after a real sync): each worker keeps a fingerprint of the weights it just
+        loaded, α. ``check`` (after a wake without a sync): each worker compares what it serves now with
+        its record, tolerance 0 (level-1 sleep restores the weights bit for bit); any difference raises
+        :class:`ServedPolicyError` naming the step whose rollout would use the weights, the replica, the
+        TP rank and the differing tensors, before that rollout. A windowed rollout (issue 35) wakes
+        vLLM once per window and needs the check only at the window's start.
+
+        Returns ``timing_s/off_grpo_verify_weights`` (the call's wall time, inside the slot's
+        ``timing_s/off_grpo_sync``) and ``off_grpo/weights_verified`` (1 on a check, 0 on a record).
+        """
+        start = time.perf_counter()
+        failures = await served_weights.call_replicas(self.replicas, action, decision.step)
+        if failures and action == "check":
+            raise ServedPolicyError(
+                served_weights.mismatch_message(failures, decision.step, decision.reason == REPEAT, len(self.replicas))
+            )
+        if failures:
+            index, error = failures[0]
+            raise RuntimeError(
+                f"verl-offgrpo: could not record the served weights' fingerprint after the sync of step "
+                f"{decision.step} on rollout replica {index} (the exact check of algorithm.off_grpo."
+                f"verify_served_weights runs inside vLLM's workers through verl's collective_rpc; set it to false "
+                f"to run without it): {' '.join(str(error).split())[:1500]}"
+            )
+        return {
+            "timing_s/off_grpo_verify_weights": time.perf_counter() - start,
+            "off_grpo/weights_verified": float(action == "check"),
+        }
+
+    def check_served_policy(self, metrics: dict, step: int) -> dict[str, float]:
+        """The r' monitor (:mod:`.alpha_guard`) on step ``step``'s bound-monitor metrics: raises if |log r'|
+        is far above the engine floor (lag 0) or NaN; on a lagged batch above what a lag gives it warns
+        (with the exact served-weights check on) or raises (with it off, the only check left).
+        Returns its metrics (``off_grpo/guard/*``) for the step."""
         lag = self.schedule.rollout_lag_of(step)
         knobs = self.knobs
-        check_served_policy(metrics, lag, knobs.max_log_rprime_after_sync, step, knobs.max_log_rprime_lagged)
+        return check_served_policy(
+            metrics, lag, knobs.max_log_rprime_after_sync, step, knobs.max_log_rprime_lagged,
+            lagged_is_error=not self.verify_weights,
+        )  # fmt: skip
 
     def _stash_v0_step_metrics(self, metrics: dict) -> None:
         """v0: metrics computed during the trainer's current step, logged with that step (after the guard)."""
         step = int(getattr(self.trainer, "global_steps", 0))
         _PENDING_LOG_METRICS.setdefault(step, {}).update(metrics)
-        self.check_served_policy(metrics, step)
+        _PENDING_LOG_METRICS[step].update(self.check_served_policy(metrics, step))
 
     def step_metrics(self, step: int) -> dict:
         """The metrics of step ``step``: its slot's (none for the first slot or one that did not run)
