@@ -123,9 +123,11 @@ def test_worker_method_records_and_checks_and_the_driver_reads_the_error():
     assert other.startswith("verl-offgrpo: step 3: the served-weights check could not confirm") and "not implemented" in other
 
 
-def test_install_rejects_a_module_without_the_extension():
-    with pytest.raises(RuntimeError, match="verify_served_weights=false"):
+def test_install_warns_on_a_module_without_the_extension(caplog):
+    """Not an import error in every verl process: a warning, and the check then fails at the first sync."""
+    with caplog.at_level("WARNING", logger=sw.__name__):
         sw.install_worker_method(SimpleNamespace(__name__="verl.workers.rollout.vllm_rollout.utils"))
+    assert "verify_served_weights=false" in caplog.text
 
 
 def test_unknown_action_is_an_error():

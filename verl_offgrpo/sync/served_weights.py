@@ -43,9 +43,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import time
 from typing import Any, Iterable, Optional
+
+logger = logging.getLogger(__name__)
 
 #: the worker-extension method the manager calls through ``collective_rpc``
 RPC_METHOD = "off_grpo_served_weights"
@@ -198,10 +201,13 @@ def install_worker_method(module) -> None:
     :data:`RPC_METHOD` (vLLM mixes that class into every worker, so ``collective_rpc`` finds it)."""
     cls = getattr(module, WORKER_EXTENSION_CLASS, None)
     if not isinstance(cls, type):
-        raise RuntimeError(
-            f"verl-offgrpo: {module.__name__} lacks {WORKER_EXTENSION_CLASS}; the served-weights check was written "
-            "for verl 0.9.1's vLLM worker extension (set algorithm.off_grpo.verify_served_weights=false to run without it)."
-        )
+        # not an import error for everyone: only the check fails, at the first sync, with this hint
+        logger.warning(
+            "verl-offgrpo: %s lacks %s; the served-weights check was written for verl 0.9.1's vLLM worker "
+            "extension and will fail (set algorithm.off_grpo.verify_served_weights=false to run without it).",
+            module.__name__, WORKER_EXTENSION_CLASS,
+        )  # fmt: skip
+        return
     if getattr(cls, RPC_METHOD, None) is not _worker_method:
         setattr(cls, RPC_METHOD, _worker_method)
 
