@@ -437,7 +437,7 @@ def test_honest_engines_pass_the_weight_check_on_every_wake(ray_local):
             assert [(action, step) for _, action, step, r in rpcs if r == rank] == expected, rank
         records = ray.get(server.__ray_call__.remote(lambda srv: [w._off_grpo_alpha_record["step"] for w in srv.workers]))
         assert records == [30, 30]
-    for s in range(1, 31):
+    for s in range(23, 31):  # the manager keeps the metrics of the last steps only
         m = manager.step_metrics(s)
         assert m["off_grpo/weights_verified"] == float(s % 3 != 0)
         assert 0 <= m["timing_s/off_grpo_verify_weights"] <= m["timing_s/off_grpo_sync"]
