@@ -28,13 +28,13 @@ start-up check only). Writes ``OUT/guard_faults.json``::
 
     {"device", "versions", "settings", "ok",
      "runs": [{"name", "fault", "verify", "expected_step", "caught", "caught_step", "message",
-               "caught_as_expected", "rprime_error", "returncode", "steps_logged", "fault_lines",
-               "rprime_by_lag", "verify_cost", "wall_s", "startup_s"}, ...]}
+               "caught_as_expected", "rprime_error", "returncode", "steps_logged", "complete", "fault_lines",
+               "rprime_by_lag", "verify_cost", "passed", "wall_s", "startup_s"}, ...]}
 
 and the jobs' logs under ``OUT/logs`` (packed into ``OUT/logs.tar.gz`` when many). Usage on one H100,
 after staging the packs with ``--with-smollm2`` (``../shared/gpu/README.md``)::
 
-    timeout 590 python3 benchmarks/guard_faults_gpu.py --out $OUT --budget-s 570
+    timeout 480 python3 benchmarks/guard_faults_gpu.py --out $OUT --budget-s 465
 
 TP=2 on a two-GPU machine (both jobs on both GPUs, side by side)::
 
@@ -194,6 +194,7 @@ def run_one(args, name: str, model_dir: Path, data_dir: Path, log_dir: Path, env
         "caught_as_expected": (parsed["caught_step"] == expected) if expected is not None else None,
         "returncode": rc,
         "steps_logged": sum(1 for s in metrics if s >= 1),
+        "complete": sum(1 for s in metrics if s >= 1) >= steps,
         "rprime_by_lag": rprime_by_lag(metrics),
         "verify_cost": verify_cost(metrics),
         "wall_s": round(time.time() - start, 1),
@@ -215,10 +216,12 @@ def split_gpus(spec: str | None) -> list[str] | None:
 
 
 def verdict(run: dict) -> bool:
-    """A run passed: honest — no served-weights error and every step logged; a checked fault — caught at
-    its expected step; ``level2_unchecked`` — informational (always passes)."""
+    """A run passed: honest — no served-weights error and at least one lagged wake checked (``complete``
+    says whether it ran all its steps before the time limit); a checked fault — caught at its expected
+    step; ``level2_unchecked`` — informational (always passes)."""
     if run["fault"] is None:
-        return not run["caught"] and run["steps_logged"] >= run["steps_requested"]
+        checks = ((run.get("verify_cost") or {}).get("check_s") or {}).get("n", 0)
+        return not run["caught"] and run["rprime_error"] is None and checks > 0
     if not run["verify"]:
         return True
     return bool(run["caught_as_expected"])
@@ -233,7 +236,7 @@ def main(argv=None) -> int:
     p.add_argument("--task", default="add1")
     p.add_argument("--trainer", default="v0", choices=["v0", "v1"])
     p.add_argument("--sync-period", type=int, default=3)
-    p.add_argument("--honest-steps", type=int, default=40)
+    p.add_argument("--honest-steps", type=int, default=30)
     p.add_argument("--fault-steps", type=int, default=8, help="steps a fault job may run (it should stop earlier)")
     p.add_argument("--after-sync", type=int, default=2, help="perturb/noise: inject after this many real syncs")
     p.add_argument("--layer", type=int, default=3, help="perturb/noise: the decoder layer whose first matrix changes")
@@ -247,7 +250,7 @@ def main(argv=None) -> int:
     p.add_argument("--gpus", default="0,0,0",
                    help="one CUDA_VISIBLE_DEVICES value per concurrent job, ',' separated (repeat an id to share a GPU) "
                         "or ';' separated for multi-GPU jobs ('0,1;0,1' for --tp 2); '' = one job after another")  # fmt: skip
-    p.add_argument("--stagger-s", type=float, default=45.0, help="seconds between the starts of side-by-side jobs")
+    p.add_argument("--stagger-s", type=float, default=40.0, help="seconds between the starts of side-by-side jobs")
     p.add_argument("--budget-s", type=float, default=None, help="wall seconds for the whole command")
     p.add_argument("--stall-s", type=float, default=150.0)
     p.add_argument("--extra", nargs="*", default=[], help="extra hydra overrides for every job")

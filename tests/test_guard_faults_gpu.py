@@ -61,8 +61,9 @@ def test_reads_the_error_and_the_fault_lines_from_the_console():
 def test_expected_steps_and_verdicts():
     assert gf.expected_step("level2", 3, 2) == 2 and gf.expected_step("perturb", 3, 2) == 5
     assert gf.expected_step("noise", 4, 3) == 10 and gf.expected_step(None, 3, 2) is None
-    honest = {"fault": None, "verify": True, "caught": False, "steps_logged": 40, "steps_requested": 40}
+    honest = {"fault": None, "verify": True, "caught": False, "rprime_error": None, "verify_cost": {"check_s": {"n": 9}}}
     assert gf.verdict(honest) and not gf.verdict({**honest, "caught": True})
+    assert not gf.verdict({**honest, "verify_cost": {"check_s": None}})  # no lagged wake was checked
     assert gf.verdict({"fault": "level2", "verify": True, "caught_as_expected": True})
     assert not gf.verdict({"fault": "level2", "verify": True, "caught_as_expected": False})
     assert gf.split_gpus("0,0,0") == ["0", "0", "0"] and gf.split_gpus("0,1;0,1") == ["0,1", "0,1"]
