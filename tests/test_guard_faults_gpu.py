@@ -81,3 +81,47 @@ def test_cost_and_rprime_tables():
     assert cost["check_s"]["n"] == 1 and cost["record_s"]["median"] == 0.03
     assert cost["share_of_median_step"] == pytest.approx(0.025 / 4.0)
     assert gf.rprime_by_lag(metrics) == {"0": {"median": 0.04, "max": 0.04, "n": 1}, "1": {"median": 0.06, "max": 0.06, "n": 1}}
+
+
+def test_main_writes_the_results_from_the_jobs_logs(tmp_path, monkeypatch):
+    """The whole command with main_ppo replaced by a fake that writes what a job leaves (metrics file,
+    console log): three jobs side by side on "GPU 0", the honest one first; the JSON says which fault was
+    caught at which step, the check's cost and the verdicts."""
+    import json
+
+    import mainppo_job
+
+    monkeypatch.setattr(gf.learning, "smollm2_from_gguf", lambda dest: tmp_path / "model")
+    monkeypatch.setattr(gf.learning, "build_task", lambda dest, task: tmp_path / "data")
+    started = []
+
+    def fake_run(name, overrides, out, log_dir, timeout, steps, stall_s, **env):
+        started.append((name, env.get("OFFGRPO_GUARD_FAULT"), env.get("CUDA_VISIBLE_DEVICES")))
+        assert f"algorithm.off_grpo.verify_served_weights={'false' if name.endswith('unchecked') else 'true'}" in overrides
+        jsonl = log_dir / f"{name}.jsonl"
+        last = {"honest": 30, "level2": 1, "perturb": 4, "level2_unchecked": 8}[name]
+        rows = [{"step": s, "data": {"timing_s/step": 3.0, "timing_s/off_grpo_verify_weights": 0.01 if s % 3 else 0.02,
+                                     "off_grpo/weights_verified": float(s % 3 != 0), "off_grpo/rollout_lag": float((s - 1) % 3),
+                                     "off_grpo/bound/mean_abs_log_rprime": 0.05}} for s in range(1, last + 1)]  # fmt: skip
+        jsonl.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        caught = {"level2": 2, "perturb": 5}.get(name)
+        text = "[guard-fault] pid 1: level2: rank 0: ...\n" if env.get("OFFGRPO_GUARD_FAULT") else ""
+        if caught:
+            text += f"ServedPolicyError: verl-offgrpo: step {caught}: vLLM does not serve α after its wake ...\n"
+        (log_dir / f"{name}.log").write_text(text)
+        return (1 if caught else 0), {"startup_s": 100.0}, jsonl
+
+    monkeypatch.setattr(mainppo_job, "run_main_ppo", fake_run)
+    monkeypatch.setattr(mainppo_job, "ON_GPUS_STAGGER_S", 0.0)
+    rc = gf.main(["--out", str(tmp_path / "out"), "--work", str(tmp_path / "work"), "--stagger-s", "0",
+                  "--runs", "perturb,level2,honest,level2_unchecked"])  # fmt: skip
+    result = json.loads((tmp_path / "out" / gf.RESULTS).read_text())
+    assert rc == 0 and result["ok"] and result["concurrent_jobs"] == 3
+    assert sorted(started) == sorted([("honest", None, "0"), ("level2", "level2", "0"), ("level2_unchecked", "level2", "0"),
+                                      ("perturb", "perturb", "0")])  # fmt: skip
+    runs = {r["name"]: r for r in result["runs"]}
+    assert [r["name"] for r in result["runs"]][0] == "honest"
+    assert runs["level2"]["caught_step"] == 2 == runs["level2"]["expected_step"] and runs["perturb"]["caught_step"] == 5
+    assert runs["honest"]["complete"] and runs["honest"]["verify_cost"]["check_s"]["n"] == 20
+    assert runs["honest"]["verify_cost"]["share_of_median_step"] == pytest.approx(0.01 / 3.0)
+    assert runs["level2_unchecked"]["expected_step"] is None and runs["level2_unchecked"]["passed"]
