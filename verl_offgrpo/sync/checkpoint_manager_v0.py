@@ -24,6 +24,10 @@ Metrics of the slot of step s (not the first slot): ``off_grpo/synced``, ``off_g
 ``timing_s/off_grpo_skip_wake`` (the cost a lagged step still pays; see :meth:`wake_without_sync`),
 ``timing_s/off_grpo_skip_actor_wait`` (the part of ``empty_cache`` spent waiting for the actor's queued work),
 and the actor workers' memory then: ``off_grpo/skip_{cache_emptied_frac,min_free_frac,wake_needs_frac}``.
+With ``verify_served_weights`` (:mod:`.served_weights`; on whenever vLLM keeps α between slots) a real
+sync also records the served weights' fingerprint in every vLLM worker and a slot without one checks it
+(``ServedPolicyError`` on any difference, before the next rollout): ``timing_s/off_grpo_verify_weights``
+(that call) and ``off_grpo/weights_verified`` (1 on a check, 0 on a record).
 Every step also reports ``timing_s/off_grpo_sleep``, the replicas' sleep after its rollout (inside verl's
 ``timing_s/gen``; level 1 at v > 1 copies α to host memory: :meth:`LaggedCheckpointManager.sleep_replicas`).
 V1 merges them through the
