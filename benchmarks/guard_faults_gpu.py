@@ -40,6 +40,9 @@ TP=2 on a two-GPU machine (both jobs on both GPUs, side by side)::
 
     timeout 590 python3 benchmarks/guard_faults_gpu.py --out $OUT --budget-s 570 --tp 2 --runs honest,perturb --gpus '0,1;0,1'
 
+The 1.5B shape (random init, ``--shape qwen2.5-1.5b``; one job needs ~30 GB, so one GPU per job, e.g.
+on a four-GPU machine ``--gpus 0,1,2``, or one after another with ``--gpus ''``).
+
 The issue's 100-step honest run, alone (one ~10-minute command)::
 
     timeout 598 python3 benchmarks/guard_faults_gpu.py --out $OUT --runs honest --honest-steps 100 --gpus 0 --budget-s 585
@@ -233,6 +236,8 @@ def main(argv=None) -> int:
     p.add_argument("--work", default="/tmp/guard_faults")
     p.add_argument("--runs", default="honest,level2,perturb", help=f"comma list of {sorted(RUNS)}")
     p.add_argument("--model-path", default=None, help="an HF checkpoint instead of the staged SmolLM2 GGUF")
+    p.add_argument("--shape", default=None,
+                   help="a random-init model of throughput.py's SHAPES instead (e.g. qwen2.5-1.5b; built once under --work)")
     p.add_argument("--task", default="add1")
     p.add_argument("--trainer", default="v0", choices=["v0", "v1"])
     p.add_argument("--sync-period", type=int, default=3)
@@ -266,7 +271,14 @@ def main(argv=None) -> int:
     log_dir = work / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     info = mainppo_job.versions()
-    model_dir = Path(args.model_path) if args.model_path else learning.smollm2_from_gguf(work / "smollm2")
+    if args.shape:
+        import throughput  # noqa: E402  (random-init models of real shapes)
+
+        model_dir = work / f"shape_{args.shape}"
+        if not (model_dir / "config.json").exists():
+            throughput.build_model(model_dir, args.shape)
+    else:
+        model_dir = Path(args.model_path) if args.model_path else learning.smollm2_from_gguf(work / "smollm2")
     data_dir = learning.build_task(work / f"arith_{args.task}", args.task)
     gpus = split_gpus(args.gpus)
     # the longest job (honest) first: side by side, it starts first
@@ -282,7 +294,7 @@ def main(argv=None) -> int:
     result = {
         "device": info.get("device"),
         "versions": info,
-        "model": learning.MODEL_NAME if not args.model_path else str(args.model_path),
+        "model": f"random-init {args.shape}" if args.shape else (str(args.model_path) if args.model_path else learning.MODEL_NAME),
         "settings": settings,
         "concurrent_jobs": mainppo_job.concurrency(gpus, len(names)),
         "ok": all(r["passed"] for r in runs),
