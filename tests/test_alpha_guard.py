@@ -51,3 +51,25 @@ def test_bound_monitor_reports_the_guard_statistic():
     rprime = torch.tensor([[math.exp(0.5), math.exp(-1.0), 7.0]])
     mask = torch.tensor([[1, 1, 0]])
     assert tv_estimates(rprime, mask)[STATISTIC] == pytest.approx(0.75)  # (0.5 + 1) / 2, padding ignored
+
+
+def test_with_the_exact_weight_check_the_lagged_limit_is_a_monitor(caplog):
+    """lagged_is_error=False (the served-weights check is on): a lagged batch above the limit warns and logs
+    off_grpo/guard/lagged_over_limit = 1, one within it 0; the lag-0 limit and NaN still stop the run."""
+    import logging
+
+    from verl_offgrpo.sync import alpha_guard
+    from verl_offgrpo.sync.alpha_guard import LAGGED_OVER_LIMIT
+
+    kwargs = dict(limit=1.0, lagged_limit=5.0, lagged_is_error=False)
+    with caplog.at_level(logging.WARNING, logger=alpha_guard.__name__):
+        assert check_served_policy({STATISTIC: 9.2}, rollout_lag=3, step=7, **kwargs) == {LAGGED_OVER_LIMIT: 1.0}
+    (record,) = caplog.records
+    assert record.getMessage().startswith("verl-offgrpo: step 7: lagged batch (rollout lag 3) with mean |log")
+    assert check_served_policy({STATISTIC: 0.3}, rollout_lag=3, **kwargs) == {LAGGED_OVER_LIMIT: 0.0}
+    assert check_served_policy({STATISTIC: 0.3}, rollout_lag=0, **kwargs) == {}  # lag 0: checked, nothing to log
+    with pytest.raises(ServedPolicyError, match="right after a weight sync"):
+        check_served_policy({STATISTIC: 9.2}, rollout_lag=0, **kwargs)
+    with pytest.raises(ServedPolicyError, match="rollout lag 2"):
+        check_served_policy({STATISTIC: float("nan")}, rollout_lag=2, **kwargs)
+    assert check_served_policy({STATISTIC: 9.2}, rollout_lag=3, limit=1.0, lagged_limit=0.0, lagged_is_error=False) == {}

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -30,7 +31,7 @@ from verl.workers.rollout.replica import RolloutReplica
 
 import verl_offgrpo
 from verl_offgrpo.config import V0_MANAGER_FQN, SyncConfigError, check_sync_config
-from verl_offgrpo.sync import WEIGHT_TRANSFER_MODULE, register_sync_hooks
+from verl_offgrpo.sync import WEIGHT_TRANSFER_MODULE, WORKER_EXTENSION_MODULE, register_sync_hooks
 from verl_offgrpo.sync import checkpoint_manager_v0 as cm
 from verl_offgrpo.sync import vllm_sleep
 
@@ -45,8 +46,61 @@ def compose_cfg(*overrides):
 
 
 # ----------------------------------------------------------------------------- fakes
+class FakeWorkerExtension:
+    """Stands for verl's ``vLLMColocateWorkerExtension``: the plugin's post-import hook gives it the
+    served-weights method (:func:`served_weights.install_worker_method`), vLLM mixes it into its workers."""
+
+
+class FakeVLLMWorker(FakeWorkerExtension):
+    """One tensor-parallel rank of vLLM: ``rank`` and ``model_runner.model`` (a tiny torch model whose
+    shard depends on the rank). Level-1 sleep copies the weights to host memory and wake restores them
+    bit for bit; level-2 sleep discards them and a wake without a sync leaves garbage."""
+
+    def __init__(self, rank):
+        import torch
+
+        self.rank = rank
+        layers = torch.nn.ModuleList([torch.nn.Linear(6, 10), torch.nn.Linear(10, 3)]).to(torch.bfloat16)
+        self.model_runner = SimpleNamespace(model=torch.nn.ModuleDict({"layers": layers}))
+        self.host_copy = None
+
+    def params(self):
+        return list(self.model_runner.model.parameters())
+
+    def load(self, version):
+        import torch
+
+        gen = torch.Generator().manual_seed(1000 * (version or 0) + self.rank)
+        with torch.no_grad():
+            for p in self.params():
+                p.copy_(torch.randn(p.shape, generator=gen))
+
+    def sleep(self, level):
+        self.host_copy = [p.detach().clone() for p in self.params()] if level == 1 else None
+        for p in self.params():
+            p.data.zero_()  # the device memory is handed back
+
+    def wake(self):
+        import torch
+
+        with torch.no_grad():
+            for i, p in enumerate(self.params()):
+                p.copy_(self.host_copy[i] if self.host_copy is not None else torch.full_like(p, 7.0))
+
+    def perturb(self, param=0, element=3):
+        """One ulp more in one element of one tensor (its bits + 1)."""
+        self.params()[param].data.view(-1).view(__import__("torch").int16)[element] += 1
+
+
 class FakeVLLMServer:
-    def __init__(self, free_cache_engine=True, level1_sleep_s=0.0):
+    """``vLLMHttpServer``'s sleep/wake over ``tp`` fake workers, and its ``collective_rpc``. Faults, from
+    outside the plugin's code path: ``force_level2`` (every sleep discards the weights while the
+    server's ``_resolve_sleep_level`` still says what the override made it), ``perturb_at_wake=(n, rank)``
+    (one ulp in one element of that rank's first tensor right after the server's n-th weights wake)."""
+
+    def __init__(self, free_cache_engine=True, level1_sleep_s=0.0, tp=1, force_level2=False, perturb_at_wake=None):
+        from verl_offgrpo.sync import served_weights
+
         self.config = SimpleNamespace(free_cache_engine=free_cache_engine)
         self.level1_sleep_s = level1_sleep_s  # what copying the weights to host memory takes
         self.rollout_mode = "hybrid"
@@ -56,6 +110,13 @@ class FakeVLLMServer:
         self.cpu_copy = None
         self.awake = True
         self.log = []
+        self.force_level2 = force_level2
+        self.perturb_at_wake = perturb_at_wake
+        self.weight_wakes = 0
+        self.rpcs = []  # (method, action, step, rank) of each collective_rpc, per worker
+        # what the plugin's post-import hook does in vLLM's worker processes
+        served_weights.install_worker_method(SimpleNamespace(__name__="fake", vLLMColocateWorkerExtension=FakeWorkerExtension))
+        self.workers = [FakeVLLMWorker(rank) for rank in range(tp)]
 
     def _resolve_sleep_level(self):
         return 2
@@ -63,10 +124,14 @@ class FakeVLLMServer:
     async def _sleep_hybrid(self):
         level = self._resolve_sleep_level()
         self.log.append(("sleep", level))
+        if self.force_level2:
+            level = 2
         if level == 1:
             await asyncio.sleep(self.level1_sleep_s)
         self.cpu_copy = self.weights if level == 1 else None
         self.weights, self.awake = None, False
+        for worker in self.workers:
+            worker.sleep(level)
 
     async def sleep(self):
         if self.node_rank != 0 or not self.config.free_cache_engine:
@@ -78,6 +143,11 @@ class FakeVLLMServer:
         self.log.append(("wake", tuple(tags)))
         if "weights" in tags and self.weights is None:
             self.weights = self.cpu_copy if self.cpu_copy is not None else "garbage"
+            for worker in self.workers:
+                worker.wake()
+            self.weight_wakes += 1
+            if self.perturb_at_wake and self.perturb_at_wake[0] == self.weight_wakes:
+                self.workers[self.perturb_at_wake[1]].perturb()
         if "kv_cache" in tags:
             self.awake = True
 
@@ -92,11 +162,27 @@ class FakeVLLMServer:
         if self.config.free_cache_engine:
             await self.wake_up(["weights"])
         self.weights = f"pi_{version}"
+        for worker in self.workers:
+            worker.load(version)
         if version is not None:
             self.global_steps = version
         if self.config.free_cache_engine:
             await self.wake_up(["kv_cache"])
         self.log.append(("sync", version))
+
+    async def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
+        """verl's ``vLLMHttpServer.collective_rpc``: vLLM runs ``method`` by name on every TP worker, in rank
+        order; a worker's error comes back as the text vLLM wraps it in (multiproc executor, then the engine
+        core's utility call); verl drops the results."""
+        for worker in self.workers:
+            self.rpcs.append((method, (kwargs or {}).get("action"), (kwargs or {}).get("step"), worker.rank))
+            try:
+                getattr(worker, method)(*args, **(kwargs or {}))
+            except Exception as err:
+                raise Exception(
+                    f"Call to collective_rpc method failed: Worker failed with error '{err}', please check the stack "
+                    "trace above for the root cause"
+                ) from None
 
     async def wait_for_requests_to_drain(self):
         return None
@@ -108,6 +194,9 @@ class FakeVLLMServer:
 
     def get_log(self):
         return list(self.log)
+
+    def get_rpcs(self):
+        return list(self.rpcs)
 
 
 class FakeWorker:
@@ -165,10 +254,14 @@ def ray_local():
     ray.shutdown()
 
 
-def make_cluster(n_servers=2, free_cache_engine=True, level1_sleep_s=0.0):
+def make_cluster(n_servers=2, free_cache_engine=True, level1_sleep_s=0.0, **server_kwargs):
+    """``server_kwargs``: ``tp`` and the faults of :class:`FakeVLLMServer`, for every server, or a list
+    of per-server dicts as ``per_server=[...]``."""
     server_cls = ray.remote(num_cpus=0)(FakeVLLMServer)
     worker_cls = ray.remote(num_cpus=0)(FakeWorker)
-    servers = [server_cls.remote(free_cache_engine, level1_sleep_s) for _ in range(n_servers)]
+    per_server = server_kwargs.pop("per_server", None) or [{}] * n_servers
+    servers = [server_cls.remote(free_cache_engine, level1_sleep_s, **{**server_kwargs, **per_server[i]})
+               for i in range(n_servers)]  # fmt: skip
     workers = [worker_cls.remote() for _ in range(2)]
     replicas = [FakeReplica([s]) for s in servers]
     return servers, workers, replicas, FakeActorWG(workers, servers)
@@ -300,13 +393,98 @@ def test_skipped_slot_keeps_the_actor_cache_only_if_vllms_pool_fits(ray_local, c
 
 
 def test_without_the_override_skips_serve_garbage(ray_local, monkeypatch):
-    """Control: the same loop with verl's level-2 sleep generates garbage on lagged steps."""
-    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=4")
-    servers, workers, replicas, wg = make_cluster(n_servers=1)
+    """Control: the same loop with verl's level-2 sleep generates garbage on lagged steps (with the
+    served-weights check off); with the check on (default) the first wake without a sync stops the run
+    before step 2's rollout."""
     monkeypatch.setattr(cm, "keep_weights_across_sleep", lambda replicas, level=1: [])
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.verify_served_weights=false")
+    servers, workers, replicas, wg = make_cluster(n_servers=1)
     manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
     generated = run_v0_loop(None, manager, servers, range(1, 5))
     assert generated[1] == ["pi_0"] and generated[2] == ["garbage"]
+
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=4")
+    servers, workers, replicas, wg = make_cluster(n_servers=1)
+    manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
+    with pytest.raises(ServedPolicyError, match=r"^verl-offgrpo: step 2: vLLM does not serve α .*replica 0, TP rank 0"):
+        run_v0_loop(None, manager, servers, range(1, 5))
+
+
+def test_honest_engines_pass_the_weight_check_on_every_wake(ray_local):
+    """verify_served_weights (default on): every TP rank of every replica records α's fingerprint at each
+    real sync and checks it on each wake without a sync; honest engines (level-1 sleep restores the
+    weights bit for bit) never fail it, over 30 steps, 2 replicas × TP=2."""
+    from verl_offgrpo.sync import served_weights
+
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=3")
+    servers, workers, replicas, wg = make_cluster(n_servers=2, tp=2)
+    manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
+    generated = run_v0_loop(None, manager, servers, range(1, 31))
+    assert all(generated[s] == [f"pi_{3 * ((s - 1) // 3)}"] * 2 for s in generated)
+    expected = [("record", 0)] + [("check", s) if s % 3 else ("record", s) for s in range(1, 31)]
+    for server in servers:
+        rpcs = ray.get(server.get_rpcs.remote())
+        assert {method for method, *_ in rpcs} == {served_weights.RPC_METHOD}
+        for rank in (0, 1):
+            assert [(action, step) for _, action, step, r in rpcs if r == rank] == expected, rank
+        records = ray.get(server.__ray_call__.remote(lambda srv: [w._off_grpo_alpha_record["step"] for w in srv.workers]))
+        assert records == [30, 30]
+    for s in range(23, 31):  # the manager keeps the metrics of the last steps only
+        m = manager.step_metrics(s)
+        assert m["off_grpo/weights_verified"] == float(s % 3 != 0)
+        assert 0 <= m["timing_s/off_grpo_verify_weights"] <= m["timing_s/off_grpo_sync"]
+
+
+def test_forced_level2_sleep_is_caught_at_the_first_affected_step(ray_local):
+    """A server whose engine sleeps at level 2 (weights discarded) although the plugin's override made its
+    ``_resolve_sleep_level`` say 1 — the fault of issue 32, injected below the plugin's code path: the
+    first wake without a sync (the slot of step 1) stops the run before step 2's rollout, naming the
+    replica, the rank and the tensors; the honest replica beside it passes."""
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=3")
+    servers, _, replicas, wg = make_cluster(n_servers=2, tp=2, per_server=[{}, {"force_level2": True}])
+    manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
+    assert [st["sleep_level"] for st in ray.get([s.__ray_call__.remote(vllm_sleep.read_server_state) for s in servers])] == [1, 1]
+    manager.update_weights(0)
+    manager.trainer.global_steps = 1
+    assert ray.get([s.generate.remote() for s in servers]) == ["pi_0", "pi_0"]  # step 1: right after the sync
+    manager.sleep_replicas()
+    with pytest.raises(ServedPolicyError) as caught:
+        manager.update_weights(1)
+    message = str(caught.value)
+    assert message.startswith("verl-offgrpo: step 2: vLLM does not serve α after its wake without a weight sync")
+    assert "for step 2's rollout: replica 1 of 2, TP rank 0: 4 of 4 parameter tensors differ from α as loaded at " \
+           "the sync of step 0" in message and "first: layers.0.weight (bit-sum" in message  # fmt: skip
+    assert "[off-grpo-served-weights]" not in message  # the payload was parsed, not pasted
+    rpcs = ray.get(servers[0].get_rpcs.remote())  # the honest replica was checked too, on both ranks
+    assert [(a, st, r) for _, a, st, r in rpcs] == [("record", 0, 0), ("record", 0, 1), ("check", 1, 0), ("check", 1, 1)]
+
+
+def test_a_one_ulp_change_on_one_rank_is_caught_at_its_step(ray_local):
+    """TP=3: one element of one tensor on rank 2 gains one ulp right after the server's 5th weights wake
+    (the wake in the slot of step 4, a skipped one at v=3): the check of that slot names step 5, rank 2,
+    the tensor and a bit-sum that moved by exactly 1. The same change at the 4th wake (the sync of step 3,
+    which then loads π_3 over it) is harmless and raises nothing."""
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=3")
+    servers, _, replicas, wg = make_cluster(n_servers=1, tp=3, perturb_at_wake=(5, 2))
+    manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
+    with pytest.raises(ServedPolicyError) as caught:
+        run_v0_loop(None, manager, servers, range(1, 10))
+    message = str(caught.value)
+    assert message.startswith("verl-offgrpo: step 5: ") and "replica 0, TP rank 2: 1 of 4 parameter tensors" in message
+    assert "sync of step 3" in message
+    before, after = map(int, re.search(r"layers\.0\.weight \(bit-sum (-?\d+) -> (-?\d+)", message).groups())
+    assert after - before == 1
+    assert manager.schedule.last_step == 3  # the slot of step 4 never completed: no rollout of step 5
+
+    servers, _, replicas, wg = make_cluster(n_servers=1, tp=3, perturb_at_wake=(4, 2))
+    manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
+    run_v0_loop(None, manager, servers, range(1, 10))
 
 
 def test_no_sleep_mode_never_wakes(ray_local):
@@ -467,12 +645,14 @@ def test_v0_bound_monitor_goes_through_verls_compute_advantage_to_the_logger(ray
     assert not any(k.startswith("off_grpo/bound") for k in rows[1][1])
 
 
-@pytest.mark.parametrize("limit", [1.0, 0.0])
-def test_v0_guard_stops_a_run_whose_engine_disagrees_right_after_a_sync(ray_local, limit):
+@pytest.mark.parametrize("limit, verify", [(1.0, False), (0.0, False), (1.0, True)])
+def test_v0_guard_stops_a_run_whose_engine_disagrees_right_after_a_sync(ray_local, limit, verify):
     """Through verl's compute_advantage: a batch sampled right after a sync (rollout lag 0) with
     |log r'| = log 1e4 ≈ 9.2 per token (what an engine that lost its weights gives) stops the run
     before the update, and so does the same batch at lag 1 (after a skipped slot, where a broken
-    sleep/wake shows) under the lagged limit (default 5.0); with both limits 0 both pass."""
+    sleep/wake shows) under the lagged limit (default 5.0) when the exact served-weights check is off; with
+    it on (default) the lagged batch only logs off_grpo/guard/lagged_over_limit = 1 (the check itself
+    stops a wrong engine); with both limits 0 both pass."""
     import numpy as np
     import torch
 
@@ -483,7 +663,8 @@ def test_v0_guard_stops_a_run_whose_engine_disagrees_right_after_a_sync(ray_loca
 
     cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=2",
                       f"algorithm.off_grpo.max_log_rprime_after_sync={limit}",
-                      f"algorithm.off_grpo.max_log_rprime_lagged={5.0 if limit else 0.0}")  # fmt: skip
+                      f"algorithm.off_grpo.max_log_rprime_lagged={5.0 if limit else 0.0}",
+                      f"algorithm.off_grpo.verify_served_weights={verify}")  # fmt: skip
     servers, workers, replicas, wg = make_cluster(n_servers=1)
     trainer = FakeV0Trainer(cfg, wg)
     manager = trainer.init_workers(replicas)
@@ -510,11 +691,16 @@ def test_v0_guard_stops_a_run_whose_engine_disagrees_right_after_a_sync(ray_loca
     manager.update_weights(1)  # v=2: skipped, step 2's batch has lag 1
     trainer.global_steps = 2
     assert manager.schedule.rollout_lag_of(2) == 1 and manager.step_metrics(1)["off_grpo/synced"] == 0.0
-    if limit:
+    if limit and not verify:
         with pytest.raises(ServedPolicyError, match=r"step 2: .*rollout lag 1.* 9\.21"):
             advantage()
     else:
         advantage()
+    if verify:  # the served-weights check ran in the slot; the r' limit only warned, logged with step 2
+        from verl_offgrpo.sync.alpha_guard import LAGGED_OVER_LIMIT
+
+        assert manager.step_metrics(1)["off_grpo/weights_verified"] == 1.0
+        assert cm._PENDING_LOG_METRICS[2][LAGGED_OVER_LIMIT] == 1.0
 
 
 def test_v0_manager_without_trainer_is_an_error(ray_local):
@@ -586,7 +772,7 @@ def test_v1_rejects_bad_config_before_any_worker():
         get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
 
 
-def v1_trainer_on_fake_cluster(monkeypatch, *overrides):
+def v1_trainer_on_fake_cluster(monkeypatch, *overrides, **cluster):
     """The off_grpo_sync trainer (v=4) whose ``_setup`` leaves what verl's does, minus the GPU work:
     the fake cluster's worker group and verl's checkpoint manager over its replicas, asleep.
     Returns ``(trainer, servers, actor worker group)``; ``trainer.init()`` is the caller's."""
@@ -596,7 +782,7 @@ def v1_trainer_on_fake_cluster(monkeypatch, *overrides):
     register_sync_hooks()
     cfg = compose_cfg("algorithm.off_grpo.sync_period=4", *overrides)
     trainer = get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
-    servers, workers, replicas, wg = make_cluster()
+    servers, workers, replicas, wg = make_cluster(**cluster)
     engine_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout.checkpoint_engine)
 
     def fake_setup(self):
@@ -636,6 +822,8 @@ def test_v1_hooks_drive_the_lagged_manager(ray_local, monkeypatch):
     assert [logged[s]["off_grpo/lag"] for s in range(1, 13)] == [1, 2, 3, 0, 1, 0, 1, 0, 1, 2, 3, 0]
     assert [logged[s]["off_grpo/rollout_lag"] for s in range(1, 13)] == [0, 1, 2, 3, 0, 1, 0, 1, 0, 1, 2, 3]
     assert all("timing_s/off_grpo_sync" in logged[s] and "timing_s/off_grpo_sleep" in logged[s] for s in logged)
+    # the served-weights check ran on every skipped slot and passed (honest engines)
+    assert [logged[s]["off_grpo/weights_verified"] for s in range(1, 13)] == [1 - logged[s]["off_grpo/synced"] for s in range(1, 13)]
     assert ray.get(servers[0].__ray_call__.remote(lambda srv: srv.global_steps)) == 12
     # V1's _validate wakes with update_weights() (no step) after a colocated reward model: no transfer
     trainer.checkpoint_manager.sleep_replicas()
@@ -643,16 +831,19 @@ def test_v1_hooks_drive_the_lagged_manager(ray_local, monkeypatch):
     assert len(wg.sync_calls) == 5 and ray.get(servers[0].generate.remote()) == "pi_12"
 
 
-def test_v1_guard_runs_in_compute_advantage_with_the_managers_lag(ray_local, monkeypatch):
-    """V1: _compute_advantage hands the bound-monitor metrics to the guard with the batch's rollout lag:
-    step 1 (right after the first sync) with |log r'| 9.2 stops the run, and so does step 2 (lag 1, after
-    a skipped slot) under the lagged limit; a real lag's 0.3 passes there."""
+@pytest.mark.parametrize("verify", [True, False])
+def test_v1_guard_runs_in_compute_advantage_with_the_managers_lag(ray_local, monkeypatch, caplog, verify):
+    """V1: _compute_advantage hands the bound-monitor metrics to the r' guard with the batch's rollout lag:
+    step 1 (right after the first sync) with |log r'| 9.2 stops the run. Step 2 (lag 1, after a skipped
+    slot) with 9.2: with the exact served-weights check on (default) a warning and
+    off_grpo/guard/lagged_over_limit = 1; with it off the lagged limit stops the run. A real lag's 0.3 passes."""
     from verl.trainer.ppo.v1 import PPOTrainerSync
 
     import verl_offgrpo.zero_var_mask as zvm
-    from verl_offgrpo.sync.alpha_guard import STATISTIC, ServedPolicyError
+    from verl_offgrpo.sync import alpha_guard
+    from verl_offgrpo.sync.alpha_guard import LAGGED_OVER_LIMIT, STATISTIC, ServedPolicyError
 
-    trainer, servers, wg = v1_trainer_on_fake_cluster(monkeypatch)
+    trainer, servers, wg = v1_trainer_on_fake_cluster(monkeypatch, f"algorithm.off_grpo.verify_served_weights={verify}")
     monkeypatch.setattr(PPOTrainerSync, "_compute_advantage", lambda self, batch, metrics: batch, raising=False)
     monkeypatch.setattr(zvm, "after_advantage_v1", lambda tq, batch, algorithm_cfg: {STATISTIC: 9.2})
     trainer.init()  # the first slot syncs
@@ -664,11 +855,36 @@ def test_v1_guard_runs_in_compute_advantage_with_the_managers_lag(ray_local, mon
     trainer.timing_raw, trainer.curr_step_profile = {}, False
     trainer.on_sample_end()
     trainer.on_step_end()  # slot 1: skipped (v=4)
+    assert trainer._consume_sync_metrics().get("off_grpo/weights_verified") == (1.0 if verify else None)
     trainer.global_steps = 2
-    with pytest.raises(ServedPolicyError, match="step 2: .*rollout lag 1"):
-        trainer._compute_advantage("batch", {})
+    if verify:
+        metrics = {}
+        with caplog.at_level(logging.WARNING, logger=alpha_guard.__name__):
+            assert trainer._compute_advantage("batch", metrics) == "batch"
+        assert metrics[LAGGED_OVER_LIMIT] == 1.0
+        assert any("step 2: lagged batch (rollout lag 1)" in r.getMessage() for r in caplog.records)
+    else:
+        with pytest.raises(ServedPolicyError, match="step 2: .*rollout lag 1"):
+            trainer._compute_advantage("batch", {})
     monkeypatch.setattr(zvm, "after_advantage_v1", lambda tq, batch, algorithm_cfg: {STATISTIC: 0.3})
-    assert trainer._compute_advantage("batch", {}) == "batch"
+    metrics = {}
+    assert trainer._compute_advantage("batch", metrics) == "batch"
+    assert metrics.get(LAGGED_OVER_LIMIT) == (0.0 if verify else None)
+
+
+def test_v1_weight_check_stops_the_run_before_the_lagged_rollout(ray_local, monkeypatch):
+    """V1 trainer mode, replicas whose engines sleep at level 2 in spite of the override: on_step_end of
+    step 1 (a skipped slot at v=4) raises ServedPolicyError for step 2's rollout."""
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    trainer, servers, wg = v1_trainer_on_fake_cluster(monkeypatch, tp=2, force_level2=True)
+    trainer.init()
+    trainer.global_steps = 1
+    trainer.timing_raw, trainer.curr_step_profile = {}, False
+    assert ray.get([srv.generate.remote() for srv in servers]) == ["pi_0"] * 2
+    trainer.on_sample_end()
+    with pytest.raises(ServedPolicyError, match=r"^verl-offgrpo: step 2: .*replica 0 of 2, TP rank 0: 4 of 4 parameter"):
+        trainer.on_step_end()
 
 
 # ----------------------------------------------------------------------------- config
@@ -726,7 +942,7 @@ def test_sync_package_import_is_light():
         "print(sorted(m for m in ('verl', 'vllm', 'torch', 'ray') if m in sys.modules));"
         "print(sorted(f.fullname for f in sys.meta_path if type(f).__name__ == '_PostImportHook'))"
     )
-    assert out.splitlines() == ["[]", str(sorted(["verl.trainer.ppo.v1", WEIGHT_TRANSFER_MODULE]))]
+    assert out.splitlines() == ["[]", str(sorted(["verl.trainer.ppo.v1", WEIGHT_TRANSFER_MODULE, WORKER_EXTENSION_MODULE]))]
 
 
 def test_hook_registers_the_mode_when_v1_is_imported():

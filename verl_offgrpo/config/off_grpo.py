@@ -85,10 +85,13 @@ class OffGRPOConfig:
         empty_cache_on_skip (str, default "if_needed"): on a skipped sync, empty torch's cache before vLLM
             wakes only when free memory < ``rollout.gpu_memory_utilization`` ("if_needed"), or every time
             as verl's own sync does ("always": slower skipped steps, never short of memory).
+        verify_served_weights (bool, default true): exact check, in every vLLM worker, that a wake without
+            a sync serves α bit for bit (weights checksum recorded at each sync, compared on each wake); a
+            difference stops the run before the rollout. Costs one pass over the weights per slot.
         max_log_rprime_after_sync (float, default 1.0): served-policy guard: stop before the update when a
             batch sampled right after a sync has mean |log π_k/α| per token above this. 0 = off.
-        max_log_rprime_lagged (float, default 5.0): the same guard for batches sampled under a lag, where
-            |log π_k/α| grows by design; only a broken sleep/wake gets near it. 0 = off.
+        max_log_rprime_lagged (float, default 5.0): the same limit for batches sampled under a lag, where
+            |log π_k/α| grows by design: a warning with ``verify_served_weights``, else an error. 0 = off.
 
     > Reference policy (paper §3)
 
@@ -111,13 +114,15 @@ class OffGRPOConfig:
     sync_before_validate: bool = True
     keep_weights: str = "sleep_level1"
     empty_cache_on_skip: str = "if_needed"
+    verify_served_weights: bool = True
     max_log_rprime_after_sync: float = 1.0
     max_log_rprime_lagged: float = 5.0
     ref_reset_period: int = 0
     allow_truncated_rprime: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("std_unbiased", "zero_var_mask", "sync_before_validate", "allow_truncated_rprime"):
+        for name in ("std_unbiased", "zero_var_mask", "sync_before_validate", "verify_served_weights",
+                     "allow_truncated_rprime"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise OffGRPOConfigError(

@@ -13,23 +13,39 @@ that served such garbage would still "train", so on every step whose batch has r
 advantage, before the update) must not exceed ``algorithm.off_grpo.max_log_rprime_after_sync``
 (default 1.0; 0 turns the guard off).
 
-Lagged batches (rollout lag ≥ 1) are where a broken sleep/wake shows: they are sampled after a
-skipped slot, whose wake brings back α without a transfer. Their |log r'| grows with the lag and the
-learning rate by design (0.1–0.5 measured at lag 1–9), so they get a looser limit,
-``algorithm.off_grpo.max_log_rprime_lagged`` (default 5.0, far above that and far below the ~11 of
-lost weights; 0 turns it off).
+Lagged batches (rollout lag ≥ 1) are sampled after a skipped slot, whose wake brings back α without
+a transfer. Their |log r'| grows with the lag and the learning rate by design (0.1–0.5 measured at lag
+1–9), so they get a looser limit, ``algorithm.off_grpo.max_log_rprime_lagged`` (default 5.0; 0 turns
+it off). No threshold on r' statistics fits every model and step size: loose enough for honest drift,
+it is too loose for a broken engine (issue 32: a forced level-2 sleep served garbage at 3.8 per
+token). So the line of defence for lagged batches is the exact check of the served weights
+(:mod:`.served_weights`, ``algorithm.off_grpo.verify_served_weights``, default on), and this module
+is a monitor there: with the exact check on, a lagged batch above the limit logs a warning and
+``off_grpo/guard/lagged_over_limit`` = 1 (0 on lagged batches within it); with it off the limit stays
+an error. The lag-0 limit and a NaN statistic (NaN log-probs from the engine) stop the run at any lag.
+The thresholds are not yet derived from measurements on real models beyond those quoted above.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 from typing import Optional
+
+logger = logging.getLogger(__name__)
 
 STATISTIC = "off_grpo/bound/mean_abs_log_rprime"
 
 
 class ServedPolicyError(RuntimeError):
-    """The rollout engine's log-probs disagree with the trainer's: right after a weight sync, or, on a
-    lagged batch, by more than any lag gives."""
+    """The rollout engine does not serve the policy it should: its weights differ from α after a wake
+    without a sync (:mod:`.served_weights`), or its log-probs disagree with the trainer's right after a
+    sync, or (without the exact check) on a lagged batch by more than any lag gives."""
+
+
+#: metric: 1.0 on a lagged batch whose mean |log r'| is above ``max_log_rprime_lagged`` (only when that is a
+#: warning, i.e. with the exact served-weights check on), 0.0 on lagged batches within it
+LAGGED_OVER_LIMIT = "off_grpo/guard/lagged_over_limit"
 
 
 def check_served_policy(
@@ -38,20 +54,37 @@ def check_served_policy(
     limit: float,
     step: Optional[int] = None,
     lagged_limit: float = 0.0,
-) -> None:
+    lagged_is_error: bool = True,
+) -> dict:
     """Raise :class:`ServedPolicyError` if mean |log r'| > ``limit`` on a batch of rollout lag 0, or
-    > ``lagged_limit`` on a batch of lag ≥ 1, or if it is NaN (the engine returned NaN log-probs).
+    > ``lagged_limit`` on a batch of lag ≥ 1 when ``lagged_is_error`` (else warn), or if it is NaN (the
+    engine returned NaN log-probs) at any lag. Returns the monitor's metrics for the step
+    (:data:`LAGGED_OVER_LIMIT` on a checked lagged batch when it only warns; else empty).
 
     ``metrics``: the step's bound-monitor metrics (no statistic, no check: r' absent, α = π_k);
     a limit ≤ 0 disables its check; lag None (before the first sync) is never checked.
     """
     value = metrics.get(STATISTIC)
     if value is None or rollout_lag is None:
-        return
-    threshold = lagged_limit if rollout_lag >= 1 else limit
-    if threshold <= 0 or value <= threshold:  # a NaN (NaN log-probs from the engine) fails `<=` and stops the run
-        return
-    if rollout_lag >= 1:
+        return {}
+    lagged = rollout_lag >= 1
+    threshold = lagged_limit if lagged else limit
+    if threshold <= 0:
+        return {}
+    over = not value <= threshold  # a NaN (NaN log-probs from the engine) fails `<=`
+    if lagged and not lagged_is_error and not math.isnan(value):
+        if over:
+            logger.warning(
+                "verl-offgrpo: step %s: lagged batch (rollout lag %s) with mean |log π_k/α| per token %.3g > "
+                "algorithm.off_grpo.max_log_rprime_lagged=%s (lags of 1-9 steps measured 0.1-0.5). The exact "
+                "served-weights check passed on this batch's wake, so vLLM served α: the policy moved this far "
+                "in %s steps (consider a lower learning rate or sync_period).",
+                step, rollout_lag, value, lagged_limit, rollout_lag,
+            )  # fmt: skip
+        return {LAGGED_OVER_LIMIT: float(over)}
+    if not over:
+        return {}
+    if lagged:
         raise ServedPolicyError(
             f"verl-offgrpo: step {step}: the batch was sampled by the lagged policy α (rollout lag "
             f"{rollout_lag}) and mean |log π_k/α| per token is {value:.3g} (> "

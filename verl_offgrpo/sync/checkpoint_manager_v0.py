@@ -24,6 +24,10 @@ Metrics of the slot of step s (not the first slot): ``off_grpo/synced``, ``off_g
 ``timing_s/off_grpo_skip_wake`` (the cost a lagged step still pays; see :meth:`wake_without_sync`),
 ``timing_s/off_grpo_skip_actor_wait`` (the part of ``empty_cache`` spent waiting for the actor's queued work),
 and the actor workers' memory then: ``off_grpo/skip_{cache_emptied_frac,min_free_frac,wake_needs_frac}``.
+With ``verify_served_weights`` (:mod:`.served_weights`; on whenever vLLM keeps α between slots) a real
+sync also records the served weights' fingerprint in every vLLM worker and a slot without one checks it
+(``ServedPolicyError`` on any difference, before the next rollout): ``timing_s/off_grpo_verify_weights``
+(that call) and ``off_grpo/weights_verified`` (1 on a check, 0 on a record).
 Every step also reports ``timing_s/off_grpo_sleep``, the replicas' sleep after its rollout (inside verl's
 ``timing_s/gen``; level 1 at v > 1 copies α to host memory: :meth:`LaggedCheckpointManager.sleep_replicas`).
 V1 merges them through the
@@ -48,9 +52,10 @@ import ray
 from verl.checkpoint_engine.base import CheckpointEngineManager
 from verl.utils.ray_utils import auto_await
 
-from .alpha_guard import check_served_policy
 from ..config import check_sync_config, check_window_config
 from ..config import config_value as _get
+from . import served_weights
+from .alpha_guard import ServedPolicyError, check_served_policy
 from .schedule import FIRST, REPEAT, SlotDecision, SyncSchedule, validation_follows
 from .window import WINDOW
 from .vllm_sleep import empty_device_cache, keep_weights_across_sleep, policy_servers
@@ -149,6 +154,10 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         self.keeps_weights = (lagged and not self.windowed) or not self.free_cache_engine
         # step -> rollout lag of its batch; the trainer's window schedule replaces the sync schedule's
         self.rollout_lag_source: Optional[Callable[[int], Optional[int]]] = None
+        # The exact check that a wake without a sync serves α (:mod:`.served_weights`): a fingerprint of
+        # the served weights recorded in every vLLM worker at each real sync, compared at each such wake.
+        # A windowed rollout never wakes vLLM without a sync, so it records and checks nothing.
+        self.verify_weights = bool(self.knobs.verify_served_weights) and self.keeps_weights
         self.history: list[SlotDecision] = []
         self.metrics_by_step: dict[int, dict] = {}
         self.last_metrics: dict = {}
@@ -179,15 +188,18 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         start = time.perf_counter()
         decision = self.schedule.decide(global_steps, force=self._force(global_steps))
         result: Any = {}
-        skip_metrics: dict[str, float] = {}
-        if decision.sync or (self.windowed and decision.reason == REPEAT):
+        slot_metrics: dict[str, float] = {}
+        windowed_repeat = self.windowed and decision.reason == REPEAT
+        if decision.sync or windowed_repeat or (not self.windowed and not self.keeps_weights):
             result = await super().update_weights(global_steps)
+            if self.verify_weights:
+                slot_metrics = await self.verify_served_weights("record", decision)
         elif self.windowed:
             pass  # the window's batches are already generated: vLLM stays asleep until the window's last slot
-        elif not self.keeps_weights:
-            result = await super().update_weights(global_steps)
         else:
-            skip_metrics = await self.wake_without_sync()
+            slot_metrics = await self.wake_without_sync()
+            if self.verify_weights:
+                slot_metrics.update(await self.verify_served_weights("check", decision))
         self.schedule.commit(decision)
         self.history.append(decision)
         # π_ref ← π_θ every R steps (algorithm.off_grpo.ref_reset_period), at the same end-of-step slot
@@ -204,7 +216,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
                 "off_grpo/weights_version": float(decision.version_after),
                 "off_grpo/num_syncs": float(self.schedule.num_syncs),
                 "timing_s/off_grpo_sync": time.perf_counter() - start,
-                **skip_metrics,
+                **slot_metrics,
             }
             rollout_lag = self.rollout_lag_of(decision.step) if self.rollout_lag_source else decision.rollout_lag
             if rollout_lag is not None:
@@ -297,18 +309,55 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             return self.rollout_lag_source(step)
         return self.schedule.rollout_lag_of(step)
 
-    def check_served_policy(self, metrics: dict, step: int) -> None:
-        """The served-policy guard (:mod:`.alpha_guard`) on step ``step``'s bound-monitor metrics:
-        raises if |log r'| is far above the engine floor (lag 0) or above what a lag gives (lag >= 1)."""
+    async def verify_served_weights(self, action: str, decision: SlotDecision) -> dict[str, float]:
+        """The exact served-weights check (:mod:`.served_weights`) in every vLLM worker of every replica.
+
+        ``record`` (right after a real sync): each worker keeps a fingerprint of the weights it just
+        loaded, α. ``check`` (after a wake without a sync): each worker compares what it serves now with
+        its record, tolerance 0 (level-1 sleep restores the weights bit for bit); any difference raises
+        :class:`ServedPolicyError` naming the step whose rollout would use the weights, the replica, the
+        TP rank and the differing tensors, before that rollout. A windowed rollout (issue 35) wakes
+        vLLM once per window and needs the check only at the window's start.
+
+        Returns ``timing_s/off_grpo_verify_weights`` (the call's wall time, inside the slot's
+        ``timing_s/off_grpo_sync``) and ``off_grpo/weights_verified`` (1 on a check, 0 on a record).
+        """
+        start = time.perf_counter()
+        failures = await served_weights.call_replicas(self.replicas, action, decision.step)
+        if failures and action == "check":
+            raise ServedPolicyError(
+                served_weights.mismatch_message(failures, decision.step, decision.reason == REPEAT, len(self.replicas))
+            )
+        if failures:
+            index, error = failures[0]
+            raise RuntimeError(
+                f"verl-offgrpo: could not record the served weights' fingerprint after the sync of step "
+                f"{decision.step} on rollout replica {index} (the exact check of algorithm.off_grpo."
+                f"verify_served_weights runs inside vLLM's workers through verl's collective_rpc; set it to false "
+                f"to run without it): {' '.join(str(error).split())[:1500]}"
+            )
+        return {
+            "timing_s/off_grpo_verify_weights": time.perf_counter() - start,
+            "off_grpo/weights_verified": float(action == "check"),
+        }
+
+    def check_served_policy(self, metrics: dict, step: int) -> dict[str, float]:
+        """The r' monitor (:mod:`.alpha_guard`) on step ``step``'s bound-monitor metrics: raises if |log r'|
+        is far above the engine floor (lag 0) or NaN; on a lagged batch above what a lag gives it warns
+        (with the exact served-weights check on) or raises (with it off, the only check left).
+        Returns its metrics (``off_grpo/guard/*``) for the step."""
         lag = self.rollout_lag_of(step)
         knobs = self.knobs
-        check_served_policy(metrics, lag, knobs.max_log_rprime_after_sync, step, knobs.max_log_rprime_lagged)
+        return check_served_policy(
+            metrics, lag, knobs.max_log_rprime_after_sync, step, knobs.max_log_rprime_lagged,
+            lagged_is_error=not self.verify_weights,
+        )  # fmt: skip
 
     def _stash_v0_step_metrics(self, metrics: dict) -> None:
         """v0: metrics computed during the trainer's current step, logged with that step (after the guard)."""
         step = int(getattr(self.trainer, "global_steps", 0))
         _PENDING_LOG_METRICS.setdefault(step, {}).update(metrics)
-        self.check_served_policy(metrics, step)
+        _PENDING_LOG_METRICS[step].update(self.check_served_policy(metrics, step))
 
     def step_metrics(self, step: int) -> dict:
         """The metrics of step ``step``: its slot's (none for the first slot or one that did not run)

@@ -176,7 +176,7 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
         if self.config.algorithm.adv_estimator == ESTIMATOR_NAME:
             step_metrics = after_advantage_v1(tq, batch, self.config.algorithm)
             metrics.update(step_metrics)
-            self.checkpoint_manager.check_served_policy(step_metrics, int(self.global_steps))
+            metrics.update(self.checkpoint_manager.check_served_policy(step_metrics, int(self.global_steps)))
         return batch
 
     def on_step_end(self):

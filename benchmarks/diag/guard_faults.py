@@ -1,0 +1,129 @@
+"""Fault injection for ``benchmarks/guard_faults_gpu.py``: make vLLM serve something other than α, from
+outside the plugin's code path (lab only, never for training).
+
+Loaded in every verl process of a job through ``VERL_USE_EXTERNAL_MODULES=benchmarks.diag.guard_faults``
+(the repo root is on the jobs' ``PYTHONPATH``; ``benchmarks`` is a namespace package). It acts only in
+vLLM's worker processes, where it patches vLLM's own ``Worker`` (``vllm.v1.worker.gpu_worker``) as soon as
+that module is imported; elsewhere it does nothing. ``OFFGRPO_GUARD_FAULT`` picks the fault:
+
+* ``level2``: every ``Worker.sleep`` runs at level 2 (weights discarded), whatever level it was asked for.
+  The plugin's sleep-level override in the server still reports level 1: the failure of issue 32.
+* ``perturb``: at the first weights wake after the worker's K-th real sync (``OFFGRPO_GUARD_FAULT_AFTER_SYNC``,
+  default 2; a sync = verl's ``update_weights_from_ipc`` on this worker), one element of the first matrix
+  of decoder layer L (``OFFGRPO_GUARD_FAULT_LAYER``, default 3) gains one ulp (its bits + 1), on TP rank
+  ``OFFGRPO_GUARD_FAULT_RANK`` (default: the last rank).
+* ``noise``: as ``perturb``, but that whole tensor gets Gaussian noise of 1e-3 times its RMS.
+
+Each injection prints a ``[guard-fault]`` line (the vLLM worker's output reaches the job's console log).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+FAULT = os.environ.get("OFFGRPO_GUARD_FAULT", "").strip()
+AFTER_SYNC = int(os.environ.get("OFFGRPO_GUARD_FAULT_AFTER_SYNC", "2"))
+LAYER = int(os.environ.get("OFFGRPO_GUARD_FAULT_LAYER", "3"))
+RANK = os.environ.get("OFFGRPO_GUARD_FAULT_RANK", "last")
+GPU_WORKER = "vllm.v1.worker.gpu_worker"
+EXTENSION_MODULE = "verl.workers.rollout.vllm_rollout.utils"
+FAULTS = ("level2", "perturb", "noise")
+_MARK = "__guard_fault_patched__"
+
+
+def _say(text: str) -> None:
+    print(f"[guard-fault] pid {os.getpid()}: {text}", flush=True)
+
+
+def _count_syncs(worker) -> None:
+    """Wrap verl's worker-extension ``update_weights_from_ipc`` (once per process) to count real syncs."""
+    module = sys.modules.get(EXTENSION_MODULE)
+    cls = getattr(module, "vLLMColocateWorkerExtension", None)
+    if cls is None or getattr(cls.update_weights_from_ipc, _MARK, False):
+        return
+    original = cls.update_weights_from_ipc
+
+    def update_weights_from_ipc(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        self._guard_fault_syncs = getattr(self, "_guard_fault_syncs", 0) + 1
+        return out
+
+    setattr(update_weights_from_ipc, _MARK, True)
+    cls.update_weights_from_ipc = update_weights_from_ipc
+
+
+def _target_rank(worker) -> int:
+    if RANK != "last":
+        return int(RANK)
+    parallel = getattr(worker, "parallel_config", None) or getattr(getattr(worker, "vllm_config", None), "parallel_config", None)
+    return int(getattr(parallel, "tensor_parallel_size", 1) or 1) - 1
+
+
+def _perturb(worker) -> None:
+    import torch
+
+    model = worker.model_runner.model
+    for name, param in model.named_parameters():
+        if f"layers.{LAYER}." in name and param.dim() >= 2:
+            break
+    else:
+        name, param = next(iter(model.named_parameters()))
+    with torch.no_grad():
+        if FAULT == "perturb":
+            flat = param.data.view(-1)
+            words = flat.view(torch.int16) if flat.element_size() == 2 else flat.view(torch.uint8)
+            words[0] += 1
+            what = "one ulp added to element 0"
+        else:
+            rms = param.data.float().pow(2).mean().sqrt()
+            param.data.add_((torch.randn_like(param.data, dtype=torch.float32) * 1e-3 * rms).to(param.dtype))
+            what = "Gaussian noise of 1e-3 RMS added to every element"
+    _say(f"{FAULT}: rank {getattr(worker, 'rank', '?')}: {name} {tuple(param.shape)}: {what} "
+         f"(first weights wake after sync #{worker._guard_fault_syncs})")  # fmt: skip
+
+
+def patch_worker(module) -> None:
+    """Patch vLLM's ``Worker`` (``module`` = :data:`GPU_WORKER`) for :data:`FAULT`; idempotent."""
+    worker_cls = module.Worker
+    if getattr(worker_cls, _MARK, False):
+        return
+    setattr(worker_cls, _MARK, True)
+    if FAULT == "level2":
+        original_sleep = worker_cls.sleep
+
+        def sleep(self, level: int = 1):
+            if not getattr(self, "_guard_fault_said", False):
+                self._guard_fault_said = True
+                _say(f"level2: rank {getattr(self, 'rank', '?')}: vLLM asked to sleep at level {level}; sleeping at level 2 "
+                     "from now on (weights discarded)")  # fmt: skip
+            return original_sleep(self, level=2)
+
+        worker_cls.sleep = sleep
+    elif FAULT in ("perturb", "noise"):
+        original_wake = worker_cls.wake_up
+
+        def wake_up(self, tags=None):
+            _count_syncs(self)
+            out = original_wake(self, tags)
+            weights = tags is None or "weights" in tags
+            if (weights and not getattr(self, "_guard_fault_done", False)
+                    and getattr(self, "_guard_fault_syncs", 0) >= AFTER_SYNC and getattr(self, "rank", 0) == _target_rank(self)):
+                self._guard_fault_done = True
+                _perturb(self)
+            return out
+
+        worker_cls.wake_up = wake_up
+
+
+def install() -> None:
+    if not FAULT:
+        return
+    if FAULT not in FAULTS:
+        raise ValueError(f"OFFGRPO_GUARD_FAULT={FAULT!r}: one of {FAULTS}")
+    from verl_offgrpo.post_import import on_import
+
+    on_import(GPU_WORKER, "Worker", patch_worker)
+
+
+install()

@@ -1,0 +1,135 @@
+"""The served-weights check (verl_offgrpo/sync/served_weights.py): the fingerprint, its comparison, the
+worker-side record/check and the error text that reaches the driver through vLLM's and Ray's wrapping."""
+
+import re
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from verl_offgrpo.sync import served_weights as sw
+
+
+def model(seed=0, dtype=torch.bfloat16):
+    torch.manual_seed(seed)
+    layers = torch.nn.ModuleList([torch.nn.Linear(5, 9), torch.nn.Linear(9, 2)]).to(dtype)
+    return torch.nn.ModuleDict({"layers": layers})
+
+
+def bits(t):
+    return t.data.view(-1).view(torch.int16)
+
+
+def test_same_weights_same_fingerprint_and_any_one_bit_change_differs():
+    m = model()
+    before = sw.fingerprint(m.named_parameters())
+    assert before == sw.fingerprint(m.named_parameters())  # exact: integer sums, no reduction-order noise
+    assert list(before) == ["layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias"]
+    assert before["layers.0.weight"][:2] == [45, "bfloat16"]
+    w = m["layers"][1].weight
+    for element in (0, 7, 17):
+        bits(w)[element] += 1  # one ulp
+        diffs = sw.compare(before, sw.fingerprint(m.named_parameters()))
+        assert [d["name"] for d in diffs] == ["layers.1.weight"] and diffs[0]["delta_sum"] == 1
+        bits(w)[element] -= 1
+    assert sw.compare(before, sw.fingerprint(m.named_parameters())) == []
+
+
+def test_moved_elements_and_other_dtypes_show():
+    m = model()
+    before = sw.fingerprint(m.named_parameters())
+    w = bits(m["layers"][0].weight)
+    a, b = w[3].clone(), w[11].clone()
+    assert a != b
+    w[3], w[11] = b, a  # a swap keeps the plain sum: the position weights see it
+    (diff,) = sw.compare(before, sw.fingerprint(m.named_parameters()))
+    assert diff["delta_sum"] == 0 and diff["recorded"][3] != diff["served"][3]
+    for dtype in (torch.float32, torch.float16, torch.float8_e4m3fn):
+        t = torch.randn(13).to(dtype)
+        fp = sw.fingerprint([("t", t)])
+        u = t.clone()
+        u.view(torch.uint8)[5] ^= 1  # one bit of one byte
+        assert sw.compare(fp, sw.fingerprint([("t", u)])), dtype
+        assert fp["t"][:2] == [13, str(dtype).replace("torch.", "")]
+
+
+def test_chunks_combine_exactly(monkeypatch):
+    """A tensor longer than a chunk: the chunks' sums combine into the same s0 as one pass, and a change in
+    any chunk shows."""
+    t = torch.randn(1000).to(torch.bfloat16)
+    whole = sw.fingerprint([("t", t)])["t"]
+    monkeypatch.setattr(sw, "CHUNK", 64)
+    chunked = sw.fingerprint([("t", t)])["t"]
+    assert chunked[2] == whole[2] == int(t.view(torch.int16).to(torch.int64).sum())
+    assert chunked == sw.fingerprint([("t", t.clone())])["t"]
+    u = t.clone()
+    u.view(torch.int16)[999] += 1  # last, partial chunk
+    assert sw.fingerprint([("t", u)])["t"] != chunked
+
+
+def test_missing_and_extra_tensors_differ():
+    a = sw.fingerprint(model().named_parameters())
+    b = dict(a)
+    del b["layers.1.bias"]
+    b["extra"] = [1, "bfloat16", 0, 0]
+    assert [(d["name"], d["recorded"] is None, d["served"] is None) for d in sw.compare(a, b)] == [
+        ("layers.1.bias", False, True),
+        ("extra", True, False),
+    ]
+
+
+class Extension:
+    """Stands for verl's vLLMColocateWorkerExtension."""
+
+
+class Worker(Extension):
+    def __init__(self, rank=0):
+        self.rank = rank
+        self.model_runner = SimpleNamespace(model=model(seed=rank))
+
+
+def test_worker_method_records_and_checks_and_the_driver_reads_the_error():
+    module = SimpleNamespace(__name__="fake", vLLMColocateWorkerExtension=Extension)
+    sw.install_worker_method(module)
+    sw.install_worker_method(module)  # idempotent
+    worker = Worker(rank=1)
+    method = getattr(worker, sw.RPC_METHOD)
+    with pytest.raises(sw.ServedWeightsMismatch, match="rank 1 has no record"):
+        method("check", step=0, replica=0)
+    report = method("record", step=3, replica=0)
+    assert report["rank"] == 1 and report["tensors"] == 4 and report["elements"] == 45 + 9 + 18 + 2
+    assert method("check", step=4, replica=0)["digest"] == report["digest"]
+    bits(worker.model_runner.model["layers"][0].bias)[2] += 1
+    with pytest.raises(sw.ServedWeightsMismatch) as caught:
+        method("check", step=5, replica=0)
+    # what reaches the manager: vLLM's multiproc executor and engine core wrap the text, Ray adds its own
+    wrapped = RuntimeError(
+        "ray::vLLMHttpServer.collective_rpc() ... Exception: Call to collective_rpc method failed: Worker failed with "
+        f"error '{caught.value}', please check the stack trace above for the root cause"
+    )
+    payload = sw.parse_payload(wrapped)
+    assert payload["rank"] == 1 and payload["recorded_step"] == 3 and payload["differing"] == 1
+    assert payload["first"][0]["name"] == "layers.0.bias" and payload["first"][0]["delta_sum"] == 1
+    text = sw.mismatch_message([(1, wrapped)], slot_step=5, repeat=False, num_replicas=2)
+    assert text.startswith("verl-offgrpo: step 6: vLLM does not serve α after its wake without a weight sync, for "
+                           "step 6's rollout: replica 1 of 2, TP rank 1: 1 of 4 parameter tensors differ from α as "
+                           "loaded at the sync of step 3")  # fmt: skip
+    assert re.search(r"first: layers\.0\.bias \(bit-sum (-?\d+) -> (-?\d+)", text)
+    repeat = sw.mismatch_message([(0, wrapped), (1, wrapped)], slot_step=5, repeat=True, num_replicas=2)
+    assert repeat.startswith("verl-offgrpo: step 5: ") and "the repeated wake of step 5 (validation)" in repeat
+    assert "(2 of 2 replicas failed the check)" in repeat
+    # an error without a payload (the check could not run) is still an error, with its text
+    other = sw.mismatch_message([(0, RuntimeError("Method 'off_grpo_served_weights' is not implemented."))], 2, False, 1)
+    assert other.startswith("verl-offgrpo: step 3: the served-weights check could not confirm") and "not implemented" in other
+
+
+def test_install_warns_on_a_module_without_the_extension(caplog):
+    """Not an import error in every verl process: a warning, and the check then fails at the first sync."""
+    with caplog.at_level("WARNING", logger=sw.__name__):
+        sw.install_worker_method(SimpleNamespace(__name__="verl.workers.rollout.vllm_rollout.utils"))
+    assert "verify_served_weights=false" in caplog.text
+
+
+def test_unknown_action_is_an_error():
+    with pytest.raises(ValueError, match="record' or 'check"):
+        sw.served_weights_rpc(Worker(), "compare")

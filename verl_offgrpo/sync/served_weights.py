@@ -1,0 +1,286 @@
+"""Exact check that vLLM serves α on every wake without a sync (``algorithm.off_grpo.verify_served_weights``).
+
+Between syncs the engine must serve exactly the weights of the last sync: vLLM's level-1 sleep copies
+them to host memory and restores them bit for bit. So instead of a threshold on r' statistics (which
+must be loose enough for honest drift and is then too loose for a broken engine: issue 32, where a
+forced level-2 sleep served garbage at mean |log r'| 3.8, under the lagged limit 5.0), the lagged
+checkpoint manager compares the served parameters themselves, with tolerance 0:
+
+* **Fingerprint** (:func:`fingerprint`): for every parameter tensor of vLLM's model, on its own device,
+  an exact integer checksum of its raw bits. The tensor's bytes are read as 16-bit words x_i (8-bit
+  for 1-byte dtypes such as fp8), in chunks of :data:`CHUNK` words; per chunk c the plain sum Σ x_i and
+  the weighted sum Σ w_i·x_i (w_i a fixed pseudo-random 15-bit weight per position, so moved or
+  swapped elements show too) are taken in int64 on the device, then combined on the host as
+  (Σ_c s0_c, Σ_c (c+1)·s1_c) in Python integers. Integer sums are exact and independent of the
+  reduction order, so the same weights give the same numbers on every call, and any change of any
+  single element changes them. One device→host copy per call. Cost: a few reads of the weights at
+  memory bandwidth (~24 bytes of traffic per bf16 element): ~15–25 ms for 1.5B parameters on an H100
+  (est.), in parallel on each tensor-parallel rank.
+* **Where it runs**: inside each vLLM worker process (every TP rank of every replica), as a method
+  of verl's worker extension ``vLLMColocateWorkerExtension`` (:data:`RPC_METHOD`, installed by a
+  post-import hook of :func:`verl_offgrpo.sync.register_sync_hooks` in every verl process: vLLM's
+  workers import that class, hence verl and the plugin). The manager reaches it exactly as verl's
+  weight sync does (``vLLMHttpServer.collective_rpc`` on each replica's leader server → vLLM's
+  ``collective_rpc`` → every TP worker). Each rank keeps its own record and compares locally: no
+  tensor or checksum crosses a process.
+* **When**: ``record`` right after every real sync (the weights just loaded are α); ``check`` on every
+  wake without a sync (skipped slots and the repeated wake of a validation step), after vLLM woke.
+  A rank whose weights differ raises; verl's ``collective_rpc`` passes the error's text on (vLLM
+  wraps it), and the manager turns it into a
+  :class:`~verl_offgrpo.sync.alpha_guard.ServedPolicyError` that names the step whose rollout would
+  have used the weights, the replica, the rank and the first differing tensors — before any batch
+  is sampled from them. A windowed rollout (``rollout_schedule=window``, issue 35) wakes vLLM once per
+  window, so it needs the check only at a window's start.
+
+Limits: the check covers ``model_runner.model``'s parameters (not an MTP drafter, not buffers, which
+vLLM itself saves and restores across sleep); with vLLM data parallelism inside one replica,
+``collective_rpc`` reaches the TP workers of the leader's data-parallel shard only.
+
+This module never imports vllm; torch only inside the functions that run in vLLM's workers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+from typing import Any, Iterable, Optional
+
+logger = logging.getLogger(__name__)
+
+#: the worker-extension method the manager calls through ``collective_rpc``
+RPC_METHOD = "off_grpo_served_weights"
+#: verl's module defining the worker extension class that vLLM mixes into its workers
+WORKER_EXTENSION_MODULE = "verl.workers.rollout.vllm_rollout.utils"
+WORKER_EXTENSION_CLASS = "vLLMColocateWorkerExtension"
+#: attribute of a vLLM worker holding its record (fingerprint of α and the step it was synced after)
+RECORD_ATTR = "_off_grpo_alpha_record"
+#: words per chunk: bounds the temporary device memory at 2 × 4 B × CHUNK = 32 MiB
+CHUNK = 1 << 22
+#: the machine-readable part of a worker's error: ``<PAYLOAD_TAG>{json}<PAYLOAD_END>``
+PAYLOAD_TAG = "[off-grpo-served-weights]"
+PAYLOAD_END = "[/off-grpo-served-weights]"
+#: how many differing tensors a message lists
+MAX_LISTED = 3
+
+
+class ServedWeightsMismatch(RuntimeError):
+    """Raised inside a vLLM worker whose served weights are not the ones recorded at the last sync."""
+
+
+# ----------------------------------------------------------------------------- fingerprint (worker side)
+def _position_weights(n: int, device) -> Any:
+    """w_i ∈ [1, 32767], a fixed pseudo-random function of the position i < n (int32)."""
+    import torch
+
+    i = torch.arange(n, dtype=torch.int64, device=device)
+    return (((i * 2654435761) & 0xFFFFFFFF) >> 17).bitwise_or_(1).to(torch.int32)
+
+
+def _words(tensor) -> Any:
+    """The tensor's bytes as a flat integer tensor: int16 words, or uint8 for 1-byte dtypes / odd sizes."""
+    import torch
+
+    flat = tensor.detach().contiguous().reshape(-1)
+    if flat.element_size() >= 2 and (flat.numel() * flat.element_size()) % 2 == 0:
+        return flat.view(torch.int16)
+    return flat.view(torch.uint8)
+
+
+def fingerprint(named_tensors: Iterable[tuple[str, Any]]) -> dict[str, list]:
+    """``{name: [numel, dtype, s0, s1]}``: exact integer checksums of each tensor's bits (module docstring)."""
+    import torch
+
+    entries, parts, weights = [], [], {}
+    for name, tensor in named_tensors:
+        words = _words(tensor)
+        n = words.numel()
+        chunks = []
+        for start in range(0, n, CHUNK):
+            chunk = words[start : start + CHUNK]
+            key = (chunk.device, chunk.numel())
+            if key not in weights:
+                weights[key] = _position_weights(chunk.numel(), chunk.device)
+            s0 = chunk.sum(dtype=torch.int64)
+            s1 = chunk.to(torch.int32).mul_(weights[key]).sum(dtype=torch.int64)  # |w·x| < 2^30: no overflow
+            chunks.append(len(parts))
+            parts.extend((s0, s1))
+        entries.append((name, int(tensor.numel()), str(tensor.dtype).replace("torch.", ""), chunks))
+    # one device→host copy (a model's parameters share one device; any other is moved first)
+    values = torch.stack([p.to(parts[0].device) for p in parts]).cpu().tolist() if parts else []
+    out = {}
+    for name, numel, dtype, chunks in entries:
+        s0 = sum(values[i] for i in chunks)
+        s1 = sum((c + 1) * values[i + 1] for c, i in enumerate(chunks))
+        out[name] = [numel, dtype, s0, s1]
+    return out
+
+
+def digest(fp: dict[str, list]) -> str:
+    """A short hex digest of a whole fingerprint (for messages and logs)."""
+    return hashlib.sha1(json.dumps(sorted(fp.items())).encode()).hexdigest()[:12]
+
+
+def compare(recorded: dict[str, list], current: dict[str, list]) -> list[dict]:
+    """The tensors whose fingerprint differs (or that appear in only one), in model order."""
+    diffs = []
+    for name in list(recorded) + [n for n in current if n not in recorded]:
+        old, new = recorded.get(name), current.get(name)
+        if old != new:
+            diff = {"name": name, "recorded": old, "served": new}
+            if old is not None and new is not None:
+                diff["delta_sum"] = new[2] - old[2]
+            diffs.append(diff)
+    return diffs
+
+
+def _model_parameters(worker) -> Iterable[tuple[str, Any]]:
+    model = worker.model_runner.model
+    return model.named_parameters()
+
+
+def served_weights_rpc(worker, action: str, step: Optional[int] = None, replica: Optional[int] = None) -> dict:
+    """Runs inside a vLLM worker (one TP rank): ``record`` the served weights as α, or ``check`` them.
+
+    Returns ``{"rank", "tensors", "elements", "digest", "seconds"}``; a ``check`` whose weights differ
+    from the record (or that finds no record: a worker restarted since the sync) raises
+    :class:`ServedWeightsMismatch` with a human-readable message and a JSON payload (:func:`parse_payload`).
+    """
+    if action not in ("record", "check"):
+        raise ValueError(f"verl-offgrpo: served-weights action must be 'record' or 'check', got {action!r}")
+    start = time.perf_counter()
+    current = fingerprint(_model_parameters(worker))
+    rank = getattr(worker, "rank", None)
+    summary = {
+        "rank": rank,
+        "tensors": len(current),
+        "elements": sum(v[0] for v in current.values()),
+        "digest": digest(current),
+    }
+    if action == "record":
+        setattr(worker, RECORD_ATTR, {"step": step, "fp": current, "digest": summary["digest"]})
+        return {**summary, "seconds": time.perf_counter() - start}
+    record = getattr(worker, RECORD_ATTR, None)
+    if record is None:
+        payload = {"rank": rank, "replica": replica, "step": step, "recorded_step": None, "tensors": len(current),
+                   "differing": None, "first": [], "reason": "no record"}  # fmt: skip
+        raise ServedWeightsMismatch(
+            f"verl-offgrpo: vLLM worker rank {rank} has no record of α (its process was restarted since the last "
+            f"sync?) {PAYLOAD_TAG}{json.dumps(payload)}{PAYLOAD_END}"
+        )
+    diffs = compare(record["fp"], current)
+    if diffs:
+        listed = "; ".join(_describe(d) for d in diffs[:MAX_LISTED])
+        payload = {"rank": rank, "replica": replica, "step": step, "recorded_step": record["step"],
+                   "tensors": len(current), "differing": len(diffs), "first": diffs[:MAX_LISTED],
+                   "recorded_digest": record["digest"], "served_digest": summary["digest"]}  # fmt: skip
+        raise ServedWeightsMismatch(
+            f"verl-offgrpo: vLLM worker rank {rank}: {len(diffs)} of {len(current)} parameter tensors differ from "
+            f"α recorded at the sync of step {record['step']} (digest {record['digest']} -> {summary['digest']}): "
+            f"{listed} {PAYLOAD_TAG}{json.dumps(payload)}{PAYLOAD_END}"
+        )
+    return {**summary, "seconds": time.perf_counter() - start}
+
+
+def _describe(diff: dict) -> str:
+    if diff["recorded"] is None:
+        return f"{diff['name']} (not in the record)"
+    if diff["served"] is None:
+        return f"{diff['name']} (no longer served)"
+    return f"{diff['name']} (bit-sum {diff['recorded'][2]} -> {diff['served'][2]}, weighted {diff['recorded'][3]} -> {diff['served'][3]})"
+
+
+def _worker_method(self, action: str, step: Optional[int] = None, replica: Optional[int] = None) -> dict:
+    return served_weights_rpc(self, action, step=step, replica=replica)
+
+
+def install_worker_method(module) -> None:
+    """Post-import hook of :data:`WORKER_EXTENSION_MODULE`: give its worker extension class
+    :data:`RPC_METHOD` (vLLM mixes that class into every worker, so ``collective_rpc`` finds it)."""
+    cls = getattr(module, WORKER_EXTENSION_CLASS, None)
+    if not isinstance(cls, type):
+        # not an import error for everyone: only the check fails, at the first sync, with this hint
+        logger.warning(
+            "verl-offgrpo: %s lacks %s; the served-weights check was written for verl 0.9.1's vLLM worker "
+            "extension and will fail (set algorithm.off_grpo.verify_served_weights=false to run without it).",
+            module.__name__, WORKER_EXTENSION_CLASS,
+        )  # fmt: skip
+        return
+    if getattr(cls, RPC_METHOD, None) is not _worker_method:
+        setattr(cls, RPC_METHOD, _worker_method)
+
+
+# ----------------------------------------------------------------------------- driver side
+_PAYLOAD = re.compile(re.escape(PAYLOAD_TAG) + r"(\{.*?\})" + re.escape(PAYLOAD_END), re.S)
+
+
+def parse_payload(error: BaseException | str) -> Optional[dict]:
+    """The JSON payload of a worker's :class:`ServedWeightsMismatch` inside whatever error text vLLM,
+    verl and Ray wrapped it in; None if there is none."""
+    match = _PAYLOAD.search(str(error))
+    if not match:
+        return None
+    try:
+        return json.loads(match.group(1))
+    except json.JSONDecodeError:
+        return None
+
+
+def leader_servers(replicas) -> list:
+    """The server of node rank 0 of each replica: the one that owns vLLM's engine (``collective_rpc``)."""
+    servers = []
+    for replica in replicas:
+        handles = getattr(replica, "servers", None)
+        if not handles:
+            raise RuntimeError(f"verl-offgrpo: rollout replica {type(replica).__name__} has no launched servers.")
+        servers.append(handles[0])
+    return servers
+
+
+async def call_replicas(replicas, action: str, step: Optional[int]) -> list[tuple[int, BaseException]]:
+    """``action`` on every TP worker of every replica (verl's ``vLLMHttpServer.collective_rpc``, as its
+    weight sync uses); returns the failures as ``(replica index, error)``."""
+    import asyncio
+
+    refs = [
+        server.collective_rpc.remote(RPC_METHOD, kwargs={"action": action, "step": step, "replica": index})
+        for index, server in enumerate(leader_servers(replicas))
+    ]
+    results = await asyncio.gather(*refs, return_exceptions=True)
+    return [(index, result) for index, result in enumerate(results) if isinstance(result, BaseException)]
+
+
+def mismatch_message(failures: list[tuple[int, BaseException]], slot_step: int, repeat: bool, num_replicas: int) -> str:
+    """The :class:`ServedPolicyError` text for failed checks after the slot of step ``slot_step``."""
+    index, error = failures[0]
+    payload = parse_payload(error)
+    served = (
+        f"the repeated wake of step {slot_step} (validation)" if repeat else f"step {slot_step + 1}'s rollout"
+    )
+    where = f"replica {index}" + (f" of {num_replicas}" if num_replicas > 1 else "")
+    others = f" ({len(failures)} of {num_replicas} replicas failed the check)" if len(failures) > 1 else ""
+    if payload is None:
+        text = " ".join(str(error).split())
+        return (
+            f"verl-offgrpo: step {slot_step + (0 if repeat else 1)}: the served-weights check could not confirm that "
+            f"vLLM serves α for {served} on {where}{others}: {text[:1500]}"
+        )
+    if payload.get("reason") == "no record":
+        detail = "the worker has no record of α (restarted since the last sync?)"
+    else:
+        first = payload.get("first") or []
+        listed = "; ".join(_describe(d) for d in first)
+        detail = (
+            f"{payload.get('differing')} of {payload.get('tensors')} parameter tensors differ from α as loaded at the "
+            f"sync of step {payload.get('recorded_step')} (digest {payload.get('recorded_digest')} -> "
+            f"{payload.get('served_digest')}; first: {listed})"
+        )
+    return (
+        f"verl-offgrpo: step {slot_step + (0 if repeat else 1)}: vLLM does not serve α after its wake without a weight "
+        f"sync, for {served}: {where}, TP rank {payload.get('rank')}: {detail}{others}. vLLM's level-1 sleep restores "
+        "the weights bit for bit, so the engine lost or changed them (e.g. it slept at level 2, which discards them: "
+        "check algorithm.off_grpo.keep_weights and anything that changes vLLM's sleep level). Stopped before any "
+        "batch was sampled from these weights. algorithm.off_grpo.verify_served_weights=false turns the check off."
+    )
