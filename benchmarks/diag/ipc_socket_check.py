@@ -11,7 +11,8 @@ Starts a Ray cluster, as one verl job does, and prints (one line, ``RESULT {json
   verl's module is imported the normal way; without vllm, under a bare ``vllm_rollout`` package).
 
 With the plugin installed, ``sender == receiver == ipc:///tmp/off-grpo-raylet<PID>-<verl's name>``
-(``verl_offgrpo.sync.ipc_socket``); two of these run at once on one host report different PIDs.
+(``verl_offgrpo.patches.ipc_socket``, in a job that selects the plugin: run with
+``VERL_OFFGRPO_JOB=1``; without it verl's name stays); two of these run at once on one host report different PIDs.
 
     python3 benchmarks/diag/ipc_socket_check.py
 """
@@ -23,7 +24,7 @@ import sys
 
 import ray
 
-from verl_offgrpo.sync.ipc_socket import WEIGHT_TRANSFER_MODULE
+from verl_offgrpo.patches.ipc_socket import WEIGHT_TRANSFER_MODULE
 
 VERL_NAME = "rl-colocate-zmq-01000000-replica-0-rank-0.sock"
 HANDLE = f"ipc:///tmp/{VERL_NAME}"
