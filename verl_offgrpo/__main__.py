@@ -88,8 +88,9 @@ def check(overrides: list[str] | None = None) -> int:
         f"advantage estimator {ESTIMATOR_NAME}": core_algos.ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR_NAME) is not None,
         f"policy loss {LOSS_NAME}": LOSS_NAME in core_algos.POLICY_LOSS_REGISTRY,
     }
-    tq_version = _dist_version("TransferQueue") or ("installed" if importlib.util.find_spec("transfer_queue") else None)
-    if tq_version is None:
+    has_tq = importlib.util.find_spec("transfer_queue") is not None
+    tq_version = (_dist_version("TransferQueue") or "installed") if has_tq else None
+    if not has_tq:
         registrations[f"V1 trainer mode {TRAINER_MODE}"] = None
         if use_v1:
             problems.append(
