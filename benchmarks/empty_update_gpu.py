@@ -3,7 +3,7 @@
 
 What it proves, inside verl's real trainer (``python3 -m verl.trainer.main_ppo`` over the plugin's
 yaml, V1 trainer, one GPU): under ``algorithm.off_grpo.zero_var_mask=True`` a mini-batch whose groups
-are all all-equal keeps no loss token, and ``verl_offgrpo/empty_update.py`` skips its optimizer step:
+are all all-equal keeps no loss token, and ``verl_offgrpo/patches/empty_update.py`` skips its optimizer step:
 the weights do not change, and rank 0 prints ``empty_update.SKIP_MESSAGE`` once per skipped
 mini-batch. (``tests/test_empty_update.py`` shows the same on the CPU through verl's ``train_batch``.)
 
@@ -101,7 +101,7 @@ from mainppo_job import (
     write_results,
 )
 
-from verl_offgrpo.empty_update import SKIP_MESSAGE
+from verl_offgrpo.patches.empty_update import SKIP_MESSAGE
 from verl_offgrpo.sync.alpha_guard import STATISTIC as RPRIME_KEY
 
 RESULTS = "empty_update.json"

@@ -1,15 +1,19 @@
-"""A mini-batch with no loss token takes no optimizer step (verl_offgrpo/empty_update.py).
+"""A mini-batch with no loss token takes no optimizer step (verl_offgrpo/patches/empty_update.py).
 
 Through verl's real ``BaseEngine.train_batch`` (the code every engine inherits) with a one-layer engine
 on the CPU: AdamW after one real step, then a mini-batch whose ``loss_mask`` is all 0 (every group
 masked as zero-variance). verl alone moves the parameters on that mini-batch although the gradient
-is exactly 0 (Adam's momentum and weight decay); with the plugin's wrap they stay bit-identical.
+is exactly 0 (Adam's momentum and weight decay); with the plugin's wrap and the ``off_grpo`` loss
+they stay bit-identical. With any other loss (a job that does not select the plugin) the wrap passes
+the call to verl's ``train_batch`` and the engine steps exactly as verl alone does.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
+import os
 import subprocess
 import sys
 
@@ -17,9 +21,25 @@ import pytest
 import torch
 from tensordict import TensorDict
 from verl.utils import tensordict_utils as tu
+from verl.workers.config import ActorConfig, PolicyLossConfig
 from verl.workers.engine import base as engine_base
+from verl.workers.utils.losses import ppo_loss
 
-from verl_offgrpo import empty_update
+from verl_offgrpo.patches import JOB_ENV
+from verl_offgrpo.patches import empty_update
+
+
+def engine_loss(loss_mode: str):
+    """The loss function verl's actor worker hands its engine: ``partial(ppo_loss, config=ActorConfig)``
+    (engine_workers.py); the stub engine below never calls it, the wrap only reads its config."""
+    config = ActorConfig(strategy="fsdp", rollout_n=1, ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=4,
+                         policy_loss=PolicyLossConfig(loss_mode=loss_mode))
+    return functools.partial(ppo_loss, config=config)
+
+
+#: the engine's loss in a job that uses the plugin's loss, and in a plain verl job
+OFF_GRPO_LOSS = engine_loss("off_grpo")
+VANILLA_LOSS = engine_loss("vanilla")
 
 
 class OneLayerEngine(engine_base.BaseEngine):
@@ -64,11 +84,17 @@ def params_of(engine) -> list[torch.Tensor]:
     return [p.detach().clone() for p in engine.module.parameters()]
 
 
-def run(train_batch, masks):
+def run(train_batch, masks, loss_function=OFF_GRPO_LOSS):
     """The engine after ``train_batch`` on each loss mask in turn, and the outputs' grad norms."""
     engine = OneLayerEngine()
-    norms = [train_batch(engine, mini_batch(mask), loss_function=None)["metrics"]["grad_norm"] for mask in masks]
+    norms = [train_batch(engine, mini_batch(mask), loss_function=loss_function)["metrics"]["grad_norm"]
+             for mask in masks]
     return engine, norms
+
+
+@pytest.fixture(autouse=True)
+def _no_job_marker(monkeypatch):
+    monkeypatch.delenv(JOB_ENV, raising=False)
 
 
 def test_the_plugin_wraps_verls_base_engine_in_every_process_that_imports_it():
@@ -91,7 +117,7 @@ def test_verl_alone_moves_the_parameters_on_a_mini_batch_without_loss_tokens():
     verl_train_batch = engine_base.BaseEngine.train_batch.__wrapped__
     engine, _ = run(verl_train_batch, [[1.0, 1.0, 0.0, 1.0]])
     before = params_of(engine)
-    assert verl_train_batch(engine, mini_batch([0.0, 0.0, 0.0, 0.0]), loss_function=None)["metrics"]["grad_norm"] == 0.0
+    assert verl_train_batch(engine, mini_batch([0.0, 0.0, 0.0, 0.0]), loss_function=OFF_GRPO_LOSS)["metrics"]["grad_norm"] == 0.0
     assert all(p.grad is not None and torch.count_nonzero(p.grad) == 0 for p in engine.module.parameters())
     moved = [float((a - b).abs().max()) for a, b in zip(params_of(engine), before)]
     assert min(moved) > 0.05 and engine.steps_taken == 2  # Adam's momentum: about lr = 0.1 per parameter
@@ -101,7 +127,7 @@ def test_a_mini_batch_without_loss_tokens_leaves_the_parameters_and_adam_untouch
     engine, norms = run(engine_base.BaseEngine.train_batch, [[1.0, 1.0, 0.0, 1.0]])
     assert empty_update.SKIP_MESSAGE not in capsys.readouterr().out  # a real step says nothing
     before, state_before = params_of(engine), [dict(s) for s in engine.optimizer.state.values()]
-    out = engine_base.BaseEngine.train_batch(engine, mini_batch([0.0, 0.0, 0.0, 0.0]), loss_function=None)
+    out = engine_base.BaseEngine.train_batch(engine, mini_batch([0.0, 0.0, 0.0, 0.0]), loss_function=OFF_GRPO_LOSS)
     assert capsys.readouterr().out.count(empty_update.SKIP_MESSAGE) == 1  # the console line a run's log keeps
     assert out["metrics"]["grad_norm"] == 0.0 and norms[0] > 0
     assert all(torch.equal(a, b) for a, b in zip(params_of(engine), before))
@@ -110,6 +136,59 @@ def test_a_mini_batch_without_loss_tokens_leaves_the_parameters_and_adam_untouch
         assert torch.equal(was["step"], now["step"]) and torch.equal(was["exp_avg"], now["exp_avg"])
     assert all(p.grad is None for p in engine.module.parameters())  # zero_grad ran (set_to_none)
     assert "optimizer_step" not in engine.__dict__  # the engine's own step is back
+
+
+PLAIN_VERL_SCRIPT = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("under_test", sys.argv[1])
+module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
+assert "verl_offgrpo.plugin" not in sys.modules  # verl without the plugin
+from verl.workers.engine.base import BaseEngine
+assert not hasattr(BaseEngine.train_batch, "__wrapped__")
+engine, norms = module.run(BaseEngine.train_batch, json.loads(sys.argv[2]), module.VANILLA_LOSS)
+print(json.dumps({"steps_taken": engine.steps_taken, "norms": norms,
+                  "params": [p.flatten().tolist() for p in module.params_of(engine)]}))
+"""
+
+
+def test_a_job_without_the_plugins_loss_steps_on_an_empty_mini_batch_exactly_as_plain_verl(capsys):
+    """A plain verl job (``vanilla`` loss, no ``VERL_OFFGRPO_JOB``) with the package installed: a
+    mini-batch with 0 loss tokens takes its optimizer step, bit for bit as verl without the package
+    (a fresh process with ``VERL_USE_EXTERNAL_PLUGINS=none``) and as verl's unwrapped train_batch."""
+    masks = [[1.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]]
+    assert empty_update.is_wrapped(engine_base.BaseEngine)  # installed, and passing straight through
+    ours, our_norms = run(engine_base.BaseEngine.train_batch, masks, VANILLA_LOSS)
+    assert empty_update.SKIP_MESSAGE not in capsys.readouterr().out
+    assert ours.steps_taken == 2 and our_norms[1] == 0.0
+    env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "none"}
+    done = subprocess.run([sys.executable, "-c", PLAIN_VERL_SCRIPT, __file__, json.dumps(masks)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    plain = json.loads(done.stdout.strip().splitlines()[-1])
+    assert plain["steps_taken"] == 2 and plain["norms"] == our_norms
+    assert plain["params"] == [p.flatten().tolist() for p in params_of(ours)]
+    verls, _ = run(engine_base.BaseEngine.train_batch.__wrapped__, masks, VANILLA_LOSS)
+    assert all(torch.equal(a, b) for a, b in zip(params_of(ours), params_of(verls)))
+
+
+@pytest.mark.parametrize("loss_function", [VANILLA_LOSS, None])
+def test_a_job_that_selects_the_plugin_skips_with_any_loss(monkeypatch, loss_function):
+    """``VERL_OFFGRPO_JOB=1`` (the driver validated a selecting config, e.g. the ``off_grpo`` estimator
+    with verl's loss): the empty mini-batch is skipped whatever the engine's loss."""
+    monkeypatch.setenv(JOB_ENV, "1")
+    engine, norms = run(engine_base.BaseEngine.train_batch, [[1.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]], loss_function)
+    assert engine.steps_taken == 1 and norms[1] == 0.0
+    monkeypatch.setenv(JOB_ENV, "0")
+    engine, _ = run(engine_base.BaseEngine.train_batch, [[1.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]], loss_function)
+    assert engine.steps_taken == 2
+
+
+def test_which_engine_losses_select_the_plugin():
+    from verl_offgrpo.patches.selection import loss_function_selects
+
+    assert loss_function_selects(OFF_GRPO_LOSS) and not loss_function_selects(VANILLA_LOSS)
+    assert not loss_function_selects(None) and not loss_function_selects(ppo_loss)
+    assert not empty_update.acts_for(VANILLA_LOSS) and empty_update.acts_for(OFF_GRPO_LOSS)
 
 
 @pytest.mark.parametrize("masks", [[[1.0, 1.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0]], [[1.0, 0.0, 0.0, 1.0]] * 3])
@@ -129,7 +208,7 @@ def test_an_engine_without_a_token_count_still_steps():
             return {"metrics": {}}
 
     engine = Uncounted()
-    engine_base.BaseEngine.train_batch(engine, mini_batch([0.0, 0.0]), loss_function=None)
+    engine_base.BaseEngine.train_batch(engine, mini_batch([0.0, 0.0]), loss_function=OFF_GRPO_LOSS)
     assert empty_update.loss_tokens_of(mini_batch([0.0])) is None and engine.steps_taken == 1
 
 
@@ -155,7 +234,7 @@ engine = module.OneLayerEngine()
 import contextlib, io
 printed = io.StringIO()
 with contextlib.redirect_stdout(printed):
-    norms = [BaseEngine.train_batch(engine, module.mini_batch(mask), loss_function=None)["metrics"]["grad_norm"]
+    norms = [BaseEngine.train_batch(engine, module.mini_batch(mask), loss_function=module.OFF_GRPO_LOSS)["metrics"]["grad_norm"]
              for mask in masks[rank]]
 skips_printed = printed.getvalue().count(module.empty_update.SKIP_MESSAGE)
 with open(out, "w") as f:

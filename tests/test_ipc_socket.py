@@ -1,4 +1,4 @@
-"""verl's weight-transfer socket, one per Ray cluster (``verl_offgrpo.sync.ipc_socket``).
+"""verl's weight-transfer socket, one per Ray cluster (``verl_offgrpo.patches.ipc_socket``).
 
 The endpoints are verl 0.9.1's own ``BucketedWeightSender``/``BucketedWeightReceiver`` over real ZMQ
 IPC sockets (their ``_init_socket``; the CUDA-IPC buffer exchange that follows needs a GPU). On
@@ -22,7 +22,8 @@ import torch
 import verl
 import zmq
 
-from verl_offgrpo.sync.ipc_socket import (
+from verl_offgrpo.patches import JOB_ENV
+from verl_offgrpo.patches.ipc_socket import (
     applied,
     cluster_unique_handle,
     make_transfer_sockets_unique,
@@ -146,11 +147,13 @@ CHECK_SCRIPT = REPO / "tests" / "fixtures" / "ipc_socket_check.py"
 
 
 def test_two_ray_clusters_side_by_side_get_two_sockets_and_each_cluster_one(tmp_path):
-    """Two concurrent Ray clusters on this host (as two verl jobs on two GPUs): in each, the actor
-    worker's sender and the receiver in a process started by another actor (vLLM's worker) name
-    the same socket, through the plugin's import hook; the two clusters' sockets differ. The same
+    """Two concurrent Ray clusters on this host (as two verl jobs on two GPUs), each a job that selects
+    the plugin (``VERL_OFFGRPO_JOB=1`` in its processes, as main_ppo's runtime env gives them): in each,
+    the actor worker's sender and the receiver in a process started by another actor (vLLM's worker)
+    name the same socket, through the plugin's import hook; the two clusters' sockets differ. The same
     script runs on the GPU host, where verl's module is imported with vllm."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           JOB_ENV: "1"}
     runs = [
         subprocess.Popen([sys.executable, str(CHECK_SCRIPT)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
@@ -166,4 +169,16 @@ def test_two_ray_clusters_side_by_side_get_two_sockets_and_each_cluster_one(tmp_
         assert result["sender"] == result["receiver"] == f"ipc:///tmp/off-grpo-raylet{result['raylet_pid']}-{VERL_NAME}"
         assert result["driver"] == f"ipc:///tmp/{VERL_NAME}"  # the driver is no Ray worker: verl's name
     assert results[0]["sender"] != results[1]["sender"]
+
+
+def test_a_job_that_does_not_select_the_plugin_keeps_verls_socket_name(tmp_path):
+    """Without ``VERL_OFFGRPO_JOB`` (a plain verl job in an environment with the package) no process
+    patches verl's classes: sender and receiver use verl's own name, as without the package."""
+    env = {k: v for k, v in os.environ.items() if k != JOB_ENV}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, str(CHECK_SCRIPT)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(next(line[7:] for line in done.stdout.splitlines() if line.startswith("RESULT ")))
+    assert result["sender"] == result["receiver"] == result["driver"] == f"ipc:///tmp/{VERL_NAME}"
 

@@ -320,7 +320,7 @@ def test_registered_under_off_grpo():
 
 def test_skipped_optimizer_step_frac_is_the_fraction_of_mini_batches_the_engine_skipped(monkeypatch):
     """``actor/off_grpo/skipped_optimizer_step_frac`` is 1 on each micro-batch of a mini-batch without a
-    loss token while verl's ``BaseEngine.train_batch`` carries the plugin's skip (verl_offgrpo.empty_update),
+    loss token while verl's ``BaseEngine.train_batch`` carries the plugin's skip (verl_offgrpo.patches.empty_update),
     0 otherwise. Aggregated as verl does (a rank's micro-batches with ``append_to_dict``, the data-parallel
     ranks with ``Metric.aggregate_dp``, the step's mini-batches by ``reduce_metrics``), a step with one of
     two mini-batches empty logs 0.5: the key has no "min"/"max" that would make verl take an extreme
@@ -329,7 +329,7 @@ def test_skipped_optimizer_step_frac_is_the_fraction_of_mini_batches_the_engine_
     from verl.utils.py_functional import append_to_dict
     from verl.workers.engine.base import BaseEngine
 
-    from verl_offgrpo.empty_update import is_wrapped
+    from verl_offgrpo.patches.empty_update import is_wrapped
 
     key = "actor/off_grpo/skipped_optimizer_step_frac"
     assert is_wrapped(BaseEngine)  # the plugin's import hook wrapped its train_batch on import

@@ -1,6 +1,6 @@
 """``python -m verl_offgrpo``: self-check, the shipped config's location, a dry composition.
 
-    python -m verl_offgrpo check                 # is the plugin installed and registered in verl?
+    python -m verl_offgrpo check [overrides]     # registrations, patches (live?), versions; exit 1 if missing
     python -m verl_offgrpo config-dir            # directory of off_grpo_trainer.yaml (for --config-path)
     python -m verl_offgrpo compose [overrides]   # compose + validate the full training config, print it
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import importlib.util
 import os
 import sys
 import traceback
@@ -21,84 +22,149 @@ def config_dir() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "config")
 
 
-def check() -> int:
-    """Import verl (which loads the ``verl.plugins`` entry points) and report what got registered."""
+def _dist_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def _prove(target: str) -> str | None:
+    """Import ``target`` (its module's import runs the plugin's post-import hooks); None if it is
+    there, else why not."""
+    from verl_offgrpo.patches import resolve
+
+    try:
+        resolve(target)
+    except Exception as err:  # noqa: BLE001 - reported, not raised
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def check(overrides: list[str] | None = None) -> int:
+    """Import verl (which loads the ``verl.plugins`` entry points) and report, with proof, what the
+    plugin registered and patched in this process, for the shipped config plus ``overrides``.
+
+    Exit 1 when the plugin is disabled or not loaded, verl is outside the patches' range, a patch
+    target or registration is missing, or the config needs something that is not installed (the V1
+    trainer mode needs the TransferQueue package)."""
     from importlib.metadata import entry_points
 
     from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME, TRAINER_MODE, __version__
+    from verl_offgrpo import patches
+    from verl_offgrpo.patches.selection import config_selects
 
     problems: list[str] = []
+    notes: list[str] = []
     eps = [ep for ep in entry_points(group="verl.plugins") if ep.value.startswith("verl_offgrpo")]
     if not eps:
         problems.append("no 'verl.plugins' entry point for verl_offgrpo: is the package pip-installed?")
+    if patches.disabled():
+        problems.append(f"the plugin is turned off: {patches.DISABLE_ENV}={os.environ.get(patches.DISABLE_ENV)}")
     import verl
+
+    plugin = sys.modules.get("verl_offgrpo.plugin")
+    if not patches.disabled() and not getattr(plugin, "ACTIVE", False):
+        problems.append("verl did not load the plugin (VERL_USE_EXTERNAL_PLUGINS leaves it out, or its import "
+                        "failed: see below)")
+    version_problem = patches.version_problem()
+    if version_problem:
+        problems.append(version_problem)
+
+    try:
+        config = compose(list(overrides or []))
+    except Exception as err:  # noqa: BLE001
+        config = None
+        problems.append(f"cannot compose the shipped config with {overrides}: {type(err).__name__}: {err}")
+    use_v1 = bool(config is not None and config.trainer.get("use_v1", True))
+    mode = config.trainer.v1.get("trainer_mode") if use_v1 else None
+
+    # registrations: import the registries (their post-import hooks run) and look the names up
     from verl.trainer.ppo import core_algos
 
-    if core_algos.ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR_NAME) is None:
-        problems.append(f"advantage estimator {ESTIMATOR_NAME!r} is not registered")
-    if LOSS_NAME not in core_algos.POLICY_LOSS_REGISTRY:
-        problems.append(f"policy loss {LOSS_NAME!r} is not registered")
-    import verl.utils.config as verl_config
-
-    if not getattr(verl_config.validate_config, "__off_grpo_wrapped__", False):
-        problems.append("verl.utils.config.validate_config does not run the off_grpo checks")
-    trainer_mode = "skipped (TransferQueue not installed: V1 trainer unavailable)"
-    if importlib.util.find_spec("transfer_queue") is not None:
+    registrations = {
+        f"advantage estimator {ESTIMATOR_NAME}": core_algos.ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR_NAME) is not None,
+        f"policy loss {LOSS_NAME}": LOSS_NAME in core_algos.POLICY_LOSS_REGISTRY,
+    }
+    has_tq = importlib.util.find_spec("transfer_queue") is not None
+    tq_version = (_dist_version("TransferQueue") or "installed") if has_tq else None
+    if not has_tq:
+        registrations[f"V1 trainer mode {TRAINER_MODE}"] = None
+        if use_v1:
+            problems.append(
+                "the config runs verl's V1 trainer (trainer.use_v1=true, the default), which needs the TransferQueue "
+                "package: pip install 'TransferQueue>=0.1.10', or run the v0 trainer (README: trainer.use_v1=false "
+                "+actor_rollout_ref.rollout.checkpoint_manager_class=...)"
+            )
+    else:
         from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
 
-        trainer_mode = "registered" if TRAINER_MODE in TRAINER_REGISTRY else "MISSING"
-        if TRAINER_MODE not in TRAINER_REGISTRY:
-            problems.append(f"V1 trainer mode {TRAINER_MODE!r} is not registered")
-    transfer_socket = _transfer_socket_state()
-    if transfer_socket is None:
-        problems.append("verl's weight-transfer socket would not be made per-cluster (no import hook installed)")
-    empty_update = _empty_update_state()
-    if empty_update is None:
-        problems.append("verl's engines would step the optimizer on mini-batches without loss tokens (no hook)")
+        registrations[f"V1 trainer mode {TRAINER_MODE}"] = TRAINER_MODE in TRAINER_REGISTRY
+    for name, ok in registrations.items():
+        if ok is False:
+            problems.append(f"{name} is not registered with verl")
+
+    # patches: import each target (proof that it exists and that the hooks ran), then read it
+    rows = []
+    for module in patches.patch_modules():
+        checked = tuple(getattr(module, "preflight_targets", lambda: module.TARGETS)())
+        missing = {target: _prove(target) for target in module.TARGETS}
+        for target, why in missing.items():
+            if why is not None and target in checked:
+                problems.append(f"patch target {target} is missing: {why}")
+        live = module.live()
+        rows.append((module.TARGETS, live, missing, module.WHEN))
+    for targets, live, missing, _ in rows:
+        if targets[0].endswith("validate_config") and not live and not patches.disabled():
+            problems.append("verl.utils.config.validate_config does not run the off_grpo checks in this process")
+        if targets[0].endswith("train_batch") and not live and missing[targets[0]] is None and not patches.disabled():
+            problems.append("verl's BaseEngine.train_batch was imported here without the plugin's wrap")
+
+    vllm_version = _dist_version("vllm")
+    if vllm_version is None:
+        notes.append("vLLM is not installed: enough for this check and the CPU tests; training needs "
+                     "pip install -e '.[gpu]'")
+    status = "FAILED" if problems else "OK"
+    out = sys.stderr if problems else sys.stdout
+    print(f"verl-offgrpo {__version__} check {status}", file=out)
+    print(f"  verl {getattr(verl, '__version__', '?')} (patches written for verl{patches.VERL_VERSIONS}); "
+          f"vLLM {vllm_version or 'not installed'}; TransferQueue {tq_version or 'not installed'}", file=out)
+    if eps:
+        print(f"  entry point: {eps[0].name} = {eps[0].value}; switch off with {patches.DISABLE_ENV}=1", file=out)
+    if config is not None:
+        print(f"  config: {CONFIG_NAME}.yaml{' + ' + ' '.join(overrides) if overrides else ''} — selects the plugin: "
+              f"{'yes' if config_selects(config) else 'no'}; trainer: "
+              f"{'V1 ' + str(mode) if use_v1 else 'v0 (use_v1=false)'}", file=out)
+    print("  registrations:", file=out)
+    for name, ok in registrations.items():
+        state = {True: "registered", False: "MISSING", None: "not available (no TransferQueue)"}[ok]
+        print(f"    {name}: {state}", file=out)
+    print("  patches (target: live in this process; where it acts):", file=out)
+    for targets, live, missing, when in rows:
+        for target in targets:
+            why = missing[target]
+            state = "live" if live else "not live"
+            if why is not None:
+                state += f"; target not importable here ({why})"
+            print(f"    {target}: {state}", file=out)
+        print(f"      {when}", file=out)
+    for note in notes:
+        print(f"  note: {note}", file=out)
+    print(f"  config file: {os.path.join(config_dir(), CONFIG_NAME + '.yaml')}", file=out)
     if problems:
-        print("verl-offgrpo check FAILED:", file=sys.stderr)
+        print("problems:", file=sys.stderr)
         for problem in problems:
             print(f"  - {problem}", file=sys.stderr)
-        print("Importing verl_offgrpo.plugin directly to show the error verl hides:", file=sys.stderr)
-        try:
-            importlib.import_module("verl_offgrpo.plugin")
-        except Exception:  # noqa: BLE001 - the point is to show it
-            traceback.print_exc()
+        if not patches.disabled() and not getattr(plugin, "ACTIVE", False):
+            print("Importing verl_offgrpo.plugin directly to show the error verl hides:", file=sys.stderr)
+            try:
+                importlib.import_module("verl_offgrpo.plugin")
+            except Exception:  # noqa: BLE001 - the point is to show it
+                traceback.print_exc()
         return 1
-    print(f"verl-offgrpo {__version__} OK with verl {verl.__version__}")
-    print(f"  entry point: {eps[0].name} = {eps[0].value}")
-    print(f"  advantage estimator: {ESTIMATOR_NAME}   policy loss: {LOSS_NAME}")
-    print(f"  V1 trainer mode {TRAINER_MODE}: {trainer_mode}")
-    print(f"  weight-transfer socket: one per Ray cluster ({transfer_socket})")
-    print(f"  mini-batch without loss tokens: no optimizer step ({empty_update})")
-    print(f"  config: {os.path.join(config_dir(), CONFIG_NAME + '.yaml')}")
     return 0
-
-
-def _hook_state(module_name: str, is_applied) -> str | None:
-    """Whether the plugin's patch of ``module_name`` is in this process: "applied", "applied when
-    <module> is imported" (its post-import hook waits, :mod:`verl_offgrpo.post_import`), or None."""
-    from verl_offgrpo.post_import import installed_hook
-
-    module = sys.modules.get(module_name)
-    if module is not None:
-        return "applied" if is_applied(module) else None
-    return f"applied when {module_name} is imported" if installed_hook(module_name) else None
-
-
-def _transfer_socket_state() -> str | None:
-    """verl's weight-transfer socket gets a per-cluster name (:mod:`verl_offgrpo.sync.ipc_socket`)."""
-    from verl_offgrpo.sync import WEIGHT_TRANSFER_MODULE
-    from verl_offgrpo.sync.ipc_socket import applied
-
-    return _hook_state(WEIGHT_TRANSFER_MODULE, applied)
-
-
-def _empty_update_state() -> str | None:
-    """verl's engines skip the optimizer step of a mini-batch without loss tokens (:mod:`.empty_update`)."""
-    from verl_offgrpo.empty_update import BASE_ENGINE_MODULE, applied
-
-    return _hook_state(BASE_ENGINE_MODULE, applied)
 
 
 def compose(overrides: list[str]):
@@ -141,9 +207,10 @@ def dry_run(overrides: list[str]) -> int:
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
 
     from verl_offgrpo.config import OffGRPOConfigError
+    from verl_offgrpo.patches import validate_config as validate_config_patch
 
     validate_config = verl_config.validate_config
-    if not getattr(validate_config, "__off_grpo_wrapped__", False):
+    if not validate_config_patch.live():
         print("verl did not load the verl-offgrpo plugin, so its checks would not run here or in main_ppo; "
               "`python -m verl_offgrpo check` shows why.", file=sys.stderr)
         return 1
@@ -173,13 +240,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_offgrpo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("check", help="verify the plugin is installed and registered in verl")
+    p_check = sub.add_parser("check", help="list the plugin's registrations and patches; exit 1 if the config "
+                             "(shipped yaml + overrides) needs something missing")
+    p_check.add_argument("overrides", nargs="*", help="hydra overrides of the shipped yaml, e.g. trainer.use_v1=false")
     sub.add_parser("config-dir", help="print the directory of the shipped yaml")
     p_compose = sub.add_parser("compose", help="compose + validate the training config (no GPU), print it")
     p_compose.add_argument("overrides", nargs="*", help="hydra overrides, as for main_ppo")
     args = parser.parse_args(argv)
     if args.command == "check":
-        return check()
+        return check(args.overrides)
     if args.command == "config-dir":
         print(config_dir())
         return 0

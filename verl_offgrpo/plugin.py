@@ -1,65 +1,87 @@
 """Entry point of the ``verl.plugins`` group: verl imports this in every process at ``import verl``.
 
-Registers the ``off_grpo`` advantage estimator and policy loss, makes verl's driver-side
-``validate_config`` also run the plugin's checks, installs the lagged-sync hooks, and makes verl's
-engines skip the optimizer step of a mini-batch without loss tokens (:mod:`verl_offgrpo.empty_update`,
-once ``verl.workers.engine.base`` is imported). It stays light: no vllm import here (the vLLM pieces
-load lazily in the processes that need them).
+It stays light: it imports none of verl's modules beyond what ``import verl`` already loaded, so
+``import verl`` costs about what it costs without the plugin. It
 
-verl logs a failing plugin at DEBUG only; ``python -m verl_offgrpo check`` imports this module
-directly and reports any error.
+* registers the ``off_grpo`` advantage estimator and policy loss with verl's registries as soon as
+  ``verl.trainer.ppo.core_algos`` is imported, and the V1 trainer mode ``off_grpo_sync`` as soon as
+  ``verl.trainer.ppo.v1`` is (post-import hooks, :mod:`verl_offgrpo.patches.post_import`); these only
+  add names;
+* installs the patches of :mod:`verl_offgrpo.patches`, each scoped to jobs that select the plugin.
+
+``VERL_OFFGRPO_DISABLE=1`` turns all of it off. verl logs a plugin that fails to import at DEBUG only,
+so an error here is printed to stderr as a warning before verl swallows it; in a process of a job
+that selects the plugin (``VERL_OFFGRPO_JOB=1``) a patch error is raised instead.
 """
 
 from __future__ import annotations
 
-import functools
+import sys
+import traceback
 
-from verl.trainer.ppo import core_algos
+from verl_offgrpo.patches import PatchError, disabled, job_selected
 
-from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME
-from verl_offgrpo.advantage import compute_off_grpo_advantage
-from verl_offgrpo.policy_loss import compute_policy_loss_off_grpo
-from verl_offgrpo.config import validate_off_grpo_config
+CORE_ALGOS = "verl.trainer.ppo.core_algos"
+#: the module whose import registers the V1 trainer mode (as :func:`verl_offgrpo.sync.register_sync_hooks`)
+V1_MODULE = "verl.trainer.ppo.v1"
+#: set once this module has run its registrations in this process (``python -m verl_offgrpo check``)
+ACTIVE = False
 
 
-def _register_algorithms() -> None:
+def register_algorithms(core_algos=None) -> None:
+    """Register the estimator and the policy loss in ``core_algos`` (idempotent)."""
+    if core_algos is None:
+        from verl.trainer.ppo import core_algos
+
+    from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME
+    from verl_offgrpo.advantage import compute_off_grpo_advantage
+    from verl_offgrpo.policy_loss import compute_policy_loss_off_grpo
+
     if core_algos.ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR_NAME) is not compute_off_grpo_advantage:
         core_algos.register_adv_est(ESTIMATOR_NAME)(compute_off_grpo_advantage)
-    core_algos.register_policy_loss(LOSS_NAME)(compute_policy_loss_off_grpo)
+    if core_algos.POLICY_LOSS_REGISTRY.get(LOSS_NAME) is not compute_policy_loss_off_grpo:
+        core_algos.register_policy_loss(LOSS_NAME)(compute_policy_loss_off_grpo)
 
 
-def _wrap_validate_config() -> None:
-    """Run :func:`validate_off_grpo_config` before verl's own ``validate_config`` (driver, before Ray), so a
-    config the plugin rejects fails before verl prints its "All configuration checks passed" line."""
-    import verl.utils.config as verl_config
+def _register_algorithms_on_import(core_algos) -> None:
+    try:
+        register_algorithms(core_algos)
+    except Exception as err:  # noqa: BLE001 - a plain verl job must not fail on the plugin's account
+        if job_selected():
+            raise
+        _warn_loudly(f"could not register the off_grpo estimator/loss ({type(err).__name__}: {err})")
 
-    original = verl_config.validate_config
-    if getattr(original, "__off_grpo_wrapped__", False):
+
+def _register_v1_trainer_on_import(module) -> None:
+    from verl_offgrpo.sync import _register_v1_trainer
+
+    _register_v1_trainer(module)
+
+
+def _warn_loudly(message: str) -> None:
+    print(f"WARNING verl-offgrpo: {message}; `python -m verl_offgrpo check` shows the details.", file=sys.stderr,
+          flush=True)
+
+
+def _load() -> None:
+    global ACTIVE
+    if disabled():
         return
+    import importlib.util
 
-    @functools.wraps(original)
-    def validate_config(config, *args, **kwargs):
-        validate_off_grpo_config(config)
-        return original(config, *args, **kwargs)
+    from verl_offgrpo.patches import install_all
+    from verl_offgrpo.patches.post_import import on_import
 
-    validate_config.__off_grpo_wrapped__ = True
-    verl_config.validate_config = validate_config
-
-
-def _register_empty_update_skip() -> None:
-    from verl_offgrpo.empty_update import BASE_ENGINE_MODULE, skip_empty_updates
-    from verl_offgrpo.post_import import on_import
-
-    on_import(BASE_ENGINE_MODULE, "BaseEngine", skip_empty_updates)
+    on_import(CORE_ALGOS, "register_policy_loss", _register_algorithms_on_import)
+    if importlib.util.find_spec("transfer_queue") is not None:  # verl's V1 trainer needs it
+        on_import(V1_MODULE, "get_trainer_cls", _register_v1_trainer_on_import)
+    install_all()
+    ACTIVE = True
 
 
-def _register_sync_hooks() -> None:
-    from verl_offgrpo.sync import register_sync_hooks
-
-    register_sync_hooks()
-
-
-_register_algorithms()
-_wrap_validate_config()
-_register_sync_hooks()
-_register_empty_update_skip()
+try:
+    _load()
+except Exception as _err:  # verl would log it at DEBUG only: say it on stderr, then let verl have it
+    _detail = "" if isinstance(_err, PatchError) else "\n" + traceback.format_exc()
+    _warn_loudly(f"the plugin failed to load ({type(_err).__name__}: {_err}){_detail}")
+    raise

@@ -14,7 +14,7 @@ vLLM serves)::
 min(ρA, clip(ρ, 1−ε, 1+ε)A) with ρ = π_θ/π_k. Log-ratios are clamped to ±20 as verl does, so the loss
 and its gradient stay finite for extreme ratios. verl's ``ppo_loss`` adds the entropy and the
 β·KL(π_θ‖π_ref) terms on the same mask. A mini-batch with no token left (every group masked) gives a
-loss of exactly 0, not 0/0; verl's engine then takes no optimizer step (:mod:`verl_offgrpo.empty_update`),
+loss of exactly 0, not 0/0; verl's engine then takes no optimizer step (:mod:`verl_offgrpo.patches.empty_update`),
 and ``actor/off_grpo/skipped_optimizer_step_frac`` is the fraction of the step's optimizer steps skipped so.
 
 Metrics other than ``masked_seq_frac`` (a fraction of rows) are means over the micro-batch's loss tokens.
@@ -31,7 +31,7 @@ from typing import Any, Optional
 import torch
 from verl.trainer.ppo.core_algos import agg_loss
 
-from verl_offgrpo.empty_update import skips_empty_updates
+from verl_offgrpo.patches.empty_update import skips_empty_updates
 
 LOG_RATIO_BOUND = 20.0  # verl's clamp on log-ratios
 
@@ -142,7 +142,7 @@ def compute_policy_loss_off_grpo(
         # rows with no token left in the loss (zero-variance groups under the mask)
         "actor/off_grpo/masked_seq_frac": (~mask.any(dim=-1)).float().mean().item(),
         # 1 on each micro-batch of a mini-batch without a loss token when the engine skips its optimizer
-        # step (verl_offgrpo.empty_update); verl averages it over micro-batches, mini-batches and epochs,
+        # step (verl_offgrpo.patches.empty_update); verl averages it over micro-batches, mini-batches and epochs,
         # so the step's value is the fraction of its optimizer steps that were skipped
         "actor/off_grpo/skipped_optimizer_step_frac": float(no_loss_token and skips_empty_updates()),
     }

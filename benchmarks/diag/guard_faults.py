@@ -121,7 +121,7 @@ def install() -> None:
         return
     if FAULT not in FAULTS:
         raise ValueError(f"OFFGRPO_GUARD_FAULT={FAULT!r}: one of {FAULTS}")
-    from verl_offgrpo.post_import import on_import
+    from verl_offgrpo.patches.post_import import on_import
 
     on_import(GPU_WORKER, "Worker", patch_worker)
 

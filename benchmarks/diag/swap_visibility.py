@@ -2,7 +2,7 @@
 
 ``throughput.py --model-per-job`` gives each job side by side its own random init (seed = the job's
 index). If one job's vLLM loaded another job's weights (verl's shared weight socket, fixed by
-``verl_offgrpo.sync.ipc_socket``), that job's trainer would score α's samples under its own policy:
+``verl_offgrpo.patches.ipc_socket``), that job's trainer would score α's samples under its own policy:
 
     gap(a, b) = mean over sampled tokens y of |log π_a(y | x) − log π_b(y | x)|
 

@@ -560,7 +560,7 @@ def test_learning_reuse_seeds_ran_to_step_23_on_the_h_lease_with_todays_reward_a
     (ten a step). Against the same seeds' older runs the reward change is not visible (mean reward
     -0.011 to +0.002 over the common steps). Reuse: 0.70-0.84 at step 5 and >= 0.93 from step 8 on in
     all five seeds, +0.42 to +0.45 over +mask over steps 1-19."""
-    from verl_offgrpo.empty_update import SKIP_MESSAGE
+    from verl_offgrpo.patches.empty_update import SKIP_MESSAGE
 
     results = BENCH / "results"
     raw = results / "raw" / "learning"

@@ -15,7 +15,7 @@ sys.path.insert(0, str(BENCH))
 import empty_update_gpu as eu
 import sync_e2e
 
-from verl_offgrpo.empty_update import SKIP_MESSAGE
+from verl_offgrpo.patches.empty_update import SKIP_MESSAGE
 
 K, V, N = 4, 4, 12  # the script's defaults
 

@@ -1,7 +1,7 @@
 """Run a callback right after a module is imported, from a process where it may not be yet.
 
-The plugin entry (:mod:`verl_offgrpo.plugin`) runs while ``verl/__init__`` is still executing, so it
-cannot import verl's submodules to patch them. :func:`on_import` patches one now if it is already
+The plugin entry (:mod:`verl_offgrpo.plugin`) runs while ``verl/__init__`` is still executing, and must
+not import verl's heavy submodules (every verl process would pay for them) to patch or register there. :func:`on_import` patches one now if it is already
 imported, else installs a one-shot ``sys.meta_path`` finder that wraps the module's real loader, runs
 it, puts the real loader back and calls the callback with the executed module.
 """

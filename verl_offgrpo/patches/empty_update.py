@@ -23,11 +23,15 @@ sees the same all-reduced count, so all ranks skip together and none is left in 
 (gradient clipping's all-reduce). Adam's step count stays where it was; the learning-rate schedule is
 untouched (verl steps it per batch, outside ``train_batch``).
 
-The wrap is installed in every process that imports :data:`BASE_ENGINE_MODULE`
-(:mod:`verl_offgrpo.plugin`), so it holds for any verl job in an environment where the plugin is
-installed. Only a mini-batch without a single loss token is affected: besides the mask, verl builds one
-when its rollout correction rejects every sequence of a mini-batch, or for an SFT mini-batch with every
-token masked. In each the loss has no term, so no step is what the objective asks for. One exception:
+Scope: the wrap goes in when a process imports :data:`BASE_ENGINE_MODULE` (a post-import hook of
+the entry point), but it acts only for a job that selects the plugin: the engine's loss function is
+verl's ``ppo_loss`` bound to an actor config with ``policy_loss.loss_mode=off_grpo``
+(:func:`verl_offgrpo.patches.selection.loss_function_selects`), or the process carries
+``VERL_OFFGRPO_JOB=1`` (:mod:`verl_offgrpo.patches.job_env`: the driver validated a config that selects
+the plugin, e.g. the ``off_grpo`` estimator with another loss). Any other call goes straight to verl's
+``train_batch``, unchanged. Within a selecting job only a mini-batch without a single loss token is
+affected: besides the mask, verl builds one when its rollout correction rejects every sequence of a
+mini-batch. In each the loss has no term, so no step is what the objective asks for. One exception:
 an MoE model whose router adds an auxiliary load-balancing loss (Megatron) has a non-zero gradient
 from it even then, and loses that mini-batch's router update (and automodel's gate-bias update, which
 runs inside its ``optimizer_step``).
@@ -39,8 +43,14 @@ import functools
 import sys
 from typing import Any
 
+from verl_offgrpo.patches import VERL_VERSIONS, complain, job_selected, target_problem, version_problem
+from verl_offgrpo.patches.selection import loss_function_selects
+
 #: verl's module whose ``BaseEngine.train_batch`` is wrapped (all engines inherit it: FSDP, Megatron, …).
 BASE_ENGINE_MODULE = "verl.workers.engine.base"
+TARGETS = (f"{BASE_ENGINE_MODULE}.BaseEngine.train_batch",)
+WHEN = ("actor workers: skips the optimizer step of a mini-batch without loss tokens when the engine's "
+        "loss is off_grpo or the job selects the plugin (VERL_OFFGRPO_JOB=1); else verl's train_batch as is")
 
 
 #: the console line of a skipped step (rank 0 only), e.g. to count skips in a run's saved log
@@ -80,10 +90,15 @@ def skips_empty_updates() -> bool:
     return module is not None and applied(module)
 
 
+def acts_for(loss_function: Any) -> bool:
+    """Whether the wrap acts on a ``train_batch`` call with this ``loss_function`` in this process."""
+    return loss_function_selects(loss_function) or job_selected()
+
+
 def skip_empty_updates(module: Any) -> None:
-    """Wrap ``module.BaseEngine.train_batch`` (once): inside it, ``self.optimizer_step`` is the
-    engine's own step unless the mini-batch has no loss token, in which case it zeroes the gradients
-    and returns 0.0."""
+    """Wrap ``module.BaseEngine.train_batch`` (once): for a call the plugin selects (:func:`acts_for`),
+    ``self.optimizer_step`` inside it is the engine's own step unless the mini-batch has no loss token,
+    in which case it zeroes the gradients and returns 0.0; any other call is verl's ``train_batch``."""
     engine_cls = module.BaseEngine
     if is_wrapped(engine_cls):
         return
@@ -91,6 +106,8 @@ def skip_empty_updates(module: Any) -> None:
 
     @functools.wraps(train_batch)
     def train_batch_without_empty_steps(self, data, loss_function):
+        if not acts_for(loss_function):
+            return train_batch(self, data, loss_function)
         engine_step = self.optimizer_step
 
         def optimizer_step():
@@ -113,3 +130,25 @@ def skip_empty_updates(module: Any) -> None:
 
     train_batch_without_empty_steps.__off_grpo_wrapped__ = True
     engine_cls.train_batch = train_batch_without_empty_steps
+
+
+def live() -> bool:
+    """Whether verl's ``BaseEngine.train_batch`` carries the wrap in this process (read off the class)."""
+    return skips_empty_updates()
+
+
+def install() -> None:
+    """A post-import hook on :data:`BASE_ENGINE_MODULE` (or the wrap now, if it is imported already)."""
+    from verl_offgrpo.patches.post_import import on_import
+
+    on_import(BASE_ENGINE_MODULE, "BaseEngine", _apply)
+
+
+def _apply(module: Any) -> None:
+    problem = version_problem(VERL_VERSIONS)
+    if problem is None and not callable(getattr(getattr(module, "BaseEngine", None), "train_batch", None)):
+        problem = target_problem(TARGETS[0]) or f"verl-offgrpo: {TARGETS[0]} is missing"
+    if problem is not None:
+        complain(problem, job_selected())  # not installed: verl's train_batch as is
+        return
+    skip_empty_updates(module)

@@ -14,9 +14,11 @@ can connect to the *other* job's sender: one vLLM loads the other job's weights 
 while the other job's sender waits forever for its peer. Seen on ``h100x4-2026-11-26f``: two of four
 1.5B jobs side by side hung in ``BucketedWeightSender._init_buffer`` (``results/README.md`` §3).
 
-Fix, applied to both ends when :data:`WEIGHT_TRANSFER_MODULE` is imported (a post-import hook of
-:func:`verl_offgrpo.sync.register_sync_hooks`, so in every verl process): the socket file's name
-gets the raylet's PID,
+Fix, applied to both ends when :data:`WEIGHT_TRANSFER_MODULE` is imported (a post-import hook that the
+entry point installs only in the processes of a job that selects the plugin, ``VERL_OFFGRPO_JOB=1``,
+:mod:`verl_offgrpo.patches.job_env`: sender and receiver live in different processes, and the vLLM
+worker that connects sees no config, only the job's environment, so both ends decide alike; a job
+that does not select the plugin keeps verl's name): the socket file's name gets the raylet's PID,
 
     ipc://DIR/NAME  →  ipc://DIR/off-grpo-raylet{RAY_RAYLET_PID}-NAME
 
@@ -30,12 +32,19 @@ that share ``/tmp`` but not their PIDs are not covered). Outside Ray (no
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
+import sys
+
+from verl_offgrpo.patches import VERL_VERSIONS, complain, job_selected, version_problem
 
 #: verl's module with both ends of the colocated weight transfer.
 WEIGHT_TRANSFER_MODULE = "verl.workers.rollout.vllm_rollout.bucketed_weight_transfer"
 #: The classes whose ``zmq_handle`` is made unique (sender binds it, receiver connects to it).
 ENDPOINT_CLASSES = ("BucketedWeightSender", "BucketedWeightReceiver")
+TARGETS = tuple(f"{WEIGHT_TRANSFER_MODULE}.{name}.__init__" for name in ENDPOINT_CLASSES)
+WHEN = ("actor and vLLM workers of a selecting job (VERL_OFFGRPO_JOB=1): the weight-transfer socket's name "
+        "gets the raylet's PID; not installed in other jobs")
 PREFIX = "off-grpo-raylet"
 _WRAPPED = "__off_grpo_unique_socket__"
 
@@ -62,7 +71,9 @@ def make_transfer_sockets_unique(module) -> None:
     so that ``self.zmq_handle`` is :func:`cluster_unique_handle` of what verl passed; idempotent."""
     missing = [name for name in ENDPOINT_CLASSES if not isinstance(getattr(module, name, None), type)]
     if missing:
-        raise RuntimeError(
+        from verl_offgrpo.patches import PatchError
+
+        raise PatchError(
             f"verl-offgrpo: {module.__name__} lacks {missing}; the per-cluster weight-transfer socket was "
             "written for verl 0.9.1's BucketedWeightSender/BucketedWeightReceiver."
         )
@@ -79,3 +90,28 @@ def make_transfer_sockets_unique(module) -> None:
 
         setattr(__init__, _WRAPPED, True)
         cls.__init__ = __init__
+
+
+def preflight_targets() -> tuple[str, ...]:
+    """The targets to check before a selecting job starts: verl's module imports vllm, so only where
+    vllm is installed (a job without vllm never imports the module)."""
+    return TARGETS if importlib.util.find_spec("vllm") is not None else ()
+
+
+def live() -> bool:
+    """Whether verl's endpoint classes carry the per-cluster name in this process (read off the classes)."""
+    module = sys.modules.get(WEIGHT_TRANSFER_MODULE)
+    return module is not None and applied(module)
+
+
+def install() -> None:
+    """In a selecting job's process (``VERL_OFFGRPO_JOB=1``), a post-import hook on
+    :data:`WEIGHT_TRANSFER_MODULE`; in any other process nothing."""
+    if not job_selected():
+        return
+    problem = version_problem(VERL_VERSIONS)
+    if problem is not None:
+        complain(problem, True)
+    from verl_offgrpo.patches.post_import import on_import
+
+    on_import(WEIGHT_TRANSFER_MODULE, "BucketedWeightReceiver", make_transfer_sockets_unique)

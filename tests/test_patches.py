@@ -1,0 +1,308 @@
+"""The patches of verl (verl_offgrpo/patches/): declared, scoped to jobs that select the plugin, guarded,
+switchable off, and cheap at ``import verl``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import verl
+from hydra import compose, initialize_config_dir
+from verl.trainer.ppo.utils import need_critic, need_reference_policy
+
+from verl_offgrpo import patches
+from verl_offgrpo.__main__ import config_dir
+from verl_offgrpo.patches import JOB_ENV, PatchError, PatchWarning, empty_update, selection
+
+REPO = Path(__file__).resolve().parents[1]
+BASE = [
+    "actor_rollout_ref.model.path=/models/none",
+    "actor_rollout_ref.rollout.n=4",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
+]
+VERL_CONFIG_DIR = str(Path(verl.__file__).parent / "trainer" / "config")
+
+
+def verl_config(*overrides):
+    """verl's own ppo_trainer config with verl's GRPO: a plain verl job."""
+    with initialize_config_dir(config_dir=VERL_CONFIG_DIR, version_base=None):
+        return compose(config_name="ppo_trainer", overrides=BASE + ["algorithm.adv_estimator=grpo", *overrides])
+
+
+def shipped_config(*overrides):
+    with initialize_config_dir(config_dir=config_dir(), version_base=None):
+        return compose(config_name="off_grpo_trainer", overrides=BASE + list(overrides))
+
+
+def run_python(code: str, **env) -> subprocess.CompletedProcess:
+    full_env = {k: v for k, v in os.environ.items() if k not in (JOB_ENV, patches.DISABLE_ENV)}
+    full_env.update(env)
+    full_env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=600,
+                          env=full_env, cwd=REPO)
+
+
+@pytest.fixture(autouse=True)
+def _no_job_marker(monkeypatch):
+    monkeypatch.delenv(JOB_ENV, raising=False)
+    monkeypatch.delenv(patches.DISABLE_ENV, raising=False)
+
+
+# ----------------------------------------------------------------------------- declarations
+def test_every_patch_declares_its_verl_targets_versions_and_scope():
+    modules = patches.patch_modules()
+    assert [m.__name__ for m in modules] == list(patches.PATCH_MODULES)
+    for module in modules:
+        assert module.TARGETS and all(t.startswith("verl.") for t in module.TARGETS), module.__name__
+        assert module.VERL_VERSIONS == ">=0.9.1,<0.10" and module.WHEN
+        assert callable(module.live) and callable(module.install)
+        for target in getattr(module, "preflight_targets", lambda: module.TARGETS)():
+            assert patches.target_problem(target) is None  # present in the installed verl
+    assert patches.preflight() == []
+
+
+def test_all_code_that_replaces_verl_attributes_lives_in_the_patches_package():
+    """Assignments into verl modules/classes (``cls.attr = ...``, ``module.attr = ...``) outside
+    verl_offgrpo/patches/ are limited to the lagged sync's own objects, installed only in selecting jobs."""
+    import re
+
+    allowed = {
+        "sync/checkpoint_manager_v0.py",  # Tracking.log merge: installed by the lagged manager (selected jobs)
+        "sync/bound_monitor_v0.py",  # ray_trainer.compute_advantage: installed by the lagged manager
+        "sync/vllm_sleep.py",  # one server instance's _resolve_sleep_level, at run time of a selected job
+    }
+    pattern = re.compile(r"^\s*(verl_config|core_algos|engine_cls|tracking\.\w+|ray_trainer|cls)\.\w+\s*=", re.M)
+    offenders = []
+    for path in (REPO / "verl_offgrpo").rglob("*.py"):
+        rel = path.relative_to(REPO / "verl_offgrpo").as_posix()
+        if rel.startswith("patches/") or rel in allowed:
+            continue
+        if pattern.search(path.read_text()):
+            offenders.append(rel)
+    assert offenders == []
+
+
+# ----------------------------------------------------------------------------- guards
+@pytest.mark.parametrize(("version", "ok"), [("0.9.1", True), ("0.9.7", True), ("0.9.2.dev0", True),
+                                             ("0.9.0", False), ("0.10.0", False), ("1.0.0", False)])
+def test_verl_version_range(version, ok):
+    problem = patches.version_problem(installed=version)
+    assert (problem is None) == ok
+    if not ok:
+        assert "\n" not in problem and f"verl {version} is outside verl>=0.9.1,<0.10" in problem
+
+
+def test_a_problem_is_an_error_when_selected_and_a_warning_otherwise():
+    with pytest.raises(PatchError, match="^boom$"):
+        patches.complain("boom", selected=True)
+    with pytest.warns(PatchWarning, match="boom"):
+        patches.complain("boom", selected=False)
+
+
+class _NoEngine:
+    __name__ = "verl.workers.engine.base"
+
+
+def test_a_missing_patch_target_warns_in_a_plain_job_and_raises_in_a_selecting_one(monkeypatch):
+    with pytest.warns(PatchWarning, match="BaseEngine.train_batch"):
+        empty_update._apply(_NoEngine())
+    monkeypatch.setenv(JOB_ENV, "1")
+    with pytest.raises(PatchError, match="BaseEngine.train_batch"):
+        empty_update._apply(_NoEngine())
+
+
+def test_a_verl_outside_the_range_leaves_the_engine_alone_with_a_warning_or_stops_a_selecting_job(monkeypatch):
+    from verl.workers.engine import base as engine_base
+
+    class Engine(engine_base.BaseEngine):
+        pass
+
+    fake = type(sys)("fake_engine_base")
+    fake.BaseEngine = Engine
+    monkeypatch.setattr(verl, "__version__", "0.10.0")
+    with pytest.warns(PatchWarning, match="outside verl>=0.9.1,<0.10"):
+        empty_update._apply(fake)
+    assert Engine.train_batch is engine_base.BaseEngine.train_batch  # nothing installed on the fake
+    monkeypatch.setenv(JOB_ENV, "1")
+    with pytest.raises(PatchError, match="outside verl>=0.9.1,<0.10"):
+        empty_update._apply(fake)
+    # the driver stops a selecting config before Ray, with one line
+    with pytest.raises(PatchError, match=r"^verl-offgrpo: installed verl 0.10.0 is outside"):
+        _validate(shipped_config())
+
+
+# ----------------------------------------------------------------------------- what selects the plugin
+@pytest.mark.parametrize(
+    ("overrides", "selects"),
+    [
+        ([], False),
+        (["algorithm.adv_estimator=off_grpo"], True),
+        (["actor_rollout_ref.actor.policy_loss.loss_mode=off_grpo"], True),
+        (["+algorithm.off_grpo.sync_period=1"], False),
+        (["+algorithm.off_grpo.sync_period=10"], True),
+        (["trainer.v1.trainer_mode=off_grpo_sync"], True),
+        (["+actor_rollout_ref.rollout.checkpoint_manager_class="
+          "verl_offgrpo.sync.checkpoint_manager_v0.LaggedCheckpointManager"], True),
+        (["+algorithm.off_grpo.zero_var_mask=false"], False),
+    ],
+)
+def test_what_selects_the_plugin(overrides, selects):
+    assert selection.config_selects(verl_config(*overrides)) is selects
+
+
+def test_the_shipped_config_selects_the_plugin():
+    assert selection.config_selects(shipped_config())
+
+
+# ----------------------------------------------------------------------------- validate_config
+def _validate(config):
+    from verl.utils.config import validate_config  # as main_ppo imports it
+
+    return validate_config(config=config, use_reference_policy=need_reference_policy(config),
+                           use_critic=need_critic(config))
+
+
+@pytest.fixture
+def ray_env():
+    from verl.trainer import constants_ppo
+
+    saved = dict(constants_ppo.PPO_RAY_RUNTIME_ENV["env_vars"])
+    constants_ppo.PPO_RAY_RUNTIME_ENV["env_vars"].pop(JOB_ENV, None)
+    yield constants_ppo
+    constants_ppo.PPO_RAY_RUNTIME_ENV["env_vars"].clear()
+    constants_ppo.PPO_RAY_RUNTIME_ENV["env_vars"].update(saved)
+
+
+def test_validate_config_of_a_plain_job_is_verls_alone(monkeypatch, ray_env):
+    import verl_offgrpo.config.off_grpo as validation
+
+    def must_not_run(config):
+        raise AssertionError("the plugin's checks ran for a plain verl config")
+
+    monkeypatch.setattr(validation, "validate_off_grpo_config", must_not_run)
+    # a config the plugin would reject, were it selected: the mask with seq-mean (knobs of a job not using them)
+    config = verl_config("actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean")
+    assert _validate(config) is None
+    assert JOB_ENV not in ray_env.get_ppo_ray_runtime_env(config)["env_vars"]
+
+
+def test_validate_config_of_a_selecting_job_runs_the_plugins_checks_and_marks_its_ray_processes(ray_env):
+    from verl_offgrpo.config import OffGRPOConfigError
+
+    with pytest.raises(OffGRPOConfigError):
+        _validate(shipped_config("actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"))
+    assert JOB_ENV not in ray_env.get_ppo_ray_runtime_env()["env_vars"]  # not for a rejected config
+    config = shipped_config()
+    _validate(config)
+    assert ray_env.get_ppo_ray_runtime_env(config)["env_vars"][JOB_ENV] == "1"  # every actor of the job gets it
+    from verl_offgrpo.patches import job_env
+
+    assert job_env.live()
+
+
+# ----------------------------------------------------------------------------- the entry point
+def test_import_verl_loads_no_verl_module_for_the_plugin_and_registers_on_first_use():
+    """The entry point imports none of verl's modules (the same ``verl.*`` modules as plain verl), then
+    the names appear when verl's registries are imported, in the order a worker and main_ppo import."""
+    code = """
+import os, sys
+import verl
+mods = sorted(m for m in sys.modules if m == "verl" or m.startswith("verl."))
+print("MODS", len(mods), ",".join(mods))
+if os.environ.get("VERL_USE_EXTERNAL_PLUGINS") != "none":
+    assert "verl.trainer.ppo.core_algos" not in sys.modules
+    from verl.workers.utils.losses import ppo_loss  # a worker's first import of the losses
+    from verl.trainer.ppo import core_algos
+    assert core_algos.get_policy_loss_fn("off_grpo").__module__ == "verl_offgrpo.policy_loss"
+    assert core_algos.get_adv_estimator_fn("off_grpo").__module__ == "verl_offgrpo.advantage"
+    import verl.trainer.main_ppo
+    from verl.utils.config import validate_config
+    assert validate_config.__off_grpo_wrapped__
+    print("REGISTERED")
+"""
+    plain = run_python(code, VERL_USE_EXTERNAL_PLUGINS="none")
+    ours = run_python(code)
+    assert plain.returncode == 0 and ours.returncode == 0, (plain.stderr[-2000:], ours.stderr[-2000:])
+    line = lambda out: next(x for x in out.splitlines() if x.startswith("MODS"))  # noqa: E731
+    assert line(ours.stdout) == line(plain.stdout)
+    assert "REGISTERED" in ours.stdout
+
+
+def test_the_switch_turns_the_plugin_off():
+    code = """
+import sys, verl
+from verl.trainer.ppo import core_algos
+import verl.utils.config as c
+from verl.workers.engine.base import BaseEngine
+print("OFF", "off_grpo" in core_algos.ADV_ESTIMATOR_REGISTRY, "off_grpo" in core_algos.POLICY_LOSS_REGISTRY,
+      hasattr(c.validate_config, "__wrapped__"), hasattr(BaseEngine.train_batch, "__wrapped__"),
+      sum(type(f).__name__ == "_PostImportHook" for f in sys.meta_path))
+"""
+    done = run_python(code, VERL_OFFGRPO_DISABLE="1")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "OFF False False False False 0" in done.stdout
+    check = subprocess.run([sys.executable, "-m", "verl_offgrpo", "check"], capture_output=True, text=True,
+                           timeout=600, env={**os.environ, "VERL_OFFGRPO_DISABLE": "1"}, cwd=REPO)
+    assert check.returncode == 1 and "turned off: VERL_OFFGRPO_DISABLE=1" in check.stderr
+
+
+def test_an_entry_point_that_fails_to_load_says_so_on_stderr():
+    """verl logs a failing plugin at DEBUG only; the entry point prints a warning itself."""
+    code = """
+import verl_offgrpo.patches as p
+def broken():
+    raise ImportError("simulated broken install")
+p.install_all = broken
+import verl
+print("VERL_IMPORTED")
+"""
+    done = run_python(code)
+    assert done.returncode == 0 and "VERL_IMPORTED" in done.stdout  # verl itself still imports
+    assert "WARNING verl-offgrpo: the plugin failed to load (ImportError: simulated broken install)" in done.stderr
+
+
+def test_check_fails_when_the_v1_trainer_the_config_uses_lacks_transfer_queue():
+    """``check`` composes the shipped config: its V1 trainer mode needs TransferQueue; the v0 trainer does not."""
+    code = """
+import sys, importlib.util
+real = importlib.util.find_spec
+importlib.util.find_spec = lambda name, *a: None if name.split(".")[0] == "transfer_queue" else real(name, *a)
+from verl_offgrpo.__main__ import main
+sys.exit(main(["check", *sys.argv[1:]]))
+"""
+    v1 = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=600,
+                        cwd=REPO)
+    assert v1.returncode == 1 and "needs the TransferQueue package" in v1.stderr, v1.stderr[-2000:]
+    v0 = subprocess.run([sys.executable, "-W", "ignore", "-c", code, "trainer.use_v1=false"], capture_output=True,
+                        text=True, timeout=600, cwd=REPO)
+    assert v0.returncode == 0, v0.stderr[-2000:]
+    assert "V1 trainer mode off_grpo_sync: not available (no TransferQueue)" in v0.stdout
+
+
+def test_check_lists_every_patch_with_its_target_and_whether_it_is_live():
+    done = subprocess.run([sys.executable, "-W", "ignore", "-m", "verl_offgrpo", "check"], capture_output=True,
+                          text=True, timeout=600, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert f"verl {verl.__version__} (patches written for verl>=0.9.1,<0.10); vLLM " in out
+    for module in patches.patch_modules():
+        for target in module.TARGETS:
+            assert f"    {target}: " in out
+    assert "verl.utils.config.validate_config: live" in out
+    assert "verl.workers.engine.base.BaseEngine.train_batch: live" in out  # imported by check, then read off
+    assert "applied when" not in out
+    assert "selects the plugin: yes; trainer: V1 off_grpo_sync" in out
+
+
+def test_patch_warnings_are_warnings_not_log_lines():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        empty_update._apply(_NoEngine())
+    assert [w.category for w in caught] == [PatchWarning]
+

@@ -1,0 +1,165 @@
+"""Every place where verl-offgrpo replaces something inside verl, and the guards around them.
+
+The rest of the package talks to verl through its public extension points (``register_adv_est``,
+``register_policy_loss``, ``register_trainer``, a checkpoint-manager class named in the config).
+The modules here replace verl attributes; each one declares
+
+* ``TARGETS``: the dotted names of the verl attributes it replaces,
+* ``VERL_VERSIONS``: the verl releases it was written against (:data:`VERL_VERSIONS`),
+* ``WHEN``: in which processes, and for which jobs, it acts,
+* ``live()``: whether it is in place in this process, read off the target itself.
+
+A job *selects* the plugin (:mod:`.selection`) when its config names the ``off_grpo`` estimator, the
+``off_grpo`` policy loss, a ``sync_period`` other than 1, the ``off_grpo_sync`` V1 trainer mode or the
+lagged checkpoint manager. A job that selects nothing runs verl's code unchanged: a patch either is
+not installed, or passes every call straight to verl's original.
+
+A verl release outside :data:`VERL_VERSIONS`, or a patch target that is missing, is an error
+(:class:`PatchError`, one line) when the plugin is selected and a :class:`PatchWarning` otherwise.
+
+``VERL_OFFGRPO_DISABLE=1`` (:data:`DISABLE_ENV`) turns the plugin off: its ``verl.plugins`` entry point
+then registers nothing and patches nothing.
+
+This package imports nothing from verl at import time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import warnings
+
+#: The verl releases the patches were written against (PEP 440 specifier).
+VERL_VERSIONS = ">=0.9.1,<0.10"
+#: ``VERL_OFFGRPO_DISABLE=1``: the entry point registers nothing and patches nothing.
+DISABLE_ENV = "VERL_OFFGRPO_DISABLE"
+#: Set to "1" in every Ray process of a job whose config selects the plugin (the driver adds it to the
+#: job's Ray runtime env, :mod:`.job_env`); patches that must agree across processes read it.
+JOB_ENV = "VERL_OFFGRPO_JOB"
+
+#: The patch modules, in the order ``python -m verl_offgrpo check`` lists them.
+PATCH_MODULES = (
+    "verl_offgrpo.patches.validate_config",
+    "verl_offgrpo.patches.job_env",
+    "verl_offgrpo.patches.empty_update",
+    "verl_offgrpo.patches.ipc_socket",
+    "verl_offgrpo.patches.served_weights_worker",
+)
+
+
+class PatchError(RuntimeError):
+    """A patch the selected configuration needs cannot be applied to the installed verl."""
+
+
+class PatchWarning(UserWarning):
+    """A patch cannot be applied; harmless while no job selects the plugin."""
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def disabled(environ=os.environ) -> bool:
+    """Whether ``VERL_OFFGRPO_DISABLE`` turns the plugin off in this process."""
+    return _truthy(environ.get(DISABLE_ENV))
+
+
+def job_selected(environ=os.environ) -> bool:
+    """Whether this process belongs to a Ray job whose config selects the plugin (:data:`JOB_ENV`)."""
+    return _truthy(environ.get(JOB_ENV))
+
+
+def verl_version() -> str | None:
+    module = sys.modules.get("verl")
+    version = getattr(module, "__version__", None)
+    if version:
+        return str(version)
+    try:
+        from importlib.metadata import version as dist_version
+
+        return dist_version("verl")
+    except Exception:  # noqa: BLE001 - not installed as a distribution
+        return None
+
+
+def version_problem(versions: str = VERL_VERSIONS, installed: str | None = None) -> str | None:
+    """One line if the installed verl is outside ``versions``, else None."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    installed = installed if installed is not None else verl_version()
+    if installed is None:
+        return f"verl-offgrpo: cannot tell the installed verl version; its patches were written for verl{versions}"
+    try:
+        ok = Version(installed) in SpecifierSet(versions, prereleases=True)
+    except InvalidVersion:
+        ok = False
+    if ok:
+        return None
+    return (
+        f"verl-offgrpo: installed verl {installed} is outside verl{versions}, the releases its patches were "
+        f"written for; install a verl in that range or VERL_OFFGRPO_DISABLE=1"
+    )
+
+
+def resolve(target: str):
+    """The object named by the dotted ``target``: import its longest importable module prefix, then
+    getattr the rest. Raises ``AttributeError``/``ImportError`` if it is not there."""
+    parts = target.split(".")
+    for cut in range(len(parts), 0, -1):
+        name = ".".join(parts[:cut])
+        try:
+            obj = importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name is not None and not name.startswith(err.name) and err.name != name:
+                raise  # the module exists but one of its own imports is missing
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(f"no module of {target!r} can be imported")
+
+
+def target_problem(target: str) -> str | None:
+    """One line if ``target`` cannot be found in the installed verl, else None."""
+    try:
+        resolve(target)
+    except Exception as err:  # noqa: BLE001 - ImportError, AttributeError, or a module that fails to import
+        return f"verl-offgrpo: patch target {target} is missing from verl {verl_version()} ({type(err).__name__}: {err})"
+    return None
+
+
+def complain(message: str, selected: bool) -> None:
+    """:class:`PatchError` if the plugin is selected, a :class:`PatchWarning` otherwise (never a log line)."""
+    if selected:
+        raise PatchError(message)
+    warnings.warn(message, PatchWarning, stacklevel=3)
+
+
+def patch_modules() -> list:
+    """The patch modules (cheap to import: none imports verl at import time)."""
+    return [importlib.import_module(name) for name in PATCH_MODULES]
+
+
+def preflight(versions: str = VERL_VERSIONS) -> list[str]:
+    """What a selected job needs from verl and does not find: the version range and every patch
+    target (this imports the targets' verl modules; the weight-transfer module needs vllm and is only
+    checked where vllm is installed). Empty when everything is there."""
+    problems = []
+    version = version_problem(versions)
+    if version:
+        problems.append(version)
+    for module in patch_modules():
+        for target in getattr(module, "preflight_targets", lambda: module.TARGETS)():
+            problem = target_problem(target)
+            if problem:
+                problems.append(problem)
+    return problems
+
+
+def install_all() -> None:
+    """Called by the entry point (:mod:`verl_offgrpo.plugin`) while ``verl/__init__`` runs: each patch
+    module installs itself, or a post-import hook, or nothing (see each module's ``WHEN``)."""
+    for module in patch_modules():
+        module.install()

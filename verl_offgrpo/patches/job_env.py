@@ -1,0 +1,44 @@
+"""Tell every Ray process of a selecting job that it is one: ``VERL_OFFGRPO_JOB=1`` in the job's runtime env.
+
+A worker cannot see the whole config: the actor's engine sees only its actor config, vLLM's worker
+processes see nothing of it. The patches that must agree across processes (:mod:`.ipc_socket`:
+sender and receiver must name the same socket) or that depend on the estimator (:mod:`.empty_update`)
+read :data:`~verl_offgrpo.patches.JOB_ENV` instead.
+
+``main_ppo``'s driver builds the Ray runtime env from ``verl.trainer.constants_ppo.PPO_RAY_RUNTIME_ENV``
+(``get_ppo_ray_runtime_env``, after ``validate_config``, before ``ray.init``) and Ray hands its
+``env_vars`` to every actor of the job (TaskRunner, actor workers, vLLM server actors; vLLM's worker
+processes inherit them from the server actor). :func:`mark_job` adds :data:`JOB_ENV` there; the
+``validate_config`` wrap (:mod:`.validate_config`) calls it for a config that selects the plugin, and
+only then. A driver that does not go through ``validate_config`` (a custom script) can set
+``VERL_OFFGRPO_JOB=1`` in its Ray runtime env itself.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from verl_offgrpo.patches import JOB_ENV, VERL_VERSIONS
+
+TARGETS = ("verl.trainer.constants_ppo.PPO_RAY_RUNTIME_ENV",)
+WHEN = "driver: adds VERL_OFFGRPO_JOB=1 to the Ray job's env_vars, only once a selecting config is validated"
+MODULE = "verl.trainer.constants_ppo"
+
+__all__ = ["TARGETS", "VERL_VERSIONS", "WHEN", "install", "live", "mark_job"]
+
+
+def mark_job() -> None:
+    """Add ``VERL_OFFGRPO_JOB=1`` to the env_vars of verl's PPO Ray runtime env (this process)."""
+    from verl.trainer import constants_ppo
+
+    constants_ppo.PPO_RAY_RUNTIME_ENV.setdefault("env_vars", {})[JOB_ENV] = "1"
+
+
+def live() -> bool:
+    module = sys.modules.get(MODULE)
+    env = getattr(module, "PPO_RAY_RUNTIME_ENV", None) or {}
+    return env.get("env_vars", {}).get(JOB_ENV) == "1"
+
+
+def install() -> None:
+    """Nothing at ``import verl``: :func:`mark_job` runs from the ``validate_config`` wrap when selected."""

@@ -1,0 +1,80 @@
+"""Whether a job selects the plugin, decided from what each process sees (nothing here imports verl).
+
+* The driver (``main_ppo``'s ``validate_config``) and the trainer see the whole config:
+  :func:`config_selects`.
+* An actor worker's engine sees its loss function, ``functools.partial(ppo_loss, config=ActorConfig)``:
+  :func:`loss_selects` reads ``config.policy_loss.loss_mode``; and :data:`~verl_offgrpo.patches.JOB_ENV`,
+  which the driver of a selecting job puts into the job's Ray runtime env (:mod:`.job_env`).
+* vLLM's worker processes see only :data:`~verl_offgrpo.patches.JOB_ENV` (inherited from the server actor).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME, TRAINER_MODE
+
+#: the v0 trainer's lagged checkpoint manager, as named in ``rollout.checkpoint_manager_class``
+V0_MANAGER_CLASS = "LaggedCheckpointManager"
+_MISSING = object()
+
+
+def _get(config: Any, dotted: str, default: Any = None) -> Any:
+    node = config
+    for key in dotted.split("."):
+        if node is None:
+            return default
+        try:
+            node = node.get(key, _MISSING) if hasattr(node, "get") else getattr(node, key, _MISSING)
+        except Exception:  # noqa: BLE001 - OmegaConf raises on missing mandatory values, struct mode
+            return default
+        if node is _MISSING:
+            return default
+    return node
+
+
+def _sync_period_selects(value: Any) -> bool:
+    if value is None:
+        return False
+    try:
+        return int(value) != 1 or str(value).strip() not in {"1", "1.0"}
+    except (TypeError, ValueError):
+        return True  # not a number: the plugin's checks must see it
+
+
+def config_selects(config: Any) -> bool:
+    """Whether a full training config (``algorithm``, ``actor_rollout_ref``, ``trainer``) selects the
+    plugin: the ``off_grpo`` estimator, the ``off_grpo`` policy loss, ``algorithm.off_grpo.sync_period``
+    set to anything but 1, ``rollout_schedule`` other than ``per_step``, the ``off_grpo_sync`` V1 trainer
+    mode, or the lagged v0 checkpoint manager."""
+    if config is None:
+        return False
+    if _get(config, "algorithm.adv_estimator") == ESTIMATOR_NAME:
+        return True
+    if _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode") == LOSS_NAME:
+        return True
+    off_grpo = _get(config, "algorithm.off_grpo")
+    if off_grpo is not None and not hasattr(off_grpo, "get"):
+        return True  # ``algorithm.off_grpo=5``: the plugin's checks must reject it
+    if _sync_period_selects(_get(config, "algorithm.off_grpo.sync_period")):
+        return True
+    if _get(config, "algorithm.off_grpo.rollout_schedule", "per_step") != "per_step":
+        return True  # the window schedule (or a typo the plugin's checks must reject)
+    if _get(config, "trainer.v1.trainer_mode") == TRAINER_MODE:
+        return True
+    manager = _get(config, "actor_rollout_ref.rollout.checkpoint_manager_class")
+    return isinstance(manager, str) and manager.startswith("verl_offgrpo.")
+
+
+def loss_selects(actor_config: Any) -> bool:
+    """Whether an actor config (``ActorConfig`` dataclass or DictConfig) uses the ``off_grpo`` loss."""
+    return _get(actor_config, "policy_loss.loss_mode") == LOSS_NAME
+
+
+def loss_function_selects(loss_function: Any) -> bool:
+    """Whether an engine's ``loss_function`` is verl's ``ppo_loss`` (or the distillation loss) bound to
+    an actor config with the ``off_grpo`` loss (verl binds it with ``functools.partial(..., config=)``)."""
+    keywords = getattr(loss_function, "keywords", None)
+    if not isinstance(keywords, dict):
+        return False
+    return loss_selects(keywords.get("config"))

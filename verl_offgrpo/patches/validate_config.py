@@ -1,0 +1,78 @@
+"""``verl.utils.config.validate_config`` also runs the plugin's start-up checks, for a config that selects it.
+
+``main_ppo``'s driver calls ``validate_config`` before it starts Ray. For a config that selects the
+plugin (:func:`.selection.config_selects`):
+
+1. the installed verl must be in :data:`VERL_VERSIONS` and every patch target must exist
+   (:func:`verl_offgrpo.patches.preflight`), else :class:`~verl_offgrpo.patches.PatchError`, one line;
+2. :func:`verl_offgrpo.config.validate_off_grpo_config` — before verl's own checks, so a failing
+   config never prints verl's "All configuration checks passed successfully!";
+3. verl's original ``validate_config``;
+4. the job's Ray processes are marked as selecting the plugin (:mod:`.job_env`).
+
+Any other config goes straight to verl's ``validate_config``, and nothing else happens.
+``verl.utils.config`` is already imported by ``import verl`` (verl 0.9.1), so the wrap goes in at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+from verl_offgrpo.patches import VERL_VERSIONS, complain, job_selected, target_problem
+
+TARGETS = ("verl.utils.config.validate_config",)
+WHEN = "driver (main_ppo): the plugin's checks, then verl's, for a config that selects it; verl's alone otherwise"
+MODULE = "verl.utils.config"
+_WRAPPED = "__off_grpo_wrapped__"
+
+__all__ = ["TARGETS", "VERL_VERSIONS", "WHEN", "install", "live", "wrap"]
+
+
+def wrap(original):
+    """verl's ``validate_config`` followed, for a selecting config only, by the plugin's checks."""
+    if getattr(original, _WRAPPED, False):
+        return original
+
+    @functools.wraps(original)
+    def validate_config(config, *args, **kwargs):
+        from verl_offgrpo.patches.selection import config_selects
+
+        if not config_selects(config):
+            return original(config, *args, **kwargs)
+        from verl_offgrpo.patches import PatchError, preflight
+
+        problems = preflight()
+        if problems:
+            raise PatchError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+        from verl_offgrpo.config import validate_off_grpo_config
+
+        # before verl's checks, so a config the plugin rejects never prints verl's success banner
+        validate_off_grpo_config(config)
+        result = original(config, *args, **kwargs)
+        from verl_offgrpo.patches.job_env import mark_job
+
+        mark_job()
+        return result
+
+    setattr(validate_config, _WRAPPED, True)
+    return validate_config
+
+
+def live() -> bool:
+    module = sys.modules.get(MODULE)
+    return module is not None and getattr(getattr(module, "validate_config", None), _WRAPPED, False)
+
+
+def install() -> None:
+    """Wrap ``validate_config`` now (its module is loaded by ``import verl``), or once it is imported."""
+    from verl_offgrpo.patches.post_import import on_import
+
+    on_import(MODULE, "validate_config", _apply)
+
+
+def _apply(module) -> None:
+    if not hasattr(module, "validate_config"):
+        complain(target_problem(TARGETS[0]) or f"verl-offgrpo: {TARGETS[0]} is missing", job_selected())
+        return
+    module.validate_config = wrap(module.validate_config)
