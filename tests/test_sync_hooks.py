@@ -487,6 +487,32 @@ def test_a_one_ulp_change_on_one_rank_is_caught_at_its_step(ray_local):
     run_v0_loop(None, manager, servers, range(1, 10))
 
 
+def test_an_engine_without_the_check_falls_back_loudly_to_the_lagged_rprime_limit(ray_local, monkeypatch, caplog):
+    """If the fingerprint cannot be recorded (an engine without verl's worker extension), the run warns,
+    logs off_grpo/weights_verify_failed and goes on with the r' monitor, whose lagged limit is then an
+    error again, as before the exact check existed."""
+    from verl_offgrpo.sync import served_weights
+    from verl_offgrpo.sync.alpha_guard import STATISTIC, ServedPolicyError
+
+    async def no_method(replicas, action, step):
+        return [(0, AttributeError("'Worker' object has no attribute 'off_grpo_served_weights'"))]
+
+    monkeypatch.setattr(served_weights, "call_replicas", no_method)
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=3")
+    servers, _, replicas, wg = make_cluster(n_servers=1)
+    manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
+    assert manager.verify_weights
+    with caplog.at_level(logging.WARNING):
+        manager.update_weights(0)
+    assert not manager.verify_weights and "is off for this run" in caplog.text
+    manager.trainer.global_steps = 1
+    manager.sleep_replicas()
+    manager.update_weights(1)  # a skipped slot: no check is attempted now
+    assert manager.step_metrics(1)["off_grpo/synced"] == 0.0
+    with pytest.raises(ServedPolicyError, match="rollout lag 1"):
+        manager.check_served_policy({STATISTIC: 9.0}, 2)
+
+
 def test_no_sleep_mode_never_wakes(ray_local):
     cfg = compose_cfg(
         *V0_OVERRIDES,
