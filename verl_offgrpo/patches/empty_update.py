@@ -9,8 +9,7 @@ and every gradient are exactly 0 (:mod:`verl_offgrpo.policy_loss`). verl 0.9.1's
     m ← β₁·m,   v ← β₂·v                      (the gradient is 0)
     θ ← θ − lr·( m̂ / (√v̂ + ε) + λ·θ )
 
-by its momentum from earlier mini-batches, in parameter space about the previous step's size (on an H100
-the first such step moved the policy a quarter as far as a real one: results/empty_update.json), plus
+by its momentum from earlier mini-batches, in parameter space about the previous step's size, plus
 weight decay: an update that no sample of this mini-batch asked for. The paper's mask takes such groups
 out of the objective, and an objective with no terms gives no update. :func:`skip_empty_updates` wraps
 ``BaseEngine.train_batch`` so that, when the count the engine has just all-reduced is 0, the gradients

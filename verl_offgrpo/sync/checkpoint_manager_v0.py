@@ -70,8 +70,8 @@ _PENDING_LOG_METRICS: dict[int, dict] = {}
 CACHE_EMPTIED_HINT = (
     "verl-offgrpo: empty_cache_on_skip=if_needed emptied the actor's device cache on a skipped sync: "
     "%.2f of device memory was free, vLLM's pool takes back rollout.gpu_memory_utilization=%.2f. "
-    "An emptying worker also waits for the device work the actor update left queued (7B with TP=4 on "
-    "H100s: 0.58 of a 0.85 s skipped slot, results/README.md §3). If vLLM's weights and a batch's KV cache "
+    "An emptying worker also waits for the device work the actor update left queued, which can be most of "
+    "the skipped slot. If vLLM's weights and a batch's KV cache "
     "fit in less, rollout.gpu_memory_utilization below %.2f keeps the cache and the skipped slot is the "
     "wake alone. Shown once; off_grpo/skip_min_free_frac and off_grpo/skip_cache_emptied_frac log every skip."
 )
@@ -233,7 +233,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         verl calls it inside its ``timing_s/gen`` timer. At v = 1 vLLM sleeps at level 2 (weights
         discarded); at v > 1 with ``keep_weights=sleep_level1`` at level 1, which copies α to host
         memory after every rollout, synced step or not: a cost of the lag that ``timing_s/gen`` would
-        otherwise hide (results/README.md §3).
+        otherwise hide.
         """
         start = time.perf_counter()
         await super().sleep_replicas()

@@ -14,8 +14,8 @@ checkpoint manager compares the served parameters themselves, with tolerance 0:
   (Σ_c s0_c, Σ_c (c+1)·s1_c) in Python integers. Integer sums are exact and independent of the
   reduction order, so the same weights give the same numbers on every call, and any change of any
   single element changes them. One device→host copy per call. Cost: a few reads of the weights at
-  memory bandwidth (~24 bytes of traffic per bf16 element): ~15–25 ms for 1.5B parameters on an H100
-  (est.), in parallel on each tensor-parallel rank.
+  memory bandwidth (~24 bytes of traffic per bf16 element), in parallel on each tensor-parallel rank;
+  logged as ``timing_s/off_grpo_verify_weights``.
 * **Where it runs**: inside each vLLM worker process (every TP rank of every replica), as a method
   of verl's worker extension ``vLLMColocateWorkerExtension`` (:data:`RPC_METHOD`, installed by a
   post-import hook of :func:`verl_offgrpo.sync.register_sync_hooks` in every verl process: vLLM's

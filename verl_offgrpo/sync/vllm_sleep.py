@@ -113,9 +113,8 @@ def empty_device_cache(worker: Any, wake_fraction: float | None = None) -> dict:
     Reading the free memory needs no wait: the caching allocator hands memory back to the driver only
     in ``empty_cache``, so queued work cannot change what ``mem_get_info`` reports. A worker that keeps
     its cache therefore returns at once, and the work the actor update queued runs on in the worker's
-    stream while vLLM, in its own process, wakes (verl queues its FSDP offload copies ``non_blocking``:
-    for 7B on two H100s with offload, waiting for them was 0.57 s of a 0.85 s skipped slot,
-    results/README.md §3). Stream order keeps it correct: the actor's next use of those tensors is
+    stream while vLLM, in its own process, wakes (verl queues its FSDP offload copies ``non_blocking``,
+    and waiting for them can be most of a skipped slot). Stream order keeps it correct: the actor's next use of those tensors is
     queued behind it. A worker that empties its cache waits first.
     """
     device = available_device()
