@@ -266,6 +266,7 @@ def test_main_ppo_rejects_bad_config_before_ray():
     assert "checks passed" not in proc.stderr + proc.stdout  # the plugin's check runs before verl's banner
 
 
+@pytest.mark.slow
 def test_compose_cli_prints_validated_config():
     proc = _run("-m", "verl_offgrpo", "compose", *BASE, "actor_rollout_ref.rollout.name=vllm",
                 "algorithm.off_grpo.sync_period=10")
@@ -289,6 +290,7 @@ def test_check_cli_reports_registrations():
     assert "BucketedWeightSender.__init__: not live" in proc.stdout  # only in a selecting job's Ray processes
 
 
+@pytest.mark.slow
 def test_check_cli_is_loud_when_verl_did_not_load_the_plugin():
     proc = _run("-m", "verl_offgrpo", "check", env={"VERL_USE_EXTERNAL_PLUGINS": "none"})
     assert proc.returncode == 1
@@ -296,6 +298,7 @@ def test_check_cli_is_loud_when_verl_did_not_load_the_plugin():
     assert "advantage estimator off_grpo is not registered with verl" in proc.stderr
 
 
+@pytest.mark.slow
 def test_compose_cli_fails_when_verl_did_not_load_the_plugin():
     """Without the plugin verl's own validate_config passes configs the plugin rejects: compose must not
     print "checks passed" then (it did, with exit 0)."""

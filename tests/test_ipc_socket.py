@@ -146,6 +146,7 @@ def test_patch_refuses_a_module_without_the_endpoints():
 CHECK_SCRIPT = REPO / "tests" / "fixtures" / "ipc_socket_check.py"
 
 
+@pytest.mark.slow
 def test_two_ray_clusters_side_by_side_get_two_sockets_and_each_cluster_one(tmp_path):
     """Two concurrent Ray clusters on this host (as two verl jobs on two GPUs), each a job that selects
     the plugin (``VERL_OFFGRPO_JOB=1`` in its processes, as main_ppo's runtime env gives them): in each,
@@ -171,6 +172,7 @@ def test_two_ray_clusters_side_by_side_get_two_sockets_and_each_cluster_one(tmp_
     assert results[0]["sender"] != results[1]["sender"]
 
 
+@pytest.mark.slow
 def test_a_job_that_does_not_select_the_plugin_keeps_verls_socket_name(tmp_path):
     """Without ``VERL_OFFGRPO_JOB`` (a plain verl job in an environment with the package) no process
     patches verl's classes: sender and receiver use verl's own name, as without the package."""

@@ -234,6 +234,7 @@ if os.environ.get("VERL_USE_EXTERNAL_PLUGINS") != "none":
     assert "REGISTERED" in ours.stdout
 
 
+@pytest.mark.slow
 def test_the_switch_turns_the_plugin_off():
     code = """
 import sys, verl
@@ -267,6 +268,7 @@ print("VERL_IMPORTED")
     assert "WARNING verl-offgrpo: the plugin failed to load (ImportError: simulated broken install)" in done.stderr
 
 
+@pytest.mark.slow
 def test_check_fails_when_the_v1_trainer_the_config_uses_lacks_transfer_queue():
     """``check`` composes the shipped config: its V1 trainer mode needs TransferQueue; the v0 trainer does not."""
     code = """

@@ -263,6 +263,7 @@ def test_sharded_world_size_2(mode, tmp_path):
 
 
 # ----------------------------------------------------------------------------- trainer entry (Ray __ray_call__)
+@pytest.mark.slow
 def test_maybe_reset_reference_through_ray_call():
     ray = pytest.importorskip("ray")
     from verl_offgrpo.ref_reset.trainer import maybe_reset_reference

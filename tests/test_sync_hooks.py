@@ -362,6 +362,7 @@ def test_keeps_device_cache_when_vllms_whole_budget_is_free():
     assert not vllm_sleep.keeps_device_cache(80, 80, None)  # empty_cache_on_skip=always
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode, empties", [("always", [3, 3]), ("if_needed", [0, 3]), (None, [0, 3])])
 def test_skipped_slot_keeps_the_actor_cache_only_if_vllms_pool_fits(ray_local, caplog, mode, empties):
     """empty_cache_on_skip=if_needed (also the default, mode None): a worker with free ≥
@@ -392,6 +393,7 @@ def test_skipped_slot_keeps_the_actor_cache_only_if_vllms_pool_fits(ray_local, c
     assert "off_grpo/skip_cache_emptied_frac" not in manager.step_metrics(4)  # a real sync: verl's own path
 
 
+@pytest.mark.slow
 def test_without_the_override_skips_serve_garbage(ray_local, monkeypatch):
     """Control: the same loop with verl's level-2 sleep generates garbage on lagged steps (with the
     served-weights check off); with the check on (default) the first wake without a sync stops the run
@@ -463,6 +465,7 @@ def test_forced_level2_sleep_is_caught_at_the_first_affected_step(ray_local):
     assert [(a, st, r) for _, a, st, r in rpcs] == [("record", 0, 0), ("record", 0, 1), ("check", 1, 0), ("check", 1, 1)]
 
 
+@pytest.mark.slow
 def test_a_one_ulp_change_on_one_rank_is_caught_at_its_step(ray_local):
     """TP=3: one element of one tensor on rank 2 gains one ulp right after the server's 5th weights wake
     (the wake in the slot of step 4, a skipped one at v=3): the check of that slot names step 5, rank 2,
@@ -532,6 +535,7 @@ def test_no_sleep_mode_never_wakes(ray_local):
     assert ray.get(workers[0].empty_cache_calls.remote()) == 0
 
 
+@pytest.mark.slow
 def test_period_one_is_verl_behaviour(ray_local):
     """sync_period=1: no override, every call a real sync, including the wake inside _validate."""
     cfg = compose_cfg(*V0_OVERRIDES)
@@ -546,6 +550,7 @@ def test_period_one_is_verl_behaviour(ray_local):
     assert [manager.step_metrics(s)["off_grpo/synced"] for s in (1, 2, 3)] == [1, 1, 1]
 
 
+@pytest.mark.slow
 def test_validation_forces_sync_and_validation_wake_does_not_transfer(ray_local):
     cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=4", "trainer.test_freq=5")
     servers, workers, replicas, wg = make_cluster(n_servers=1)
@@ -572,6 +577,7 @@ def test_validation_forces_sync_and_validation_wake_does_not_transfer(ray_local)
     assert [c[0] for c in wg.sync_calls] == [0, 4, 8]
 
 
+@pytest.mark.slow
 def test_resume_syncs_first_slot(ray_local):
     cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=4")
     servers, workers, replicas, wg = make_cluster(n_servers=1)
@@ -581,6 +587,7 @@ def test_resume_syncs_first_slot(ray_local):
     assert generated == {11: ["pi_10"], 12: ["pi_10"], 13: ["pi_12"], 14: ["pi_12"]}
 
 
+@pytest.mark.slow
 def test_each_step_reports_the_sleep_after_its_rollout(ray_local):
     """timing_s/off_grpo_sleep: the replicas' sleep in each step (inside verl's gen timer). At v > 1 it
     is level 1, which pays for copying α to host memory (0.2 s in the fake); v = 1 sleeps at level 2."""
@@ -596,6 +603,7 @@ def test_each_step_reports_the_sleep_after_its_rollout(ray_local):
         assert twice >= slept[2] + (0.2 if copies else 0.0)
 
 
+@pytest.mark.slow
 def test_v0_metrics_reach_the_logger(ray_local):
     from verl.utils.tracking import Tracking
 
@@ -671,6 +679,7 @@ def test_v0_bound_monitor_goes_through_verls_compute_advantage_to_the_logger(ray
     assert not any(k.startswith("off_grpo/bound") for k in rows[1][1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("limit, verify", [(1.0, False), (0.0, False), (1.0, True)])
 def test_v0_guard_stops_a_run_whose_engine_disagrees_right_after_a_sync(ray_local, limit, verify):
     """Through verl's compute_advantage: a batch sampled right after a sync (rollout lag 0) with
@@ -971,6 +980,7 @@ def test_sync_package_import_is_light():
     assert out.splitlines() == ["[]", str(["verl.trainer.ppo.v1"])]
 
 
+@pytest.mark.slow
 def test_hook_registers_the_mode_when_v1_is_imported():
     out = _run(
         "import sys, verl; from verl_offgrpo.sync import register_sync_hooks; register_sync_hooks();"
