@@ -13,24 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME, TRAINER_MODE
+from verl_offgrpo.config.off_grpo import config_value as _get
 
 #: the v0 trainer's lagged checkpoint manager, as named in ``rollout.checkpoint_manager_class``
 V0_MANAGER_CLASS = "LaggedCheckpointManager"
-_MISSING = object()
-
-
-def _get(config: Any, dotted: str, default: Any = None) -> Any:
-    node = config
-    for key in dotted.split("."):
-        if node is None:
-            return default
-        try:
-            node = node.get(key, _MISSING) if hasattr(node, "get") else getattr(node, key, _MISSING)
-        except Exception:  # noqa: BLE001 - OmegaConf raises on missing mandatory values, struct mode
-            return default
-        if node is _MISSING:
-            return default
-    return node
 
 
 def _sync_period_selects(value: Any) -> bool:
