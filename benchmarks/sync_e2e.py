@@ -221,7 +221,7 @@ def overrides(trainer: str, period: int, model_dir: Path, data_dir: Path, steps:
         ov += [
             "trainer.use_v1=false",
             "+actor_rollout_ref.rollout.checkpoint_manager_class="
-            "verl_offgrpo.sync.checkpoint_manager_v0.LaggedCheckpointManager",
+            "verl_offgrpo.sync.lagged_manager.LaggedCheckpointManager",
         ]
     return ov
 

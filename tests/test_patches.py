@@ -73,7 +73,7 @@ def test_all_code_that_replaces_verl_attributes_lives_in_the_patches_package():
     import re
 
     allowed = {
-        "sync/checkpoint_manager_v0.py",  # Tracking.log merge: installed by the lagged manager (selected jobs)
+        "sync/lagged_manager.py",  # Tracking.log merge: installed by the lagged manager (selected jobs)
         "sync/bound_monitor_v0.py",  # ray_trainer.compute_advantage: installed by the lagged manager
         "sync/vllm_sleep.py",  # one server instance's _resolve_sleep_level, at run time of a selected job
     }

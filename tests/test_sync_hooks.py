@@ -32,7 +32,7 @@ from verl.workers.rollout.replica import RolloutReplica
 import verl_offgrpo
 from verl_offgrpo.config import V0_MANAGER_FQN, SyncConfigError, check_sync_config
 from verl_offgrpo.sync import register_sync_hooks
-from verl_offgrpo.sync import checkpoint_manager_v0 as cm
+from verl_offgrpo.sync import lagged_manager as cm
 from verl_offgrpo.sync import vllm_sleep
 
 CONFIG_DIR = os.path.join(os.path.dirname(verl_offgrpo.__file__), "config")
@@ -832,7 +832,7 @@ def v1_trainer_on_fake_cluster(monkeypatch, *overrides, **cluster):
 
 
 def test_v1_hooks_drive_the_lagged_manager(ray_local, monkeypatch):
-    from verl_offgrpo.sync.checkpoint_manager_v0 import LaggedCheckpointManager
+    from verl_offgrpo.sync.lagged_manager import LaggedCheckpointManager
 
     trainer, servers, wg = v1_trainer_on_fake_cluster(monkeypatch, "trainer.test_freq=6")
     trainer.init()  # _setup + on_init_end
@@ -990,3 +990,10 @@ def test_hook_registers_the_mode_when_v1_is_imported():
         "print(c.__name__, 'vllm' in sys.modules, sum(getattr(f, 'fullname', '') == 'verl.trainer.ppo.v1' for f in sys.meta_path))"
     )
     assert out.split()[-3:] == ["OffGRPOSyncTrainer", "False", "0"]
+
+
+def test_the_earlier_v0_manager_path_still_loads():
+    """Configs written for earlier releases name verl_offgrpo.sync.checkpoint_manager_v0: verl's loader
+    still finds the same class there."""
+    old = load_class_from_fqn("verl_offgrpo.sync.checkpoint_manager_v0.LaggedCheckpointManager", "CheckpointEngineManager")
+    assert old is cm.LaggedCheckpointManager and V0_MANAGER_FQN == "verl_offgrpo.sync.lagged_manager.LaggedCheckpointManager"

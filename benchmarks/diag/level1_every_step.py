@@ -14,7 +14,7 @@ it pays both the copy to host memory and the transfer.
 (the repo root is on the jobs' ``PYTHONPATH``; ``benchmarks`` is a namespace package.)
 """
 
-from verl_offgrpo.sync.checkpoint_manager_v0 import LaggedCheckpointManager
+from verl_offgrpo.sync.lagged_manager import LaggedCheckpointManager
 from verl_offgrpo.sync.vllm_sleep import keep_weights_across_sleep
 
 

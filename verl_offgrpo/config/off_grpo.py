@@ -37,7 +37,7 @@ EMPTY_CACHE_ON_SKIP_MODES = ("always", "if_needed")
 ROLLOUT_SCHEDULES = ("per_step", "window")
 
 #: the v0 trainer's checkpoint manager class that runs the lagged sync
-V0_MANAGER_FQN = "verl_offgrpo.sync.checkpoint_manager_v0.LaggedCheckpointManager"
+V0_MANAGER_FQN = "verl_offgrpo.sync.lagged_manager.LaggedCheckpointManager"
 _V0_MANAGER_PREFIX = "verl_offgrpo.sync."
 FSDP_STRATEGIES = ("fsdp", "fsdp2")
 

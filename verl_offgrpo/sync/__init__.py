@@ -5,7 +5,8 @@ Modules (each imports verl lazily, none imports vllm):
 * :mod:`.schedule` — the pure schedule (which slots sync, lag bookkeeping, resume).
 * :mod:`.checks` — configurations that cannot keep α, rejected with a clear error.
 * :mod:`.vllm_sleep` — keeping α across verl's sleep/wake (sleep level 1 inside the server actors).
-* :mod:`.checkpoint_manager_v0` — ``LaggedCheckpointManager`` (v0 trainer's manager class; V1 uses it too).
+* :mod:`.lagged_manager` — ``LaggedCheckpointManager``: the v0 trainer's manager class and the V1 mode's
+  (:mod:`.checkpoint_manager_v0` keeps its earlier dotted path).
 * :mod:`.trainer_v1` — the V1 trainer mode ``off_grpo_sync``.
 * :mod:`.window` — the windowed rollout's bookkeeping (``rollout_schedule=window``).
 * :mod:`.served_weights` — the exact check that vLLM serves α after a wake without a sync (its worker

@@ -41,7 +41,7 @@ from verl_offgrpo import ESTIMATOR_NAME, TRAINER_MODE
 
 from ..config import OffGRPOConfig, validate_off_grpo_config
 from ..config import config_value as _get
-from .checkpoint_manager_v0 import LaggedCheckpointManager
+from .lagged_manager import LaggedCheckpointManager
 from .window import WINDOW, WindowSchedule
 
 logger = logging.getLogger(__name__)

@@ -1,0 +1,369 @@
+"""The lagged checkpoint manager: verl's ``CheckpointEngineManager`` that syncs only every v steps.
+
+One class serves both trainers:
+
+* v0 (``trainer.use_v1=false``): select it with
+  ``+actor_rollout_ref.rollout.checkpoint_manager_class=verl_offgrpo.sync.lagged_manager.LaggedCheckpointManager``;
+  ``RayPPOTrainer.init_workers`` builds it as ``cls(config=, actor_wg=, replicas=)``. The trainer
+  (for ``algorithm.off_grpo`` and the validation schedule) is found as the ``self`` of the calling
+  frame (``init_workers``); a missing trainer is an error.
+* V1: the ``off_grpo_sync`` trainer mode (:mod:`.trainer_v1`) builds it with ``trainer=self``.
+
+``update_weights(s)`` follows :mod:`.schedule`. A real sync is verl's own (``actor_wg.update_weights``:
+resume vLLM's weights, gather the FSDP shards, CUDA-IPC them in, ``set_global_steps(s)`` on the
+server, resume the KV cache). A skipped sync does no resharding and no transfer: it empties the
+actor workers' torch cache (as verl's sync does before vLLM resumes) and wakes the replicas the way
+verl's sync does, without the transfer: weights (vLLM restores α from its level-1 CPU copy), then the
+KV cache. The server's ``global_steps`` (weight version) only moves on real syncs, so V1's
+``training/off_policy/trajectory_staleness/*`` reports the lag too.
+
+Metrics of the slot of step s (not the first slot): ``off_grpo/synced``, ``off_grpo/lag``,
+``off_grpo/rollout_lag``, ``off_grpo/weights_version``, ``off_grpo/num_syncs``,
+``timing_s/off_grpo_sync`` (wall time of the slot, sync or skip); on skipped slots also its parts,
+``timing_s/off_grpo_skip_{empty_cache,wake_weights,wake_kv_cache}`` and their wake total
+``timing_s/off_grpo_skip_wake`` (the cost a lagged step still pays; see :meth:`wake_without_sync`),
+``timing_s/off_grpo_skip_actor_wait`` (the part of ``empty_cache`` spent waiting for the actor's queued work),
+and the actor workers' memory then: ``off_grpo/skip_{cache_emptied_frac,min_free_frac,wake_needs_frac}``.
+With ``verify_served_weights`` (:mod:`.served_weights`; on whenever vLLM keeps α between slots) a real
+sync also records the served weights' fingerprint in every vLLM worker and a slot without one checks it
+(``ServedPolicyError`` on any difference, before the next rollout): ``timing_s/off_grpo_verify_weights``
+(that call) and ``off_grpo/weights_verified`` (1 on a check, 0 on a record).
+Every step also reports ``timing_s/off_grpo_sleep``, the replicas' sleep after its rollout (inside verl's
+``timing_s/gen``; level 1 at v > 1 copies α to host memory: :meth:`LaggedCheckpointManager.sleep_replicas`).
+V1 merges them through the
+trainer's ``_pending_sync_metrics`` (read by ``PPOTrainer._consume_sync_metrics`` right after
+``on_step_end``). v0 has no channel from the manager to its local ``metrics`` dict: the manager
+keeps them by step (``metrics_by_step``, ``last_metrics``) and, for v0 only, wraps
+``verl.utils.tracking.Tracking.log`` in the trainer process once, so the ``logger.log(data=metrics,
+step=s)`` of step s also carries the manager's metrics of step s (keys already present win).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import sys
+import time
+from typing import Any, Callable, Optional
+
+import ray
+
+from verl.checkpoint_engine.base import CheckpointEngineManager
+from verl.utils.ray_utils import auto_await
+
+from ..config import check_sync_config, check_window_config
+from ..config import config_value as _get
+from . import served_weights
+from .alpha_guard import ServedPolicyError, check_served_policy
+from .schedule import FIRST, REPEAT, SlotDecision, SyncSchedule, validation_follows
+from .window import WINDOW
+from .vllm_sleep import empty_device_cache, keep_weights_across_sleep, policy_servers
+
+logger = logging.getLogger(__name__)
+
+#: v0 only: metrics of a step waiting for ``Tracking.log(step=...)`` in this process.
+_PENDING_LOG_METRICS: dict[int, dict] = {}
+
+#: the warning, once per run, when ``empty_cache_on_skip=if_needed`` had to empty a worker's cache:
+#: formatted with the least free fraction of device memory and ``rollout.gpu_memory_utilization``
+CACHE_EMPTIED_HINT = (
+    "verl-offgrpo: empty_cache_on_skip=if_needed emptied the actor's device cache on a skipped sync: "
+    "%.2f of device memory was free, vLLM's pool takes back rollout.gpu_memory_utilization=%.2f. "
+    "An emptying worker also waits for the device work the actor update left queued, which can be most of "
+    "the skipped slot. If vLLM's weights and a batch's KV cache "
+    "fit in less, rollout.gpu_memory_utilization below %.2f keeps the cache and the skipped slot is the "
+    "wake alone. Shown once; off_grpo/skip_min_free_frac and off_grpo/skip_cache_emptied_frac log every skip."
+)
+
+
+def install_tracking_merge() -> None:
+    """Wrap ``Tracking.log`` (once per process) to merge the manager's metrics of the logged step."""
+    from verl.utils import tracking
+
+    original = tracking.Tracking.log
+    if getattr(original, "__off_grpo_wrapped__", False):
+        return
+
+    @functools.wraps(original)
+    def log(self, data, step, backend=None):
+        extra = _PENDING_LOG_METRICS.pop(step, None)
+        if extra:
+            data = {**extra, **data}
+        return original(self, data=data, step=step, backend=backend)
+
+    log.__off_grpo_wrapped__ = True
+    tracking.Tracking.log = log
+
+
+def find_calling_trainer(skip: Any = None, depth: int = 8) -> Any:
+    """The trainer whose method is constructing us: the first ``self`` up the stack with a config."""
+    frame = sys._getframe(1)
+    for _ in range(depth):
+        frame = frame.f_back
+        if frame is None:
+            break
+        obj = frame.f_locals.get("self")
+        if obj is None or obj is skip or isinstance(obj, CheckpointEngineManager):
+            continue
+        if hasattr(obj, "config") and hasattr(obj, "actor_rollout_wg") and _get(obj.config, "algorithm") is not None:
+            return obj
+    return None
+
+
+class LaggedCheckpointManager(CheckpointEngineManager):
+    """verl's checkpoint manager with the off-policy sync schedule (see the module docstring)."""
+
+    def __init__(
+        self,
+        config,
+        actor_wg,
+        replicas,
+        *,
+        trainer: Any = None,
+        trainer_kind: Optional[str] = None,
+    ) -> None:
+        super().__init__(config=config, actor_wg=actor_wg, replicas=replicas)
+        if trainer is None:
+            trainer = find_calling_trainer(skip=self)
+        if trainer is None:
+            raise RuntimeError(
+                "verl-offgrpo: LaggedCheckpointManager must be built by a verl trainer (RayPPOTrainer.init_workers "
+                "or the off_grpo_sync V1 mode), or given trainer=...; none found on the call stack."
+            )
+        self.trainer = trainer
+        full_config = trainer.config
+        if trainer_kind is None:
+            trainer_kind = "v1" if bool(_get(full_config, "trainer.use_v1", True)) else "v0"
+        self.trainer_kind = trainer_kind
+        self.knobs = check_sync_config(full_config, trainer=trainer_kind)
+        self.schedule = SyncSchedule(self.knobs.sync_period)
+        self.free_cache_engine = bool(_get(full_config, "actor_rollout_ref.rollout.free_cache_engine", True))
+        # vLLM's pool takes back at most this fraction of device memory on wake
+        self.wake_fraction = float(_get(full_config, "actor_rollout_ref.rollout.gpu_memory_utilization", 0.5))
+        self.server_reports: list[dict] = []
+        lagged = self.knobs.sync_period > 1
+        # rollout_schedule=window (V1 only, checked): vLLM generates a whole window right after a sync and
+        # sleeps at verl's own level; a skipped slot neither transfers nor wakes (.window)
+        check_window_config(full_config, knobs=self.knobs)
+        self.windowed = self.knobs.rollout_schedule == WINDOW
+        if lagged and self.knobs.keep_weights == "sleep_level1" and self.free_cache_engine and not self.windowed:
+            self.server_reports = keep_weights_across_sleep(self.replicas, level=1)
+        # Whether a woken vLLM still holds the weights of its last sync. If not (sync_period=1 with
+        # verl's level-2 sleep), every call is a real sync, exactly as verl does.
+        self.keeps_weights = (lagged and not self.windowed) or not self.free_cache_engine
+        # step -> rollout lag of its batch; the trainer's window schedule replaces the sync schedule's
+        self.rollout_lag_source: Optional[Callable[[int], Optional[int]]] = None
+        # The exact check that a wake without a sync serves α (:mod:`.served_weights`): a fingerprint of
+        # the served weights recorded in every vLLM worker at each real sync, compared at each such wake.
+        # A windowed rollout never wakes vLLM without a sync, so it records and checks nothing.
+        self.verify_weights = bool(self.knobs.verify_served_weights) and self.keeps_weights
+        self.history: list[SlotDecision] = []
+        self.metrics_by_step: dict[int, dict] = {}
+        self.last_metrics: dict = {}
+        self.cache_emptied_hint_shown = False
+        if trainer_kind == "v0":
+            install_tracking_merge()
+            from . import bound_monitor_v0
+
+            bound_monitor_v0.install(self._stash_v0_step_metrics)
+        logger.info(
+            "verl-offgrpo: lagged sync v=%d keep_weights=%s free_cache_engine=%s (%s trainer)",
+            self.knobs.sync_period,
+            self.knobs.keep_weights,
+            self.free_cache_engine,
+            trainer_kind,
+        )
+
+    # ------------------------------------------------------------------ schedule
+    def _force(self, step: Optional[int]) -> bool:
+        if step is None or not self.knobs.sync_before_validate:
+            return False
+        test_freq = _get(self.trainer.config, "trainer.test_freq", -1)
+        total = getattr(self.trainer, "total_training_steps", None)
+        return validation_follows(int(step), int(test_freq), total)
+
+    @auto_await
+    async def update_weights(self, global_steps: int = None):
+        start = time.perf_counter()
+        decision = self.schedule.decide(global_steps, force=self._force(global_steps))
+        result: Any = {}
+        slot_metrics: dict[str, float] = {}
+        windowed_repeat = self.windowed and decision.reason == REPEAT
+        if decision.sync or windowed_repeat or (not self.windowed and not self.keeps_weights):
+            result = await super().update_weights(global_steps)
+            if self.verify_weights:
+                slot_metrics = await self.verify_served_weights("record", decision)
+        elif self.windowed:
+            pass  # the window's batches are already generated: vLLM stays asleep until the window's last slot
+        else:
+            slot_metrics = await self.wake_without_sync()
+            if self.verify_weights:
+                slot_metrics.update(await self.verify_served_weights("check", decision))
+        self.schedule.commit(decision)
+        self.history.append(decision)
+        # π_ref ← π_θ every R steps (algorithm.off_grpo.ref_reset_period), at the same end-of-step slot
+        ref_metrics = {}
+        if decision.reason != REPEAT and self.trainer is not None:
+            from verl_offgrpo.ref_reset import maybe_reset_reference
+
+            ref_metrics = maybe_reset_reference(self.trainer, global_steps, at_init=decision.reason == FIRST)
+        if decision.reason not in (FIRST, REPEAT):
+            metrics = {
+                **ref_metrics,
+                "off_grpo/synced": float(decision.sync),
+                "off_grpo/lag": float(decision.lag),
+                "off_grpo/weights_version": float(decision.version_after),
+                "off_grpo/num_syncs": float(self.schedule.num_syncs),
+                "timing_s/off_grpo_sync": time.perf_counter() - start,
+                **slot_metrics,
+            }
+            rollout_lag = self.rollout_lag_of(decision.step) if self.rollout_lag_source else decision.rollout_lag
+            if rollout_lag is not None:
+                metrics["off_grpo/rollout_lag"] = float(rollout_lag)
+            self.last_metrics = metrics
+            self._record(decision.step, metrics)
+        return result
+
+    @auto_await
+    async def sleep_replicas(self):
+        """verl's sleep of the replicas after a rollout, timed: ``timing_s/off_grpo_sleep`` of the
+        current step (summed if the step sleeps twice, e.g. after validation).
+
+        verl calls it inside its ``timing_s/gen`` timer. At v = 1 vLLM sleeps at level 2 (weights
+        discarded); at v > 1 with ``keep_weights=sleep_level1`` at level 1, which copies α to host
+        memory after every rollout, synced step or not: a cost of the lag that ``timing_s/gen`` would
+        otherwise hide.
+        """
+        start = time.perf_counter()
+        await super().sleep_replicas()
+        step = int(getattr(self.trainer, "global_steps", 0) or 0)
+        slept = self.metrics_by_step.get(step, {}).get("timing_s/off_grpo_sleep", 0.0)
+        self._record(step, {"timing_s/off_grpo_sleep": slept + time.perf_counter() - start})
+
+    def _record(self, step: int, metrics: dict) -> None:
+        """Add ``metrics`` to step ``step``'s (v0: also to what ``Tracking.log(step=step)`` merges);
+        forget steps more than 8 older."""
+        stores = [self.metrics_by_step] + ([_PENDING_LOG_METRICS] if self.trainer_kind == "v0" else [])
+        for store in stores:
+            store.setdefault(step, {}).update(metrics)
+            for old in [s for s in store if s < step - 8]:
+                del store[old]
+
+    async def wake_without_sync(self) -> dict[str, float]:
+        """A skipped sync: no resharding, no transfer; vLLM wakes with α (or never slept).
+
+        The wake is verl's own sequence of a sync, minus the transfer: the weights (vLLM restores α
+        from its level-1 CPU copy), then the KV cache (``resume_kv_cache``). Returns the wall time of
+        each part (``timing_s/off_grpo_skip_*``; empty with ``no_sleep``):
+
+        * ``empty_cache``: the actor workers' torch cache, emptied before vLLM takes memory back
+          (``algorithm.off_grpo.empty_cache_on_skip``; with ``if_needed`` a worker keeps it when vLLM's
+          pool fits anyway, and then does not wait for its queued device work either). Also
+          ``timing_s/off_grpo_skip_actor_wait`` (longest wait of an emptying worker for that work),
+          ``off_grpo/skip_cache_emptied_frac`` (share of the workers that emptied),
+          ``off_grpo/skip_min_free_frac`` (least free device memory before, as a fraction) and
+          ``off_grpo/skip_wake_needs_frac`` (``rollout.gpu_memory_utilization``); the first time
+          ``if_needed`` empties a worker's cache it warns once (:data:`CACHE_EMPTIED_HINT`) with the
+          ``gpu_memory_utilization`` that would have kept it;
+        * ``wake_weights``: α restored from host memory into vLLM's weight buffers;
+        * ``wake_kv_cache``: vLLM's KV cache mapped again;
+        * ``wake``: the two wakes together.
+        """
+        if not self.free_cache_engine:
+            return {}
+        start = time.perf_counter()
+        keep_if_fits = self.wake_fraction if self.knobs.empty_cache_on_skip == "if_needed" else None
+        workers = getattr(self.actor_wg, "workers", None) or []
+        reports = ray.get([worker.__ray_call__.remote(empty_device_cache, keep_if_fits) for worker in workers])
+        emptied = time.perf_counter()
+        await asyncio.gather(*[server.wake_up.remote(tags=["weights"]) for server in policy_servers(self.replicas)])
+        weights_woken = time.perf_counter()
+        await self.resume_kv_cache_replicas()
+        done = time.perf_counter()
+        cache = {}
+        if reports:
+            cache["off_grpo/skip_cache_emptied_frac"] = sum(r["emptied"] for r in reports) / len(reports)
+            free = [r["free_frac"] for r in reports if r["free_frac"] is not None]
+            if free:
+                cache["off_grpo/skip_min_free_frac"] = min(free)
+                cache["off_grpo/skip_wake_needs_frac"] = self.wake_fraction
+                emptied_if_needed = keep_if_fits is not None and any(r["emptied"] for r in reports)
+                if emptied_if_needed and not self.cache_emptied_hint_shown:
+                    self.cache_emptied_hint_shown = True
+                    logger.warning(CACHE_EMPTIED_HINT, min(free), self.wake_fraction, min(free))
+            cache["timing_s/off_grpo_skip_actor_wait"] = max(r["wait_s"] for r in reports)
+        return {
+            **cache,
+            "timing_s/off_grpo_skip_empty_cache": emptied - start,
+            "timing_s/off_grpo_skip_wake_weights": weights_woken - emptied,
+            "timing_s/off_grpo_skip_wake_kv_cache": done - weights_woken,
+            "timing_s/off_grpo_skip_wake": done - emptied,
+        }
+
+    def rollout_lag_of(self, step: int) -> Optional[int]:
+        """Staleness of the batch trained in step ``step``: the window's (``rollout_schedule=window``:
+        every batch of a window comes from the sync before it, whatever a forced sync did since) or
+        the sync schedule's."""
+        if self.rollout_lag_source is not None:
+            return self.rollout_lag_source(step)
+        return self.schedule.rollout_lag_of(step)
+
+    async def verify_served_weights(self, action: str, decision: SlotDecision) -> dict[str, float]:
+        """The exact served-weights check (:mod:`.served_weights`) in every vLLM worker of every replica.
+
+        ``record`` (right after a real sync): each worker keeps a fingerprint of the weights it just
+        loaded, α. ``check`` (after a wake without a sync): each worker compares what it serves now with
+        its record, tolerance 0 (level-1 sleep restores the weights bit for bit); any difference raises
+        :class:`ServedPolicyError` naming the step whose rollout would use the weights, the replica, the
+        TP rank and the differing tensors, before that rollout. A windowed rollout (issue 35) wakes
+        vLLM once per window and needs the check only at the window's start.
+
+        Returns ``timing_s/off_grpo_verify_weights`` (the call's wall time, inside the slot's
+        ``timing_s/off_grpo_sync``) and ``off_grpo/weights_verified`` (1 on a check, 0 on a record).
+        """
+        start = time.perf_counter()
+        failures = await served_weights.call_replicas(self.replicas, action, decision.step)
+        if failures and action == "check":
+            raise ServedPolicyError(
+                served_weights.mismatch_message(failures, decision.step, decision.reason == REPEAT, len(self.replicas))
+            )
+        if failures:
+            # the check itself cannot run (e.g. an engine without verl's worker extension): say so loudly and
+            # fall back to the r' monitor, whose lagged limit is then an error again (check_served_policy)
+            index, error = failures[0]
+            logger.warning(
+                "verl-offgrpo: could not record the served weights' fingerprint after the sync of step %s on rollout "
+                "replica %s, so the exact check of algorithm.off_grpo.verify_served_weights is off for this run and "
+                "max_log_rprime_lagged stops the run instead: %s",
+                decision.step, index, " ".join(str(error).split())[:1500],
+            )  # fmt: skip
+            self.verify_weights = False
+            return {"off_grpo/weights_verify_failed": 1.0}
+        return {
+            "timing_s/off_grpo_verify_weights": time.perf_counter() - start,
+            "off_grpo/weights_verified": float(action == "check"),
+        }
+
+    def check_served_policy(self, metrics: dict, step: int) -> dict[str, float]:
+        """The r' monitor (:mod:`.alpha_guard`) on step ``step``'s bound-monitor metrics: raises if |log r'|
+        is far above the engine floor (lag 0) or NaN; on a lagged batch above what a lag gives it warns
+        (with the exact served-weights check on) or raises (with it off, the only check left).
+        Returns its metrics (``off_grpo/guard/*``) for the step."""
+        lag = self.rollout_lag_of(step)
+        knobs = self.knobs
+        return check_served_policy(
+            metrics, lag, knobs.max_log_rprime_after_sync, step, knobs.max_log_rprime_lagged,
+            lagged_is_error=not self.verify_weights,
+        )  # fmt: skip
+
+    def _stash_v0_step_metrics(self, metrics: dict) -> None:
+        """v0: metrics computed during the trainer's current step, logged with that step (after the guard)."""
+        step = int(getattr(self.trainer, "global_steps", 0))
+        _PENDING_LOG_METRICS.setdefault(step, {}).update(metrics)
+        _PENDING_LOG_METRICS[step].update(self.check_served_policy(metrics, step))
+
+    def step_metrics(self, step: int) -> dict:
+        """The metrics of step ``step``: its slot's (none for the first slot or one that did not run)
+        and its sleep's."""
+        return dict(self.metrics_by_step.get(step, {}))
