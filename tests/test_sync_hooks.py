@@ -866,6 +866,7 @@ def test_v1_hooks_drive_the_lagged_manager(ray_local, monkeypatch):
     assert len(wg.sync_calls) == 5 and ray.get(servers[0].generate.remote()) == "pi_12"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verify", [True, False])
 def test_v1_guard_runs_in_compute_advantage_with_the_managers_lag(ray_local, monkeypatch, caplog, verify):
     """V1: _compute_advantage hands the bound-monitor metrics to the r' guard with the batch's rollout lag:
