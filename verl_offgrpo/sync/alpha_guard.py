@@ -17,8 +17,8 @@ Lagged batches (rollout lag ≥ 1) are sampled after a skipped slot, whose wake 
 a transfer. Their |log r'| grows with the lag and the learning rate by design (0.1–0.5 measured at lag
 1–9), so they get a looser limit, ``algorithm.off_grpo.max_log_rprime_lagged`` (default 5.0; 0 turns
 it off). No threshold on r' statistics fits every model and step size: loose enough for honest drift,
-it is too loose for a broken engine (issue 32: a forced level-2 sleep served garbage at 3.8 per
-token). So the line of defence for lagged batches is the exact check of the served weights
+it is too loose for a broken engine (a forced level-2 sleep can serve garbage below 5 per token).
+So the line of defence for lagged batches is the exact check of the served weights
 (:mod:`.served_weights`, ``algorithm.off_grpo.verify_served_weights``, default on), and this module
 is a monitor there: with the exact check on, a lagged batch above the limit logs a warning and
 ``off_grpo/guard/lagged_over_limit`` = 1 (0 on lagged batches within it); with it off the limit stays

@@ -316,8 +316,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         loaded, α. ``check`` (after a wake without a sync): each worker compares what it serves now with
         its record, tolerance 0 (level-1 sleep restores the weights bit for bit); any difference raises
         :class:`ServedPolicyError` naming the step whose rollout would use the weights, the replica, the
-        TP rank and the differing tensors, before that rollout. A windowed rollout (issue 35) wakes
-        vLLM once per window and needs the check only at the window's start.
+        TP rank and the differing tensors, before that rollout. A windowed rollout never wakes vLLM
+        without a sync, so it neither records nor checks (``verify_weights`` is off there).
 
         Returns ``timing_s/off_grpo_verify_weights`` (the call's wall time, inside the slot's
         ``timing_s/off_grpo_sync``) and ``off_grpo/weights_verified`` (1 on a check, 0 on a record).

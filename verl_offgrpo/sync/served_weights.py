@@ -2,8 +2,8 @@
 
 Between syncs the engine must serve exactly the weights of the last sync: vLLM's level-1 sleep copies
 them to host memory and restores them bit for bit. So instead of a threshold on r' statistics (which
-must be loose enough for honest drift and is then too loose for a broken engine: issue 32, where a
-forced level-2 sleep served garbage at mean |log r'| 3.8, under the lagged limit 5.0), the lagged
+must be loose enough for honest drift and is then too loose for a broken engine: a forced level-2
+sleep can serve garbage at a mean |log r'| under the lagged limit), the lagged
 checkpoint manager compares the served parameters themselves, with tolerance 0:
 
 * **Fingerprint** (:func:`fingerprint`): for every parameter tensor of vLLM's model, on its own device,
@@ -29,8 +29,8 @@ checkpoint manager compares the served parameters themselves, with tolerance 0:
   wraps it), and the manager turns it into a
   :class:`~verl_offgrpo.sync.alpha_guard.ServedPolicyError` that names the step whose rollout would
   have used the weights, the replica, the rank and the first differing tensors — before any batch
-  is sampled from them. A windowed rollout (``rollout_schedule=window``, issue 35) wakes vLLM once per
-  window, so it needs the check only at a window's start.
+  is sampled from them. A windowed rollout (``rollout_schedule=window``) wakes vLLM only inside a
+  real sync, so it records and checks nothing.
 
 Limits: the check covers ``model_runner.model``'s parameters (not an MTP drafter, not buffers, which
 vLLM itself saves and restores across sleep); with vLLM data parallelism inside one replica,
