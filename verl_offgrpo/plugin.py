@@ -22,8 +22,6 @@ import traceback
 from verl_offgrpo.patches import PatchError, disabled, job_selected
 
 CORE_ALGOS = "verl.trainer.ppo.core_algos"
-#: the module whose import registers the V1 trainer mode (as :func:`verl_offgrpo.sync.register_sync_hooks`)
-V1_MODULE = "verl.trainer.ppo.v1"
 #: set once this module has run its registrations in this process (``python -m verl_offgrpo check``)
 ACTIVE = False
 
@@ -52,12 +50,6 @@ def _register_algorithms_on_import(core_algos) -> None:
         _warn_loudly(f"could not register the off_grpo estimator/loss ({type(err).__name__}: {err})")
 
 
-def _register_v1_trainer_on_import(module) -> None:
-    from verl_offgrpo.sync import _register_v1_trainer
-
-    _register_v1_trainer(module)
-
-
 def _warn_loudly(message: str) -> None:
     print(f"WARNING verl-offgrpo: {message}; `python -m verl_offgrpo check` shows the details.", file=sys.stderr,
           flush=True)
@@ -67,14 +59,12 @@ def _load() -> None:
     global ACTIVE
     if disabled():
         return
-    import importlib.util
-
     from verl_offgrpo.patches import install_all
     from verl_offgrpo.patches.post_import import on_import
+    from verl_offgrpo.sync import register_sync_hooks
 
     on_import(CORE_ALGOS, "register_policy_loss", _register_algorithms_on_import)
-    if importlib.util.find_spec("transfer_queue") is not None:  # verl's V1 trainer needs it
-        on_import(V1_MODULE, "get_trainer_cls", _register_v1_trainer_on_import)
+    register_sync_hooks()  # the V1 trainer mode, once verl.trainer.ppo.v1 is imported (needs TransferQueue)
     install_all()
     ACTIVE = True
 

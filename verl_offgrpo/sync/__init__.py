@@ -3,7 +3,6 @@
 Modules (each imports verl lazily, none imports vllm):
 
 * :mod:`.schedule` — the pure schedule (which slots sync, lag bookkeeping, resume).
-* :mod:`.checks` — configurations that cannot keep α, rejected with a clear error.
 * :mod:`.vllm_sleep` — keeping α across verl's sleep/wake (sleep level 1 inside the server actors).
 * :mod:`.lagged_manager` — ``LaggedCheckpointManager``: the v0 trainer's manager class and the V1 mode's
   (:mod:`.checkpoint_manager_v0` keeps its earlier dotted path).

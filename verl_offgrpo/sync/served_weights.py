@@ -17,8 +17,8 @@ checkpoint manager compares the served parameters themselves, with tolerance 0:
   memory bandwidth (~24 bytes of traffic per bf16 element), in parallel on each tensor-parallel rank;
   logged as ``timing_s/off_grpo_verify_weights``.
 * **Where it runs**: inside each vLLM worker process (every TP rank of every replica), as a method
-  of verl's worker extension ``vLLMColocateWorkerExtension`` (:data:`RPC_METHOD`, installed by a
-  post-import hook of :func:`verl_offgrpo.sync.register_sync_hooks` in every verl process: vLLM's
+  of verl's worker extension ``vLLMColocateWorkerExtension`` (:data:`RPC_METHOD`, installed by the
+  patch :mod:`verl_offgrpo.patches.served_weights_worker` in the processes of a selecting job: vLLM's
   workers import that class, hence verl and the plugin). The manager reaches it exactly as verl's
   weight sync does (``vLLMHttpServer.collective_rpc`` on each replica's leader server → vLLM's
   ``collective_rpc`` → every TP worker). Each rank keeps its own record and compares locally: no

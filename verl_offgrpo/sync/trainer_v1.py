@@ -21,9 +21,9 @@ verl's ``register_trainer`` when ``verl.trainer.ppo.v1`` is imported (see :func:
 * ``rollout_schedule=window`` (:mod:`.window`): ``prepare_step`` (verl: submit this step's prompts)
   submits the k·B prompts of a whole window on the window's first step and nothing on the others;
   verl's sync replay buffer then serves B finished groups per step from the TransferQueue. The
-  window's first step sleeps vLLM after its rollout (verl's sleep drains every request first, so the
-  whole window is generated then); the other steps do not touch vLLM, and their sync slots neither
-  transfer nor wake (the manager's ``window`` mode). A validation inside a window wakes vLLM with a
+  window's first step waits until every group of the window is finished (``on_sample_begin``), then
+  samples and sleeps vLLM; the other steps do not touch vLLM, and their sync slots neither transfer
+  nor wake (the manager's ``window`` mode). A validation inside a window wakes vLLM with a
   forced sync; ``on_validate_end`` puts it back to sleep. One global step stays one update.
 """
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-PER_STEP, WINDOW = "per_step", "window"
+WINDOW = "window"
 
 
 def window_length(step: int, period: int, total_steps: Optional[int] = None) -> int:
@@ -71,7 +71,6 @@ class WindowSchedule:
         self.period = int(period)
         self.total_steps = total_steps
         self.current: Optional[RolloutWindow] = None
-        self.num_windows = 0
 
     def starts_window(self, step: int) -> bool:
         """Whether step ``step`` must generate: no window yet, or the current one is used up."""
@@ -80,7 +79,6 @@ class WindowSchedule:
     def begin(self, step: int, version: Optional[int]) -> RolloutWindow:
         """Open the window that starts at ``step``, sampled by weights version ``version``."""
         self.current = RolloutWindow(int(step), window_length(step, self.period, self.total_steps), version)
-        self.num_windows += 1
         return self.current
 
     def draw(self) -> RolloutWindow:
