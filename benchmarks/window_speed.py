@@ -39,8 +39,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
+for path in (HERE, HERE.parent):  # the lab's modules, and the repo (learning.py imports verl_offgrpo)
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
 
 import mainppo_job  # noqa: E402
 import sync_e2e  # noqa: E402
