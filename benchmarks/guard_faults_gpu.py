@@ -36,9 +36,11 @@ after staging the packs with ``--with-smollm2`` (``../shared/gpu/README.md``)::
 
     timeout 480 python3 benchmarks/guard_faults_gpu.py --out $OUT --budget-s 465
 
-TP=2 on a two-GPU machine (both jobs on both GPUs, side by side)::
+TP=2 on a two-GPU machine (both jobs on both GPUs, side by side; the 1.5B shape, since SmolLM2-135M's
+9 attention heads do not split over 2 ranks)::
 
-    timeout 590 python3 benchmarks/guard_faults_gpu.py --out $OUT --budget-s 570 --tp 2 --runs honest,perturb --gpus '0,1;0,1'
+    timeout 590 python3 benchmarks/guard_faults_gpu.py --out $OUT --budget-s 570 --shape qwen2.5-1.5b --tp 2 \
+        --runs honest,level2,perturb --gpus '0,1;0,1;0,1'
 
 The 1.5B shape (random init, ``--shape qwen2.5-1.5b``; one job needs ~30 GB, so one GPU per job, e.g.
 on a four-GPU machine ``--gpus 0,1,2``, or one after another with ``--gpus ''``).
@@ -264,6 +266,9 @@ def main(argv=None) -> int:
     names = [n.strip() for n in args.runs.split(",") if n.strip()]
     if unknown := sorted(set(names) - set(RUNS)):
         p.error(f"unknown run(s) {unknown}; known: {sorted(RUNS)}")
+    if args.tp > 1 and not (args.shape or args.model_path):
+        p.error("SmolLM2-135M has 9 attention heads, which do not split over tensor-parallel ranks: "
+                "use --shape qwen2.5-1.5b (or --model-path) with --tp > 1")
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     args.out = out

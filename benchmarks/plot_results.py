@@ -179,6 +179,26 @@ def plot_learning(data: dict, out: Path, plt) -> None:
     fig.savefig(out, dpi=110)
 
 
+def plot_window_speed(data: dict, out: Path, plt) -> None:
+    """Wall time of every update by step, one line per job, with each job's mean time per update over
+    its measured windows and the speedup (90 % interval) against the baseline in the legend."""
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    base = data["args"].get("baseline", "v1")
+    for job in data["jobs"]:
+        rows = data["updates"][job["name"]]
+        label = f"{job['name']} ({job['kind']}, v={job['v']}): {job.get('time_per_update_s', float('nan')):.1f} s/update"
+        speed, ci = job.get("speedup_vs_" + base), job.get("speedup_interval90")
+        if speed is not None and job["name"] != base:
+            label += f", {speed:.2f}x" + (f" ({ci[0]:.2f}-{ci[1]:.2f})" if ci else "")
+        ax.plot([r["step"] for r in rows], [r["time_s"] for r in rows], "o-", ms=3, lw=1, label=label)
+    ax.set_xlabel("update (global step)")
+    ax.set_ylabel("wall time of the update (s)")
+    ax.set_title(f"{data['workload']}\n{data['versions'].get('device')}, {data['concurrency']} jobs side by side", fontsize=8)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--results", default=str(Path(__file__).resolve().parent / "results"))
@@ -190,7 +210,7 @@ def main(argv=None) -> int:
 
     res = Path(args.results)
     plots = (("sync_e2e", plot_sync), ("ref_reset", plot_ref_reset), ("throughput", plot_throughput),
-             ("learning", plot_learning))  # fmt: skip
+             ("learning", plot_learning), ("window_speed", plot_window_speed))  # fmt: skip
     for name, fn in plots:
         data = _load(res / f"{name}.json")
         if data:

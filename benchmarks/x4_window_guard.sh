@@ -5,8 +5,9 @@
 #   GPUs 0, 1   window_speed.py: on-policy v=1 (per_step) vs rollout_schedule=window at v=10, one GPU each
 #   GPUs 2, 3   guard_faults_gpu.py: the exact served-weights check under injected faults
 #                 SmolLM2 TP=1 on GPU 2 (honest 100 steps, level2, perturb, noise)
-#                 SmolLM2 TP=2 on GPUs 2+3 (honest, level2, perturb on the last TP rank)
-#                 the Qwen2.5-1.5B shape (random init) TP=1: honest on GPU 2, perturb on GPU 3
+#                 the Qwen2.5-1.5B shape (random init) TP=2 on GPUs 2+3 (honest, level2, perturb on the
+#                 last TP rank; SmolLM2 cannot: 9 attention heads)
+#                 the Qwen2.5-1.5B shape TP=1: honest on GPU 2, perturb on GPU 3
 #
 # Each runs detached (benchmarks/detach.sh) with its own budget; the starts are staggered so that the
 # Ray clusters and vLLM engines pick their ports apart. Poll with `bash benchmarks/detach.sh wait DIR S`;
@@ -33,7 +34,8 @@ bash $d start /tmp/x4g1 -- python3 benchmarks/guard_faults_gpu.py --out /tmp/x4g
   --runs honest,level2,perturb,noise --gpus 2,2,2,2 --honest-steps 100 --budget-s $((BUDGET - 20))
 sleep 20
 bash $d start /tmp/x4g2 -- python3 benchmarks/guard_faults_gpu.py --out /tmp/x4g2/out --work /tmp/x4g2/work \
-  --tp 2 --runs honest,level2,perturb --gpus '2,3;2,3;2,3' --honest-steps 60 --budget-s $((BUDGET - 40))
+  --shape qwen2.5-1.5b --tp 2 --runs honest,level2,perturb --gpus '2,3;2,3;2,3' --honest-steps 30 --stagger-s 30 \
+  --budget-s $((BUDGET - 40))
 sleep 10
 bash $d start /tmp/x4g3 -- python3 benchmarks/guard_faults_gpu.py --out /tmp/x4g3/out --work /tmp/x4g3/work \
   --shape qwen2.5-1.5b --runs honest,perturb --gpus 2,3 --honest-steps 40 --budget-s $((BUDGET - 50))
