@@ -2,6 +2,7 @@
 
 import pytest
 
+from verl_offgrpo.config import OffGRPOConfig
 from verl_offgrpo.sync.alpha_guard import STATISTIC, ServedPolicyError, check_served_policy
 
 
@@ -18,9 +19,19 @@ def test_raises_only_on_a_lag0_batch_above_the_limit():
     check_served_policy(lagged, rollout_lag=0, limit=1.0)
 
 
+def test_default_lagged_limit_separates_the_measured_cases():
+    """The shipped default sits between what was measured on GPUs: honest lagged batches (at most 0.25 per
+    token at lag 9 for SmolLM2-135M, 0.30 at lag 3 for a tiny random model at a high learning rate) pass,
+    and SmolLM2 sampled from weights discarded by a level-2 sleep (3.77 per token) stops the run."""
+    default = OffGRPOConfig().max_log_rprime_lagged
+    check_served_policy({STATISTIC: 0.30}, rollout_lag=3, limit=1.0, lagged_limit=default)
+    with pytest.raises(ServedPolicyError, match=r"step 2: .*rollout lag 1"):
+        check_served_policy({STATISTIC: 3.77}, rollout_lag=1, limit=1.0, step=2, lagged_limit=default)
+
+
 def test_lagged_batches_have_their_own_looser_limit():
     """A batch sampled after a skipped slot (lag >= 1) is where lost weights show (~9-11 per token); a
-    real lag gives 0.1-0.5: the default lagged limit 5.0 stops the first and passes the second."""
+    real lag gives 0.1-0.5: a lagged limit of 5.0 stops the first and passes the second."""
     garbage, lagged = {STATISTIC: 9.2}, {STATISTIC: 0.3}
     with pytest.raises(ServedPolicyError, match=r"step 7: .*rollout lag 3.* 9\.2 .*max_log_rprime_lagged=5\.0"):
         check_served_policy(garbage, rollout_lag=3, limit=1.0, step=7, lagged_limit=5.0)
