@@ -22,10 +22,21 @@ parts (generation, sync slot, the other stages). Speedups are against the job na
 with a 90 % bootstrap interval over the per-window means. Also per rollout lag the mean |log π_k/α|
 (``off_grpo/bound/mean_abs_log_rprime``), to compare ``window`` with ``per_step`` at equal lag.
 
+``--shape qwen2.5-1.5b`` (or ``qwen2.5-7b``) runs a random-init model of that shape instead
+(``throughput.build_model``) on throughput.py's synthetic task with a fixed response length
+(``rollout.ignore_eos``): the layouts of ``results/throughput.json``, with ``--n-gpus``/``--tp``/``--offload``
+as there (``--gpus 0,1,2,3 --n-gpus 2`` runs two 2-GPU jobs side by side). ``--extra`` adds hydra overrides to
+every job (e.g. ``actor_rollout_ref.rollout.enforce_eager=False``, to time vLLM with CUDA graphs).
+
 Writes ``OUT/window_speed.json``. Usage on a 4-GPU machine (after staging with ``--with-smollm2``)::
 
     python3 benchmarks/window_speed.py --out $OUT --work /tmp/ws --gsm8k .gpu/gsm8k --gpus 0,1,2,3 \\
         --jobs v1=step:1,p4=step:4,w4=window:4,w10=window:10 --steps 40 --budget-s 900
+
+The 1.5B shape with TP=2, two 2-GPU jobs side by side::
+
+    python3 benchmarks/window_speed.py --out $OUT --work /tmp/ws --shape qwen2.5-1.5b --n-gpus 2 --tp 2 \
+        --gpus 0,1,2,3 --jobs v1=step:1,w10=window:10 --response-length 512 --steps 60 --budget-s 1200
 """
 
 from __future__ import annotations
@@ -67,20 +78,31 @@ def build_gsm8k(src: Path, dest: Path) -> Path:
     return dest
 
 
+def task_overrides(args, data_dir: Path) -> dict[str, object]:
+    """GSM8K with the plugin's reward and natural response lengths, or (``--shape``) throughput.py's
+    synthetic task (``sync_e2e.build_data``: its own reward file) with every response ``--response-length`` long."""
+    if args.shape:
+        return {"data.max_prompt_length": 32, "actor_rollout_ref.rollout.ignore_eos": True,
+                "actor_rollout_ref.model.enable_gradient_checkpointing": True}  # fmt: skip
+    return {
+        "data.train_files": data_dir / "train.parquet",
+        "data.val_files": data_dir / "test.parquet",
+        "data.max_prompt_length": 400,
+        "data.filter_overlong_prompts": True,
+        "reward.custom_reward_function.path": "pkg://verl_offgrpo.rewards",
+        "reward.custom_reward_function.name": "compute_score",
+    }
+
+
 def job_overrides(args, name: str, kind: str, v: int, model_dir: Path, data_dir: Path) -> list[str]:
     updates_per_step = v if kind == "bigbatch" else 1
     steps = -(-args.steps // updates_per_step)
     base = sync_e2e.overrides("v1", 1 if kind == "bigbatch" else v, model_dir, data_dir, steps, args.lr, name)
     updates: dict[str, object] = {
-        "data.train_files": data_dir / "train.parquet",
-        "data.val_files": data_dir / "test.parquet",
+        **task_overrides(args, data_dir),
         "data.train_batch_size": args.batch * updates_per_step,
-        "data.max_prompt_length": 400,
-        "data.filter_overlong_prompts": True,
         "data.max_response_length": args.response_length,
         "data.seed": 1,
-        "reward.custom_reward_function.path": "pkg://verl_offgrpo.rewards",
-        "reward.custom_reward_function.name": "compute_score",
         "actor_rollout_ref.actor.ppo_mini_batch_size": args.batch,
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": args.micro_batch,
         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": args.micro_batch,
@@ -91,6 +113,10 @@ def job_overrides(args, name: str, kind: str, v: int, model_dir: Path, data_dir:
         "actor_rollout_ref.rollout.seed": 0,
         "actor_rollout_ref.actor.data_loader_seed": 0,
         "algorithm.off_grpo.zero_var_mask": "false",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": args.tp,
+        "actor_rollout_ref.actor.fsdp_config.param_offload": args.offload,
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload": args.offload,
+        "trainer.n_gpus_per_node": args.n_gpus,
         "trainer.project_name": "offgrpo_window_speed",
     }
     if kind == "bigbatch":
@@ -102,7 +128,7 @@ def job_overrides(args, name: str, kind: str, v: int, model_dir: Path, data_dir:
         })  # fmt: skip
     else:
         updates["algorithm.off_grpo.rollout_schedule"] = "window" if kind == "window" else "per_step"
-    return mainppo_job.set_overrides(base, updates)
+    return mainppo_job.set_overrides(base, updates) + list(args.extra)
 
 
 def per_update(metrics: dict[int, dict], kind: str, v: int) -> list[dict]:
@@ -189,8 +215,14 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True)
     p.add_argument("--work", default="/tmp/window_speed")
-    p.add_argument("--gsm8k", required=True, help="folder with GSM8K train.jsonl and test.jsonl")
+    p.add_argument("--gsm8k", default=None, help="folder with GSM8K train.jsonl and test.jsonl (without --shape)")
     p.add_argument("--model-path", default=None, help="an HF checkpoint instead of the staged SmolLM2 GGUF")
+    p.add_argument("--shape", default=None, help="a random-init model of throughput.py's SHAPES on its synthetic "
+                                                 "task, fixed response length (e.g. qwen2.5-1.5b)")
+    p.add_argument("--n-gpus", type=int, default=1, help="GPUs per job (FSDP over them)")
+    p.add_argument("--tp", type=int, default=1, help="vLLM tensor parallelism")
+    p.add_argument("--offload", action="store_true", help="FSDP param + optimizer offload")
+    p.add_argument("--extra", nargs="*", default=[], help="extra hydra overrides for every job")
     p.add_argument("--jobs", default="v1=step:1,p4=step:4,w4=window:4,w10=window:10")
     p.add_argument("--baseline", default="v1")
     p.add_argument("--gpus", default=None)
@@ -211,13 +243,25 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     jobs = parse_jobs(args.jobs)
-    import learning  # noqa: E402  (the SmolLM2 conversion)
+    if not args.shape and not args.gsm8k:
+        p.error("--gsm8k is needed without --shape")
+    if args.shape:
+        import throughput  # noqa: E402  (random-init models of real shapes, the synthetic task)
 
-    model_dir = Path(args.model_path) if args.model_path else learning.smollm2_from_gguf(work / "smollm2")
-    data_dir = build_gsm8k(Path(args.gsm8k), work / "gsm8k")
+        model_dir = work / f"model_{args.shape}"
+        throughput.ensure_model(model_dir, args.shape, 0)
+        data_dir = work / "data"
+        sync_e2e.build_data(data_dir)
+    else:
+        import learning  # noqa: E402  (the SmolLM2 conversion)
+
+        model_dir = Path(args.model_path) if args.model_path else learning.smollm2_from_gguf(work / "smollm2")
+        data_dir = build_gsm8k(Path(args.gsm8k), work / "gsm8k")
     log_dir = work / "logs"
     log_dir.mkdir(exist_ok=True)
-    gpus = args.gpus.split(",") if args.gpus else None
+    import throughput  # noqa: E402,F811  (gpu_groups: consecutive runs of --n-gpus ids per job)
+
+    gpus = throughput.gpu_groups(args.gpus, args.n_gpus)
 
     def run(job, env_extra):
         name, kind, v = job
@@ -235,9 +279,12 @@ def main(argv=None) -> int:
     results = mainppo_job.on_gpus(jobs, gpus, run)
     summaries = [r["summary"] for r in results]
     add_speedups(summaries, args.baseline)
+    task = (f"random-init {args.shape}, synthetic task, {args.response_length} tokens fixed" if args.shape
+            else f"SmolLM2-135M-Instruct, GSM8K, {args.response_length}-token cap")
+    layout = f"{args.n_gpus} GPU(s)/job, TP={args.tp}" + (", FSDP offload" if args.offload else "")
     result = {
-        "workload": f"SmolLM2-135M-Instruct, GSM8K, {args.batch} prompts x {args.n} per update, "
-                    f"{args.response_length}-token cap, zero_var_mask off",
+        "workload": f"{task}, {args.batch} prompts x {args.n} per update, {layout}, zero_var_mask off"
+                    + (f", extra {' '.join(args.extra)}" if args.extra else ""),
         "machine": args.machine, "versions": mainppo_job.versions(),
         "concurrency": mainppo_job.concurrency(gpus, len(jobs)), "args": vars(args),
         "jobs": summaries, "updates": {r["summary"]["name"]: r["updates"] for r in results},

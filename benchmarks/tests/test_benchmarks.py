@@ -1933,3 +1933,42 @@ def test_plot_puts_a_control_job_in_the_panel_of_the_layout_it_controls():
     assert plot_results.base_layout({"layout": "2gpu-tp2-offload-level1"}) == ("2gpu-tp2-offload", "level1")
     assert plot_results.base_layout({"layout": "1gpu-tp1"}) == ("1gpu-tp1", None)
     assert plot_results.base_layout({"layout": "mine"}) == ("mine", None)
+
+
+# ----------------------------------------------------------------------------- window_speed.py
+import window_speed  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "shape, n_gpus, tp, offload",
+    [(None, 1, 1, False), ("qwen2.5-1.5b", 1, 1, False), ("qwen2.5-1.5b", 2, 2, False), ("qwen2.5-7b", 4, 4, True)],
+)
+def test_window_speed_jobs_compose_and_pass_the_startup_checks(tmp_path, shape, n_gpus, tp, offload):
+    """Every job kind of the window benchmark, on GSM8K or a random-init shape, is a valid verl + plugin
+    config with the window / per-step / stock large-batch settings it claims."""
+    from hydra import compose, initialize_config_dir
+
+    import verl  # noqa: F401  (loads the plugin, which wraps validate_config)
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl_offgrpo.__main__ import config_dir
+
+    args = argparse.Namespace(steps=40, lr=1e-6, batch=32, n=4, response_length=512, micro_batch=8, gpu_mem=0.4,
+                              shape=shape, tp=tp, n_gpus=n_gpus, offload=offload,
+                              extra=["actor_rollout_ref.rollout.enforce_eager=False"])  # fmt: skip
+    for name, kind, v in window_speed.parse_jobs("v1=step:1,p4=step:4,w10=window:10,b10=bigbatch:10"):
+        overrides = window_speed.job_overrides(args, name, kind, v, tmp_path / "model", tmp_path / "data")
+        with initialize_config_dir(config_dir=config_dir(), version_base=None):
+            cfg = compose(config_name="off_grpo_trainer", overrides=overrides)
+        assert cfg.trainer.n_gpus_per_node == n_gpus and cfg.actor_rollout_ref.rollout.tensor_model_parallel_size == tp
+        assert cfg.actor_rollout_ref.actor.fsdp_config.param_offload is offload
+        assert cfg.actor_rollout_ref.rollout.enforce_eager is False  # --extra comes last
+        assert cfg.actor_rollout_ref.rollout.ignore_eos is (shape is not None)
+        if kind == "bigbatch":
+            assert cfg.data.train_batch_size == 10 * 32 and cfg.actor_rollout_ref.actor.ppo_mini_batch_size == 32
+            assert cfg.algorithm.adv_estimator == "grpo" and cfg.trainer.v1.trainer_mode == "sync"
+            assert cfg.trainer.total_training_steps == 4  # 40 updates in 4 global steps of 10
+        else:
+            assert cfg.data.train_batch_size == 32 and cfg.algorithm.off_grpo.sync_period == v
+            assert cfg.algorithm.off_grpo.rollout_schedule == ("window" if kind == "window" else "per_step")
+        validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
