@@ -172,3 +172,25 @@ def test_registered_under_rec():
     from verl_offgrpo.rec_loss import compute_policy_loss_rec
 
     assert get_policy_loss_fn("rec") is compute_policy_loss_rec
+
+
+def test_one_side_is_has_grpos_gradient():
+    """REC-OneSide-IS is GRPO with the clip read as a mask: on a random batch its gradient equals verl's
+    vanilla clipped surrogate's (dual clip off), though the loss values differ (−Aρ·log π vs −min(ρA, clip·A))."""
+    g = torch.Generator().manual_seed(0)
+    old = -torch.rand(4, 6, generator=g) * 3
+    log_prob = (old + 0.4 * torch.randn(4, 6, generator=g)).requires_grad_(True)
+    adv = torch.randn(4, 1, generator=g).expand(4, 6).contiguous()
+    mask = torch.ones(4, 6, dtype=torch.bool)
+    mask[1, 4:] = False
+    grads = []
+    for config in (actor_config(weight="is"), ActorConfig(strategy="fsdp", rollout_n=1, ppo_mini_batch_size=4,
+                   ppo_micro_batch_size_per_gpu=4, clip_ratio=0.2, clip_ratio_c=1e9,
+                   policy_loss=PolicyLossConfig(loss_mode="vanilla"))):  # fmt: skip
+        loss, _ = get_policy_loss_fn(config.policy_loss.loss_mode)(
+            old_log_prob=old, log_prob=log_prob, advantages=adv * mask, response_mask=mask,
+            loss_agg_mode="token-mean", config=config,
+        )  # fmt: skip
+        grads.append(torch.autograd.grad(loss, log_prob)[0])
+    assert (grads[1] == 0).any() and (grads[1] != 0).any()  # some tokens clipped, some not
+    torch.testing.assert_close(grads[0], grads[1])

@@ -45,10 +45,9 @@ def make_batch(groups=GROUPS, interleave=False):
         rewards, uids = [rewards[i] for i in order], [uids[i] for i in order]
     token_rewards = torch.zeros(len(rewards), RESP_LEN)
     token_rewards[:, -1] = torch.tensor(rewards, dtype=torch.float32)
-    return DataProto.from_dict(
-        tensors={"token_level_rewards": token_rewards, "response_mask": torch.ones(len(rewards), RESP_LEN, dtype=torch.int64)},
-        non_tensors={"uid": np.array(uids, dtype=object)},
-    )
+    mask = torch.ones(len(rewards), RESP_LEN, dtype=torch.int64)
+    return DataProto.from_dict(tensors={"token_level_rewards": token_rewards, "response_mask": mask},
+                               non_tensors={"uid": np.array(uids, dtype=object)})
 
 
 def algo(norm=False, **off_grpo):
@@ -56,8 +55,8 @@ def algo(norm=False, **off_grpo):
 
 
 def run(batch, cfg):
-    return compute_advantage(batch, adv_estimator=cfg.adv_estimator, norm_adv_by_std_in_grpo=cfg.norm_adv_by_std_in_grpo,
-                             config=cfg)  # fmt: skip
+    return compute_advantage(batch, adv_estimator=cfg.adv_estimator,
+                             norm_adv_by_std_in_grpo=cfg.norm_adv_by_std_in_grpo, config=cfg)
 
 
 @pytest.mark.parametrize("interleave", [False, True])

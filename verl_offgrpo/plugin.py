@@ -4,8 +4,8 @@ It stays light: it imports none of verl's modules beyond what ``import verl`` al
 ``import verl`` costs about what it costs without the plugin. It
 
 * registers the advantage estimators ``off_grpo`` and ``red_drop`` and the policy losses ``off_grpo``
-  and ``rec`` with verl's registries as soon as ``verl.trainer.ppo.core_algos`` is imported, and the V1 trainer mode ``off_grpo_sync`` as soon as
-  ``verl.trainer.ppo.v1`` is (post-import hooks, :mod:`verl_offgrpo.patches.post_import`); these only
+  and ``rec`` with verl's registries as soon as ``verl.trainer.ppo.core_algos`` is imported, and the
+  V1 trainer mode ``off_grpo_sync`` as soon as ``verl.trainer.ppo.v1`` is (post-import hooks, :mod:`verl_offgrpo.patches.post_import`); these only
   add names;
 * installs the patches of :mod:`verl_offgrpo.patches`, each scoped to jobs that select the plugin.
 
@@ -36,7 +36,8 @@ def register_algorithms(core_algos=None) -> None:
     from verl_offgrpo.policy_loss import compute_policy_loss_off_grpo
     from verl_offgrpo.rec_loss import compute_policy_loss_rec
 
-    for name, fn in ((ESTIMATOR_NAME, compute_off_grpo_advantage), (RED_DROP_ESTIMATOR_NAME, compute_red_drop_advantage)):
+    estimators = ((ESTIMATOR_NAME, compute_off_grpo_advantage), (RED_DROP_ESTIMATOR_NAME, compute_red_drop_advantage))
+    for name, fn in estimators:
         if core_algos.ADV_ESTIMATOR_REGISTRY.get(name) is not fn:
             core_algos.register_adv_est(name)(fn)
     for name, fn in ((LOSS_NAME, compute_policy_loss_off_grpo), (REC_LOSS_NAME, compute_policy_loss_rec)):

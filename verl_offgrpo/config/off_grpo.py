@@ -269,15 +269,15 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
         if _use_v1(config) and uses_estimator and _v1_mode(config) != TRAINER_MODE:
             if estimator == RED_DROP_ESTIMATOR_NAME:
                 raise OffGRPOConfigError(
-                    f"algorithm.adv_estimator={RED_DROP_ESTIMATOR_NAME} on the V1 trainer needs trainer.v1.trainer_mode="
-                    f"{TRAINER_MODE} (got {_v1_mode(config)!r}): it writes the dropped rows back to the TransferQueue's "
-                    "loss_mask; the shipped yaml off_grpo_trainer sets it."
+                    f"algorithm.adv_estimator={RED_DROP_ESTIMATOR_NAME} on the V1 trainer needs "
+                    f"trainer.v1.trainer_mode={TRAINER_MODE} (got {_v1_mode(config)!r}): it writes the dropped rows "
+                    "back to the TransferQueue's loss_mask; the shipped yaml off_grpo_trainer sets it."
                 )
             if knobs.zero_var_mask:
                 raise OffGRPOConfigError(
                     f"{PREFIX}.zero_var_mask=true on the V1 trainer needs trainer.v1.trainer_mode={TRAINER_MODE} "
-                    f"(got {_v1_mode(config)!r}): it writes the mask back to the TransferQueue's loss_mask; the shipped "
-                    f"yaml off_grpo_trainer sets it. Or set {PREFIX}.zero_var_mask=false."
+                    f"(got {_v1_mode(config)!r}): it writes the mask back to the TransferQueue's loss_mask; the "
+                    f"shipped yaml off_grpo_trainer sets it. Or set {PREFIX}.zero_var_mask=false."
                 )
     if knobs.ref_reset_period > 0:
         check_ref_reset_config(config, knobs=knobs)
@@ -379,7 +379,8 @@ def _check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfi
         if _get(rc, "rollout_rs") is not None:
             raise OffGRPOConfigError(
                 f"algorithm.rollout_correction.rollout_rs={_get(rc, 'rollout_rs')!r} drops tokens by rejection "
-                f"sampling, which is not the {loss_mode} objective: set it to null, or set {PREFIX}.allow_truncated_rprime=true."
+                f"sampling, which is not the {loss_mode} objective: set it to null, or set "
+                f"{PREFIX}.allow_truncated_rprime=true."
             )
         if bool(_get(rc, "rollout_is_batch_normalize", False)):
             raise OffGRPOConfigError(

@@ -72,7 +72,9 @@ class RECConfig:
             if value not in choices:
                 raise OffGRPOConfigError(f"{PREFIX}.{name} must be one of {choices} (got {value!r}).")
         if not (_finite(self.tau) and self.tau > 0):
-            raise OffGRPOConfigError(f"{PREFIX}.tau (τ of RED-Weight) must be > 0 (got {self.tau!r}); the default is 1.0.")
+            raise OffGRPOConfigError(
+                f"{PREFIX}.tau (τ of RED-Weight) must be > 0 (got {self.tau!r}); the default is 1.0."
+            )
         if not (_finite(self.eps_low_prime) and 0 < self.eps_low_prime <= 1):
             raise OffGRPOConfigError(
                 f"{PREFIX}.eps_low_prime (ε′_low of the ring) must be in (0, 1] (got {self.eps_low_prime!r}); "

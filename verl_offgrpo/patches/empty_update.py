@@ -2,8 +2,8 @@
 
 Under the zero-variance mask (:mod:`verl_offgrpo.zero_var_mask`) a mini-batch whose groups all have
 equal rewards keeps no token in ``loss_mask`` (as does one whose rows RED-Drop all dropped). verl's
-engine counts them over the data-parallel group in ``forward_backward_batch`` (``batch_num_tokens``, all-reduced), finds 0, and the plugin's losses
-and every gradient are exactly 0 (:mod:`verl_offgrpo.policy_loss`). verl 0.9.1's
+engine counts them over the data-parallel group in ``forward_backward_batch`` (``batch_num_tokens``,
+all-reduced), finds 0, and the plugin's losses and every gradient are exactly 0 (:mod:`verl_offgrpo.policy_loss`). verl 0.9.1's
 ``BaseEngine.train_batch`` still calls ``optimizer_step()``, and AdamW moves every parameter anyway:
 
     m ← β₁·m,   v ← β₂·v                      (the gradient is 0)
