@@ -27,6 +27,8 @@ BASE = [
     "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
 ]
 V0_MANAGER = "+actor_rollout_ref.rollout.checkpoint_manager_class=verl_offgrpo.sync.checkpoint_manager_v0.LaggedCheckpointManager"
+REC = "actor_rollout_ref.actor.policy_loss.loss_mode=rec"
+REC_KNOB = "actor_rollout_ref.actor.policy_loss.rec."
 
 
 def composed(*overrides):
@@ -84,6 +86,11 @@ def test_shipped_yaml_wires_estimator_loss_rprime_and_trainer_mode():
          "data.gen_batch_size=1024"],  # = verl's default train_batch_size
         # integers where a float is expected are floats
         ["algorithm.off_grpo.std_eps=1", "algorithm.off_grpo.max_log_rprime_lagged=0"],
+        # the REC / RED family under the lag, with the mask, guard and monitor on (V1 and v0)
+        [REC, f"{REC_KNOB}clip_mode=ring", f"{REC_KNOB}weight=is", "algorithm.adv_estimator=red_drop",
+         "algorithm.off_grpo.sync_period=4"],
+        [REC, f"{REC_KNOB}weight=red_weight", f"{REC_KNOB}tau=1", f"{REC_KNOB}anchor=rprime",
+         "algorithm.norm_adv_by_std_in_grpo=false", "trainer.use_v1=false", "algorithm.off_grpo.sync_period=4", V0_MANAGER],
     ],
 )
 def test_valid_configs_pass(overrides):
@@ -142,6 +149,24 @@ REJECTED = [
      "rollout_schedule=window needs trainer.v1.trainer_mode=off_grpo_sync"),
     (["algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=4", "data.train_batch_size=64",
       "data.gen_batch_size=32"], r"data.gen_batch_size=32 must be unset \(null\) or equal to data.train_batch_size=64"),
+    # RED-Drop: groups to drop from, rows that leave the denominator, the V1 write-back, its seed
+    (["algorithm.adv_estimator=red_drop", "actor_rollout_ref.rollout.n=1"],
+     r"rollout.n=1 with algorithm.adv_estimator=red_drop.*>= 2"),
+    (["algorithm.adv_estimator=red_drop", "algorithm.off_grpo.zero_var_mask=false",
+      "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"], "dropped rows would stay in the denominator"),
+    (["algorithm.adv_estimator=red_drop", "algorithm.off_grpo.zero_var_mask=false", "trainer.v1.trainer_mode=sync"],
+     "adv_estimator=red_drop on the V1 trainer needs trainer.v1.trainer_mode=off_grpo_sync"),
+    (["algorithm.off_grpo.red_drop_seed=-1"], "red_drop_seed must be an integer >= 0"),
+    # REC: ε′ inside the ε band, τ, unknown modes, a ratio against α without α's log-probs, bypass
+    ([REC, f"{REC_KNOB}clip_mode=ring", f"{REC_KNOB}eps_low_prime=0.2"], "eps_low_prime=0.2 must exceed ε_low=0.2"),
+    ([REC, f"{REC_KNOB}clip_mode=ring", "actor_rollout_ref.actor.clip_ratio_high=2.5"],
+     "eps_high_prime=2.0 must exceed ε_high=2.5"),
+    ([REC, f"{REC_KNOB}weight=red_weight", f"{REC_KNOB}tau=0"], r"rec.tau \(τ of RED-Weight\) must be > 0"),
+    ([REC, f"{REC_KNOB}clip_mode=sideways"], "rec.clip_mode must be one of"),
+    ([REC, f"{REC_KNOB}weight=importance_sampling"], "rec.weight must be one of"),
+    ([REC, f"{REC_KNOB}anchor=rprime", "algorithm.rollout_correction.rollout_is=null"],
+     "anchor=rprime measures ρ against α"),
+    ([REC, "algorithm.rollout_correction.bypass_mode=true"], "loss rec needs π_k"),
 ]
 
 
@@ -166,6 +191,9 @@ def test_truncated_sampling_warns(override, caplog):
         (["actor_rollout_ref.actor.policy_loss.loss_mode=vanilla"], True),
         (["actor_rollout_ref.actor.policy_loss.loss_mode=vanilla", "algorithm.off_grpo.zero_var_mask=false"], False),
         ([], False),  # the off_grpo loss: exactly 0 on such a mini-batch (test_policy_loss)
+        # RED-Drop's dropped rows leave the loss even without the mask
+        (["actor_rollout_ref.actor.policy_loss.loss_mode=vanilla", "algorithm.off_grpo.zero_var_mask=false",
+          "algorithm.adv_estimator=red_drop"], True),
     ],
 )
 def test_mask_with_another_loss_warns_about_all_masked_mini_batches(overrides, warns, caplog):
@@ -174,6 +202,27 @@ def test_mask_with_another_loss_warns_about_all_masked_mini_batches(overrides, w
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         validate(composed(*overrides))
     assert ("divides by 0" in caplog.text) is warns
+
+
+def test_rec_and_red_drop_selected_by_overrides_reach_verl():
+    """Hydra overrides alone select the family: verl's registries hand out the plugin's functions, and the
+    actor config verl builds in each worker (hydra instantiate through the yaml's _target_) carries the knobs."""
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn, get_policy_loss_fn
+    from verl.utils.config import omega_conf_to_dataclass
+
+    from verl_offgrpo.advantage import compute_red_drop_advantage
+    from verl_offgrpo.config import RECConfig
+    from verl_offgrpo.rec_loss import compute_policy_loss_rec
+
+    cfg = composed(REC, f"{REC_KNOB}clip_mode=ring", f"{REC_KNOB}eps_high_prime=3", f"{REC_KNOB}weight=red_weight",
+                   f"{REC_KNOB}tau=0.5", "algorithm.adv_estimator=red_drop", "algorithm.off_grpo.red_drop_seed=5")
+    assert validate_off_grpo_config(cfg).red_drop_seed == 5
+    assert get_adv_estimator_fn(cfg.algorithm.adv_estimator) is compute_red_drop_advantage
+    actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+    assert get_policy_loss_fn(actor.policy_loss.loss_mode) is compute_policy_loss_rec
+    assert actor.policy_loss.rec == RECConfig(clip_mode="ring", eps_high_prime=3.0, weight="red_weight", tau=0.5)
+    # the shipped defaults are the documented ones
+    assert RECConfig.from_mapping(composed().actor_rollout_ref.actor.policy_loss.rec) == RECConfig()
 
 
 def test_a_rejected_config_does_not_print_verls_success_banner(capsys):
@@ -281,6 +330,7 @@ def test_check_cli_reports_registrations():
     proc = _run("-m", "verl_offgrpo", "check")
     assert proc.returncode == 0, proc.stderr
     assert "advantage estimator off_grpo: registered" in proc.stdout and "off_grpo_sync: registered" in proc.stdout
+    assert "advantage estimator red_drop: registered" in proc.stdout and "policy loss rec: registered" in proc.stdout
     assert "verl.workers.engine.base.BaseEngine.train_batch: live" in proc.stdout  # imported, then read off
     assert "BucketedWeightSender.__init__: not live" in proc.stdout  # only in a selecting job's Ray processes
 

@@ -111,3 +111,35 @@ def test_zero_variance_rows_exact_equality_and_singletons():
     assert rows.tolist() == [False, False, False, False]  # 0.1+0.2 != 0.3 exactly; singleton never
     rows = zero_variance_rows(torch.tensor([1.0, 1.0, 0.0, 1.0]), np.array(["a", "a", "b", "b"], dtype=object))
     assert rows.tolist() == [True, True, False, False]
+
+
+def test_red_drop_rows_reach_the_masks_as_the_estimator_dropped_them():
+    """RED-Drop on V1: the trainer mode recomputes the dropped rows from (seed, uid, rewards, row order) and
+    zeroes exactly the rows whose response_mask verl's estimator call zeroed, padding rows left out; the
+    zero-variance group is masked too."""
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+
+    uids = ["r", "z", "r", "r", "z", "r", "r", "pad", "pad"]
+    rewards = [1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]  # r: 1 positive, 4 negatives -> 3 dropped
+    cfg = OmegaConf.create({"adv_estimator": "red_drop", "norm_adv_by_std_in_grpo": False, "use_kl_in_reward": False,
+                            "off_grpo": {"red_drop_seed": 7}})  # fmt: skip
+    token_rewards = torch.tensor(rewards)[:, None]
+    estimator_mask = torch.ones(9, 1, dtype=torch.int64)
+    get_adv_estimator_fn("red_drop")(token_level_rewards=token_rewards, response_mask=estimator_mask,
+                                     index=np.array(uids, dtype=object), config=cfg)  # fmt: skip
+    store = {
+        "uid": _UID(uids),
+        "rm_scores": nested([[r] for r in rewards]),
+        "response_mask": nested([[1]] * 7 + [[0]] * 2, torch.int64),
+        "loss_mask": nested([[1]] * 7 + [[0]] * 2, torch.int64),
+    }
+    batch = Meta(list(store))
+    batch.keys = [f"k{i}" for i in range(9)]
+    batch.tags = [{}] * 7 + [{"is_padding": True}] * 2
+    tq = FakeTQ(store)
+    metrics = after_advantage_v1(tq, batch, cfg)
+    written = [t.sum().item() for t in tq.store["loss_mask"].unbind()]
+    assert written[:7] == estimator_mask[:7, 0].tolist()
+    assert written[:7].count(0) == 3 + 2 and written == [t.sum().item() for t in tq.store["response_mask"].unbind()]
+    assert metrics["off_grpo/red_drop/dropped_frac"] == pytest.approx(3 / 7)
+    assert metrics["off_grpo/zero_var_masked_frac"] == pytest.approx(2 / 7)

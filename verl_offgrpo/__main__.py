@@ -52,7 +52,7 @@ def check(overrides: list[str] | None = None) -> int:
     trainer mode needs the TransferQueue package)."""
     from importlib.metadata import entry_points
 
-    from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME, TRAINER_MODE, __version__
+    from verl_offgrpo import ESTIMATOR_NAMES, LOSS_NAMES, TRAINER_MODE, __version__
     from verl_offgrpo import patches
     from verl_offgrpo.patches.selection import config_selects
 
@@ -85,8 +85,9 @@ def check(overrides: list[str] | None = None) -> int:
     from verl.trainer.ppo import core_algos
 
     registrations = {
-        f"advantage estimator {ESTIMATOR_NAME}": core_algos.ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR_NAME) is not None,
-        f"policy loss {LOSS_NAME}": LOSS_NAME in core_algos.POLICY_LOSS_REGISTRY,
+        **{f"advantage estimator {name}": core_algos.ADV_ESTIMATOR_REGISTRY.get(name) is not None
+           for name in ESTIMATOR_NAMES},
+        **{f"policy loss {name}": name in core_algos.POLICY_LOSS_REGISTRY for name in LOSS_NAMES},
     }
     has_tq = importlib.util.find_spec("transfer_queue") is not None
     tq_version = (_dist_version("TransferQueue") or "installed") if has_tq else None

@@ -1,10 +1,12 @@
 """Prompt groups: the rows of a batch that share a ``uid`` (one prompt's ``rollout.n`` responses).
 
-The group statistics the advantage, the zero-variance mask and the bound monitor share. Pure
-functions over tensors; imports nothing of the plugin.
+The group statistics the advantages, the rows that leave the loss (zero-variance groups, RED-Drop)
+and the bound monitor share. Pure functions over tensors; imports nothing of the plugin.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 import numpy as np
 import torch
@@ -29,3 +31,33 @@ def zero_variance_rows(scores: torch.Tensor, index: np.ndarray) -> torch.Tensor:
     count = torch.bincount(gid_t, minlength=n_groups)
     zero_var_group = (g_max == g_min) & (count > 1)
     return zero_var_group[gid_t]
+
+
+def group_seed(seed: int, uid: str) -> int:
+    """A 64-bit seed from (seed, uid) that every process computes alike (BLAKE2b, not Python's salted hash)."""
+    digest = hashlib.blake2b(f"{int(seed)}\x00{uid}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def red_drop_rows(scores: torch.Tensor, index: np.ndarray, seed: int) -> torch.Tensor:
+    """Bool (bs,): the rows RED-Drop drops (Yao et al., arXiv 2509.24203).
+
+    In each group with N > 1, negatives are the rows with r < mean_G(r) (a reward equal to the mean counts
+    as positive); where they outnumber the positives, |neg| − |pos| of them are dropped, chosen by a
+    permutation of the group's negatives (in batch order) from numpy's default generator seeded with
+    :func:`group_seed` (``seed``, the group's uid). Same seed, uids, rewards and row order: same rows.
+    """
+    gid, n_groups = group_ids(index)
+    uids = np.asarray(index, dtype=object).astype(str)
+    values = scores.detach().to(torch.float64).cpu().numpy()
+    dropped = np.zeros(values.shape[0], dtype=bool)
+    for g in range(n_groups):
+        rows = np.flatnonzero(gid == g)
+        if rows.size < 2:
+            continue
+        negatives = rows[values[rows] < values[rows].mean()]
+        surplus = 2 * negatives.size - rows.size  # |neg| − |pos|
+        if surplus > 0:
+            rng = np.random.default_rng(group_seed(seed, uids[rows[0]]))
+            dropped[rng.permutation(negatives)[:surplus]] = True
+    return torch.as_tensor(dropped, device=scores.device)

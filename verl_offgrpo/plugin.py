@@ -3,9 +3,9 @@
 It stays light: it imports none of verl's modules beyond what ``import verl`` already loaded, so
 ``import verl`` costs about what it costs without the plugin. It
 
-* registers the ``off_grpo`` advantage estimator and policy loss with verl's registries as soon as
-  ``verl.trainer.ppo.core_algos`` is imported, and the V1 trainer mode ``off_grpo_sync`` as soon as
-  ``verl.trainer.ppo.v1`` is (post-import hooks, :mod:`verl_offgrpo.patches.post_import`); these only
+* registers the advantage estimators ``off_grpo`` and ``red_drop`` and the policy losses ``off_grpo``
+  and ``rec`` with verl's registries as soon as ``verl.trainer.ppo.core_algos`` is imported, and the
+  V1 trainer mode ``off_grpo_sync`` as soon as ``verl.trainer.ppo.v1`` is (post-import hooks, :mod:`verl_offgrpo.patches.post_import`); these only
   add names;
 * installs the patches of :mod:`verl_offgrpo.patches`, each scoped to jobs that select the plugin.
 
@@ -27,18 +27,22 @@ ACTIVE = False
 
 
 def register_algorithms(core_algos=None) -> None:
-    """Register the estimator and the policy loss in ``core_algos`` (idempotent)."""
+    """Register the estimators and the policy losses in ``core_algos`` (idempotent)."""
     if core_algos is None:
         from verl.trainer.ppo import core_algos
 
-    from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME
-    from verl_offgrpo.advantage import compute_off_grpo_advantage
+    from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME, RED_DROP_ESTIMATOR_NAME, REC_LOSS_NAME
+    from verl_offgrpo.advantage import compute_off_grpo_advantage, compute_red_drop_advantage
     from verl_offgrpo.policy_loss import compute_policy_loss_off_grpo
+    from verl_offgrpo.rec_loss import compute_policy_loss_rec
 
-    if core_algos.ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR_NAME) is not compute_off_grpo_advantage:
-        core_algos.register_adv_est(ESTIMATOR_NAME)(compute_off_grpo_advantage)
-    if core_algos.POLICY_LOSS_REGISTRY.get(LOSS_NAME) is not compute_policy_loss_off_grpo:
-        core_algos.register_policy_loss(LOSS_NAME)(compute_policy_loss_off_grpo)
+    estimators = ((ESTIMATOR_NAME, compute_off_grpo_advantage), (RED_DROP_ESTIMATOR_NAME, compute_red_drop_advantage))
+    for name, fn in estimators:
+        if core_algos.ADV_ESTIMATOR_REGISTRY.get(name) is not fn:
+            core_algos.register_adv_est(name)(fn)
+    for name, fn in ((LOSS_NAME, compute_policy_loss_off_grpo), (REC_LOSS_NAME, compute_policy_loss_rec)):
+        if core_algos.POLICY_LOSS_REGISTRY.get(name) is not fn:
+            core_algos.register_policy_loss(name)(fn)
 
 
 def _register_algorithms_on_import(core_algos) -> None:
@@ -47,7 +51,7 @@ def _register_algorithms_on_import(core_algos) -> None:
     except Exception as err:  # noqa: BLE001 - a plain verl job must not fail on the plugin's account
         if job_selected():
             raise
-        _warn_loudly(f"could not register the off_grpo estimator/loss ({type(err).__name__}: {err})")
+        _warn_loudly(f"could not register the plugin's estimators/losses ({type(err).__name__}: {err})")
 
 
 def _warn_loudly(message: str) -> None:

@@ -36,10 +36,40 @@ from verl_offgrpo.patches.empty_update import skips_empty_updates
 LOG_RATIO_BOUND = 20.0  # verl's clamp on log-ratios
 
 
-def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean over the mask's tokens; what padding holds (even NaN or inf) never enters."""
     mask = mask.bool()
     return torch.where(mask, values, torch.zeros_like(values)).sum() / mask.sum().clamp(min=1)
+
+
+def aggregate(
+    loss_mat: torch.Tensor, response_mask: torch.Tensor, loss_agg_mode: str, config: Any
+) -> tuple[torch.Tensor, bool]:
+    """verl's ``agg_loss`` of ``loss_mat`` with the mini-batch's ``global_batch_info``, and whether the
+    mini-batch has no loss token at all.
+
+    Then every row left the loss (zero-variance or dropped groups): all numerators are 0, and a denominator
+    of 1 makes this term, and verl's entropy and KL terms that read the same dict after it, exactly 0
+    instead of 0/0 = NaN.
+    """
+    global_batch_info = getattr(config, "global_batch_info", None) or {}
+    no_loss_token = global_batch_info.get("batch_num_tokens") == 0  # over the whole mini-batch, all DP ranks
+    if no_loss_token:
+        global_batch_info["batch_num_tokens"] = 1
+    loss = agg_loss(loss_mat=loss_mat, loss_mask=response_mask, loss_agg_mode=loss_agg_mode, **global_batch_info)
+    return loss, no_loss_token
+
+
+def row_metrics(mask: torch.Tensor, no_loss_token: bool) -> dict[str, float]:
+    """The plugin's metrics about rows that left the loss, shared by its losses (names under ``actor/off_grpo/``)."""
+    return {
+        # rows with no token left in the loss (zero-variance groups under the mask, RED-Drop's dropped rows)
+        "actor/off_grpo/masked_seq_frac": (~mask.bool().any(dim=-1)).float().mean().item(),
+        # 1 on each micro-batch of a mini-batch without a loss token when the engine skips its optimizer
+        # step (verl_offgrpo.patches.empty_update); verl averages it over micro-batches, mini-batches and epochs,
+        # so the step's value is the fraction of its optimizer steps that were skipped
+        "actor/off_grpo/skipped_optimizer_step_frac": float(no_loss_token and skips_empty_updates()),
+    }
 
 
 def clip_bounds(clip_ratio: float, clip_ratio_low: Optional[float], clip_ratio_high: Optional[float]):
@@ -112,38 +142,25 @@ def compute_policy_loss_off_grpo(
     objective, parts = off_grpo_objective(
         log_prob, old_log_prob, advantages, response_mask, log_rprime, eps_low, eps_high
     )
-    global_batch_info = getattr(config, "global_batch_info", None) or {}
-    no_loss_token = global_batch_info.get("batch_num_tokens") == 0  # over the whole mini-batch, all DP ranks
-    if no_loss_token:
-        # every row of the mini-batch left the loss (zero-variance groups under the mask): all numerators
-        # are 0, and a denominator of 1 makes this term, and verl's entropy and KL terms that read the
-        # same dict after it, exactly 0 instead of 0/0 = NaN
-        global_batch_info["batch_num_tokens"] = 1
-    loss = -agg_loss(
-        loss_mat=objective, loss_mask=response_mask, loss_agg_mode=loss_agg_mode, **global_batch_info
-    )
+    objective_sum, no_loss_token = aggregate(objective, response_mask, loss_agg_mode, config)
+    loss = -objective_sum
 
     mask = response_mask.bool()
     has_loss_token = bool(mask.any())  # this micro-batch's; without one every metric below is its neutral value
-    clipped_high = _masked_mean(parts["clipped_high"].float(), mask)
-    clipped_low = _masked_mean(parts["clipped_low"].float(), mask)
+    clipped_high = masked_mean(parts["clipped_high"].float(), mask)
+    clipped_low = masked_mean(parts["clipped_low"].float(), mask)
     rprime_on_tokens = torch.where(mask, parts["rprime"], torch.zeros_like(parts["rprime"]))
     metrics = {
         # verl's names, so existing dashboards keep working
         "actor/pg_clipfrac": (clipped_high + clipped_low).item(),
         "actor/pg_clipfrac_lower": clipped_low.item(),
-        "actor/ppo_kl": _masked_mean(-parts["log_ratio_to_k"], mask).item(),
+        "actor/ppo_kl": masked_mean(-parts["log_ratio_to_k"], mask).item(),
         "actor/off_grpo/clipfrac_high": clipped_high.item(),
         "actor/off_grpo/clipfrac_low": clipped_low.item(),
         # r' = 1 is "no lag" (as without rollout log-probs), not 0
-        "actor/off_grpo/rprime_mean": _masked_mean(parts["rprime"], mask).item() if has_loss_token else 1.0,
+        "actor/off_grpo/rprime_mean": masked_mean(parts["rprime"], mask).item() if has_loss_token else 1.0,
         "actor/off_grpo/rprime_max": rprime_on_tokens.max().item() if has_loss_token else 1.0,
-        "actor/off_grpo/mean_abs_log_rprime": _masked_mean(parts["log_rprime"].abs(), mask).item(),
-        # rows with no token left in the loss (zero-variance groups under the mask)
-        "actor/off_grpo/masked_seq_frac": (~mask.any(dim=-1)).float().mean().item(),
-        # 1 on each micro-batch of a mini-batch without a loss token when the engine skips its optimizer
-        # step (verl_offgrpo.patches.empty_update); verl averages it over micro-batches, mini-batches and epochs,
-        # so the step's value is the fraction of its optimizer steps that were skipped
-        "actor/off_grpo/skipped_optimizer_step_frac": float(no_loss_token and skips_empty_updates()),
+        "actor/off_grpo/mean_abs_log_rprime": masked_mean(parts["log_rprime"].abs(), mask).item(),
+        **row_metrics(mask, no_loss_token),
     }
     return loss, metrics

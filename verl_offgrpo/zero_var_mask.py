@@ -1,10 +1,16 @@
-"""Zero-variance groups: which rows they are, and how they leave the V1 trainer's loss.
+"""Rows that leave the loss (zero-variance groups; RED-Drop's dropped rows), and how they leave the V1
+trainer's loss.
 
 A group G (rows sharing a ``uid``) with N > 1 members is *zero-variance* when max_G r = min_G r
 (all rewards equal; exact comparison, so float rewards that only look equal are not masked).
 Its advantages are all 0, so it only contributes to the loss's token-mean denominator and the KL
 term; the paper masks such groups out entirely (§4). Singleton groups are never masked (their
 variance is undefined; verl's ``grpo`` gives them std 1).
+
+RED-Drop (``algorithm.adv_estimator=red_drop``) drops a group's surplus negatives
+(:func:`verl_offgrpo.groups.red_drop_rows`); they leave the loss the same way. The draw is a pure
+function of the seed, the uids, the rewards and the rows' order, so the rows are recomputed here rather
+than handed over.
 
 In the v0 trainer the estimator's in-place edit of ``data.batch["response_mask"]`` is the batch that
 the actor update sees. The V1 trainer keeps the batch in the TransferQueue and only writes back
@@ -18,7 +24,7 @@ import numpy as np
 import torch
 
 from verl_offgrpo.bound_monitor import bound_metrics
-from verl_offgrpo.groups import group_ids, zero_variance_rows  # noqa: F401  (group_ids: re-exported)
+from verl_offgrpo.groups import group_ids, red_drop_rows, zero_variance_rows  # noqa: F401  (group_ids: re-exported)
 
 
 def zero_rows_nested(nested: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -36,34 +42,43 @@ def padded(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to_padded_tensor(0.0) if tensor.is_nested else tensor
 
 
-def advantage_step_metrics(scores, index, mask_before, rprime, knobs) -> tuple[dict[str, float], torch.Tensor]:
-    """The step's bound-monitor metrics and ``off_grpo/zero_var_masked_frac``, and the zero-variance rows.
+def advantage_step_metrics(
+    scores, index, mask_before, rprime, knobs, red_drop: bool = False
+) -> tuple[dict[str, float], torch.Tensor]:
+    """The step's bound-monitor metrics, ``off_grpo/zero_var_masked_frac`` and ``off_grpo/red_drop/dropped_frac``,
+    and the rows that leave the loss (bool (bs,)).
 
     Shared by both trainers, right after the advantage: ``scores`` (bs,) summed rewards, ``index``
-    the group ids, ``mask_before`` the response/loss mask *before* the zero-variance mask, ``rprime``
-    verl's token IS weights (or ``None``), ``knobs`` the :class:`~verl_offgrpo.config.OffGRPOConfig`.
+    the group ids, ``mask_before`` the response/loss mask *before* rows left it, ``rprime`` verl's token
+    IS weights (or ``None``), ``knobs`` the :class:`~verl_offgrpo.config.OffGRPOConfig`, ``red_drop``
+    whether the estimator is RED-Drop.
     """
-    rows = zero_variance_rows(scores, index)
+    zero_var = zero_variance_rows(scores, index) if knobs.zero_var_mask else torch.zeros_like(scores, dtype=torch.bool)
+    dropped = red_drop_rows(scores, index, knobs.red_drop_seed) if red_drop else torch.zeros_like(zero_var)
     metrics = bound_metrics(scores, index, mask_before, rprime, std_eps=knobs.std_eps, std_unbiased=knobs.std_unbiased)
-    metrics["off_grpo/zero_var_masked_frac"] = float(rows.float().mean()) if knobs.zero_var_mask else 0.0
-    return metrics, rows
+    metrics["off_grpo/zero_var_masked_frac"] = float(zero_var.float().mean()) if len(zero_var) else 0.0
+    metrics["off_grpo/red_drop/dropped_frac"] = float(dropped.float().mean()) if len(dropped) else 0.0
+    return metrics, zero_var | dropped
 
 
 def after_advantage_v1(tq, batch, algorithm_cfg) -> dict[str, float]:
-    """V1 trainer, right after verl's ``_compute_advantage``: zero-variance mask and bound monitor.
+    """V1 trainer, right after verl's ``_compute_advantage``: rows leaving the loss, and the bound monitor.
 
-    Zeroes ``response_mask`` and ``loss_mask`` of zero-variance groups in the TransferQueue (when
-    ``algorithm.off_grpo.zero_var_mask``) and returns the masked fraction plus the bound-monitor
-    metrics (:mod:`verl_offgrpo.bound_monitor`). ``tq`` is the ``transfer_queue`` module, ``batch``
+    Zeroes ``response_mask`` and ``loss_mask`` in the TransferQueue for zero-variance groups (when
+    ``algorithm.off_grpo.zero_var_mask``) and RED-Drop's dropped rows (``adv_estimator=red_drop``), and
+    returns the masked and dropped fractions plus the bound-monitor metrics
+    (:mod:`verl_offgrpo.bound_monitor`). ``tq`` is the ``transfer_queue`` module, ``batch``
     the trainer's ``KVBatchMeta``. The rewards are those the estimator summed: ``rm_scores``, or
     ``token_level_rewards`` with ``algorithm.use_kl_in_reward``. Rows tagged ``is_padding`` (verl's
     filler to a divisible batch size) are left out of the groups and the metrics.
     """
     from tensordict import TensorDict
 
+    from verl_offgrpo import RED_DROP_ESTIMATOR_NAME
     from verl_offgrpo.config import OffGRPOConfig
 
     knobs = OffGRPOConfig.from_algorithm(algorithm_cfg)
+    red_drop = algorithm_cfg.get("adv_estimator", None) == RED_DROP_ESTIMATOR_NAME
     reward_field = "token_level_rewards" if algorithm_cfg.get("use_kl_in_reward", False) else "rm_scores"
     fields = ["uid", reward_field, "response_mask", "loss_mask"]
     has_rprime = batch.fields is not None and "rollout_is_weights" in batch.fields
@@ -81,11 +96,12 @@ def after_advantage_v1(tq, batch, algorithm_cfg) -> dict[str, float]:
     real = np.array([not tag.get("is_padding", False) for tag in tags], dtype=bool)
     picked = torch.as_tensor(np.flatnonzero(real), device=scores.device)
     metrics, real_rows = advantage_step_metrics(
-        scores[picked], index[real], loss_mask[picked], rprime[picked] if rprime is not None else None, knobs
+        scores[picked], index[real], loss_mask[picked], rprime[picked] if rprime is not None else None, knobs,
+        red_drop=red_drop,
     )
     rows = torch.zeros(len(index), dtype=torch.bool, device=scores.device)
     rows[picked] = real_rows
-    if knobs.zero_var_mask and bool(rows.any()):
+    if bool(rows.any()):
         fields = TensorDict(
             {
                 "response_mask": zero_rows_nested(data["response_mask"], rows),

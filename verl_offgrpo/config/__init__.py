@@ -1,7 +1,9 @@
 """The plugin's configuration: :class:`OffGRPOConfig` (every ``algorithm.off_grpo.*`` knob, typed and
-checked) and the start-up checks of the whole composed config (:mod:`.off_grpo`); beside them the
+checked) and the start-up checks of the whole composed config (:mod:`.off_grpo`), :class:`RECConfig`
+(the ``rec`` loss's ``actor_rollout_ref.actor.policy_loss.rec.*`` knobs, :mod:`.rec`); beside them the
 shipped ``off_grpo_trainer.yaml``. Imports nothing from verl, torch or the rest of the plugin."""
 
+from .rec import ANCHORS, CLIP_MODES, WEIGHTS, RECConfig
 from .off_grpo import (
     EMPTY_CACHE_ON_SKIP_MODES,
     KEEP_WEIGHTS_MODES,
@@ -20,6 +22,10 @@ from .off_grpo import (
 )
 
 __all__ = [
+    "ANCHORS",
+    "CLIP_MODES",
+    "RECConfig",
+    "WEIGHTS",
     "EMPTY_CACHE_ON_SKIP_MODES",
     "KEEP_WEIGHTS_MODES",
     "ROLLOUT_SCHEDULES",

@@ -27,7 +27,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME, TRAINER_MODE
+from verl_offgrpo import (
+    ESTIMATOR_NAME,
+    ESTIMATOR_NAMES,
+    LOSS_NAME,
+    LOSS_NAMES,
+    RED_DROP_ESTIMATOR_NAME,
+    REC_LOSS_NAME,
+    TRAINER_MODE,
+)
+
+from .rec import PREFIX as REC_PREFIX
+from .rec import RECConfig
+from .values import OffGRPOConfigError, config_value
+from .values import is_dict_config as _is_dict_config
+from .values import is_int as _is_int
+from .values import is_number as _is_number
 
 logger = logging.getLogger(__name__)
 
@@ -42,10 +57,6 @@ _V0_MANAGER_PREFIX = "verl_offgrpo.sync."
 FSDP_STRATEGIES = ("fsdp", "fsdp2")
 
 PREFIX = "algorithm.off_grpo"
-
-
-class OffGRPOConfigError(ValueError):
-    """A configuration the off-policy GRPO plugin cannot train correctly."""
 
 
 class SyncConfigError(OffGRPOConfigError):
@@ -68,6 +79,9 @@ class OffGRPOConfig:
         zero_var_mask (bool, default true): groups whose rewards are all equal leave the loss entirely
             (token-mean denominator, entropy and KL too), not only A = 0 (paper §4). Needs
             ``actor.loss_agg_mode`` token-mean or token-sum.
+        red_drop_seed (int, default 0): seed of RED-Drop (``adv_estimator=red_drop``, Yao et al. 2509.24203): a
+            group's surplus negatives are drawn from a generator seeded by (this seed, the group's uid), so every
+            process drops the same rows; another seed, another draw.
 
     > Lagged sync (paper §3: vLLM serves α = π_{k−v} and is synced every v steps)
 
@@ -110,6 +124,7 @@ class OffGRPOConfig:
     std_unbiased: bool = True
     std_eps: float = 1e-6
     zero_var_mask: bool = True
+    red_drop_seed: int = 0
     sync_period: int = 1
     rollout_schedule: str = "per_step"
     sync_before_validate: bool = True
@@ -134,6 +149,10 @@ class OffGRPOConfig:
         if not (_is_int(self.sync_period) and self.sync_period >= 1):
             raise OffGRPOConfigError(
                 f"{PREFIX}.sync_period must be an integer >= 1 (got {self.sync_period!r}); 1 is on-policy GRPO."
+            )
+        if not (_is_int(self.red_drop_seed) and self.red_drop_seed >= 0):
+            raise OffGRPOConfigError(
+                f"{PREFIX}.red_drop_seed must be an integer >= 0 (got {self.red_drop_seed!r}); the default is 0."
             )
         if not (_is_int(self.ref_reset_period) and self.ref_reset_period >= 0):
             raise OffGRPOConfigError(
@@ -181,37 +200,6 @@ class OffGRPOConfig:
         return cls.from_mapping(config_value(algorithm, "off_grpo"))
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _is_dict_config(value: Any) -> bool:
-    try:
-        from omegaconf import DictConfig
-    except ImportError:  # pragma: no cover - verl depends on omegaconf
-        return False
-    return isinstance(value, DictConfig)
-
-
-def config_value(cfg: Any, dotted: str, default: Any = None) -> Any:
-    """``cfg.a.b.c`` of a DictConfig, dict or dataclass; ``default`` when absent, None or ``???``."""
-    node = cfg
-    for part in dotted.split("."):
-        if node is None:
-            return default
-        try:
-            node = node.get(part, None) if hasattr(node, "get") else getattr(node, part, None)
-        except Exception as err:  # noqa: BLE001 - omegaconf's MissingMandatoryValue (``???``)
-            if type(err).__name__ != "MissingMandatoryValue":
-                raise
-            return default
-    return default if node is None else node
-
-
 _get = config_value
 
 
@@ -251,52 +239,64 @@ def _v1_mode(config: Any) -> Any:
 def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     """Raise :class:`OffGRPOConfigError` for a config the plugin cannot train correctly; return its knobs.
 
-    ``config`` is the full composed verl config. Checks only what the config selects: the off_grpo
-    estimator, the off_grpo loss, a lag (sync_period > 1), a window, a reference reset.
+    ``config`` is the full composed verl config. Checks only what the config selects: one of the plugin's
+    estimators (off_grpo, red_drop), one of its losses (off_grpo, rec), a lag (sync_period > 1), a window,
+    a reference reset.
     """
     knobs = OffGRPOConfig.from_algorithm(_get(config, "algorithm"))
-    uses_estimator = _get(config, "algorithm.adv_estimator") == ESTIMATOR_NAME
-    uses_loss = _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode") == LOSS_NAME
+    estimator = _get(config, "algorithm.adv_estimator")
+    loss_mode = _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode")
+    uses_estimator = estimator in ESTIMATOR_NAMES
+    uses_loss = loss_mode in LOSS_NAMES
+    rec = RECConfig.from_policy_loss(_get(config, "actor_rollout_ref.actor.policy_loss"))
     if uses_estimator:
-        _check_group_size(config)
+        _check_group_size(config, estimator)
     if uses_loss:
-        _check_loss(config, knobs)
+        _check_loss(config, knobs, loss_mode, rec)
         if not uses_estimator:
-            _tell_loss_over_other_estimator(config)
+            _tell_loss_over_other_estimator(config, loss_mode)
     elif knobs.sync_period > 1:
         raise OffGRPOConfigError(
             f"{PREFIX}.sync_period={knobs.sync_period} trains on samples of a lagged policy α: "
-            f"set actor_rollout_ref.actor.policy_loss.loss_mode={LOSS_NAME} (the off-policy clipped objective)."
+            f"set actor_rollout_ref.actor.policy_loss.loss_mode={LOSS_NAME} (the off-policy clipped objective) "
+            f"or {REC_LOSS_NAME} (group-relative REINFORCE with a clip mask)."
         )
     if uses_estimator:
-        _check_zero_var_denominator(config, knobs)
-        _warn_masked_mini_batch_with_other_loss(config, knobs)
+        _check_rows_leaving_denominator(config, knobs, estimator)
+        _warn_masked_mini_batch_with_other_loss(config, knobs, estimator)
     check_window_config(config, knobs)
     if uses_estimator or uses_loss or knobs.sync_period > 1:
         check_sync_config(config, knobs=knobs)
-        if _use_v1(config) and uses_estimator and knobs.zero_var_mask and _v1_mode(config) != TRAINER_MODE:
-            raise OffGRPOConfigError(
-                f"{PREFIX}.zero_var_mask=true on the V1 trainer needs trainer.v1.trainer_mode={TRAINER_MODE} "
-                f"(got {_v1_mode(config)!r}): it writes the mask back to the TransferQueue's loss_mask; the shipped "
-                f"yaml off_grpo_trainer sets it. Or set {PREFIX}.zero_var_mask=false."
-            )
+        if _use_v1(config) and uses_estimator and _v1_mode(config) != TRAINER_MODE:
+            if estimator == RED_DROP_ESTIMATOR_NAME:
+                raise OffGRPOConfigError(
+                    f"algorithm.adv_estimator={RED_DROP_ESTIMATOR_NAME} on the V1 trainer needs "
+                    f"trainer.v1.trainer_mode={TRAINER_MODE} (got {_v1_mode(config)!r}): it writes the dropped rows "
+                    "back to the TransferQueue's loss_mask; the shipped yaml off_grpo_trainer sets it."
+                )
+            if knobs.zero_var_mask:
+                raise OffGRPOConfigError(
+                    f"{PREFIX}.zero_var_mask=true on the V1 trainer needs trainer.v1.trainer_mode={TRAINER_MODE} "
+                    f"(got {_v1_mode(config)!r}): it writes the mask back to the TransferQueue's loss_mask; the "
+                    f"shipped yaml off_grpo_trainer sets it. Or set {PREFIX}.zero_var_mask=false."
+                )
     if knobs.ref_reset_period > 0:
         check_ref_reset_config(config, knobs=knobs)
     return knobs
 
 
-def _check_group_size(config: Any) -> None:
-    """The off_grpo advantage is a statistic of each prompt's group of ``rollout.n`` responses."""
+def _check_group_size(config: Any, estimator: str) -> None:
+    """The plugin's advantages are statistics of each prompt's group of ``rollout.n`` responses."""
     n = _get(config, "actor_rollout_ref.rollout.n")
     if _is_int(n) and n < 2:
         raise OffGRPOConfigError(
-            f"actor_rollout_ref.rollout.n={n} with algorithm.adv_estimator={ESTIMATOR_NAME}: a group of one "
-            "response has no group mean or std to compare against; set actor_rollout_ref.rollout.n to the group "
-            "size, >= 2 (e.g. 8)."
+            f"actor_rollout_ref.rollout.n={n} with algorithm.adv_estimator={estimator}: a group of one "
+            "response has no group mean or std to compare against (nor negatives to drop); set "
+            "actor_rollout_ref.rollout.n to the group size, >= 2 (e.g. 8)."
         )
 
 
-def _tell_loss_over_other_estimator(config: Any) -> None:
+def _tell_loss_over_other_estimator(config: Any, loss_mode: str) -> None:
     estimator = _get(config, "algorithm.adv_estimator")
     what = (
         "verl's grpo advantage (r − mean)/(std + 1e-6), without the zero-variance mask"
@@ -304,9 +304,9 @@ def _tell_loss_over_other_estimator(config: Any) -> None:
         else f"verl's {estimator!r} advantage"
     )
     logger.warning(
-        "off_grpo: policy_loss.loss_mode=%s with algorithm.adv_estimator=%s: the off-policy clipped loss runs on "
+        "off_grpo: policy_loss.loss_mode=%s with algorithm.adv_estimator=%s: the loss runs on "
         "%s; %s.std_eps, std_unbiased and zero_var_mask do not apply (adv_estimator=%s for the paper's advantage).",
-        LOSS_NAME,
+        loss_mode,
         estimator,
         what,
         PREFIX,
@@ -321,23 +321,38 @@ def _threshold_upper(spec: Any) -> float:
     return float(spec)
 
 
-def _check_loss(config: Any, knobs: OffGRPOConfig) -> None:
-    """Checks that apply when ``actor.policy_loss.loss_mode=off_grpo``."""
+def _check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig) -> None:
+    """Checks that apply when ``actor.policy_loss.loss_mode`` is one of the plugin's losses (off_grpo, rec).
+
+    Both read π_k (verl's recomputed ``old_log_prob``); the served-policy guard and the bound monitor read
+    r' = π_k/α per token, untruncated, under a lag; the rec loss reads r' itself with ``rec.anchor`` rprime
+    or alpha.
+    """
     actor = _get(config, "actor_rollout_ref.actor")
     for name in ("clip_ratio", "clip_ratio_low", "clip_ratio_high"):
         value = _get(actor, name)
         if value is not None and not float(value) > 0:
             raise OffGRPOConfigError(
-                f"actor_rollout_ref.actor.{name} (ε of the off_grpo clip window) must be > 0 (got {value!r})."
+                f"actor_rollout_ref.actor.{name} (ε of the {loss_mode} clip window) must be > 0 (got {value!r})."
             )
+    if loss_mode == REC_LOSS_NAME:
+        clip_ratio = float(_get(actor, "clip_ratio", 0.2))
+        eps_low, eps_high = _get(actor, "clip_ratio_low", clip_ratio), _get(actor, "clip_ratio_high", clip_ratio)
+        rec.check_ring(float(eps_low), float(eps_high))
     rc = _get(config, "algorithm.rollout_correction")
     calculate_log_probs = bool(_get(config, "actor_rollout_ref.rollout.calculate_log_probs", False))
     if rc is not None and bool(_get(rc, "bypass_mode", False)):
         raise OffGRPOConfigError(
-            "loss off_grpo needs π_k (verl's recomputed old_log_prob), which bypass mode never computes: "
+            f"loss {loss_mode} needs π_k (verl's recomputed old_log_prob), which bypass mode never computes: "
             "set algorithm.rollout_correction.bypass_mode=false."
         )
     rollout_is = _get(rc, "rollout_is") if rc is not None else None
+    if loss_mode == REC_LOSS_NAME and rec.anchor != "pi_k" and not (calculate_log_probs and rollout_is == "token"):
+        raise OffGRPOConfigError(
+            f"{REC_PREFIX}.anchor={rec.anchor} measures ρ against α, so it needs α's log-probs as r' per token: set "
+            "actor_rollout_ref.rollout.calculate_log_probs=true and algorithm.rollout_correction.rollout_is=token "
+            f"(got {calculate_log_probs!r}, {rollout_is!r}), or {REC_PREFIX}.anchor=pi_k."
+        )
     if knobs.sync_period > 1:
         if not calculate_log_probs:
             raise OffGRPOConfigError(
@@ -351,21 +366,22 @@ def _check_loss(config: Any, knobs: OffGRPOConfig) -> None:
             )
     if rollout_is is not None and rollout_is != "token":
         raise OffGRPOConfigError(
-            f"loss off_grpo uses r' = π_k/α per token: set algorithm.rollout_correction.rollout_is=token "
+            f"loss {loss_mode} uses r' = π_k/α per token: set algorithm.rollout_correction.rollout_is=token "
             f"(got {rollout_is!r})."
         )
     if rollout_is == "token" and not knobs.allow_truncated_rprime:
         upper = _threshold_upper(_get(rc, "rollout_is_threshold", 2.0))
         if not math.isinf(upper):
             raise OffGRPOConfigError(
-                "loss off_grpo needs r' = π_k/α untruncated, but algorithm.rollout_correction.rollout_is_threshold="
+                f"loss {loss_mode} needs r' = π_k/α untruncated, but algorithm.rollout_correction.rollout_is_threshold="
                 f"{_get(rc, 'rollout_is_threshold')!r} truncates it: set it to inf, or set "
                 f"{PREFIX}.allow_truncated_rprime=true to accept a truncated r'."
             )
         if _get(rc, "rollout_rs") is not None:
             raise OffGRPOConfigError(
                 f"algorithm.rollout_correction.rollout_rs={_get(rc, 'rollout_rs')!r} drops tokens by rejection "
-                f"sampling, which is not the off_grpo objective: set it to null, or set {PREFIX}.allow_truncated_rprime=true."
+                f"sampling, which is not the {loss_mode} objective: set it to null, or set "
+                f"{PREFIX}.allow_truncated_rprime=true."
             )
         if bool(_get(rc, "rollout_is_batch_normalize", False)):
             raise OffGRPOConfigError(
@@ -383,18 +399,24 @@ def _check_loss(config: Any, knobs: OffGRPOConfig) -> None:
         )
 
 
-def _check_zero_var_denominator(config: Any, knobs: OffGRPOConfig) -> None:
-    """The mask takes a group's tokens out of the loss, denominators included.
+def _check_rows_leaving_denominator(config: Any, knobs: OffGRPOConfig, estimator: str) -> None:
+    """The zero-variance mask and RED-Drop take rows out of the loss, denominators included.
 
     verl's ``token-mean`` divides by the count of ``loss_mask`` tokens after the mask and ``token-sum``
     has no denominator; the ``seq-mean-*`` modes divide by ``global_batch_size``, which verl 0.9.1 fixes
     at ``ppo_mini_batch_size × rollout.n``: masked rows would stay in the denominator and only shrink
-    the step, which is not the paper's removal of the group.
+    the step, which is not the paper's removal of the group (or of the dropped samples).
     """
-    if not knobs.zero_var_mask:
-        return
     mode = str(_get(config, "actor_rollout_ref.actor.loss_agg_mode", "token-mean"))
-    if mode.startswith("seq-mean"):
+    if not mode.startswith("seq-mean"):
+        return
+    if estimator == RED_DROP_ESTIMATOR_NAME:
+        raise OffGRPOConfigError(
+            f"algorithm.adv_estimator={RED_DROP_ESTIMATOR_NAME} with actor_rollout_ref.actor.loss_agg_mode={mode}: "
+            "verl divides the seq-mean modes by a fixed global_batch_size, so dropped rows would stay in the "
+            "denominator. Use loss_agg_mode=token-mean (or token-sum)."
+        )
+    if knobs.zero_var_mask:
         raise OffGRPOConfigError(
             f"{PREFIX}.zero_var_mask=true with actor_rollout_ref.actor.loss_agg_mode={mode}: verl "
             "divides the seq-mean modes by a fixed global_batch_size, so masked groups would stay in the "
@@ -402,18 +424,21 @@ def _check_zero_var_denominator(config: Any, knobs: OffGRPOConfig) -> None:
         )
 
 
-def _warn_masked_mini_batch_with_other_loss(config: Any, knobs: OffGRPOConfig) -> None:
-    """With a loss other than off_grpo, a mini-batch whose groups are all masked logs ``pg_loss`` NaN
-    (verl's 0/0; its gradient is 0). The off_grpo loss gives exactly 0 there."""
+def _warn_masked_mini_batch_with_other_loss(config: Any, knobs: OffGRPOConfig, estimator: str) -> None:
+    """With a loss other than the plugin's, a mini-batch whose rows all left the loss logs ``pg_loss`` NaN
+    (verl's 0/0; its gradient is 0). The plugin's losses give exactly 0 there."""
     loss_mode = _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode")
-    if knobs.zero_var_mask and loss_mode != LOSS_NAME:
+    rows_leave = knobs.zero_var_mask or estimator == RED_DROP_ESTIMATOR_NAME
+    if rows_leave and loss_mode not in LOSS_NAMES:
+        what = f"{PREFIX}.zero_var_mask=true" if knobs.zero_var_mask else f"algorithm.adv_estimator={estimator}"
         logger.warning(
-            "off_grpo: %s.zero_var_mask=true with policy_loss.loss_mode=%s: a mini-batch whose "
-            "groups are all zero-variance has no loss token left, and verl's loss divides by 0 there: its gradient "
-            "is 0, but the step logs actor/pg_loss NaN. loss_mode=%s gives exactly 0.",
-            PREFIX,
+            "off_grpo: %s with policy_loss.loss_mode=%s: a mini-batch whose rows all left the loss (zero-variance "
+            "groups, dropped rows) has no loss token left, and verl's loss divides by 0 there: its gradient "
+            "is 0, but the step logs actor/pg_loss NaN. loss_mode=%s or %s gives exactly 0.",
+            what,
             loss_mode,
             LOSS_NAME,
+            REC_LOSS_NAME,
         )
 
 

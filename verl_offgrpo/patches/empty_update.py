@@ -1,9 +1,9 @@
 """No optimizer step for a mini-batch that has no loss token.
 
 Under the zero-variance mask (:mod:`verl_offgrpo.zero_var_mask`) a mini-batch whose groups all have
-equal rewards keeps no token in ``loss_mask``. verl's engine counts them over the data-parallel group
-in ``forward_backward_batch`` (``batch_num_tokens``, all-reduced), finds 0, and the ``off_grpo`` loss
-and every gradient are exactly 0 (:mod:`verl_offgrpo.policy_loss`). verl 0.9.1's
+equal rewards keeps no token in ``loss_mask`` (as does one whose rows RED-Drop all dropped). verl's
+engine counts them over the data-parallel group in ``forward_backward_batch`` (``batch_num_tokens``,
+all-reduced), finds 0, and the plugin's losses and every gradient are exactly 0 (:mod:`verl_offgrpo.policy_loss`). verl 0.9.1's
 ``BaseEngine.train_batch`` still calls ``optimizer_step()``, and AdamW moves every parameter anyway:
 
     m ← β₁·m,   v ← β₂·v                      (the gradient is 0)
@@ -15,7 +15,7 @@ out of the objective, and an objective with no terms gives no update. :func:`ski
 ``BaseEngine.train_batch`` so that, when the count the engine has just all-reduced is 0, the gradients
 are zeroed and ``optimizer_step`` is not called. ``grad_norm`` is reported as 0.0, which verl alone also
 logs for a zero gradient, so rank 0 prints :data:`SKIP_MESSAGE` to the console on each skip: the line
-tells a skip apart in a run's saved log. The ``off_grpo`` loss also logs it to verl's metrics,
+tells a skip apart in a run's saved log. The plugin's losses also log it to verl's metrics,
 ``actor/off_grpo/skipped_optimizer_step_frac`` (the fraction of the step's optimizer steps skipped;
 :func:`skips_empty_updates` keeps it at 0 where the wrap is not installed). Every data-parallel rank
 sees the same all-reduced count, so all ranks skip together and none is left in a collective of the step
@@ -24,8 +24,8 @@ untouched (verl steps it per batch, outside ``train_batch``).
 
 Scope: the wrap goes in when a process imports :data:`BASE_ENGINE_MODULE` (a post-import hook of
 the entry point), but it acts only for a job that selects the plugin: the engine's loss function is
-verl's ``ppo_loss`` bound to an actor config with ``policy_loss.loss_mode=off_grpo``
-(:func:`verl_offgrpo.patches.selection.loss_function_selects`), or the process carries
+verl's ``ppo_loss`` bound to an actor config with one of the plugin's losses (``policy_loss.loss_mode``
+``off_grpo`` or ``rec``; :func:`verl_offgrpo.patches.selection.loss_function_selects`), or the process carries
 ``VERL_OFFGRPO_JOB=1`` (:mod:`verl_offgrpo.patches.job_env`: the driver validated a config that selects
 the plugin, e.g. the ``off_grpo`` estimator with another loss). Any other call goes straight to verl's
 ``train_batch``, unchanged. Within a selecting job only a mini-batch without a single loss token is
@@ -49,7 +49,8 @@ from verl_offgrpo.patches.selection import loss_function_selects
 BASE_ENGINE_MODULE = "verl.workers.engine.base"
 TARGETS = (f"{BASE_ENGINE_MODULE}.BaseEngine.train_batch",)
 WHEN = ("actor workers: skips the optimizer step of a mini-batch without loss tokens when the engine's "
-        "loss is off_grpo or the job selects the plugin (VERL_OFFGRPO_JOB=1); else verl's train_batch as is")
+        "loss is off_grpo or rec, or the job selects the plugin (VERL_OFFGRPO_JOB=1); "
+        "else verl's train_batch as is")
 
 
 #: the console line of a skipped step (rank 0 only), e.g. to count skips in a run's saved log
@@ -82,8 +83,8 @@ def applied(module: Any) -> bool:
 
 def skips_empty_updates() -> bool:
     """Whether this process's verl engines skip the step of a mini-batch without a loss token: verl's
-    :data:`BASE_ENGINE_MODULE` is imported here and its ``train_batch`` wrapped. The ``off_grpo`` loss
-    reads it for ``actor/off_grpo/skipped_optimizer_step_frac``, so that the metric never reports a skip
+    :data:`BASE_ENGINE_MODULE` is imported here and its ``train_batch`` wrapped. The plugin's losses
+    read it for ``actor/off_grpo/skipped_optimizer_step_frac``, so that the metric never reports a skip
     that did not happen (an engine outside ``BaseEngine``, or a wrap that failed to install)."""
     module = sys.modules.get(BASE_ENGINE_MODULE)
     return module is not None and applied(module)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME, TRAINER_MODE
+from verl_offgrpo import ESTIMATOR_NAMES, LOSS_NAMES, TRAINER_MODE
 from verl_offgrpo.config.off_grpo import config_value as _get
 
 #: the v0 trainer's lagged checkpoint manager, as named in ``rollout.checkpoint_manager_class``
@@ -30,14 +30,15 @@ def _sync_period_selects(value: Any) -> bool:
 
 def config_selects(config: Any) -> bool:
     """Whether a full training config (``algorithm``, ``actor_rollout_ref``, ``trainer``) selects the
-    plugin: the ``off_grpo`` estimator, the ``off_grpo`` policy loss, ``algorithm.off_grpo.sync_period``
+    plugin: one of its estimators (``off_grpo``, ``red_drop``), one of its policy losses (``off_grpo``,
+    ``rec``), ``algorithm.off_grpo.sync_period``
     set to anything but 1, ``rollout_schedule`` other than ``per_step``, the ``off_grpo_sync`` V1 trainer
     mode, or the lagged v0 checkpoint manager."""
     if config is None:
         return False
-    if _get(config, "algorithm.adv_estimator") == ESTIMATOR_NAME:
+    if _get(config, "algorithm.adv_estimator") in ESTIMATOR_NAMES:
         return True
-    if _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode") == LOSS_NAME:
+    if _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode") in LOSS_NAMES:
         return True
     off_grpo = _get(config, "algorithm.off_grpo")
     if off_grpo is not None and not hasattr(off_grpo, "get"):
@@ -53,13 +54,13 @@ def config_selects(config: Any) -> bool:
 
 
 def loss_selects(actor_config: Any) -> bool:
-    """Whether an actor config (``ActorConfig`` dataclass or DictConfig) uses the ``off_grpo`` loss."""
-    return _get(actor_config, "policy_loss.loss_mode") == LOSS_NAME
+    """Whether an actor config (``ActorConfig`` dataclass or DictConfig) uses one of the plugin's losses."""
+    return _get(actor_config, "policy_loss.loss_mode") in LOSS_NAMES
 
 
 def loss_function_selects(loss_function: Any) -> bool:
     """Whether an engine's ``loss_function`` is verl's ``ppo_loss`` (or the distillation loss) bound to
-    an actor config with the ``off_grpo`` loss (verl binds it with ``functools.partial(..., config=)``)."""
+    an actor config with one of the plugin's losses (verl binds it with ``functools.partial(..., config=)``)."""
     keywords = getattr(loss_function, "keywords", None)
     if not isinstance(keywords, dict):
         return False

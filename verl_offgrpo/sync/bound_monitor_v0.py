@@ -3,7 +3,7 @@
 The V1 mode computes them right after its ``_compute_advantage`` (:func:`verl_offgrpo.zero_var_mask.
 after_advantage_v1`). v0 calls the module function ``verl.trainer.ppo.ray_trainer.compute_advantage``
 from ``fit`` in the trainer's process; :func:`install` wraps that function there (once) when the
-lagged checkpoint manager is built for v0 with the ``off_grpo`` estimator. Around verl's call the
+lagged checkpoint manager is built for v0 with one of the plugin's estimators. Around verl's call the
 wrapper reads, from the ``DataProto``: ``token_level_rewards`` (what the estimator sums), ``uid``,
 the ``response_mask`` *before* the zero-variance mask edits it, and verl's token IS weights
 ``rollout_is_weights`` (= r' = π_k/α, present with the shipped yaml's rollout correction). The
@@ -29,10 +29,15 @@ def v0_metrics(data: Any, mask_before: Any, algorithm_cfg: Any) -> dict[str, flo
     from verl_offgrpo.config import OffGRPOConfig
     from verl_offgrpo.zero_var_mask import advantage_step_metrics
 
+    from verl_offgrpo import RED_DROP_ESTIMATOR_NAME
+
     scores = data.batch["token_level_rewards"].sum(-1)
     index = np.asarray(data.non_tensor_batch["uid"], dtype=object)
     rprime = data.batch["rollout_is_weights"] if "rollout_is_weights" in data.batch.keys() else None
-    metrics, _rows = advantage_step_metrics(scores, index, mask_before, rprime, OffGRPOConfig.from_algorithm(algorithm_cfg))
+    red_drop = str(algorithm_cfg.get("adv_estimator")) == RED_DROP_ESTIMATOR_NAME
+    metrics, _rows = advantage_step_metrics(
+        scores, index, mask_before, rprime, OffGRPOConfig.from_algorithm(algorithm_cfg), red_drop=red_drop
+    )
     return metrics
 
 
@@ -47,10 +52,10 @@ def wrap_compute_advantage(original: Callable) -> Callable:
 
     @functools.wraps(original)
     def compute_advantage(data, adv_estimator, *args, **kwargs):
-        from verl_offgrpo import ESTIMATOR_NAME
+        from verl_offgrpo import ESTIMATOR_NAMES
 
         config = kwargs.get("config")
-        ours = str(getattr(adv_estimator, "value", adv_estimator)) == ESTIMATOR_NAME and config is not None
+        ours = str(getattr(adv_estimator, "value", adv_estimator)) in ESTIMATOR_NAMES and config is not None
         mask_before = None
         if ours and "response_mask" in data.batch.keys():
             mask_before = data.batch["response_mask"].clone()

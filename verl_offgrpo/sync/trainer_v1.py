@@ -37,7 +37,7 @@ from omegaconf import open_dict
 from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY, register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-from verl_offgrpo import ESTIMATOR_NAME, TRAINER_MODE
+from verl_offgrpo import ESTIMATOR_NAMES, TRAINER_MODE
 
 from ..config import OffGRPOConfig, validate_off_grpo_config
 from ..config import config_value as _get
@@ -167,13 +167,14 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
             self.checkpoint_manager.sleep_replicas()
 
     def _compute_advantage(self, batch, metrics: dict):
-        """verl's, then the zero-variance mask on ``loss_mask``/``response_mask`` and the bound monitor."""
+        """verl's, then the rows that left the loss (zero-variance mask, RED-Drop) on ``loss_mask``/``response_mask``
+        and the bound monitor."""
         import transfer_queue as tq
 
         from verl_offgrpo.zero_var_mask import after_advantage_v1
 
         batch = super()._compute_advantage(batch, metrics)
-        if self.config.algorithm.adv_estimator == ESTIMATOR_NAME:
+        if self.config.algorithm.adv_estimator in ESTIMATOR_NAMES:
             step_metrics = after_advantage_v1(tq, batch, self.config.algorithm)
             metrics.update(step_metrics)
             metrics.update(self.checkpoint_manager.check_served_policy(step_metrics, int(self.global_steps)))

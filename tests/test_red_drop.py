@@ -1,0 +1,134 @@
+"""The ``red_drop`` estimator (RED-Drop) through verl's real ``ray_trainer.compute_advantage``.
+
+Hand-derived groups (A = r − mean over the kept rows; ``norm_adv_by_std_in_grpo=false``, the paper's form)::
+
+    group  rewards            mean   neg  pos  dropped  kept mean  A of the kept rows
+    a      1 0 0 0 0 0        1/6     5    1     4        1/2       +1/2, −1/2
+    b      1 1 1 0            3/4     1    3     0        3/4       +1/4 ×3, −3/4
+    c      3 1 0 0            1       2    2     0        1         +2, 0, −1, −1   (r = mean counts positive)
+    d      1 .5 0 0 0         .3      3    2     1        3/8       +5/8, +1/8, −3/8 ×2
+    z      0 0 0              0       0    3     0        0         0 (zero-variance: masked when the mask is on)
+"""
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+import verl  # noqa: F401  (loads the plugin)
+from verl import DataProto
+from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+from verl.trainer.ppo.ray_trainer import compute_advantage
+
+from verl_offgrpo.groups import red_drop_rows
+
+RESP_LEN = 2
+GROUPS = {
+    "a": [1, 0, 0, 0, 0, 0],
+    "b": [1, 1, 1, 0],
+    "c": [3, 1, 0, 0],
+    "d": [1, 0.5, 0, 0, 0],
+    "z": [0, 0, 0],
+}
+DROPPED = {"a": 4, "b": 0, "c": 0, "d": 1, "z": 0}
+KEPT_ADV = {"a": {1: 0.5, 0: -0.5}, "b": {1: 0.25, 0: -0.75}, "c": {3: 2.0, 1: 0.0, 0: -1.0},
+            "d": {1: 0.625, 0.5: 0.125, 0: -0.375}, "z": {0: 0.0}}  # fmt: skip
+
+
+def make_batch(groups=GROUPS, interleave=False):
+    rewards, uids = [], []
+    for uid, rs in groups.items():
+        rewards += rs
+        uids += [uid] * len(rs)
+    if interleave:  # groups' rows mixed through the batch, as verl's balancing may leave them
+        order = np.random.default_rng(0).permutation(len(rewards))
+        rewards, uids = [rewards[i] for i in order], [uids[i] for i in order]
+    token_rewards = torch.zeros(len(rewards), RESP_LEN)
+    token_rewards[:, -1] = torch.tensor(rewards, dtype=torch.float32)
+    mask = torch.ones(len(rewards), RESP_LEN, dtype=torch.int64)
+    return DataProto.from_dict(tensors={"token_level_rewards": token_rewards, "response_mask": mask},
+                               non_tensors={"uid": np.array(uids, dtype=object)})
+
+
+def algo(norm=False, **off_grpo):
+    return OmegaConf.create({"adv_estimator": "red_drop", "norm_adv_by_std_in_grpo": norm, "off_grpo": off_grpo})
+
+
+def run(batch, cfg):
+    return compute_advantage(batch, adv_estimator=cfg.adv_estimator,
+                             norm_adv_by_std_in_grpo=cfg.norm_adv_by_std_in_grpo, config=cfg)
+
+
+@pytest.mark.parametrize("interleave", [False, True])
+def test_drop_counts_and_kept_advantages_by_hand(interleave):
+    out = run(make_batch(interleave=interleave), algo(zero_var_mask=False))
+    rewards = out.batch["token_level_rewards"][:, -1].tolist()
+    uids = out.non_tensor_batch["uid"]
+    adv, mask = out.batch["advantages"], out.batch["response_mask"]
+    dropped = mask.sum(-1) == 0
+    for uid in GROUPS:
+        rows = np.flatnonzero(uids == uid)
+        assert int(dropped[rows].sum()) == DROPPED[uid], uid
+        for row in rows:
+            if dropped[row]:
+                assert rewards[row] == 0 and torch.equal(adv[row], torch.zeros(RESP_LEN))  # only negatives drop
+            else:
+                torch.testing.assert_close(adv[row], torch.full((RESP_LEN,), KEPT_ADV[uid][rewards[row]]))
+    torch.testing.assert_close(out.batch["returns"], adv)
+
+
+def test_std_normalised_over_the_kept_rows():
+    """norm_adv_by_std_in_grpo=true: group a keeps {1, 0}: mean 1/2, unbiased std² 1/2; ε = 1/2 → A = ±1/2."""
+    out = run(make_batch({"a": GROUPS["a"]}), algo(norm=True, std_eps=0.5))
+    kept = out.batch["response_mask"].sum(-1) > 0
+    assert sorted(out.batch["advantages"][kept, 0].tolist()) == [-0.5, 0.5]
+
+
+@pytest.mark.parametrize("zero_var_mask", [True, False])
+def test_zero_variance_mask_composes(zero_var_mask):
+    out = run(make_batch(), algo(zero_var_mask=zero_var_mask))
+    z_rows = np.flatnonzero(out.non_tensor_batch["uid"] == "z")
+    assert out.batch["response_mask"][z_rows].sum().item() == (0 if zero_var_mask else 3 * RESP_LEN)
+    assert (out.batch["response_mask"].sum(-1) == 0).sum().item() == 5 + (3 if zero_var_mask else 0)
+
+
+def test_reproducible_under_the_seed_and_another_seed_draws_again():
+    """Same seed and uids: the same rows in every call (the V1 trainer mode recomputes them, test_zero_var_v1);
+    the draw depends on the seed and the uid, not on Python's per-process hash salt."""
+    groups = {f"g{i}": [1, 0, 0, 0, 0, 0, 0, 0] for i in range(16)}  # 6 of 7 negatives dropped per group
+
+    def dropped(seed):
+        out = run(make_batch(groups), algo(red_drop_seed=seed))
+        return (out.batch["response_mask"].sum(-1) == 0).tolist()
+
+    first = dropped(3)
+    assert first == dropped(3) and sum(first) == 16 * 6
+    assert first != dropped(4)
+    scores = make_batch(groups).batch["token_level_rewards"].sum(-1)
+    uids = np.array([uid for uid, rs in groups.items() for _ in rs], dtype=object)
+    assert red_drop_rows(scores, uids, 3).tolist() == first
+    # fixed by (seed, uid), in any process (a salted hash would move it from run to run): g0 keeps row 1
+    assert np.flatnonzero(red_drop_rows(scores[:8], uids[:8], 3).numpy()).tolist() == [2, 3, 4, 5, 6, 7]
+
+
+def test_registered_under_red_drop():
+    from verl_offgrpo.advantage import compute_red_drop_advantage
+
+    assert get_adv_estimator_fn("red_drop") is compute_red_drop_advantage
+
+
+def test_v0_bound_monitor_reports_the_dropped_fraction():
+    """v0: verl's compute_advantage wrapped by the plugin hands off_grpo/red_drop/dropped_frac to the step."""
+    from verl_offgrpo.sync.bound_monitor_v0 import wrap_compute_advantage
+
+    got = []
+    import verl_offgrpo.sync.bound_monitor_v0 as v0
+
+    v0._SINK[:] = [got.append]
+    try:
+        cfg = algo(zero_var_mask=True)
+        wrap_compute_advantage(compute_advantage)(make_batch(), cfg.adv_estimator, config=cfg)
+    finally:
+        v0._SINK[:] = []
+    assert got[0]["off_grpo/red_drop/dropped_frac"] == pytest.approx(5 / 22)
+    assert got[0]["off_grpo/zero_var_masked_frac"] == pytest.approx(3 / 22)

@@ -1,0 +1,128 @@
+"""``actor_rollout_ref.actor.policy_loss.rec.*``: the knobs of the ``rec`` policy loss (:class:`RECConfig`).
+
+Paper: Yao et al., "Group-Relative REINFORCE Is Secretly an Off-Policy Algorithm: Demystifying Some
+Myths About GRPO and Its Friends", arXiv 2509.24203. The loss itself: :mod:`verl_offgrpo.rec_loss`.
+
+The knobs sit in verl's ``policy_loss`` section because the loss runs in the actor workers, which see
+only the actor's config; the shipped yaml selects :class:`verl_offgrpo.policy_loss_config.
+OffGRPOPolicyLossConfig` (verl's ``PolicyLossConfig`` plus ``rec``) for that. Pure Python like
+:mod:`.off_grpo`: no verl, torch or Ray import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .values import OffGRPOConfigError, config_value, is_dict_config, is_number
+
+CLIP_MODES = ("one-side", "two-side", "ring", "none")
+WEIGHTS = ("none", "is", "red_weight")
+ANCHORS = ("pi_k", "rprime", "alpha")
+
+PREFIX = "actor_rollout_ref.actor.policy_loss.rec"
+
+
+@dataclass(frozen=True)
+class RECConfig:
+    """Every knob under ``actor_rollout_ref.actor.policy_loss.rec`` (the shipped yaml sets the same defaults).
+
+    ε = (ε_low, ε_high) is verl's ``actor.clip_ratio_low`` / ``clip_ratio_high`` (each falling back to
+    ``clip_ratio``), as for the ``off_grpo`` loss.
+
+    > Clip mask M (Yao et al., REC: clipping as a regulariser of the update, not an IS correction)
+
+    Args:
+        clip_mode (str, default "one-side"): "one-side" drops A>0 tokens with ρ above the band and A<0 tokens
+            below it (PPO's gradient region); "two-side" drops every token outside the band; "ring" keeps the
+            band plus the far one-side regions beyond ε′; "none" keeps every token (plain REINFORCE).
+        eps_low_prime (float, default 0.6): ε′_low of "ring", in (ε_low, 1]: A>0 tokens with ρ ≤ 1 − ε′_low are
+            kept again (their probability fell far; pushing it back up is allowed).
+        eps_high_prime (float, default 2.0): ε′_high of "ring", > ε_high: A<0 tokens with ρ ≥ 1 + ε′_high are
+            kept again (their probability rose far; pushing it back down is allowed).
+
+    > Token weight Ã (Yao et al., REC ``NoIS`` / ``IS``; RED-Weight from the data-weighting principle)
+
+    Args:
+        weight (str, default "none"): "none": Ã = A (NoIS, the paper's recommended form); "is": Ã = A·ρ with ρ
+            detached; "red_weight": Ã = A·exp(A/τ), no IS (RED-Weight: favours high-reward samples).
+        tau (float, default 1.0): τ of "red_weight", > 0. Smaller τ concentrates the update on the best samples.
+
+    > π_old, the policy ρ is measured against (the plugin's lag: samples come from α = π_{k−v})
+
+    Args:
+        anchor (str, default "pi_k"): "pi_k": ρ = π_θ/π_k, band around 1 (the paper: the clip keeps the update
+            near the policy at the start of the step; no rollout log-probs needed); "rprime": ρ = π_θ/α, band
+            around r' = π_k/α, as the off_grpo loss; "alpha": ρ = π_θ/α, band around 1.
+    """
+
+    clip_mode: str = "one-side"
+    eps_low_prime: float = 0.6
+    eps_high_prime: float = 2.0
+    weight: str = "none"
+    tau: float = 1.0
+    anchor: str = "pi_k"
+
+    def __post_init__(self) -> None:
+        for name, choices in (("clip_mode", CLIP_MODES), ("weight", WEIGHTS), ("anchor", ANCHORS)):
+            value = getattr(self, name)
+            if value not in choices:
+                raise OffGRPOConfigError(f"{PREFIX}.{name} must be one of {choices} (got {value!r}).")
+        if not (_finite(self.tau) and self.tau > 0):
+            raise OffGRPOConfigError(
+                f"{PREFIX}.tau (τ of RED-Weight) must be > 0 (got {self.tau!r}); the default is 1.0."
+            )
+        if not (_finite(self.eps_low_prime) and 0 < self.eps_low_prime <= 1):
+            raise OffGRPOConfigError(
+                f"{PREFIX}.eps_low_prime (ε′_low of the ring) must be in (0, 1] (got {self.eps_low_prime!r}); "
+                "the default is 0.6."
+            )
+        if not (_finite(self.eps_high_prime) and self.eps_high_prime > 0):
+            raise OffGRPOConfigError(
+                f"{PREFIX}.eps_high_prime (ε′_high of the ring) must be > 0 (got {self.eps_high_prime!r}); "
+                "the default is 2.0."
+            )
+        for name in ("eps_low_prime", "eps_high_prime", "tau"):
+            object.__setattr__(self, name, float(getattr(self, name)))  # an integer in the yaml reads as float
+
+    def check_ring(self, eps_low: float, eps_high: float) -> None:
+        """With ``clip_mode=ring``, ε′ must lie outside the ε band (else the ring overlaps the band)."""
+        if self.clip_mode != "ring":
+            return
+        for side, prime, eps in (("low", self.eps_low_prime, eps_low), ("high", self.eps_high_prime, eps_high)):
+            if not prime > eps:
+                raise OffGRPOConfigError(
+                    f"{PREFIX}.eps_{side}_prime={prime!r} must exceed ε_{side}={eps!r} "
+                    f"(actor_rollout_ref.actor.clip_ratio_{side}) for clip_mode=ring: the ring lies outside the band."
+                )
+
+    @classmethod
+    def from_mapping(cls, rec: Any) -> "RECConfig":
+        """From the ``policy_loss.rec`` node (DictConfig, dict, an instance, or None for the defaults)."""
+        if rec is None:
+            return cls()
+        if isinstance(rec, cls):
+            return rec
+        if not isinstance(rec, Mapping) and not is_dict_config(rec):
+            raise OffGRPOConfigError(
+                f"{PREFIX} must be a mapping of knobs (got {type(rec).__name__} {rec!r}): set single knobs instead, "
+                f"e.g. {PREFIX}.clip_mode=ring."
+            )
+        values = {str(key): rec[key] for key in rec}
+        known = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise OffGRPOConfigError(f"Unknown key(s) under {PREFIX}: {unknown}. Known keys: {sorted(known)}.")
+        return cls(**values)
+
+    @classmethod
+    def from_policy_loss(cls, policy_loss: Any) -> "RECConfig":
+        """From verl's ``policy_loss`` section (the plugin's dataclass, a DictConfig or a dict; None: defaults)."""
+        return cls.from_mapping(config_value(policy_loss, "rec"))
+
+
+def _finite(value: Any) -> bool:
+    return is_number(value) and math.isfinite(value)

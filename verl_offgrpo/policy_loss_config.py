@@ -1,0 +1,30 @@
+"""verl's ``PolicyLossConfig`` plus the plugin's loss knobs, so they reach the actor workers.
+
+verl builds ``actor_rollout_ref.actor`` into an ``ActorConfig`` in each actor worker (hydra
+``instantiate`` through the ``_target_`` of every section) and hands it to the policy loss as
+``config``; ``policy_loss`` is a closed dataclass, so extra knobs need a subclass that its
+``_target_`` names. The shipped yaml names :class:`OffGRPOPolicyLossConfig`; with verl's own
+``PolicyLossConfig`` the ``rec`` loss runs with its defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from verl.workers.config import PolicyLossConfig
+
+from verl_offgrpo.config.rec import RECConfig
+
+
+@dataclass
+class OffGRPOPolicyLossConfig(PolicyLossConfig):
+    """verl's ``PolicyLossConfig`` with ``rec`` (:class:`~verl_offgrpo.config.rec.RECConfig`, checked here)."""
+
+    rec: Optional[Any] = None
+
+    def __post_init__(self) -> None:
+        parent = getattr(super(), "__post_init__", None)
+        if parent is not None:
+            parent()
+        object.__setattr__(self, "rec", RECConfig.from_mapping(self.rec))  # frozen once set (verl's BaseConfig)
