@@ -297,6 +297,9 @@ def test_check_lists_every_patch_with_its_target_and_whether_it_is_live():
         for target in module.TARGETS:
             assert f"    {target}: " in out
     assert "verl.utils.config.validate_config: live" in out
+    assert "advantage estimator off_grpo: registered" in out and "off_grpo_sync: registered" in out
+    assert "advantage estimator red_drop: registered" in out and "policy loss rec: registered" in out
+    assert "BucketedWeightSender.__init__: not live" in out  # only in a selecting job's Ray processes
     assert "verl.workers.engine.base.BaseEngine.train_batch: live" in out  # imported by check, then read off
     assert "applied when" not in out
     assert "selects the plugin: yes; trainer: V1 off_grpo_sync" in out
