@@ -167,6 +167,15 @@ REJECTED = [
     ([REC, f"{REC_KNOB}anchor=rprime", "algorithm.rollout_correction.rollout_is=null"],
      "anchor=rprime measures ρ against α"),
     ([REC, "algorithm.rollout_correction.bypass_mode=true"], "loss rec needs π_k"),
+    # rec knobs that would not act: another loss, or verl's own PolicyLossConfig (no rec field in the workers)
+    ([f"{REC_KNOB}clip_mode=ring"], r"rec sets clip_mode=ring, which only the rec loss reads, but .*loss_mode=off_grpo"),
+    ([REC, f"{REC_KNOB}weight=is", "actor_rollout_ref.actor.policy_loss._target_=verl.workers.config.PolicyLossConfig"],
+     r"policy_loss._target_=verl.workers.config.PolicyLossConfig, which has no rec field"),
+    # a ratio against α reads α off r': a truncated r' is not α, whatever allow_truncated_rprime says
+    ([REC, f"{REC_KNOB}anchor=rprime", "algorithm.off_grpo.allow_truncated_rprime=true",
+      "algorithm.rollout_correction.rollout_is_threshold=2.0"], r"anchor=rprime needs α exactly"),
+    ([REC, f"{REC_KNOB}anchor=alpha", "algorithm.off_grpo.allow_truncated_rprime=true",
+      "algorithm.rollout_correction.rollout_is_batch_normalize=true"], r"rescales r'.*anchor=alpha needs α exactly"),
 ]
 
 

@@ -77,6 +77,15 @@ def test_drop_counts_and_kept_advantages_by_hand(interleave):
     torch.testing.assert_close(out.batch["returns"], adv)
 
 
+@pytest.mark.parametrize("value, n", [(0.1, 3), (0.7, 6), (0.7, 7)])
+def test_a_constant_group_loses_no_row(value, n):
+    """In float64 the mean of n equal rewards can round above them (0.1 × 3, 0.7 × 6): a group without
+    variance still has no negatives to drop."""
+    assert (np.full(n, value) < np.full(n, value).mean()).all()  # the trap is real
+    scores = torch.full((n,), value, dtype=torch.float64)
+    assert not red_drop_rows(scores, np.array(["g"] * n, dtype=object), seed=0).any()
+
+
 def test_std_normalised_over_the_kept_rows():
     """norm_adv_by_std_in_grpo=true: group a keeps {1, 0}: mean 1/2, unbiased std² 1/2; ε = 1/2 → A = ±1/2."""
     out = run(make_batch({"a": GROUPS["a"]}), algo(norm=True, std_eps=0.5))

@@ -43,7 +43,7 @@ def red_drop_rows(scores: torch.Tensor, index: np.ndarray, seed: int) -> torch.T
     """Bool (bs,): the rows RED-Drop drops (Yao et al., arXiv 2509.24203).
 
     In each group with N > 1, negatives are the rows with r < mean_G(r) (a reward equal to the mean counts
-    as positive); where they outnumber the positives, |neg| − |pos| of them are dropped, chosen by a
+    as positive, and a group without variance has none); where they outnumber the positives, |neg| − |pos| of them are dropped, chosen by a
     permutation of the group's negatives (in batch order) from numpy's default generator seeded with
     :func:`group_seed` (``seed``, the group's uid). Same seed, uids, rewards and row order: same rows.
     """
@@ -53,9 +53,10 @@ def red_drop_rows(scores: torch.Tensor, index: np.ndarray, seed: int) -> torch.T
     dropped = np.zeros(values.shape[0], dtype=bool)
     for g in range(n_groups):
         rows = np.flatnonzero(gid == g)
-        if rows.size < 2:
+        group = values[rows]
+        if rows.size < 2 or group.min() == group.max():  # no negatives (a rounded mean could make them all so)
             continue
-        negatives = rows[values[rows] < values[rows].mean()]
+        negatives = rows[group < group.mean()]
         surplus = 2 * negatives.size - rows.size  # |neg| − |pos|
         if surplus > 0:
             rng = np.random.default_rng(group_seed(seed, uids[rows[0]]))

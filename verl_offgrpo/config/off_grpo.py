@@ -44,6 +44,9 @@ from .values import is_dict_config as _is_dict_config
 from .values import is_int as _is_int
 from .values import is_number as _is_number
 
+#: the ``policy_loss._target_`` of the shipped yaml: verl's PolicyLossConfig plus ``rec``
+POLICY_LOSS_CONFIG_FQN = "verl_offgrpo.policy_loss_config.OffGRPOPolicyLossConfig"
+
 logger = logging.getLogger(__name__)
 
 
@@ -249,6 +252,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     uses_estimator = estimator in ESTIMATOR_NAMES
     uses_loss = loss_mode in LOSS_NAMES
     rec = RECConfig.from_policy_loss(_get(config, "actor_rollout_ref.actor.policy_loss"))
+    _check_rec_knobs_reach_the_loss(config, loss_mode, rec)
     if uses_estimator:
         _check_group_size(config, estimator)
     if uses_loss:
@@ -321,6 +325,40 @@ def _threshold_upper(spec: Any) -> float:
     return float(spec)
 
 
+def _check_rec_knobs_reach_the_loss(config: Any, loss_mode: Any, rec: RECConfig) -> None:
+    """``policy_loss.rec`` knobs act only in the ``rec`` loss, and reach the actor workers only through the
+    plugin's ``OffGRPOPolicyLossConfig`` (verl's closed ``PolicyLossConfig`` rejects the key in every worker)."""
+    policy_loss = _get(config, "actor_rollout_ref.actor.policy_loss")
+    if _get(policy_loss, "rec") is None:
+        return
+    target = _get(policy_loss, "_target_")
+    if target is not None and not _is_plugin_policy_loss_config(target):
+        raise OffGRPOConfigError(
+            f"{REC_PREFIX} is set but actor_rollout_ref.actor.policy_loss._target_={target}, which has no rec field "
+            f"(every actor worker would fail to build it): set it to {POLICY_LOSS_CONFIG_FQN}."
+        )
+    if loss_mode != REC_LOSS_NAME and rec != RECConfig():
+        changed = ", ".join(f"{f}={getattr(rec, f)}" for f in rec.changed_fields())
+        raise OffGRPOConfigError(
+            f"{REC_PREFIX} sets {changed}, which only the {REC_LOSS_NAME} loss reads, but "
+            f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode}: set loss_mode={REC_LOSS_NAME}, or drop them."
+        )
+
+
+def _is_plugin_policy_loss_config(target: Any) -> bool:
+    """Whether ``target`` (a ``_target_`` string) names the plugin's policy-loss config or a subclass of it."""
+    if str(target) == POLICY_LOSS_CONFIG_FQN:
+        return True
+    try:
+        from hydra.utils import get_class
+
+        from verl_offgrpo.policy_loss_config import OffGRPOPolicyLossConfig
+
+        return issubclass(get_class(str(target)), OffGRPOPolicyLossConfig)
+    except Exception:  # noqa: BLE001  (an unimportable target: not ours)
+        return False
+
+
 def _check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig) -> None:
     """Checks that apply when ``actor.policy_loss.loss_mode`` is one of the plugin's losses (off_grpo, rec).
 
@@ -369,24 +407,25 @@ def _check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfi
             f"loss {loss_mode} uses r' = π_k/α per token: set algorithm.rollout_correction.rollout_is=token "
             f"(got {rollout_is!r})."
         )
-    if rollout_is == "token" and not knobs.allow_truncated_rprime:
+    # rec with anchor rprime/alpha reads α itself off r' (ρ = π_θ/π_k·r'): a truncated r' is never α
+    needs_exact_rprime = loss_mode == REC_LOSS_NAME and rec.anchor != "pi_k"
+    if rollout_is == "token" and (needs_exact_rprime or not knobs.allow_truncated_rprime):
+        escape = (f" ({REC_PREFIX}.anchor={rec.anchor} needs α exactly; {REC_PREFIX}.anchor=pi_k does not)"
+                  if needs_exact_rprime else f", or set {PREFIX}.allow_truncated_rprime=true to accept a truncated r'")  # fmt: skip
         upper = _threshold_upper(_get(rc, "rollout_is_threshold", 2.0))
         if not math.isinf(upper):
             raise OffGRPOConfigError(
                 f"loss {loss_mode} needs r' = π_k/α untruncated, but algorithm.rollout_correction.rollout_is_threshold="
-                f"{_get(rc, 'rollout_is_threshold')!r} truncates it: set it to inf, or set "
-                f"{PREFIX}.allow_truncated_rprime=true to accept a truncated r'."
+                f"{_get(rc, 'rollout_is_threshold')!r} truncates it: set it to inf{escape}."
             )
         if _get(rc, "rollout_rs") is not None:
             raise OffGRPOConfigError(
                 f"algorithm.rollout_correction.rollout_rs={_get(rc, 'rollout_rs')!r} drops tokens by rejection "
-                f"sampling, which is not the {loss_mode} objective: set it to null, or set "
-                f"{PREFIX}.allow_truncated_rprime=true."
+                f"sampling, which is not the {loss_mode} objective: set it to null{escape}."
             )
         if bool(_get(rc, "rollout_is_batch_normalize", False)):
             raise OffGRPOConfigError(
-                "algorithm.rollout_correction.rollout_is_batch_normalize=true rescales r': set it to false, or set "
-                f"{PREFIX}.allow_truncated_rprime=true."
+                f"algorithm.rollout_correction.rollout_is_batch_normalize=true rescales r': set it to false{escape}."
             )
     top_p = float(_get(config, "actor_rollout_ref.rollout.top_p", 1.0))
     top_k = int(_get(config, "actor_rollout_ref.rollout.top_k", -1))

@@ -99,6 +99,11 @@ class RECConfig:
                     f"(actor_rollout_ref.actor.clip_ratio_{side}) for clip_mode=ring: the ring lies outside the band."
                 )
 
+    def changed_fields(self) -> list[str]:
+        """The knobs that differ from their defaults, in declaration order."""
+        default = type(self)()
+        return [f.name for f in dataclasses.fields(self) if getattr(self, f.name) != getattr(default, f.name)]
+
     @classmethod
     def from_mapping(cls, rec: Any) -> "RECConfig":
         """From the ``policy_loss.rec`` node (DictConfig, dict, an instance, or None for the defaults)."""
