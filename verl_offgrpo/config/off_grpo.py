@@ -352,11 +352,10 @@ def _is_plugin_policy_loss_config(target: Any) -> bool:
     try:
         from hydra.utils import get_class
 
-        from verl_offgrpo.policy_loss_config import OffGRPOPolicyLossConfig
-
-        return issubclass(get_class(str(target)), OffGRPOPolicyLossConfig)
+        mro = get_class(str(target)).__mro__
     except Exception:  # noqa: BLE001  (an unimportable target: not ours)
         return False
+    return any(f"{cls.__module__}.{cls.__qualname__}" == POLICY_LOSS_CONFIG_FQN for cls in mro)
 
 
 def _check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig) -> None:
