@@ -20,10 +20,8 @@ its kinds) whose one-line message names the setting, its value and what to chang
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,8 +37,7 @@ from verl_offgrpo import (
 
 from .rec import PREFIX as REC_PREFIX
 from .rec import RECConfig
-from .values import OffGRPOConfigError, config_value
-from .values import is_dict_config as _is_dict_config
+from .values import OffGRPOConfigError, config_value, knobs_from_mapping
 from .values import is_int as _is_int
 from .values import is_number as _is_number
 
@@ -181,21 +178,7 @@ class OffGRPOConfig:
     @classmethod
     def from_mapping(cls, off_grpo: Any) -> "OffGRPOConfig":
         """From the ``algorithm.off_grpo`` node (DictConfig, dict, or None for the defaults)."""
-        if off_grpo is None:
-            return cls()
-        if isinstance(off_grpo, cls):
-            return off_grpo
-        if not isinstance(off_grpo, Mapping) and not _is_dict_config(off_grpo):
-            raise OffGRPOConfigError(
-                f"{PREFIX} must be a mapping of knobs (got {type(off_grpo).__name__} {off_grpo!r}): set single "
-                f"knobs instead, e.g. {PREFIX}.sync_period=10."
-            )
-        values = {str(key): off_grpo[key] for key in off_grpo}
-        known = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(values) - set(known))
-        if unknown:
-            raise OffGRPOConfigError(f"Unknown key(s) under {PREFIX}: {unknown}. Known keys: {sorted(known)}.")
-        return cls(**values)
+        return knobs_from_mapping(cls, off_grpo, PREFIX, "sync_period=10")
 
     @classmethod
     def from_algorithm(cls, algorithm: Any) -> "OffGRPOConfig":

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .values import OffGRPOConfigError, config_value, is_dict_config, is_number
+from .values import OffGRPOConfigError, config_value, is_number, knobs_from_mapping
 
 CLIP_MODES = ("one-side", "two-side", "ring", "none")
 WEIGHTS = ("none", "is", "red_weight")
@@ -107,21 +106,7 @@ class RECConfig:
     @classmethod
     def from_mapping(cls, rec: Any) -> "RECConfig":
         """From the ``policy_loss.rec`` node (DictConfig, dict, an instance, or None for the defaults)."""
-        if rec is None:
-            return cls()
-        if isinstance(rec, cls):
-            return rec
-        if not isinstance(rec, Mapping) and not is_dict_config(rec):
-            raise OffGRPOConfigError(
-                f"{PREFIX} must be a mapping of knobs (got {type(rec).__name__} {rec!r}): set single knobs instead, "
-                f"e.g. {PREFIX}.clip_mode=ring."
-            )
-        values = {str(key): rec[key] for key in rec}
-        known = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(values) - set(known))
-        if unknown:
-            raise OffGRPOConfigError(f"Unknown key(s) under {PREFIX}: {unknown}. Known keys: {sorted(known)}.")
-        return cls(**values)
+        return knobs_from_mapping(cls, rec, PREFIX, "clip_mode=ring")
 
     @classmethod
     def from_policy_loss(cls, policy_loss: Any) -> "RECConfig":

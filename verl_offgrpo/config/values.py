@@ -3,6 +3,8 @@ config error type. Pure Python: no verl, torch or Ray import."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -39,3 +41,24 @@ def config_value(cfg: Any, dotted: str, default: Any = None) -> Any:
                 raise
             return default
     return default if node is None else node
+
+
+def knobs_from_mapping(cls: type, node: Any, prefix: str, example: str) -> Any:
+    """``cls(**node)`` for a dataclass of knobs, from a DictConfig, dict, an instance or None (the defaults);
+    a node that is not a mapping, or an unknown key, is an :class:`OffGRPOConfigError` naming ``prefix``
+    (``example``: one knob set as ``prefix.example``, for the message)."""
+    if node is None:
+        return cls()
+    if isinstance(node, cls):
+        return node
+    if not isinstance(node, Mapping) and not is_dict_config(node):
+        raise OffGRPOConfigError(
+            f"{prefix} must be a mapping of knobs (got {type(node).__name__} {node!r}): set single knobs instead, "
+            f"e.g. {prefix}.{example}."
+        )
+    values = {str(key): node[key] for key in node}
+    known = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise OffGRPOConfigError(f"Unknown key(s) under {prefix}: {unknown}. Known keys: {sorted(known)}.")
+    return cls(**values)
