@@ -76,6 +76,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -90,13 +92,82 @@ REPO = mainppo_job.REPO
 MODEL_NAME = "SmolLM2-135M-Instruct"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
-#: name -> (sync_period v, ppo_epochs i, zero_var_mask)
-CONFIGS = {
-    "on_policy": (1, 1, False),
-    "on_policy_mask": (1, 1, True),
-    "off_policy_v10": (10, 1, True),
-    "reuse_i10": (1, 10, True),
+@dataclass(frozen=True)
+class Config:
+    """One learning configuration: what it sets on top of the common job (:func:`job_overrides`).
+
+    Args:
+        v: ``algorithm.off_grpo.sync_period`` (1 = on-policy; v > 1 samples from α = π_{k−lag}).
+        i: ``actor_rollout_ref.actor.ppo_epochs``: passes over each batch, one optimizer update each.
+        zero_var_mask: ``algorithm.off_grpo.zero_var_mask``.
+        batches: prompts per global step in units of ``--batch`` B: ``data.train_batch_size = batches·B``
+            with ``ppo_mini_batch_size = B``, so a global step takes ``batches`` updates of B prompts.
+        overrides: further hydra overrides ``{key: value}`` (applied last).
+        trainer: the trainer the config needs (``"v1"``: windowed rollout, verl's ``sync`` mode), or
+            None for ``--trainer``.
+        rerun_of: the config this one repeats under another name (the same job, for the run-to-run
+            noise of one seed: ``learning_stats.py``).
+        todo: set on a placeholder whose overrides are drafts; ``job_list`` refuses it.
+
+    Its **updates per global step** are U = i·batches; the curves count optimizer updates (a
+    ``step`` of ``learning.json`` is an update, ``global_step`` the trainer's step when U > 1).
+    """
+
+    v: int = 1
+    i: int = 1
+    zero_var_mask: bool = True
+    batches: int = 1
+    overrides: Mapping[str, object] = field(default_factory=dict)
+    trainer: str | None = None
+    rerun_of: str | None = None
+    todo: str | None = None
+
+    @property
+    def updates_per_step(self) -> int:
+        return self.i * self.batches
+
+    def entry(self) -> dict:
+        """What ``learning.json`` records of the config beside its curves."""
+        return {"v": self.v, "i": self.i, "zero_var_mask": self.zero_var_mask, "batches": self.batches,
+                "updates_per_step": self.updates_per_step, "overrides": dict(self.overrides),
+                **({"rerun_of": self.rerun_of} if self.rerun_of else {})}  # fmt: skip
+
+
+#: verl's stock large-batch PPO (benchmarks/window_speed.py's ``bigbatch``): its own GRPO estimator and
+#: clipped loss around π_old, no rollout correction, verl's own ``sync`` trainer mode
+BIGBATCH = {
+    "algorithm.adv_estimator": "grpo",
+    "actor_rollout_ref.actor.policy_loss.loss_mode": "vanilla",
+    "algorithm.rollout_correction.rollout_is": "null",
+    "trainer.v1.trainer_mode": "sync",
 }
+#: REC / RED options of branch ``rec`` (not in this branch): draft overrides after that branch's README
+#: ("Which loss when"), unchecked. TODO(rec): once it lands, check the drafts, drop ``todo``, add a
+#: composition case to benchmarks/tests, and decide whether they join DEFAULT_CONFIGS.
+REC = "actor_rollout_ref.actor.policy_loss"
+REC_TODO = "TODO(rec): the REC/RED loss is in branch rec, not here; its overrides are drafts"
+
+CONFIGS: dict[str, Config] = {
+    "on_policy": Config(zero_var_mask=False),  # plain GRPO: v=1, i=1, no mask
+    "on_policy_mask": Config(),  # + zero-variance mask
+    "off_policy_v10": Config(v=10),  # the paper's method: vLLM synced every 10 steps
+    "reuse_i10": Config(i=10),  # sample reuse: 10 passes (updates) per batch
+    "window_v10": Config(v=10, trainer="v1", overrides={"algorithm.off_grpo.rollout_schedule": "window"}),
+    "bigbatch_v10": Config(zero_var_mask=False, batches=10, trainer="v1", overrides=BIGBATCH),
+    "on_policy_mask_rerun": Config(rerun_of="on_policy_mask"),  # same job again: rerun noise
+    "rec_oneside_noIS": Config(v=10, todo=REC_TODO, overrides={
+        f"{REC}.loss_mode": "rec", f"{REC}.rec.clip_mode": "one-side", f"{REC}.rec.weight": "none",
+        "algorithm.norm_adv_by_std_in_grpo": "false"}),  # fmt: skip
+    "rec_oneside_wide": Config(v=10, todo=REC_TODO, overrides={
+        f"{REC}.loss_mode": "rec", f"{REC}.rec.clip_mode": "one-side", f"{REC}.rec.weight": "none",
+        "algorithm.norm_adv_by_std_in_grpo": "false", "actor_rollout_ref.actor.clip_ratio_low": 0.6,
+        "actor_rollout_ref.actor.clip_ratio_high": 2.0}),  # fmt: skip
+    "red_weight": Config(v=10, todo=REC_TODO, overrides={
+        f"{REC}.loss_mode": "rec", f"{REC}.rec.weight": "red_weight", f"{REC}.rec.tau": 1.0,
+        "algorithm.norm_adv_by_std_in_grpo": "false"}),  # fmt: skip
+}
+#: what ``--config`` runs when not given: every config but the placeholders and the rerun
+DEFAULT_CONFIGS = ["on_policy", "on_policy_mask", "off_policy_v10", "reuse_i10", "window_v10", "bigbatch_v10"]
 
 
 def reward_revision(package_dir: Path | None = None) -> str:
@@ -144,32 +215,62 @@ def smollm2_from_gguf(dest: Path) -> Path:
     return dest
 
 
-def task_label(task: str) -> str:
-    return f"arithmetic/{task} (data_prep/arithmetic.py, 50 held-out questions, last-integer reward)"
+#: the task's data (``data_prep/arithmetic.py``): train rows, held-out questions, generator seed. The
+#: committed add1 runs (NOTEBOOK §4) used ``--task add1 --n-test 50 --twins-in-train``.
+TASK_N_TRAIN = 8192
+TASK_N_TEST = 500
+TASK_SEED = 0
+DEFAULT_TASK = "largest4"
 
 
-def build_task(data_dir: Path, task: str, seed: int = 0) -> Path:
+def task_label(task: str, n_test: int = TASK_N_TEST, twins_in_train: bool = False) -> str:
+    """The task as ``learning.json`` names it; runs merge only under one label (the data must be the same)."""
+    twins = "" if twins_in_train else ", no twins in train"
+    return f"arithmetic/{task} (data_prep/arithmetic.py, {n_test} held-out questions{twins}, last-integer reward)"
+
+
+def build_task(data_dir: Path, task: str, seed: int = TASK_SEED, n_test: int = TASK_N_TEST,
+               twins_in_train: bool = False) -> Path:
+    """``data_prep/arithmetic.py`` into ``data_dir`` (once): :data:`TASK_N_TRAIN` train rows, ``n_test``
+    held-out questions disjoint from them (and, unless ``twins_in_train``, from their reorderings)."""
     if not (data_dir / "train.parquet").exists():
         subprocess.run(
-            [sys.executable, str(REPO / "data_prep" / "arithmetic.py"), "--task", task, "--n-train", "8192",
-             "--n-test", "50", "--seed", str(seed), "--output-dir", str(data_dir)],
+            [sys.executable, str(REPO / "data_prep" / "arithmetic.py"), "--task", task, "--n-train", str(TASK_N_TRAIN),
+             "--n-test", str(n_test), "--seed", str(seed), "--output-dir", str(data_dir)]
+            + ([] if twins_in_train else ["--no-twins-in-train"]),
             check=True,
         )  # fmt: skip
     return data_dir
 
 
 # ----------------------------------------------------------------------------- runs
+def global_steps(cfg: Config, updates: int) -> int:
+    """Trainer steps that take a config at least ``updates`` optimizer updates: ⌈updates / U⌉."""
+    return -(-updates // cfg.updates_per_step)
+
+
+def trainer_of(args, name: str) -> str:
+    """The trainer a config's jobs run: the one it needs, else ``--trainer``."""
+    return CONFIGS[name].trainer or args.trainer
+
+
 def job_overrides(args, name: str, seed: int, model_dir: Path, data_dir: Path, resumed: int = 0) -> list[str]:
     """The sync benchmark's job (:func:`sync_e2e.overrides`: model, vLLM and trainer settings that work
     on the GPU machine) with this task's data, reward, batch, validation and the config's knobs;
-    ``resumed``: the checkpoint step a ``--ckpt-dir`` run continues from (0 = a fresh run)."""
-    v, i, mask = CONFIGS[name]
-    base = sync_e2e.overrides(args.trainer, v, model_dir, data_dir, args.steps, args.lr, f"{name}_s{seed}")
+    ``resumed``: the checkpoint step a ``--ckpt-dir`` run continues from (0 = a fresh run).
+
+    ``--steps``, ``--test-freq`` and ``--save-freq`` count optimizer updates: a config with U updates
+    per global step runs ⌈steps/U⌉ global steps and validates / checkpoints every test_freq/U and
+    save_freq/U of them (:func:`check_jobs` asks for multiples of U)."""
+    cfg = CONFIGS[name]
+    per = cfg.updates_per_step
+    base = sync_e2e.overrides(trainer_of(args, name), cfg.v, model_dir, data_dir, global_steps(cfg, args.steps),
+                              args.lr, f"{name}_s{seed}")  # fmt: skip
     updates: dict[str, object] = {
-        "algorithm.off_grpo.zero_var_mask": str(mask).lower(),
-        "actor_rollout_ref.actor.ppo_epochs": i,
+        "algorithm.off_grpo.zero_var_mask": str(cfg.zero_var_mask).lower(),
+        "actor_rollout_ref.actor.ppo_epochs": cfg.i,
         "data.val_files": data_dir / "test.parquet",
-        "data.train_batch_size": args.batch,
+        "data.train_batch_size": args.batch * cfg.batches,
         "data.max_response_length": args.response_length,
         "data.seed": args.data_seed,
         "reward.custom_reward_function.path": "pkg://verl_offgrpo.rewards",
@@ -183,19 +284,20 @@ def job_overrides(args, name: str, seed: int, model_dir: Path, data_dir: Path, r
         "actor_rollout_ref.rollout.seed": seed,
         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": 64,
         "trainer.val_before_train": True,
-        "trainer.test_freq": args.test_freq,
+        "trainer.test_freq": max(1, args.test_freq // per),
         "trainer.project_name": "offgrpo_learning",
     }
     updates.update(mainppo_job.keep_weights_updates(getattr(args, "keep_weights", "sleep_level1")))
     if checkpointed(args, name):
         updates.update({
             "trainer.default_local_dir": Path(args.ckpt_dir) / run_tag(name, seed, args.keep_weights, getattr(args, "variant", None)),
-            "trainer.save_freq": args.save_freq,
+            "trainer.save_freq": max(1, args.save_freq // per),
             "trainer.resume_mode": "auto",
             "trainer.max_actor_ckpt_to_keep": 1,
         })  # fmt: skip
         if resumed:  # a continued run: its step-0 validation is in the first part
             updates["trainer.val_before_train"] = False
+    updates.update(cfg.overrides)
     return mainppo_job.set_overrides(base, updates) + list(args.extra)
 
 
@@ -248,8 +350,8 @@ def val_pass1(row: dict) -> float | None:
     return None
 
 
-#: extra per-step columns of a curve row -> the verl / plugin metric they come from
-STEP_COLUMNS = {
+#: per-step columns of the curve rows of the runs before issue 34 (no ``step_columns`` in their run record)
+LEGACY_STEP_COLUMNS = {
     "step_time_s": "timing_s/step",
     "gen_s": "timing_s/gen",
     "update_actor_s": "timing_s/update_actor",
@@ -260,27 +362,59 @@ STEP_COLUMNS = {
     "mean_abs_log_rprime": "actor/off_grpo/mean_abs_log_rprime",
     "zero_var_group_frac": "off_grpo/bound/zero_var_group_frac",
 }
+#: extra per-step columns of a curve row -> the verl / plugin metric they come from: the legacy ones plus
+#: the bound monitor's drift of the step's batch (mean |log π_k/α| and ½·E_α|r' − 1| per token and per
+#: sequence over every response token; (1−σ)/σ over groups), the skipped-update fraction, the step's place
+#: in its window and the mean response length. A column the job does not log is None (verl's ``sync``
+#: mode of ``bigbatch_v10`` logs no bound metrics).
+STEP_COLUMNS = {
+    **LEGACY_STEP_COLUMNS,
+    "bound_mean_abs_log_rprime": "off_grpo/bound/mean_abs_log_rprime",
+    "bound_tv_token": "off_grpo/bound/tv_token",
+    "bound_tv_seq": "off_grpo/bound/tv_seq",
+    "bound_coef_mean": "off_grpo/bound/coef_mean",
+    "skipped_update_frac": "actor/off_grpo/skipped_optimizer_step_frac",
+    "window_position": "off_grpo/window/position",
+    "response_length": "response_length/mean",
+}
 
 
-def curve(metrics: dict[int, dict]) -> list[dict]:
-    """Per-step rows ``{step, wall_s, train_reward, val_pass1, <STEP_COLUMNS>}``; step 0 = validation
-    before training. ``wall_s`` = cumulative ``timing_s/step`` + ``timing_s/testing`` (start-up excluded)."""
+def run_columns(run: dict) -> dict[str, str]:
+    """The per-step columns a recorded run's rows carry: its ``step_columns``, or the legacy set."""
+    names = run.get("step_columns")
+    return LEGACY_STEP_COLUMNS if names is None else {n: STEP_COLUMNS[n] for n in names}
+
+
+def curve(metrics: dict[int, dict], updates_per_step: int = 1, columns: dict[str, str] | None = None) -> list[dict]:
+    """Per-step rows ``{step, wall_s, train_reward, val_pass1, <columns>}`` (default :data:`STEP_COLUMNS`);
+    step 0 = validation before training. ``wall_s`` = cumulative ``timing_s/step`` + ``timing_s/testing``
+    (start-up excluded). With U = ``updates_per_step`` > 1, trainer step g is the row of update
+    ``step = g·U`` (its train reward: the batch sampled before update g·U − U + 1; its validation: after
+    update g·U) and keeps ``global_step = g``."""
+    columns = STEP_COLUMNS if columns is None else columns
     rows, wall = [], 0.0
     for step in sorted(metrics):
         row = metrics[step]
         wall += (row.get("timing_s/step") or 0.0) + (row.get("timing_s/testing") or 0.0)
         entry = {
-            "step": step,
+            "step": step * updates_per_step,
             "wall_s": round(wall, 3),
             "train_reward": mainppo_job.pick(row, "critic/score/mean", "critic/rewards/mean"),
             "val_pass1": val_pass1(row),
         }
         if entry["train_reward"] is None and entry["val_pass1"] is None:
             continue
+        if updates_per_step != 1:
+            entry["global_step"] = step
         if entry["train_reward"] is not None:
-            entry.update({col: row.get(key) for col, key in STEP_COLUMNS.items()})
+            entry.update({col: row.get(key) for col, key in columns.items()})
         rows.append(entry)
     return rows
+
+
+def updates_logged(rows: list[dict], updates_per_step: int = 1) -> int:
+    """Optimizer updates a run's curve covers: U per row past step 0 (the trained steps)."""
+    return updates_per_step * sum(r["step"] >= 1 for r in rows)
 
 
 def rebuild(result: dict, log_dir: Path) -> dict:
@@ -290,21 +424,22 @@ def rebuild(result: dict, log_dir: Path) -> dict:
     for run in result["runs"]:
         seeds = result["configs"][run["config"]]["seeds"]
         parts = run_parts(run)
+        per, columns = run.get("updates_per_step", 1), run_columns(run)
         if len(parts) > 1:  # a run continued from checkpoints: the parts' curves spliced
             rows, sources = [], []
             for part in parts:
                 metrics, source = mainppo_job.read_metrics(log_dir, part["tag"])
-                rows = splice(rows, curve(metrics), part["resumed_from"])
+                rows = splice(rows, curve(metrics, per, columns), part["resumed_from"])
                 sources.append(source)
             seeds[str(run["seed"])] = rows
             run["metrics_source"] = " + ".join(str(x) for x in sources)
-            run["steps_logged"] = sum(r["step"] >= 1 for r in rows)  # the whole continued run's
+            run["steps_logged"] = updates_logged(rows, per)  # the whole continued run's
             run["complete"] = run["steps_logged"] >= run["steps_requested"]
             continue
         metrics, source = mainppo_job.read_metrics(log_dir, parts[0]["tag"])
         if metrics:
             rows = {r["step"]: r for r in seeds.get(str(run["seed"]), [])}
-            rows.update({r["step"]: r for r in curve(metrics)})
+            rows.update({r["step"]: r for r in curve(metrics, per, columns)})
             seeds[str(run["seed"])] = [rows[s] for s in sorted(rows)]
             run["metrics_source"] = source
     return result
@@ -318,7 +453,18 @@ def incompatible(result: dict, earlier: dict) -> str | None:
     before = {k: v for k, v in (earlier.get("settings") or {}).items() if k != "steps"}
     if before and before != result.get("settings"):
         return f"settings: {before} in the earlier file vs {result.get('settings')} now"
+    for name in sorted(set(result.get("configs", {})) & set(earlier.get("configs", {}))):
+        old, new = (_definition(x["configs"][name]) for x in (earlier, result))
+        if old != new:
+            return f"config {name}: {old} in the earlier file vs {new} now"
     return None
+
+
+def _definition(entry: dict) -> dict:
+    """A ``learning.json`` config entry's definition; entries written before issue 34 lack the later keys
+    (one batch, one update per global step, no extra overrides)."""
+    defaults = {"batches": 1, "updates_per_step": 1, "overrides": {}}
+    return {k: entry.get(k, defaults.get(k)) for k in ("v", "i", "zero_var_mask", *defaults)}
 
 
 def merge(result: dict, earlier: dict | None) -> dict:
@@ -340,9 +486,9 @@ def merge(result: dict, earlier: dict | None) -> dict:
         key = (run["config"], run["seed"])
         if key in continued and key in earlier_runs:
             rows = configs[run["config"]]["seeds"][str(run["seed"])]
-            trained = [r for r in rows if r["step"] >= 1]
+            logged = updates_logged(rows, run.get("updates_per_step", 1))
             run = {**run, "parts": run_parts(earlier_runs[key]) + run["parts"],
-                   "steps_logged": len(trained), "complete": len(trained) >= run["steps_requested"],
+                   "steps_logged": logged, "complete": logged >= run["steps_requested"],
                    "wall_s": round((earlier_runs[key].get("wall_s") or 0) + run["wall_s"], 1)}  # fmt: skip
         runs.append(run)
     runs = [r for key, r in earlier_runs.items() if key not in {(x["config"], x["seed"]) for x in runs}] + runs
@@ -381,23 +527,44 @@ def job_list(args) -> list[tuple[str, int]]:
         jobs = [(name, int(seed)) for name in args.config.split(",") for seed in args.seeds.split(",")]
     if unknown := sorted({n for n, _ in jobs} - set(CONFIGS)):
         raise ValueError(f"unknown config(s) {unknown}; known: {sorted(CONFIGS)}")
+    if todo := sorted({n for n, _ in jobs if CONFIGS[n].todo}):
+        raise ValueError(f"config(s) {todo} are placeholders: {CONFIGS[todo[0]].todo}")
     if len(set(jobs)) < len(jobs):
         raise ValueError(f"a (config, seed) job is given twice: {jobs}")
+    check_schedule(args, sorted({n for n, _ in jobs}))
     return jobs
+
+
+def check_schedule(args, names: list[str]) -> None:
+    """ValueError unless every config of ``names`` validates (``--test-freq``) and, under ``--ckpt-dir``,
+    checkpoints (``--save-freq``) on whole global steps (multiples of its U updates) and, when lagged
+    (v > 1), on a sync boundary (multiples of v): a validation syncs vLLM first, and a resumed run
+    restarts its sync cycle and its window."""
+    for name in names:
+        cfg = CONFIGS[name]
+        whole = [("--test-freq", args.test_freq)]
+        if checkpointed(args, name):
+            whole.append(("--save-freq", args.save_freq))
+        for flag, every in whole:
+            if every % cfg.updates_per_step or every % cfg.v:
+                raise ValueError(f"{flag} {every}: {name} needs a multiple of its {cfg.updates_per_step} updates per "
+                                 f"step and of its sync period {cfg.v}")  # fmt: skip
 
 
 def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir: Path,
             env_extra: dict[str, str] | None = None) -> tuple[list[dict], dict]:
     tag = run_tag(name, seed, args.keep_weights, args.variant)
-    resumed = resumed_from(args.ckpt_dir, tag) if checkpointed(args, name) else 0
+    cfg = CONFIGS[name]
+    per = cfg.updates_per_step
+    resumed = per * resumed_from(args.ckpt_dir, tag) if checkpointed(args, name) else 0  # in updates
     start = time.time()
     rc, progress, jsonl = mainppo_job.run_main_ppo(
         part_tag(tag, resumed), job_overrides(args, name, seed, model_dir, data_dir, resumed), args.out, log_dir,
         mainppo_job.job_timeout(args.run_timeout, args.budget_s, args.t0, start),
-        args.steps + 1, args.stall_s, **(env_extra or {}),
+        global_steps(cfg, args.steps) + 1, args.stall_s, **(env_extra or {}),
     )  # fmt: skip
-    rows = curve(mainppo_job.parse_jsonl(jsonl))
-    trained = [r for r in rows if r["step"] >= 1]
+    rows = curve(mainppo_job.parse_jsonl(jsonl), per)
+    logged = updates_logged(rows, per)
     info = {
         "config": entry_name(name, args.keep_weights, args.variant),
         "seed": seed,
@@ -407,8 +574,11 @@ def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir
         "steps_requested": args.steps,
         "keep_weights": args.keep_weights,
         "returncode": rc,
-        "complete": len(trained) >= args.steps,
-        "steps_logged": len(trained),  # this part's; merge() counts the continued run's
+        "complete": logged >= args.steps,
+        "steps_logged": logged,  # updates; this part's (merge() counts the continued run's)
+        "updates_per_step": per,
+        "trainer": trainer_of(args, name),
+        "step_columns": list(STEP_COLUMNS),
         "wall_s": round(time.time() - start, 1),
         "startup_s": progress["startup_s"],
         "extra_overrides": list(args.extra),
@@ -416,7 +586,7 @@ def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir
         **mainppo_job.memory_and_host(progress),
         "gpu": (env_extra or {}).get("CUDA_VISIBLE_DEVICES"),
     }
-    print(f"[learning] {tag}: rc={rc} steps={len(trained)} start pass@1={rows[0]['val_pass1'] if rows else None} "
+    print(f"[learning] {tag}: rc={rc} updates={logged} start pass@1={rows[0]['val_pass1'] if rows else None} "
           f"last={[r for r in rows if r['val_pass1'] is not None][-1:]}", flush=True)  # fmt: skip
     return rows, info
 
@@ -425,18 +595,22 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
     p.add_argument("--work", default=None)
-    p.add_argument("--config", default="on_policy", help=f"comma list of {sorted(CONFIGS)}")
+    p.add_argument("--config", default=",".join(DEFAULT_CONFIGS),
+                   help=f"comma list of {sorted(CONFIGS)} (default: {','.join(DEFAULT_CONFIGS)})")
     p.add_argument("--seeds", default="0")
     p.add_argument("--jobs", default=None, metavar="CONFIG:SEED,...",
                    help="explicit (config, seed) jobs instead of --config x --seeds, e.g. the next seed of the "
                         "fast configs beside a reuse_i10 run that continues: on_policy:2,off_policy_v10:2,reuse_i10:1")
-    p.add_argument("--task", default="add1")
+    p.add_argument("--task", default=DEFAULT_TASK, help="data_prep/arithmetic.py task")
+    p.add_argument("--n-test", type=int, default=TASK_N_TEST, help="held-out questions (validated greedily)")
+    p.add_argument("--twins-in-train", action="store_true",
+                   help="let train hold reorderings of held-out questions (the add1 runs before issue 34 did)")
     p.add_argument("--model-path", default=None, help="an HF checkpoint instead of the staged SmolLM2 GGUF")
     p.add_argument("--trainer", default="v0", choices=["v0", "v1"],
                    help="v0 (default here): no 2 s replay-buffer polling, so wall-clock reflects the method")
-    p.add_argument("--steps", type=int, default=60)
-    p.add_argument("--test-freq", type=int, default=10)
-    p.add_argument("--batch", type=int, default=32, help="prompts per step")
+    p.add_argument("--steps", type=int, default=150, help="optimizer updates per run (see Config)")
+    p.add_argument("--test-freq", type=int, default=10, help="updates between held-out validations")
+    p.add_argument("--batch", type=int, default=32, help="prompts per update (B)")
     p.add_argument("--n", type=int, default=8, help="samples per prompt")
     p.add_argument("--response-length", type=int, default=48)
     p.add_argument("--temperature", type=float, default=1.0)
@@ -460,7 +634,7 @@ def main(argv=None) -> int:
                    help="continue runs across commands: verl checkpoints every --save-freq steps under "
                         "CKPT_DIR/<tag>, and a later command with the same dir resumes each run from its last "
                         "checkpoint (same machine; --merge the earlier learning.json to splice the curves)")
-    p.add_argument("--save-freq", type=int, default=5)
+    p.add_argument("--save-freq", type=int, default=10, help="updates between checkpoints (multiple of U and v)")
     p.add_argument("--ckpt-only", default=None,
                    help="comma list of configs that use --ckpt-dir (default: all), e.g. reuse_i10 beside three "
                         "configs that finish in one command and should not pay for checkpoints")  # fmt: skip
@@ -495,7 +669,7 @@ def main(argv=None) -> int:
     info = mainppo_job.versions()
 
     result = {
-        "task": task_label(args.task),
+        "task": task_label(args.task, args.n_test, args.twins_in_train),
         "model": MODEL_NAME if not args.model_path else str(args.model_path),
         "device": info.get("device"),
         "settings": {k: getattr(args, k) for k in ("trainer", "test_freq", "batch", "n", "response_length",
@@ -508,14 +682,14 @@ def main(argv=None) -> int:
     if earlier and (why := incompatible(result, earlier)):  # before any GPU work
         raise SystemExit(f"--merge {args.merge}: {why}; use another --out/--merge or the same settings")
     model_dir = Path(args.model_path) if args.model_path else smollm2_from_gguf(work / "smollm2")
-    data_dir = build_task(work / f"arith_{args.task}", args.task)
+    data_dir = build_task(work / (f"arith_{args.task}_{args.n_test}" + ("_twins" if args.twins_in_train else "")),
+                          args.task, n_test=args.n_test, twins_in_train=args.twins_in_train)
     gpus = args.gpus.split(",") if args.gpus else None
     done = mainppo_job.on_gpus(jobs, gpus, lambda job, env: run_job(args, *job, model_dir, data_dir, log_dir, env))
     concurrent = mainppo_job.concurrency(gpus, len(jobs))
     for (name, seed), (rows, run) in zip(jobs, done):
-        v, i, mask = CONFIGS[name]
         entry = result["configs"].setdefault(entry_name(name, args.keep_weights, args.variant), {
-            "v": v, "i": i, "zero_var_mask": mask, "keep_weights": args.keep_weights, "seeds": {},
+            **CONFIGS[name].entry(), "keep_weights": args.keep_weights, "seeds": {},
             **({"variant": args.variant, "extra_overrides": list(args.extra)} if args.variant else {})})
         entry["seeds"][str(seed)] = rows
         result["runs"].append({**run, "concurrent_jobs": concurrent, "device": info.get("device"), "machine": args.machine})
