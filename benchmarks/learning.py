@@ -1,68 +1,120 @@
 #!/usr/bin/env python3
-"""The paper's four configurations at small scale: on-policy, + zero-variance mask, off-policy v=10, reuse i=10.
+"""Learning at small scale: the paper's configurations and their neighbours, side by side over seeds.
 
-Runs verl's real ``python3 -m verl.trainer.main_ppo`` (``benchmarks/mainppo_job.py``) with
-the plugin's yaml on **SmolLM2-135M-Instruct** (dequantized from the GGUF that
-``../shared/gpu/stage.sh --with-smollm2`` carries; or ``--model-path`` to any HF checkpoint) and a
-synthetic verifiable task of ``data_prep/arithmetic.py`` (default ``add1``: single-digit addition,
-where the model starts with signal: ~20 % of samples right at T=1.0 on the CPU, issue 7), rewarded by
-the last integer of the response (``verl_offgrpo.rewards``). One ``main_ppo`` job per (config, seed):
+Runs verl's real ``python3 -m verl.trainer.main_ppo`` (``benchmarks/mainppo_job.py``) with the plugin's
+yaml on **SmolLM2-135M-Instruct** (dequantized from the GGUF that ``../shared/gpu/stage.sh
+--with-smollm2`` carries; or ``--model-path`` to any HF checkpoint) and a synthetic task of
+``data_prep/arithmetic.py``, rewarded by the last integer of the response (``verl_offgrpo.rewards``).
+Default task (issue 34): ``largest4`` ("Which number is the largest: 12, 87, 45, 60? Answer with just
+the number."), 8192 train rows and 500 held-out questions, none of them (nor a reordering of their
+numbers) in train, generator seed 0; the starting policy answers 33.0 % of the held-out questions
+greedily (95 % Wilson 29.0–37.2 %, CPU: ``benchmarks/step0_accuracy.py``,
+``results/step0_accuracy.json``), so the curves have room to separate. The committed add1 runs
+(NOTEBOOK §4, greedy start 0.80) are ``--task add1 --n-test 50 --twins-in-train``, counted in global
+steps and stored in ``results/learning.json``. One ``main_ppo`` job per (config, seed):
 
-    on_policy       v=1,  i=1,  zero_var_mask=false   (plain GRPO)
-    on_policy_mask  v=1,  i=1,  zero_var_mask=true
-    off_policy_v10  v=10, i=1,  zero_var_mask=true    (the paper's method)
-    reuse_i10       v=1,  i=10, zero_var_mask=true    (sample reuse: actor.ppo_epochs=10)
+    on_policy             v=1,  i=1,  no mask          plain GRPO
+    on_policy_mask        v=1,  i=1,  zero-variance mask
+    off_policy_v10        v=10, i=1,  mask             the paper's method (vLLM synced every 10 steps)
+    reuse_i10             v=1,  i=10, mask             sample reuse: 10 updates on each batch
+    window_v10            v=10, i=1,  mask, V1 trainer, rollout_schedule=window (one generation a window)
+    bigbatch_v10          verl's stock large-batch PPO (estimator grpo, loss vanilla, no rollout
+                          correction, verl's sync mode): 10·B prompts a step, 10 updates of B each
+    on_policy_mask_rerun  on_policy_mask again on the same seed: the run-to-run noise
+    rec_oneside_noIS, rec_oneside_wide, red_weight   placeholders for branch rec's REC / RED losses,
+                          refused until their draft overrides are checked (TODO(rec) in CONFIGS)
 
-Every config sees the same prompts (same steps × batch, same data seed). Per step it records the
-train reward (``critic/score/mean``), the greedy held-out pass@1 every ``--test-freq`` steps (and at
-step 0, before training: the starting policy) and the training wall-clock (cumulative
-``timing_s/step`` + ``timing_s/testing``, start-up excluded). A job cut by the time limit keeps the
-steps it logged (``complete: false``). Writes/merges ``OUT/learning.json``::
+``--config`` defaults to the first six (:data:`DEFAULT_CONFIGS`). A configuration is one line of
+:data:`CONFIGS` (a :class:`Config`); ``benchmarks/tests/test_learning_configs.py`` composes every
+runnable one through hydra over verl's real config and runs verl's and the plugin's start-up checks.
 
-    {"task", "model", "device", "configs": {"<name>": {"v", "i", "zero_var_mask",
-        "seeds": {"<seed>": [{"step", "wall_s", "train_reward", "val_pass1"}, ...]}}}, "runs": [...]}
+**Steps are optimizer updates.** ``--steps`` (150), ``--test-freq`` (10) and ``--save-freq`` (10) count
+updates; a config with U = i·batches updates per global step (reuse_i10, bigbatch_v10: 10) runs
+⌈steps/U⌉ global steps, and its row of global step g is update g·U (``global_step`` g kept). All
+configs see the same prompts in the same order (``data.seed``; bigbatch's step g holds the prompts
+of the others' steps 10g−9 … 10g) on the same seeds. Per row: the batch's train reward
+(``critic/score/mean``), greedy held-out pass@1 at update 0 and every ``--test-freq`` updates, the
+wall-clock (cumulative ``timing_s/step`` + ``timing_s/testing``, start-up excluded), timings, sync
+and lag, and the bound monitor's drift of the batch (``STEP_COLUMNS``: mean |log π_k/α|, ½·E|r' − 1|
+per token and per sequence, (1−σ)/σ). A job cut by the time limit keeps what it logged
+(``complete: false``). ``benchmarks/learning_stats.py`` gives means and bootstrap intervals over
+seeds, paired differences and the rerun noise. Writes/merges ``OUT/learning.json``::
 
-Each curve row also carries the step's timing (step, gen, update_actor, sync slot), whether it
-synced, its rollout lag, mean |log r'| and the all-equal group fraction (``STEP_COLUMNS``). Each run
-records ``reward_revision``, a hash of the reward code that scored it (:func:`reward_revision`).
-``--keep-weights no_sleep`` runs a config with vLLM never sleeping, stored as ``<config>+no_sleep``
-(compared by ``benchmarks/keep_weights.py``). Runs with ``--extra`` hydra overrides are another job:
-they need ``--variant NAME`` and are stored as ``<config>+NAME``, never pooled with the config's runs.
+    {"task", "model", "device", "settings", "configs": {"<name>": {"v", "i", "zero_var_mask", "batches",
+        "updates_per_step", "overrides", "seeds": {"<seed>": [{"step", "wall_s", "train_reward", "val_pass1",
+        ...}]}}}, "runs": [{"config", "seed", "trainer", "updates_per_step", "step_columns", ...}]}
 
-Usage on the GPU machine (one config per 10-minute command; accumulate with --merge)::
+Each run records ``reward_revision``, a hash of the reward code that scored it. ``--keep-weights
+no_sleep`` runs a config with vLLM never sleeping (``<config>+no_sleep``, ``keep_weights.py``); runs
+with ``--extra`` hydra overrides need ``--variant NAME`` and are stored as ``<config>+NAME``. A merge
+refuses another task, other settings, or a config whose definition changed (``incompatible``).
 
-    python3 benchmarks/learning.py --out $OUT --config on_policy --seeds 0 --merge benchmarks/results/learning.json
+**Plan: one nvidia-h100-x4 lease of ~25 minutes** (staging ~2 min, one detached run of 1 290 s, ~1 min
+to collect). Four jobs, one per GPU, all on the V1 trainer (``--trainer v1``: window_v10 and
+bigbatch_v10 need it, so every pair of configs then differs only in its named knob). Expected reach,
+from the add1 runs four at a time on h100x4 (NOTEBOOK §4, v0 trainer: start-up 250–350 s, 11–12 s an
+update for v = 1 and v = 10, 52 s a global step = 5.2 s an update for reuse_i10; V1 adds up to 2 s a
+step of replay-buffer polling, and largest4's prompts are ~10 tokens longer): ≈ 950 s of training a
+job, so **≈ 70–80 updates** for on_policy, on_policy_mask(_rerun) and off_policy_v10, likely as many
+for window_v10 and bigbatch_v10 (not measured at this size); **reuse_i10 reaches 150** (≈ 800 s).
+150 updates of a v = 1 config take ≈ 1 750 s + start-up: more than one lease, and a checkpoint does
+not outlive its lease (every lease is a fresh machine; an actor checkpoint is GBs, far over what a
+call brings back), so ``--ckpt-dir`` resumes only within one. The statistics therefore use the
+horizon every run reached (``learning_stats.py``'s default). For full 150-update runs of the slow
+configs: one job alone on an ``nvidia-h100-x1`` lease (8.3 s an update measured alone on an H100 with
+v0, ≈ 9.5 s with V1's polling: ≈ 1 430 s + 200 s start-up, about all of a 30-minute lease after its
+~1 min of staging), ``--budget-s 1650`` and ``--jobs CONFIG:SEED`` without ``--gpus``; a one-GPU lease
+counts half its time, so a session holds two.
 
-On a machine with several GPUs, ``--gpus 0,1,2,3`` runs the jobs side by side, one GPU and one local
-Ray cluster each (``mainppo_job.on_gpus``): all four configs of a seed in one command::
+    # on the GPU machine, after staging the packs (../shared/gpu/README.md §2, with --with-smollm2):
+    python3 -m pip install -q --no-deps --no-build-isolation --no-index --target /tmp/site . && . /tmp/site/env.sh
+    L=h100x4-YYYY-MM-DDx    # the lease's label; J = that lease's jobs (below)
+    bash benchmarks/detach.sh start /tmp/bg -- python3 benchmarks/learning.py --out /tmp/bg/out --work /tmp/lw \
+        --trainer v1 --budget-s 1290 --stall-s 300 --gpus 0,1,2,3 --jobs $J --machine $L \
+        --merge benchmarks/results/learning_largest4/learning.json     # leave --merge out on lease 1
+    bash benchmarks/detach.sh wait /tmp/bg 560      # back-to-back calls until it prints "done"
+    cp -r /tmp/bg/out/. $OUT/                       # learning.json (merged) + logs/ or logs.tar.gz
 
-    python3 benchmarks/learning.py --out $OUT --config on_policy,on_policy_mask,off_policy_v10,reuse_i10 \
-        --seeds 1 --steps 40 --gpus 0,1,2,3 --merge benchmarks/results/learning.json
+Leases (every configuration on seeds 0, 1, 2; the rerun gives the noise floor of each seed):
 
-A run longer than one 10-minute command (sample reuse, i=10, takes ~30 s a step) continues across
-commands on the same machine with ``--ckpt-dir``: verl checkpoints every ``--save-freq`` steps, the
-next command resumes each run from its last checkpoint (no second step-0 validation; the steps after
-the checkpoint are re-done) and logs as ``<tag>_from<step>``; with ``--merge`` of the previous
-command's JSON the curves are spliced (:func:`splice`; the run keeps its ``parts``). A lagged run
-(v > 1) restarts its sync cycle at the resume point (the first slot is a real sync)::
+    1  on_policy_mask:0,off_policy_v10:0,window_v10:0,bigbatch_v10:0
+    2  on_policy:0,reuse_i10:0,on_policy_mask_rerun:0,on_policy_mask:1
+    3  off_policy_v10:1,window_v10:1,bigbatch_v10:1,on_policy_mask_rerun:1
+    4  on_policy:1,reuse_i10:1,on_policy_mask:2,off_policy_v10:2
+    5  window_v10:2,bigbatch_v10:2,on_policy_mask_rerun:2,on_policy:2
+    6  reuse_i10:2, then seed 3 of the configs the intervals leave undecided
 
-    timeout 598 python3 benchmarks/learning.py --out $OUT --work /tmp/lw --budget-s 590 --config reuse_i10 \
-        --seeds 0 --steps 40 --ckpt-dir /tmp/lw/ckpt --merge benchmarks/results/learning.json      # repeat
+**Accumulating across sessions.** Each lease's ``learning.json`` already holds the earlier runs (it
+merged the committed file, which travels with the working tree). Back on the CPU: copy it to
+``benchmarks/results/learning_largest4/learning.json``, the metrics files ``<tag>.jsonl`` (from
+``logs/`` or ``logs.tar.gz``; whole, where a long run's console log keeps only its last 400 kB)
+gzipped as ``<tag>.jsonl.gz`` into ``benchmarks/results/raw/learning_largest4/`` (flat: tags are
+unique; the console logs beside them, gzipped too), re-derive and summarise, record the lease in
+NOTEBOOK.md, commit; the next session merges that file::
 
-``--jobs config:seed,...`` names the jobs one by one instead of ``--config`` × ``--seeds``: the next
-seed of the fast configs beside a reuse run that continues, one command on a 4-GPU machine::
+    python3 benchmarks/learning.py --rebuild benchmarks/results/raw/learning_largest4 \
+        --merge benchmarks/results/learning_largest4/learning.json --out benchmarks/results/learning_largest4
+    python3 benchmarks/learning_stats.py --learning benchmarks/results/learning_largest4/learning.json \
+        --target 0.6 --out benchmarks/results/learning_largest4/learning_stats.json
 
-    timeout 598 python3 benchmarks/learning.py --out $OUT --work /tmp/lw --budget-s 590 --steps 40 --gpus 0,1,2,3 \
-        --jobs on_policy:2,on_policy_mask:2,off_policy_v10:2,reuse_i10:1 --ckpt-dir /tmp/lw/ckpt \
-        --ckpt-only reuse_i10 --merge /tmp/lw/learning.json
+A job cut by the lease is kept as it is (``complete: false``); re-running its (config, seed) in a later
+lease replaces it (move the old log to ``raw/learning_largest4/replaced/``). Wall-clock and step times
+compare only within one ``--machine``; learning per update compares across leases.
 
-Every command also writes its (merged) ``learning.json`` to the work dir, which outlives ``$OUT`` on
-the GPU machine: the next command's ``--merge`` (a missing ``--merge`` file stops the command before
-any GPU work). The logs come back in ``$OUT/logs`` (metrics ``<tag>.jsonl`` and console ``<tag>.log``;
-packed into ``$OUT/logs.tar.gz`` when ``$OUT`` holds more than a device call returns); keep them in
-``benchmarks/results/raw/learning/`` (gzip is fine) and the committed JSON can be re-derived without a GPU::
+**Within one machine**, a run longer than one command continues with ``--ckpt-dir``: verl checkpoints
+every ``--save-freq`` updates (a multiple of each config's U and v: a resume restarts the sync cycle
+and the window), the next command resumes each run from its last checkpoint (no second step-0
+validation; the updates after the checkpoint are re-done), logs as ``<tag>_from<update>`` and, with
+``--merge`` of the previous command's JSON (``/tmp/lw/learning.json``: the work dir outlives
+``$OUT``), splices the curves (:func:`splice`; ``--ckpt-only`` limits checkpoints to some configs)::
 
-    python3 benchmarks/learning.py --rebuild benchmarks/results/raw/learning --merge benchmarks/results/learning.json --out benchmarks/results
+    timeout 598 python3 benchmarks/learning.py --out $OUT --work /tmp/lw --budget-s 590 --jobs reuse_i10:0 \
+        --ckpt-dir /tmp/lw/ckpt --merge /tmp/lw/learning.json      # repeat (leave --merge out the first time)
+
+The logs come back in ``$OUT/logs`` (metrics ``<tag>.jsonl`` and console ``<tag>.log``; packed into
+``$OUT/logs.tar.gz`` when ``$OUT`` holds more than a device call returns); ``--rebuild`` re-derives
+the committed JSON from them without a GPU (the add1 runs: ``--rebuild benchmarks/results/raw/learning
+--merge benchmarks/results/learning.json --out benchmarks/results``).
 """
 
 from __future__ import annotations

@@ -33,7 +33,10 @@ the mean |d_s|).
 Usage (no GPU)::
 
     python3 benchmarks/learning_stats.py --learning benchmarks/results/learning_largest4/learning.json \\
-        --horizon 150 --target 0.6 --out benchmarks/results/learning_largest4/learning_stats.json
+        --target 0.6 --out benchmarks/results/learning_largest4/learning_stats.json
+
+``--horizon`` defaults to the last update at which every run was validated (:func:`common_horizon`);
+fix ``--target`` before looking at the curves.
 """
 
 from __future__ import annotations
@@ -139,6 +142,13 @@ def paired(a: dict[str, dict], b: dict[str, dict]) -> dict:
     return out
 
 
+def common_horizon(learning: dict) -> int:
+    """The last update at which every run of ``learning`` was validated: the horizon they all reach."""
+    lasts = [max((s for s, _ in validated(rows, 10**9)), default=0)
+             for entry in learning["configs"].values() for rows in entry["seeds"].values()]  # fmt: skip
+    return min(lasts, default=0)
+
+
 def default_pairs(configs: dict) -> list[tuple[str, str]]:
     """Every config against :data:`BASELINE` (reruns apart), when the baseline is there."""
     if BASELINE not in configs:
@@ -196,13 +206,16 @@ def parse_pairs(text: str | None) -> list[tuple[str, str]] | None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--learning", required=True, help="a learning.json of benchmarks/learning.py")
-    p.add_argument("--horizon", type=int, default=150, help="updates 0 … H (every compared run validated at H)")
+    p.add_argument("--horizon", type=int, default=None,
+                   help="updates 0 … H (default: the last update at which every run was validated)")
     p.add_argument("--target", type=float, default=0.6, help="held-out pass@1 for steps/samples to target")
     p.add_argument("--pairs", default=None, help="A/B,… : A − B per seed (default: every config against on_policy_mask)")
     p.add_argument("--out", default=None, help="write the summary JSON here")
     args = p.parse_args(argv)
+    learning = json.loads(Path(args.learning).read_text())
+    horizon = common_horizon(learning) if args.horizon is None else args.horizon
     try:
-        summary = summarize(json.loads(Path(args.learning).read_text()), args.horizon, args.target, parse_pairs(args.pairs))
+        summary = summarize(learning, horizon, args.target, parse_pairs(args.pairs))
     except ValueError as err:
         p.error(str(err))
     print(table(summary))

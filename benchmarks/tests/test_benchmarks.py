@@ -1416,6 +1416,10 @@ def test_read_metrics_prefers_the_metrics_file_and_falls_back_to_the_console_log
     (tmp_path / "job.jsonl").write_text(json.dumps({"step": 1, "data": {"critic/score/mean": 0.5}}))
     assert mainppo_job.read_metrics(tmp_path, "job") == ({1: {"critic/score/mean": 0.5}}, "job.jsonl")
     assert mainppo_job.read_metrics(tmp_path, "other") == ({}, "")
+    # the committed form of a metrics file: gzipped beside the console log (whose long runs keep only a tail)
+    (tmp_path / "job.jsonl").unlink()
+    (tmp_path / "job.jsonl.gz").write_bytes(gzip.compress(json.dumps({"step": 2, "data": {"x": 1.0}}).encode()))
+    assert mainppo_job.read_metrics(tmp_path, "job") == ({2: {"x": 1.0}}, "job.jsonl.gz")
 
 
 # ----------------------------------------------------------------------------- learning_summary.py

@@ -104,7 +104,10 @@ def test_paired_differences_rerun_noise_and_censoring():
 
 
 def test_seeds_cut_before_the_horizon_leave_the_statistics_and_the_pairs():
+    """A seed cut after update 89 (last validated at 80) leaves the config's statistics and its pairs at H = 100;
+    the horizon every run reaches is 80."""
     curves = {"on_policy_mask": {"0": linear(0.01), "1": linear(0.01)[:90]}, "reuse_i10": {"0": linear(0.005), "1": linear(0.005)}}
+    assert ls.common_horizon(_learning(curves)) == 80
     summary = ls.summarize(_learning(curves, {"reuse_i10": REUSE}), horizon=100, target=0.6)
     assert summary["configs"]["on_policy_mask"]["over_seeds"]["final_acc"]["n"] == 1
     assert summary["paired"]["reuse_i10 - on_policy_mask"]["seeds"] == ["0"]
@@ -114,8 +117,9 @@ def test_seeds_cut_before_the_horizon_leave_the_statistics_and_the_pairs():
 def test_cli_writes_the_summary_and_refuses_unknown_pairs(tmp_path, capsys):
     path = tmp_path / "learning.json"
     path.write_text(json.dumps(_learning({"on_policy_mask": {"0": linear(0.01)}, "on_policy": {"0": linear(0.008)}})))
-    assert ls.main(["--learning", str(path), "--horizon", "100", "--out", str(tmp_path / "s.json")]) == 0
+    assert ls.main(["--learning", str(path), "--out", str(tmp_path / "s.json")]) == 0  # horizon: both reach 100
     written = json.loads((tmp_path / "s.json").read_text())
+    assert written["horizon"] == 100
     assert written["paired"]["on_policy - on_policy_mask"]["acc_auc"]["mean"] == pytest.approx(0.4 - 0.5)
     assert "on_policy - on_policy_mask" in capsys.readouterr().out
     with pytest.raises(SystemExit):
