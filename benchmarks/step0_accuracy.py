@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import sys
 import time
@@ -63,6 +64,16 @@ def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def cpu_name() -> str:
+    """The CPU model (``/proc/cpuinfo``) and how many cores this process may use."""
+    try:
+        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")]  # fmt: skip
+    except OSError:
+        names = []
+    return f"{names[0] if names else platform.machine()} ({len(os.sched_getaffinity(0))} cores)"
 
 
 def prompt_ids(tokenizer, messages: list[dict]) -> list[int]:
@@ -151,7 +162,7 @@ def main(argv=None) -> int:
                                f"{args.threads} thread(s)"},
         "reward": "verl_offgrpo.rewards.compute_score (last integer, echo refused), reward_revision "
                   + learning.reward_revision(),
-        "device": platform.processor() or platform.machine(),
+        "device": cpu_name(),
         "interval": "95 % Wilson score",
         "tasks": dict(earlier.get("tasks", {})),
     }  # fmt: skip
@@ -164,6 +175,7 @@ def main(argv=None) -> int:
                                      args.max_new_tokens, args.batch_size)  # fmt: skip
         entry = task_result(rows, responses, time.time() - start)
         entry["data"] = learning.task_label(task, args.n_test, args.twins_in_train)
+        entry.update(n_train=learning.TASK_N_TRAIN, generator_seed=learning.TASK_SEED)
         result["tasks"][task] = entry
         print(f"[step0] {task}: {entry['correct']}/{entry['n']} = {entry['accuracy']:.3f} "
               f"(95 % {entry['wilson95'][0]:.3f}-{entry['wilson95'][1]:.3f}) in {entry['seconds']} s", flush=True)
