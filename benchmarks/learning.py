@@ -144,6 +144,7 @@ REPO = mainppo_job.REPO
 MODEL_NAME = "SmolLM2-135M-Instruct"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
+
 @dataclass(frozen=True)
 class Config:
     """One learning configuration: what it sets on top of the common job (:func:`job_overrides`).
@@ -204,6 +205,7 @@ CONFIGS: dict[str, Config] = {
     "on_policy_mask": Config(),  # + zero-variance mask
     "off_policy_v10": Config(v=10),  # the paper's method: vLLM synced every 10 steps
     "reuse_i10": Config(i=10),  # sample reuse: 10 passes (updates) per batch
+    # one generation phase per window of 10 steps; verl's large-batch PPO: 10·B prompts, 10 updates a step
     "window_v10": Config(v=10, trainer="v1", overrides={"algorithm.off_grpo.rollout_schedule": "window"}),
     "bigbatch_v10": Config(zero_var_mask=False, batches=10, trainer="v1", overrides=BIGBATCH),
     "on_policy_mask_rerun": Config(rerun_of="on_policy_mask"),  # same job again: rerun noise

@@ -183,7 +183,8 @@ def _cell(stat: dict, digits: int = 3) -> str:
 def table(summary: dict) -> str:
     """Markdown: one row per config (mean [95 % CI] over seeds), then one per paired difference."""
     head = "| | " + " | ".join(QUANTITIES) + " |"
-    lines = [f"Updates 0–{summary['horizon']}, target pass@1 {summary['target']}", "", head, "|" + "---|" * (len(QUANTITIES) + 1)]
+    lines = [f"Updates 0–{summary['horizon']}, target pass@1 {summary['target']}", "", head,
+             "|" + "---|" * (len(QUANTITIES) + 1)]
     for name, cfg in summary["configs"].items():
         stats = cfg["over_seeds"]
         lines.append(f"| {name} (censored {stats['censored']}) | " + " | ".join(_cell(stats[q]) for q in QUANTITIES) + " |")
