@@ -284,7 +284,7 @@ def main(argv=None) -> int:
             throughput.build_model(model_dir, args.shape)
     else:
         model_dir = Path(args.model_path) if args.model_path else learning.smollm2_from_gguf(work / "smollm2")
-    data_dir = learning.build_task(work / f"arith_{args.task}", args.task)
+    data_dir = learning.build_task(work / f"arith_{args.task}", args.task, n_test=50, twins_in_train=True)  # as its runs had it
     gpus = split_gpus(args.gpus)
     # the longest job (honest) first: side by side, it starts first
     names.sort(key=lambda n: RUNS[n][0] is not None)

@@ -1,68 +1,120 @@
 #!/usr/bin/env python3
-"""The paper's four configurations at small scale: on-policy, + zero-variance mask, off-policy v=10, reuse i=10.
+"""Learning at small scale: the paper's configurations and their neighbours, side by side over seeds.
 
-Runs verl's real ``python3 -m verl.trainer.main_ppo`` (``benchmarks/mainppo_job.py``) with
-the plugin's yaml on **SmolLM2-135M-Instruct** (dequantized from the GGUF that
-``../shared/gpu/stage.sh --with-smollm2`` carries; or ``--model-path`` to any HF checkpoint) and a
-synthetic verifiable task of ``data_prep/arithmetic.py`` (default ``add1``: single-digit addition,
-where the model starts with signal: ~20 % of samples right at T=1.0 on the CPU, issue 7), rewarded by
-the last integer of the response (``verl_offgrpo.rewards``). One ``main_ppo`` job per (config, seed):
+Runs verl's real ``python3 -m verl.trainer.main_ppo`` (``benchmarks/mainppo_job.py``) with the plugin's
+yaml on **SmolLM2-135M-Instruct** (dequantized from the GGUF that ``../shared/gpu/stage.sh
+--with-smollm2`` carries; or ``--model-path`` to any HF checkpoint) and a synthetic task of
+``data_prep/arithmetic.py``, rewarded by the last integer of the response (``verl_offgrpo.rewards``).
+Default task (issue 34): ``largest4`` ("Which number is the largest: 12, 87, 45, 60? Answer with just
+the number."), 8192 train rows and 500 held-out questions, none of them (nor a reordering of their
+numbers) in train, generator seed 0; the starting policy answers 33.0 % of the held-out questions
+greedily (95 % Wilson 29.0–37.2 %, CPU: ``benchmarks/step0_accuracy.py``,
+``results/step0_accuracy.json``), so the curves have room to separate. The committed add1 runs
+(NOTEBOOK §4, greedy start 0.80) are ``--task add1 --n-test 50 --twins-in-train``, counted in global
+steps and stored in ``results/learning.json``. One ``main_ppo`` job per (config, seed):
 
-    on_policy       v=1,  i=1,  zero_var_mask=false   (plain GRPO)
-    on_policy_mask  v=1,  i=1,  zero_var_mask=true
-    off_policy_v10  v=10, i=1,  zero_var_mask=true    (the paper's method)
-    reuse_i10       v=1,  i=10, zero_var_mask=true    (sample reuse: actor.ppo_epochs=10)
+    on_policy             v=1,  i=1,  no mask          plain GRPO
+    on_policy_mask        v=1,  i=1,  zero-variance mask
+    off_policy_v10        v=10, i=1,  mask             the paper's method (vLLM synced every 10 steps)
+    reuse_i10             v=1,  i=10, mask             sample reuse: 10 updates on each batch
+    window_v10            v=10, i=1,  mask, V1 trainer, rollout_schedule=window (one generation a window)
+    bigbatch_v10          verl's stock large-batch PPO (estimator grpo, loss vanilla, no rollout
+                          correction, verl's sync mode): 10·B prompts a step, 10 updates of B each
+    on_policy_mask_rerun  on_policy_mask again on the same seed: the run-to-run noise
+    rec_oneside_noIS, rec_oneside_wide, red_weight   placeholders for branch rec's REC / RED losses,
+                          refused until their draft overrides are checked (TODO(rec) in CONFIGS)
 
-Every config sees the same prompts (same steps × batch, same data seed). Per step it records the
-train reward (``critic/score/mean``), the greedy held-out pass@1 every ``--test-freq`` steps (and at
-step 0, before training: the starting policy) and the training wall-clock (cumulative
-``timing_s/step`` + ``timing_s/testing``, start-up excluded). A job cut by the time limit keeps the
-steps it logged (``complete: false``). Writes/merges ``OUT/learning.json``::
+``--config`` defaults to the first six (:data:`DEFAULT_CONFIGS`). A configuration is one line of
+:data:`CONFIGS` (a :class:`Config`); ``benchmarks/tests/test_learning_configs.py`` composes every
+runnable one through hydra over verl's real config and runs verl's and the plugin's start-up checks.
 
-    {"task", "model", "device", "configs": {"<name>": {"v", "i", "zero_var_mask",
-        "seeds": {"<seed>": [{"step", "wall_s", "train_reward", "val_pass1"}, ...]}}}, "runs": [...]}
+**Steps are optimizer updates.** ``--steps`` (150), ``--test-freq`` (10) and ``--save-freq`` (10) count
+updates; a config with U = i·batches updates per global step (reuse_i10, bigbatch_v10: 10) runs
+⌈steps/U⌉ global steps, and its row of global step g is update g·U (``global_step`` g kept). All
+configs see the same prompts in the same order (``data.seed``; bigbatch's step g holds the prompts
+of the others' steps 10g−9 … 10g) on the same seeds. Per row: the batch's train reward
+(``critic/score/mean``), greedy held-out pass@1 at update 0 and every ``--test-freq`` updates, the
+wall-clock (cumulative ``timing_s/step`` + ``timing_s/testing``, start-up excluded), timings, sync
+and lag, and the bound monitor's drift of the batch (``STEP_COLUMNS``: mean |log π_k/α|, ½·E|r' − 1|
+per token and per sequence, (1−σ)/σ). A job cut by the time limit keeps what it logged
+(``complete: false``). ``benchmarks/learning_stats.py`` gives means and bootstrap intervals over
+seeds, paired differences and the rerun noise. Writes/merges ``OUT/learning.json``::
 
-Each curve row also carries the step's timing (step, gen, update_actor, sync slot), whether it
-synced, its rollout lag, mean |log r'| and the all-equal group fraction (``STEP_COLUMNS``). Each run
-records ``reward_revision``, a hash of the reward code that scored it (:func:`reward_revision`).
-``--keep-weights no_sleep`` runs a config with vLLM never sleeping, stored as ``<config>+no_sleep``
-(compared by ``benchmarks/keep_weights.py``). Runs with ``--extra`` hydra overrides are another job:
-they need ``--variant NAME`` and are stored as ``<config>+NAME``, never pooled with the config's runs.
+    {"task", "model", "device", "settings", "configs": {"<name>": {"v", "i", "zero_var_mask", "batches",
+        "updates_per_step", "overrides", "seeds": {"<seed>": [{"step", "wall_s", "train_reward", "val_pass1",
+        ...}]}}}, "runs": [{"config", "seed", "trainer", "updates_per_step", "step_columns", ...}]}
 
-Usage on the GPU machine (one config per 10-minute command; accumulate with --merge)::
+Each run records ``reward_revision``, a hash of the reward code that scored it. ``--keep-weights
+no_sleep`` runs a config with vLLM never sleeping (``<config>+no_sleep``, ``keep_weights.py``); runs
+with ``--extra`` hydra overrides need ``--variant NAME`` and are stored as ``<config>+NAME``. A merge
+refuses another task, other settings, or a config whose definition changed (``incompatible``).
 
-    python3 benchmarks/learning.py --out $OUT --config on_policy --seeds 0 --merge benchmarks/results/learning.json
+**Plan: one nvidia-h100-x4 lease of ~25 minutes** (staging ~2 min, one detached run of 1 290 s, ~1 min
+to collect). Four jobs, one per GPU, all on the V1 trainer (``--trainer v1``: window_v10 and
+bigbatch_v10 need it, so every pair of configs then differs only in its named knob). Expected reach,
+from the add1 runs four at a time on h100x4 (NOTEBOOK §4, v0 trainer: start-up 250–350 s, 11–12 s an
+update for v = 1 and v = 10, 52 s a global step = 5.2 s an update for reuse_i10; V1 adds up to 2 s a
+step of replay-buffer polling, and largest4's prompts are ~10 tokens longer): ≈ 950 s of training a
+job, so **≈ 70–80 updates** for on_policy, on_policy_mask(_rerun) and off_policy_v10, likely as many
+for window_v10 and bigbatch_v10 (not measured at this size); **reuse_i10 reaches 150** (≈ 800 s).
+150 updates of a v = 1 config take ≈ 1 750 s + start-up: more than one lease, and a checkpoint does
+not outlive its lease (every lease is a fresh machine; an actor checkpoint is GBs, far over what a
+call brings back), so ``--ckpt-dir`` resumes only within one. The statistics therefore use the
+horizon every run reached (``learning_stats.py``'s default). For full 150-update runs of the slow
+configs: one job alone on an ``nvidia-h100-x1`` lease (8.3 s an update measured alone on an H100 with
+v0, ≈ 9.5 s with V1's polling: ≈ 1 430 s + 200 s start-up, about all of a 30-minute lease after its
+~1 min of staging), ``--budget-s 1650`` and ``--jobs CONFIG:SEED`` without ``--gpus``; a one-GPU lease
+counts half its time, so a session holds two.
 
-On a machine with several GPUs, ``--gpus 0,1,2,3`` runs the jobs side by side, one GPU and one local
-Ray cluster each (``mainppo_job.on_gpus``): all four configs of a seed in one command::
+    # on the GPU machine, after staging the packs (../shared/gpu/README.md §2, with --with-smollm2):
+    python3 -m pip install -q --no-deps --no-build-isolation --no-index --target /tmp/site . && . /tmp/site/env.sh
+    L=h100x4-YYYY-MM-DDx    # the lease's label; J = that lease's jobs (below)
+    bash benchmarks/detach.sh start /tmp/bg -- python3 benchmarks/learning.py --out /tmp/bg/out --work /tmp/lw \
+        --trainer v1 --budget-s 1290 --stall-s 300 --gpus 0,1,2,3 --jobs $J --machine $L \
+        --merge benchmarks/results/learning_largest4/learning.json     # leave --merge out on lease 1
+    bash benchmarks/detach.sh wait /tmp/bg 560      # back-to-back calls until it prints "done"
+    cp -r /tmp/bg/out/. $OUT/                       # learning.json (merged) + logs/ or logs.tar.gz
 
-    python3 benchmarks/learning.py --out $OUT --config on_policy,on_policy_mask,off_policy_v10,reuse_i10 \
-        --seeds 1 --steps 40 --gpus 0,1,2,3 --merge benchmarks/results/learning.json
+Leases (every configuration on seeds 0, 1, 2; the rerun gives the noise floor of each seed):
 
-A run longer than one 10-minute command (sample reuse, i=10, takes ~30 s a step) continues across
-commands on the same machine with ``--ckpt-dir``: verl checkpoints every ``--save-freq`` steps, the
-next command resumes each run from its last checkpoint (no second step-0 validation; the steps after
-the checkpoint are re-done) and logs as ``<tag>_from<step>``; with ``--merge`` of the previous
-command's JSON the curves are spliced (:func:`splice`; the run keeps its ``parts``). A lagged run
-(v > 1) restarts its sync cycle at the resume point (the first slot is a real sync)::
+    1  on_policy_mask:0,off_policy_v10:0,window_v10:0,bigbatch_v10:0
+    2  on_policy:0,reuse_i10:0,on_policy_mask_rerun:0,on_policy_mask:1
+    3  off_policy_v10:1,window_v10:1,bigbatch_v10:1,on_policy_mask_rerun:1
+    4  on_policy:1,reuse_i10:1,on_policy_mask:2,off_policy_v10:2
+    5  window_v10:2,bigbatch_v10:2,on_policy_mask_rerun:2,on_policy:2
+    6  reuse_i10:2, then seed 3 of the configs the intervals leave undecided
 
-    timeout 598 python3 benchmarks/learning.py --out $OUT --work /tmp/lw --budget-s 590 --config reuse_i10 \
-        --seeds 0 --steps 40 --ckpt-dir /tmp/lw/ckpt --merge benchmarks/results/learning.json      # repeat
+**Accumulating across sessions.** Each lease's ``learning.json`` already holds the earlier runs (it
+merged the committed file, which travels with the working tree). Back on the CPU: copy it to
+``benchmarks/results/learning_largest4/learning.json``, the metrics files ``<tag>.jsonl`` (from
+``logs/`` or ``logs.tar.gz``; whole, where a long run's console log keeps only its last 400 kB)
+gzipped as ``<tag>.jsonl.gz`` into ``benchmarks/results/raw/learning_largest4/`` (flat: tags are
+unique; the console logs beside them, gzipped too), re-derive and summarise, record the lease in
+NOTEBOOK.md, commit; the next session merges that file::
 
-``--jobs config:seed,...`` names the jobs one by one instead of ``--config`` × ``--seeds``: the next
-seed of the fast configs beside a reuse run that continues, one command on a 4-GPU machine::
+    python3 benchmarks/learning.py --rebuild benchmarks/results/raw/learning_largest4 \
+        --merge benchmarks/results/learning_largest4/learning.json --out benchmarks/results/learning_largest4
+    python3 benchmarks/learning_stats.py --learning benchmarks/results/learning_largest4/learning.json \
+        --target 0.6 --out benchmarks/results/learning_largest4/learning_stats.json
 
-    timeout 598 python3 benchmarks/learning.py --out $OUT --work /tmp/lw --budget-s 590 --steps 40 --gpus 0,1,2,3 \
-        --jobs on_policy:2,on_policy_mask:2,off_policy_v10:2,reuse_i10:1 --ckpt-dir /tmp/lw/ckpt \
-        --ckpt-only reuse_i10 --merge /tmp/lw/learning.json
+A job cut by the lease is kept as it is (``complete: false``); re-running its (config, seed) in a later
+lease replaces it (move the old log to ``raw/learning_largest4/replaced/``). Wall-clock and step times
+compare only within one ``--machine``; learning per update compares across leases.
 
-Every command also writes its (merged) ``learning.json`` to the work dir, which outlives ``$OUT`` on
-the GPU machine: the next command's ``--merge`` (a missing ``--merge`` file stops the command before
-any GPU work). The logs come back in ``$OUT/logs`` (metrics ``<tag>.jsonl`` and console ``<tag>.log``;
-packed into ``$OUT/logs.tar.gz`` when ``$OUT`` holds more than a device call returns); keep them in
-``benchmarks/results/raw/learning/`` (gzip is fine) and the committed JSON can be re-derived without a GPU::
+**Within one machine**, a run longer than one command continues with ``--ckpt-dir``: verl checkpoints
+every ``--save-freq`` updates (a multiple of each config's U and v: a resume restarts the sync cycle
+and the window), the next command resumes each run from its last checkpoint (no second step-0
+validation; the updates after the checkpoint are re-done), logs as ``<tag>_from<update>`` and, with
+``--merge`` of the previous command's JSON (``/tmp/lw/learning.json``: the work dir outlives
+``$OUT``), splices the curves (:func:`splice`; ``--ckpt-only`` limits checkpoints to some configs)::
 
-    python3 benchmarks/learning.py --rebuild benchmarks/results/raw/learning --merge benchmarks/results/learning.json --out benchmarks/results
+    timeout 598 python3 benchmarks/learning.py --out $OUT --work /tmp/lw --budget-s 590 --jobs reuse_i10:0 \
+        --ckpt-dir /tmp/lw/ckpt --merge /tmp/lw/learning.json      # repeat (leave --merge out the first time)
+
+The logs come back in ``$OUT/logs`` (metrics ``<tag>.jsonl`` and console ``<tag>.log``; packed into
+``$OUT/logs.tar.gz`` when ``$OUT`` holds more than a device call returns); ``--rebuild`` re-derives
+the committed JSON from them without a GPU (the add1 runs: ``--rebuild benchmarks/results/raw/learning
+--merge benchmarks/results/learning.json --out benchmarks/results``).
 """
 
 from __future__ import annotations
@@ -76,6 +128,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -90,13 +144,84 @@ REPO = mainppo_job.REPO
 MODEL_NAME = "SmolLM2-135M-Instruct"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
-#: name -> (sync_period v, ppo_epochs i, zero_var_mask)
-CONFIGS = {
-    "on_policy": (1, 1, False),
-    "on_policy_mask": (1, 1, True),
-    "off_policy_v10": (10, 1, True),
-    "reuse_i10": (1, 10, True),
+
+@dataclass(frozen=True)
+class Config:
+    """One learning configuration: what it sets on top of the common job (:func:`job_overrides`).
+
+    Args:
+        v: ``algorithm.off_grpo.sync_period`` (1 = on-policy; v > 1 samples from α = π_{k−lag}).
+        i: ``actor_rollout_ref.actor.ppo_epochs``: passes over each batch, one optimizer update each.
+        zero_var_mask: ``algorithm.off_grpo.zero_var_mask``.
+        batches: prompts per global step in units of ``--batch`` B: ``data.train_batch_size = batches·B``
+            with ``ppo_mini_batch_size = B``, so a global step takes ``batches`` updates of B prompts.
+        overrides: further hydra overrides ``{key: value}`` (applied last).
+        trainer: the trainer the config needs (``"v1"``: windowed rollout, verl's ``sync`` mode), or
+            None for ``--trainer``.
+        rerun_of: the config this one repeats under another name (the same job, for the run-to-run
+            noise of one seed: ``learning_stats.py``).
+        todo: set on a placeholder whose overrides are drafts; ``job_list`` refuses it.
+
+    Its **updates per global step** are U = i·batches; the curves count optimizer updates (a
+    ``step`` of ``learning.json`` is an update, ``global_step`` the trainer's step when U > 1).
+    """
+
+    v: int = 1
+    i: int = 1
+    zero_var_mask: bool = True
+    batches: int = 1
+    overrides: Mapping[str, object] = field(default_factory=dict)
+    trainer: str | None = None
+    rerun_of: str | None = None
+    todo: str | None = None
+
+    @property
+    def updates_per_step(self) -> int:
+        return self.i * self.batches
+
+    def entry(self) -> dict:
+        """What ``learning.json`` records of the config beside its curves."""
+        return {"v": self.v, "i": self.i, "zero_var_mask": self.zero_var_mask, "batches": self.batches,
+                "updates_per_step": self.updates_per_step, "overrides": dict(self.overrides),
+                **({"rerun_of": self.rerun_of} if self.rerun_of else {})}  # fmt: skip
+
+
+#: verl's stock large-batch PPO (benchmarks/window_speed.py's ``bigbatch``): its own GRPO estimator and
+#: clipped loss around π_old, no rollout correction, verl's own ``sync`` trainer mode
+BIGBATCH = {
+    "algorithm.adv_estimator": "grpo",
+    "actor_rollout_ref.actor.policy_loss.loss_mode": "vanilla",
+    "algorithm.rollout_correction.rollout_is": "null",
+    "trainer.v1.trainer_mode": "sync",
 }
+#: REC / RED options of branch ``rec`` (not in this branch): draft overrides after that branch's README
+#: ("Which loss when"), unchecked. TODO(rec): once it lands, check the drafts, drop ``todo``, add a
+#: composition case to benchmarks/tests, and decide whether they join DEFAULT_CONFIGS.
+REC = "actor_rollout_ref.actor.policy_loss"
+REC_TODO = "TODO(rec): the REC/RED loss is in branch rec, not here; its overrides are drafts"
+
+CONFIGS: dict[str, Config] = {
+    "on_policy": Config(zero_var_mask=False),  # plain GRPO: v=1, i=1, no mask
+    "on_policy_mask": Config(),  # + zero-variance mask
+    "off_policy_v10": Config(v=10),  # the paper's method: vLLM synced every 10 steps
+    "reuse_i10": Config(i=10),  # sample reuse: 10 passes (updates) per batch
+    # one generation phase per window of 10 steps; verl's large-batch PPO: 10·B prompts, 10 updates a step
+    "window_v10": Config(v=10, trainer="v1", overrides={"algorithm.off_grpo.rollout_schedule": "window"}),
+    "bigbatch_v10": Config(zero_var_mask=False, batches=10, trainer="v1", overrides=BIGBATCH),
+    "on_policy_mask_rerun": Config(rerun_of="on_policy_mask"),  # same job again: rerun noise
+    "rec_oneside_noIS": Config(v=10, todo=REC_TODO, overrides={
+        f"{REC}.loss_mode": "rec", f"{REC}.rec.clip_mode": "one-side", f"{REC}.rec.weight": "none",
+        "algorithm.norm_adv_by_std_in_grpo": "false"}),  # fmt: skip
+    "rec_oneside_wide": Config(v=10, todo=REC_TODO, overrides={
+        f"{REC}.loss_mode": "rec", f"{REC}.rec.clip_mode": "one-side", f"{REC}.rec.weight": "none",
+        "algorithm.norm_adv_by_std_in_grpo": "false", "actor_rollout_ref.actor.clip_ratio_low": 0.6,
+        "actor_rollout_ref.actor.clip_ratio_high": 2.0}),  # fmt: skip
+    "red_weight": Config(v=10, todo=REC_TODO, overrides={
+        f"{REC}.loss_mode": "rec", f"{REC}.rec.weight": "red_weight", f"{REC}.rec.tau": 1.0,
+        "algorithm.norm_adv_by_std_in_grpo": "false"}),  # fmt: skip
+}
+#: what ``--config`` runs when not given: every config but the placeholders and the rerun
+DEFAULT_CONFIGS = ["on_policy", "on_policy_mask", "off_policy_v10", "reuse_i10", "window_v10", "bigbatch_v10"]
 
 
 def reward_revision(package_dir: Path | None = None) -> str:
@@ -144,32 +269,62 @@ def smollm2_from_gguf(dest: Path) -> Path:
     return dest
 
 
-def task_label(task: str) -> str:
-    return f"arithmetic/{task} (data_prep/arithmetic.py, 50 held-out questions, last-integer reward)"
+#: the task's data (``data_prep/arithmetic.py``): train rows, held-out questions, generator seed. The
+#: committed add1 runs (NOTEBOOK §4) used ``--task add1 --n-test 50 --twins-in-train``.
+TASK_N_TRAIN = 8192
+TASK_N_TEST = 500
+TASK_SEED = 0
+DEFAULT_TASK = "largest4"
 
 
-def build_task(data_dir: Path, task: str, seed: int = 0) -> Path:
+def task_label(task: str, n_test: int = TASK_N_TEST, twins_in_train: bool = False) -> str:
+    """The task as ``learning.json`` names it; runs merge only under one label (the data must be the same)."""
+    twins = "" if twins_in_train else ", no twins in train"
+    return f"arithmetic/{task} (data_prep/arithmetic.py, {n_test} held-out questions{twins}, last-integer reward)"
+
+
+def build_task(data_dir: Path, task: str, seed: int = TASK_SEED, n_test: int = TASK_N_TEST,
+               twins_in_train: bool = False) -> Path:
+    """``data_prep/arithmetic.py`` into ``data_dir`` (once): :data:`TASK_N_TRAIN` train rows, ``n_test``
+    held-out questions disjoint from them (and, unless ``twins_in_train``, from their reorderings)."""
     if not (data_dir / "train.parquet").exists():
         subprocess.run(
-            [sys.executable, str(REPO / "data_prep" / "arithmetic.py"), "--task", task, "--n-train", "8192",
-             "--n-test", "50", "--seed", str(seed), "--output-dir", str(data_dir)],
+            [sys.executable, str(REPO / "data_prep" / "arithmetic.py"), "--task", task, "--n-train", str(TASK_N_TRAIN),
+             "--n-test", str(n_test), "--seed", str(seed), "--output-dir", str(data_dir)]
+            + ([] if twins_in_train else ["--no-twins-in-train"]),
             check=True,
         )  # fmt: skip
     return data_dir
 
 
 # ----------------------------------------------------------------------------- runs
+def global_steps(cfg: Config, updates: int) -> int:
+    """Trainer steps that take a config at least ``updates`` optimizer updates: ⌈updates / U⌉."""
+    return -(-updates // cfg.updates_per_step)
+
+
+def trainer_of(args, name: str) -> str:
+    """The trainer a config's jobs run: the one it needs, else ``--trainer``."""
+    return CONFIGS[name].trainer or args.trainer
+
+
 def job_overrides(args, name: str, seed: int, model_dir: Path, data_dir: Path, resumed: int = 0) -> list[str]:
     """The sync benchmark's job (:func:`sync_e2e.overrides`: model, vLLM and trainer settings that work
     on the GPU machine) with this task's data, reward, batch, validation and the config's knobs;
-    ``resumed``: the checkpoint step a ``--ckpt-dir`` run continues from (0 = a fresh run)."""
-    v, i, mask = CONFIGS[name]
-    base = sync_e2e.overrides(args.trainer, v, model_dir, data_dir, args.steps, args.lr, f"{name}_s{seed}")
+    ``resumed``: the checkpoint step a ``--ckpt-dir`` run continues from (0 = a fresh run).
+
+    ``--steps``, ``--test-freq`` and ``--save-freq`` count optimizer updates: a config with U updates
+    per global step runs ⌈steps/U⌉ global steps and validates / checkpoints every test_freq/U and
+    save_freq/U of them (:func:`check_jobs` asks for multiples of U)."""
+    cfg = CONFIGS[name]
+    per = cfg.updates_per_step
+    base = sync_e2e.overrides(trainer_of(args, name), cfg.v, model_dir, data_dir, global_steps(cfg, args.steps),
+                              args.lr, f"{name}_s{seed}")  # fmt: skip
     updates: dict[str, object] = {
-        "algorithm.off_grpo.zero_var_mask": str(mask).lower(),
-        "actor_rollout_ref.actor.ppo_epochs": i,
+        "algorithm.off_grpo.zero_var_mask": str(cfg.zero_var_mask).lower(),
+        "actor_rollout_ref.actor.ppo_epochs": cfg.i,
         "data.val_files": data_dir / "test.parquet",
-        "data.train_batch_size": args.batch,
+        "data.train_batch_size": args.batch * cfg.batches,
         "data.max_response_length": args.response_length,
         "data.seed": args.data_seed,
         "reward.custom_reward_function.path": "pkg://verl_offgrpo.rewards",
@@ -183,19 +338,20 @@ def job_overrides(args, name: str, seed: int, model_dir: Path, data_dir: Path, r
         "actor_rollout_ref.rollout.seed": seed,
         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": 64,
         "trainer.val_before_train": True,
-        "trainer.test_freq": args.test_freq,
+        "trainer.test_freq": max(1, args.test_freq // per),
         "trainer.project_name": "offgrpo_learning",
     }
     updates.update(mainppo_job.keep_weights_updates(getattr(args, "keep_weights", "sleep_level1")))
     if checkpointed(args, name):
         updates.update({
             "trainer.default_local_dir": Path(args.ckpt_dir) / run_tag(name, seed, args.keep_weights, getattr(args, "variant", None)),
-            "trainer.save_freq": args.save_freq,
+            "trainer.save_freq": max(1, args.save_freq // per),
             "trainer.resume_mode": "auto",
             "trainer.max_actor_ckpt_to_keep": 1,
         })  # fmt: skip
         if resumed:  # a continued run: its step-0 validation is in the first part
             updates["trainer.val_before_train"] = False
+    updates.update(cfg.overrides)
     return mainppo_job.set_overrides(base, updates) + list(args.extra)
 
 
@@ -248,8 +404,8 @@ def val_pass1(row: dict) -> float | None:
     return None
 
 
-#: extra per-step columns of a curve row -> the verl / plugin metric they come from
-STEP_COLUMNS = {
+#: per-step columns of the curve rows of the runs before issue 34 (no ``step_columns`` in their run record)
+LEGACY_STEP_COLUMNS = {
     "step_time_s": "timing_s/step",
     "gen_s": "timing_s/gen",
     "update_actor_s": "timing_s/update_actor",
@@ -260,27 +416,59 @@ STEP_COLUMNS = {
     "mean_abs_log_rprime": "actor/off_grpo/mean_abs_log_rprime",
     "zero_var_group_frac": "off_grpo/bound/zero_var_group_frac",
 }
+#: extra per-step columns of a curve row -> the verl / plugin metric they come from: the legacy ones plus
+#: the bound monitor's drift of the step's batch (mean |log π_k/α| and ½·E_α|r' − 1| per token and per
+#: sequence over every response token; (1−σ)/σ over groups), the skipped-update fraction, the step's place
+#: in its window and the mean response length. A column the job does not log is None (verl's ``sync``
+#: mode of ``bigbatch_v10`` logs no bound metrics).
+STEP_COLUMNS = {
+    **LEGACY_STEP_COLUMNS,
+    "bound_mean_abs_log_rprime": "off_grpo/bound/mean_abs_log_rprime",
+    "bound_tv_token": "off_grpo/bound/tv_token",
+    "bound_tv_seq": "off_grpo/bound/tv_seq",
+    "bound_coef_mean": "off_grpo/bound/coef_mean",
+    "skipped_update_frac": "actor/off_grpo/skipped_optimizer_step_frac",
+    "window_position": "off_grpo/window/position",
+    "response_length": "response_length/mean",
+}
 
 
-def curve(metrics: dict[int, dict]) -> list[dict]:
-    """Per-step rows ``{step, wall_s, train_reward, val_pass1, <STEP_COLUMNS>}``; step 0 = validation
-    before training. ``wall_s`` = cumulative ``timing_s/step`` + ``timing_s/testing`` (start-up excluded)."""
+def run_columns(run: dict) -> dict[str, str]:
+    """The per-step columns a recorded run's rows carry: its ``step_columns``, or the legacy set."""
+    names = run.get("step_columns")
+    return LEGACY_STEP_COLUMNS if names is None else {n: STEP_COLUMNS[n] for n in names}
+
+
+def curve(metrics: dict[int, dict], updates_per_step: int = 1, columns: dict[str, str] | None = None) -> list[dict]:
+    """Per-step rows ``{step, wall_s, train_reward, val_pass1, <columns>}`` (default :data:`STEP_COLUMNS`);
+    step 0 = validation before training. ``wall_s`` = cumulative ``timing_s/step`` + ``timing_s/testing``
+    (start-up excluded). With U = ``updates_per_step`` > 1, trainer step g is the row of update
+    ``step = g·U`` (its train reward: the batch sampled before update g·U − U + 1; its validation: after
+    update g·U) and keeps ``global_step = g``."""
+    columns = STEP_COLUMNS if columns is None else columns
     rows, wall = [], 0.0
     for step in sorted(metrics):
         row = metrics[step]
         wall += (row.get("timing_s/step") or 0.0) + (row.get("timing_s/testing") or 0.0)
         entry = {
-            "step": step,
+            "step": step * updates_per_step,
             "wall_s": round(wall, 3),
             "train_reward": mainppo_job.pick(row, "critic/score/mean", "critic/rewards/mean"),
             "val_pass1": val_pass1(row),
         }
         if entry["train_reward"] is None and entry["val_pass1"] is None:
             continue
+        if updates_per_step != 1:
+            entry["global_step"] = step
         if entry["train_reward"] is not None:
-            entry.update({col: row.get(key) for col, key in STEP_COLUMNS.items()})
+            entry.update({col: row.get(key) for col, key in columns.items()})
         rows.append(entry)
     return rows
+
+
+def updates_logged(rows: list[dict], updates_per_step: int = 1) -> int:
+    """Optimizer updates a run's curve covers: U per row past step 0 (the trained steps)."""
+    return updates_per_step * sum(r["step"] >= 1 for r in rows)
 
 
 def rebuild(result: dict, log_dir: Path) -> dict:
@@ -290,21 +478,22 @@ def rebuild(result: dict, log_dir: Path) -> dict:
     for run in result["runs"]:
         seeds = result["configs"][run["config"]]["seeds"]
         parts = run_parts(run)
+        per, columns = run.get("updates_per_step", 1), run_columns(run)
         if len(parts) > 1:  # a run continued from checkpoints: the parts' curves spliced
             rows, sources = [], []
             for part in parts:
                 metrics, source = mainppo_job.read_metrics(log_dir, part["tag"])
-                rows = splice(rows, curve(metrics), part["resumed_from"])
+                rows = splice(rows, curve(metrics, per, columns), part["resumed_from"])
                 sources.append(source)
             seeds[str(run["seed"])] = rows
             run["metrics_source"] = " + ".join(str(x) for x in sources)
-            run["steps_logged"] = sum(r["step"] >= 1 for r in rows)  # the whole continued run's
+            run["steps_logged"] = updates_logged(rows, per)  # the whole continued run's
             run["complete"] = run["steps_logged"] >= run["steps_requested"]
             continue
         metrics, source = mainppo_job.read_metrics(log_dir, parts[0]["tag"])
         if metrics:
             rows = {r["step"]: r for r in seeds.get(str(run["seed"]), [])}
-            rows.update({r["step"]: r for r in curve(metrics)})
+            rows.update({r["step"]: r for r in curve(metrics, per, columns)})
             seeds[str(run["seed"])] = [rows[s] for s in sorted(rows)]
             run["metrics_source"] = source
     return result
@@ -318,7 +507,18 @@ def incompatible(result: dict, earlier: dict) -> str | None:
     before = {k: v for k, v in (earlier.get("settings") or {}).items() if k != "steps"}
     if before and before != result.get("settings"):
         return f"settings: {before} in the earlier file vs {result.get('settings')} now"
+    for name in sorted(set(result.get("configs", {})) & set(earlier.get("configs", {}))):
+        old, new = (_definition(x["configs"][name]) for x in (earlier, result))
+        if old != new:
+            return f"config {name}: {old} in the earlier file vs {new} now"
     return None
+
+
+def _definition(entry: dict) -> dict:
+    """A ``learning.json`` config entry's definition; entries written before issue 34 lack the later keys
+    (one batch, one update per global step, no extra overrides)."""
+    defaults = {"batches": 1, "updates_per_step": 1, "overrides": {}}
+    return {k: entry.get(k, defaults.get(k)) for k in ("v", "i", "zero_var_mask", *defaults)}
 
 
 def merge(result: dict, earlier: dict | None) -> dict:
@@ -340,9 +540,9 @@ def merge(result: dict, earlier: dict | None) -> dict:
         key = (run["config"], run["seed"])
         if key in continued and key in earlier_runs:
             rows = configs[run["config"]]["seeds"][str(run["seed"])]
-            trained = [r for r in rows if r["step"] >= 1]
+            logged = updates_logged(rows, run.get("updates_per_step", 1))
             run = {**run, "parts": run_parts(earlier_runs[key]) + run["parts"],
-                   "steps_logged": len(trained), "complete": len(trained) >= run["steps_requested"],
+                   "steps_logged": logged, "complete": logged >= run["steps_requested"],
                    "wall_s": round((earlier_runs[key].get("wall_s") or 0) + run["wall_s"], 1)}  # fmt: skip
         runs.append(run)
     runs = [r for key, r in earlier_runs.items() if key not in {(x["config"], x["seed"]) for x in runs}] + runs
@@ -381,23 +581,44 @@ def job_list(args) -> list[tuple[str, int]]:
         jobs = [(name, int(seed)) for name in args.config.split(",") for seed in args.seeds.split(",")]
     if unknown := sorted({n for n, _ in jobs} - set(CONFIGS)):
         raise ValueError(f"unknown config(s) {unknown}; known: {sorted(CONFIGS)}")
+    if todo := sorted({n for n, _ in jobs if CONFIGS[n].todo}):
+        raise ValueError(f"config(s) {todo} are placeholders: {CONFIGS[todo[0]].todo}")
     if len(set(jobs)) < len(jobs):
         raise ValueError(f"a (config, seed) job is given twice: {jobs}")
+    check_schedule(args, sorted({n for n, _ in jobs}))
     return jobs
+
+
+def check_schedule(args, names: list[str]) -> None:
+    """ValueError unless every config of ``names`` validates (``--test-freq``) and, under ``--ckpt-dir``,
+    checkpoints (``--save-freq``) on whole global steps (multiples of its U updates) and, when lagged
+    (v > 1), on a sync boundary (multiples of v): a validation syncs vLLM first, and a resumed run
+    restarts its sync cycle and its window."""
+    for name in names:
+        cfg = CONFIGS[name]
+        whole = [("--test-freq", args.test_freq)]
+        if checkpointed(args, name):
+            whole.append(("--save-freq", args.save_freq))
+        for flag, every in whole:
+            if every % cfg.updates_per_step or every % cfg.v:
+                raise ValueError(f"{flag} {every}: {name} needs a multiple of its {cfg.updates_per_step} updates per "
+                                 f"step and of its sync period {cfg.v}")  # fmt: skip
 
 
 def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir: Path,
             env_extra: dict[str, str] | None = None) -> tuple[list[dict], dict]:
     tag = run_tag(name, seed, args.keep_weights, args.variant)
-    resumed = resumed_from(args.ckpt_dir, tag) if checkpointed(args, name) else 0
+    cfg = CONFIGS[name]
+    per = cfg.updates_per_step
+    resumed = per * resumed_from(args.ckpt_dir, tag) if checkpointed(args, name) else 0  # in updates
     start = time.time()
     rc, progress, jsonl = mainppo_job.run_main_ppo(
         part_tag(tag, resumed), job_overrides(args, name, seed, model_dir, data_dir, resumed), args.out, log_dir,
         mainppo_job.job_timeout(args.run_timeout, args.budget_s, args.t0, start),
-        args.steps + 1, args.stall_s, **(env_extra or {}),
+        global_steps(cfg, args.steps) + 1, args.stall_s, **(env_extra or {}),
     )  # fmt: skip
-    rows = curve(mainppo_job.parse_jsonl(jsonl))
-    trained = [r for r in rows if r["step"] >= 1]
+    rows = curve(mainppo_job.parse_jsonl(jsonl), per)
+    logged = updates_logged(rows, per)
     info = {
         "config": entry_name(name, args.keep_weights, args.variant),
         "seed": seed,
@@ -407,8 +628,11 @@ def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir
         "steps_requested": args.steps,
         "keep_weights": args.keep_weights,
         "returncode": rc,
-        "complete": len(trained) >= args.steps,
-        "steps_logged": len(trained),  # this part's; merge() counts the continued run's
+        "complete": logged >= args.steps,
+        "steps_logged": logged,  # updates; this part's (merge() counts the continued run's)
+        "updates_per_step": per,
+        "trainer": trainer_of(args, name),
+        "step_columns": list(STEP_COLUMNS),
         "wall_s": round(time.time() - start, 1),
         "startup_s": progress["startup_s"],
         "extra_overrides": list(args.extra),
@@ -416,7 +640,7 @@ def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir
         **mainppo_job.memory_and_host(progress),
         "gpu": (env_extra or {}).get("CUDA_VISIBLE_DEVICES"),
     }
-    print(f"[learning] {tag}: rc={rc} steps={len(trained)} start pass@1={rows[0]['val_pass1'] if rows else None} "
+    print(f"[learning] {tag}: rc={rc} updates={logged} start pass@1={rows[0]['val_pass1'] if rows else None} "
           f"last={[r for r in rows if r['val_pass1'] is not None][-1:]}", flush=True)  # fmt: skip
     return rows, info
 
@@ -425,18 +649,22 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
     p.add_argument("--work", default=None)
-    p.add_argument("--config", default="on_policy", help=f"comma list of {sorted(CONFIGS)}")
+    p.add_argument("--config", default=",".join(DEFAULT_CONFIGS),
+                   help=f"comma list of {sorted(CONFIGS)} (default: {','.join(DEFAULT_CONFIGS)})")
     p.add_argument("--seeds", default="0")
     p.add_argument("--jobs", default=None, metavar="CONFIG:SEED,...",
                    help="explicit (config, seed) jobs instead of --config x --seeds, e.g. the next seed of the "
                         "fast configs beside a reuse_i10 run that continues: on_policy:2,off_policy_v10:2,reuse_i10:1")
-    p.add_argument("--task", default="add1")
+    p.add_argument("--task", default=DEFAULT_TASK, help="data_prep/arithmetic.py task")
+    p.add_argument("--n-test", type=int, default=TASK_N_TEST, help="held-out questions (validated greedily)")
+    p.add_argument("--twins-in-train", action="store_true",
+                   help="let train hold reorderings of held-out questions (the add1 runs before issue 34 did)")
     p.add_argument("--model-path", default=None, help="an HF checkpoint instead of the staged SmolLM2 GGUF")
     p.add_argument("--trainer", default="v0", choices=["v0", "v1"],
                    help="v0 (default here): no 2 s replay-buffer polling, so wall-clock reflects the method")
-    p.add_argument("--steps", type=int, default=60)
-    p.add_argument("--test-freq", type=int, default=10)
-    p.add_argument("--batch", type=int, default=32, help="prompts per step")
+    p.add_argument("--steps", type=int, default=150, help="optimizer updates per run (see Config)")
+    p.add_argument("--test-freq", type=int, default=10, help="updates between held-out validations")
+    p.add_argument("--batch", type=int, default=32, help="prompts per update (B)")
     p.add_argument("--n", type=int, default=8, help="samples per prompt")
     p.add_argument("--response-length", type=int, default=48)
     p.add_argument("--temperature", type=float, default=1.0)
@@ -460,7 +688,7 @@ def main(argv=None) -> int:
                    help="continue runs across commands: verl checkpoints every --save-freq steps under "
                         "CKPT_DIR/<tag>, and a later command with the same dir resumes each run from its last "
                         "checkpoint (same machine; --merge the earlier learning.json to splice the curves)")
-    p.add_argument("--save-freq", type=int, default=5)
+    p.add_argument("--save-freq", type=int, default=10, help="updates between checkpoints (multiple of U and v)")
     p.add_argument("--ckpt-only", default=None,
                    help="comma list of configs that use --ckpt-dir (default: all), e.g. reuse_i10 beside three "
                         "configs that finish in one command and should not pay for checkpoints")  # fmt: skip
@@ -495,7 +723,7 @@ def main(argv=None) -> int:
     info = mainppo_job.versions()
 
     result = {
-        "task": task_label(args.task),
+        "task": task_label(args.task, args.n_test, args.twins_in_train),
         "model": MODEL_NAME if not args.model_path else str(args.model_path),
         "device": info.get("device"),
         "settings": {k: getattr(args, k) for k in ("trainer", "test_freq", "batch", "n", "response_length",
@@ -508,14 +736,14 @@ def main(argv=None) -> int:
     if earlier and (why := incompatible(result, earlier)):  # before any GPU work
         raise SystemExit(f"--merge {args.merge}: {why}; use another --out/--merge or the same settings")
     model_dir = Path(args.model_path) if args.model_path else smollm2_from_gguf(work / "smollm2")
-    data_dir = build_task(work / f"arith_{args.task}", args.task)
+    data_dir = build_task(work / (f"arith_{args.task}_{args.n_test}" + ("_twins" if args.twins_in_train else "")),
+                          args.task, n_test=args.n_test, twins_in_train=args.twins_in_train)
     gpus = args.gpus.split(",") if args.gpus else None
     done = mainppo_job.on_gpus(jobs, gpus, lambda job, env: run_job(args, *job, model_dir, data_dir, log_dir, env))
     concurrent = mainppo_job.concurrency(gpus, len(jobs))
     for (name, seed), (rows, run) in zip(jobs, done):
-        v, i, mask = CONFIGS[name]
         entry = result["configs"].setdefault(entry_name(name, args.keep_weights, args.variant), {
-            "v": v, "i": i, "zero_var_mask": mask, "keep_weights": args.keep_weights, "seeds": {},
+            **CONFIGS[name].entry(), "keep_weights": args.keep_weights, "seeds": {},
             **({"variant": args.variant, "extra_overrides": list(args.extra)} if args.variant else {})})
         entry["seeds"][str(seed)] = rows
         result["runs"].append({**run, "concurrent_jobs": concurrent, "device": info.get("device"), "machine": args.machine})

@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """What the learning curves say about the paper's ordering (issue 7 §2): per config and seed, then over seeds.
 
+For the committed add1 runs (``results/learning.json``, steps = global steps); the runs since issue 34
+(steps = optimizer updates, held-out accuracy over seeds with intervals) are summarised by
+``benchmarks/learning_stats.py``.
+
 Reads ``learning.json`` (``benchmarks/learning.py``) and, for every config and seed, over the steps
 ``1 … H`` (``--horizon``; a run with fewer steps is summarised over the steps it has, and says so):
 

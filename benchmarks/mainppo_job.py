@@ -100,12 +100,13 @@ def parse_jsonl(path: Path) -> dict[int, dict]:
 
 
 def read_metrics(log_dir: Path, tag: str) -> tuple[dict[int, dict], str]:
-    """A job's per-step metrics from ``log_dir``: its metrics file ``<tag>.jsonl`` if it has any, else
-    its console log ``<tag>.log`` (or ``.log.gz``). Returns ``(metrics, source file name)``, or
-    ``({}, "")`` when neither is there."""
-    jsonl = log_dir / f"{tag}.jsonl"
-    if metrics := parse_jsonl(jsonl):
-        return metrics, jsonl.name
+    """A job's per-step metrics from ``log_dir``: its metrics file ``<tag>.jsonl`` (or ``.jsonl.gz``) if
+    it has any, else its console log ``<tag>.log`` (or ``.log.gz``; :func:`save_logs` keeps only a long
+    console log's tail, the metrics file whole). Returns ``(metrics, source file name)``, or ``({}, "")``
+    when neither is there."""
+    for jsonl in (log_dir / f"{tag}.jsonl", log_dir / f"{tag}.jsonl.gz"):
+        if metrics := parse_jsonl(jsonl):
+            return metrics, jsonl.name
     for name in (f"{tag}.log", f"{tag}.log.gz"):
         path = log_dir / name
         if path.exists():

@@ -1,28 +1,32 @@
 #!/usr/bin/env python3
 """Synthetic verifiable arithmetic tasks (no download) -> train.parquet, test.parquet for verl.
 
-Small instruction models get GRPO signal on these without a warm start (issue 7 measured
-SmolLM2-135M-Instruct on the CPU: single-digit addition ~20 % sampled at T=1.0, larger-of-two
-~20 %), unlike GSM8K's strict ``#### n`` format (< 1 %). Scored by
-``verl_offgrpo.rewards.compute_score``: data_source ``arithmetic/<task>`` -> 1.0 if the last integer
-in the response equals the answer (:mod:`verl_offgrpo.rewards.last_integer`).
+Small instruction models get GRPO signal on these without a warm start (SmolLM2-135M-Instruct
+answers in sentences; the reward reads the last integer of the response), unlike GSM8K's strict
+``#### n`` format. Scored by ``verl_offgrpo.rewards.compute_score``: data_source ``arithmetic/<task>``
+-> 1.0 if the last integer in the response equals the answer (``verl_offgrpo/rewards/last_integer.py``).
 
-Tasks (``--task``):
+Tasks (--task):
 
-    add1      "What is 7 + 5? Answer with just the number."                  a, b in 0..9
+    add1      "What is 7 + 5? Answer with just the number."                  a, b in 0..9 (100 questions)
     add2      "What is 37 + 45? Answer with just the number."                a, b in 10..99
     larger2   "Which number is larger, 59 or 63? Answer with just the number."  distinct 10..99
-    largest4  "Which number is the largest: 12, 87, 45, 60? Answer with just the number."
+    largest4  "Which number is the largest: 12, 87, 45, 60? Answer with just the number."  distinct 10..99
 
-Train and test are drawn from one seeded generator; test questions never appear in train as written
-(when the task has fewer distinct questions than requested, the script says so and stops). Their
-commuted twins can ("7 + 5" in train for "5 + 7" in test: 23 of add1's 50 test questions with the
-defaults; ``--no-twins-in-train`` keeps them out): held-out accuracy on add1 is then close to a
-training accuracy. Each row's ``extra_info["question"]`` lets the reward refuse a response
-that only repeats the question's operands ("What is 0 + 8?", "59 or 63"), whose last number is often
-the answer.
+Train and test come from one generator seeded with --seed: the same arguments write the same rows.
+Test questions are distinct, and no test question is a train question as written; every written
+split is checked for that before anything is saved (check_disjoint). A test question's twins (the
+same numbers in another order: "5 + 7" for "7 + 5", the same answer) may still be in train;
+--no-twins-in-train keeps them out too, and the check then covers them. When the task has too
+few distinct questions for the request, the script says so and stops (add1 has 100).
 
-    python data_prep/arithmetic.py --task add1 --output-dir ~/data/arith_add1
+Each row's extra_info["question"] lets the reward refuse a response that only repeats the
+question's operands ("What is 0 + 8?", "59 or 63"), whose last number is often the answer.
+
+The lab's learning runs (benchmarks/learning.py) use largest4 with 500 held-out questions and no
+twins in train (its step-0 accuracy: benchmarks/results/step0_accuracy.json):
+
+    python data_prep/arithmetic.py --task largest4 --n-train 8192 --n-test 500 --seed 0 --no-twins-in-train --output-dir ~/data/arith_largest4
 """
 
 from __future__ import annotations
@@ -104,11 +108,29 @@ def make_splits(task: str, n_train: int, n_test: int, seed: int, twins_in_train:
             for i, (q, a) in enumerate(pairs)
         ]
 
-    return {"train": rows(train, "train"), "test": rows(list(test.items()), "test")}
+    splits = {"train": rows(train, "train"), "test": rows(list(test.items()), "test")}
+    check_disjoint(splits, twins_in_train=twins_in_train)
+    return splits
+
+
+def check_disjoint(splits: dict[str, list[dict]], twins_in_train: bool = True) -> None:
+    """Raise :class:`DataPrepError` unless the test questions (the rows' prompt text) are distinct and
+    none is a train question; with ``twins_in_train=False`` also unless none has the numbers of a train
+    question in another order (:func:`operands`)."""
+    test = [r["prompt"][0]["content"] for r in splits["test"]]
+    train = {r["prompt"][0]["content"] for r in splits["train"]}
+    if len(set(test)) < len(test):
+        raise C.DataPrepError(f"test: {len(test) - len(set(test))} questions repeated")
+    if shared := sorted(set(test) & train):
+        raise C.DataPrepError(f"{len(shared)} test questions are also train questions, e.g. {shared[0]!r}")
+    if not twins_in_train:
+        train_operands = {operands(q) for q in train}
+        if twins := [q for q in test if operands(q) in train_operands]:
+            raise C.DataPrepError(f"{len(twins)} test questions have a twin in train, e.g. {twins[0]!r}")
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", choices=sorted(TASKS), default="add1")
     p.add_argument("--n-train", type=int, default=4096, help="train rows (questions may repeat)")
     p.add_argument("--n-test", type=int, default=50, help="distinct held-out questions")

@@ -197,35 +197,6 @@ import learning  # noqa: E402
 import learning_summary  # noqa: E402
 
 
-@pytest.mark.parametrize("name", sorted(learning.CONFIGS))
-@pytest.mark.parametrize("trainer", ["v0", "v1"])
-def test_learning_jobs_compose_and_pass_the_startup_checks(tmp_path, name, trainer):
-    """Every (config, trainer) job of the learning benchmark is a valid verl + plugin config; reuse_i10 with
-    the results page's update-cost check's ``--extra`` (no gradient checkpointing, no torch.compile) too."""
-    from hydra import compose, initialize_config_dir
-
-    import verl  # noqa: F401  (loads the plugin, which wraps validate_config)
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import validate_config  # the plugin's wrapper once verl loaded it
-    from verl_offgrpo.__main__ import config_dir
-
-    ns = type("A", (), dict(batch=32, response_length=48, data_seed=1, lr=1e-5, n=8, temperature=1.0, steps=60,
-                             test_freq=10, trainer=trainer, extra=[]))()  # fmt: skip
-    if name == "reuse_i10":
-        ns.extra = ["actor_rollout_ref.model.enable_gradient_checkpointing=False",
-                    "actor_rollout_ref.actor.use_torch_compile=False"]  # fmt: skip
-    overrides = learning.job_overrides(ns, name, 0, tmp_path / "model", tmp_path / "data")
-    with initialize_config_dir(config_dir=config_dir(), version_base=None):
-        cfg = compose(config_name="off_grpo_trainer", overrides=overrides)
-    v, i, mask = learning.CONFIGS[name]
-    assert cfg.algorithm.off_grpo.sync_period == v and cfg.actor_rollout_ref.actor.ppo_epochs == i
-    assert cfg.algorithm.off_grpo.zero_var_mask is mask
-    assert cfg.algorithm.adv_estimator == "off_grpo" and cfg.reward.custom_reward_function.path == "pkg://verl_offgrpo.rewards"
-    checkpointing_and_compile = (cfg.actor_rollout_ref.model.enable_gradient_checkpointing, cfg.actor_rollout_ref.actor.use_torch_compile)
-    assert checkpointing_and_compile == ((False, False) if ns.extra else (True, True))
-    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
-
-
 def test_learning_reward_revision_names_the_reward_code(tmp_path):
     """Each run records which reward code scored it: a hash over the source files of verl_offgrpo.rewards.
     A byte-identical copy has the same revision; one changed file, or one more, gives another."""
@@ -323,7 +294,7 @@ def test_learning_merge_keeps_other_configs_and_seeds_and_replaces_reruns():
 
 def test_learning_refuses_an_incomparable_merge_before_any_gpu_work(tmp_path, monkeypatch):
     earlier = tmp_path / "learning.json"
-    earlier.write_text(json.dumps({"task": learning.task_label("add1"), "model": learning.MODEL_NAME,
+    earlier.write_text(json.dumps({"task": learning.task_label(learning.DEFAULT_TASK), "model": learning.MODEL_NAME,
                                    "settings": {"lr": 5e-6}, "configs": {}, "runs": []}))  # fmt: skip
     monkeypatch.setattr(mainppo_job, "versions", lambda: {"device": "cpu"})
     monkeypatch.setattr(learning, "smollm2_from_gguf", lambda *_: pytest.fail("converted the model before the check"))
@@ -1300,10 +1271,13 @@ def test_pack_logs_leaves_an_empty_logs_dir_alone(tmp_path):
     assert (out / "logs").is_dir() and not (out / "logs.tar.gz").exists()
 
 
-def test_learning_continues_a_run_from_its_checkpoint_in_a_later_command(tmp_path, monkeypatch):
-    """--ckpt-dir: the first command is stopped after step 7 with verl's last checkpoint at step 5;
+@pytest.mark.parametrize("config, per", [("on_policy_mask", 1), ("bigbatch_v10", 10)])
+def test_learning_continues_a_run_from_its_checkpoint_in_a_later_command(tmp_path, monkeypatch, config, per):
+    """--ckpt-dir: the first command is stopped after (global) step 7 with verl's last checkpoint at step 5;
     the second resumes from it (no step-0 validation), re-does steps 6-7 and finishes. The curves are
-    spliced in the JSON, and --rebuild splices the two parts' logs the same way."""
+    spliced in the JSON, and --rebuild splices the two parts' logs the same way. With U = ``per`` updates
+    per global step (bigbatch_v10's ten mini-batches) the curve, the resume point and the counts are in
+    updates: --steps 100 and --save-freq 50 are ten global steps and a checkpoint every five."""
     launched = []
 
     def fake_run_main_ppo(name, overrides, out, log_dir, timeout, steps, stall_s, **env):
@@ -1326,30 +1300,30 @@ def test_learning_continues_a_run_from_its_checkpoint_in_a_later_command(tmp_pat
     monkeypatch.setattr(mainppo_job, "run_main_ppo", fake_run_main_ppo)
     monkeypatch.setattr(mainppo_job, "versions", lambda: {"device": "fake"})
     (tmp_path / "model").mkdir()
-    common = ["--work", str(tmp_path / "w"), "--model-path", str(tmp_path / "model"), "--config", "reuse_i10",
-              "--seeds", "0", "--steps", "10", "--ckpt-dir", str(tmp_path / "ckpt")]  # fmt: skip
+    common = ["--work", str(tmp_path / "w"), "--model-path", str(tmp_path / "model"), "--config", config, "--seeds",
+              "0", "--steps", str(10 * per), "--save-freq", str(5 * per), "--ckpt-dir", str(tmp_path / "ckpt")]  # fmt: skip
     learning.main(["--out", str(tmp_path / "a"), *common])
     learning.main(["--out", str(tmp_path / "b"), *common, "--merge", str(tmp_path / "a" / "learning.json")])
-    assert launched == [("reuse_i10_s0", False, 0), ("reuse_i10_s0_from5", True, 5)]
+    assert launched == [(f"{config}_s0", False, 0), (f"{config}_s0_from{5 * per}", True, 5)]
     result = json.loads((tmp_path / "b" / "learning.json").read_text())
-    rows = result["configs"]["reuse_i10"]["seeds"]["0"]
-    assert [r["step"] for r in rows] == list(range(11)) and rows[0]["val_pass1"] == 0.5
+    rows = result["configs"][config]["seeds"]["0"]
+    assert [r["step"] for r in rows] == [per * g for g in range(11)] and rows[0]["val_pass1"] == 0.5
     assert [r["train_reward"] for r in rows[5:8]] == [0.5, 0.61, 0.71]  # steps 6-7 from the resumed part
     assert [r["wall_s"] for r in rows[4:8]] == [8.0, 10.0, 12.0, 14.0]  # the clock continues at the splice
     (run,) = result["runs"]
-    assert [(p["tag"], p["resumed_from"]) for p in run["parts"]] == [("reuse_i10_s0", 0), ("reuse_i10_s0_from5", 5)]
-    assert run["steps_logged"] == 10 and run["complete"]
+    assert [(p["tag"], p["resumed_from"]) for p in run["parts"]] == [(f"{config}_s0", 0), (f"{config}_s0_from{5 * per}", 5 * per)]
+    assert run["steps_logged"] == 10 * per and run["complete"] and run["updates_per_step"] == per
     logs = tmp_path / "logs"
     logs.mkdir()
     for part in ("a", "b"):
         for f in (tmp_path / part / "logs").glob("*.jsonl"):
             (logs / f.name).write_bytes(f.read_bytes())
     stripped = json.loads(json.dumps(result))
-    stripped["configs"]["reuse_i10"]["seeds"]["0"] = []
+    stripped["configs"][config]["seeds"]["0"] = []
     stripped["runs"][0].update(steps_logged=3, complete=False)  # e.g. merged from a command whose merge file was lost
     rebuilt = learning.rebuild(stripped, logs)
-    assert rebuilt["configs"]["reuse_i10"]["seeds"]["0"] == rows
-    assert (rebuilt["runs"][0]["steps_logged"], rebuilt["runs"][0]["complete"]) == (10, True)
+    assert rebuilt["configs"][config]["seeds"]["0"] == rows
+    assert (rebuilt["runs"][0]["steps_logged"], rebuilt["runs"][0]["complete"]) == (10 * per, True)
 
 
 def test_learning_ckpt_only_limits_checkpoints_to_the_named_configs(tmp_path):
@@ -1357,14 +1331,15 @@ def test_learning_ckpt_only_limits_checkpoints_to_the_named_configs(tmp_path):
     def overrides(name, **kw):
         args = argparse.Namespace(steps=40, lr=1e-5, trainer="v0", batch=32, response_length=48, data_seed=1, n=8,
                                   temperature=1.0, test_freq=10, extra=[], keep_weights="sleep_level1",
-                                  ckpt_dir=str(tmp_path / "ckpt"), save_freq=5, **kw)  # fmt: skip
+                                  ckpt_dir=str(tmp_path / "ckpt"), save_freq=10, **kw)  # fmt: skip
         return learning.job_overrides(args, name, 1, tmp_path / "m", tmp_path / "d")
 
-    def saves(ov):
-        return any(o.startswith("trainer.default_local_dir=") for o in ov) and "trainer.save_freq=5" in ov
+    def saves(ov, every):  # --save-freq counts updates: reuse_i10 takes 10 a global step
+        return any(o.startswith("trainer.default_local_dir=") for o in ov) and f"trainer.save_freq={every}" in ov
 
-    assert saves(overrides("reuse_i10", ckpt_only="reuse_i10")) and not saves(overrides("on_policy", ckpt_only="reuse_i10"))
-    assert saves(overrides("on_policy", ckpt_only=None))  # default: every config under --ckpt-dir
+    assert saves(overrides("reuse_i10", ckpt_only="reuse_i10"), 1)
+    assert not saves(overrides("on_policy", ckpt_only="reuse_i10"), 10)
+    assert saves(overrides("on_policy", ckpt_only=None), 10)  # default: every config under --ckpt-dir
     args = argparse.Namespace(ckpt_dir=str(tmp_path / "ckpt"), ckpt_only="reuse_i10")
     assert learning.checkpointed(args, "reuse_i10") and not learning.checkpointed(args, "on_policy")
 
@@ -1441,6 +1416,10 @@ def test_read_metrics_prefers_the_metrics_file_and_falls_back_to_the_console_log
     (tmp_path / "job.jsonl").write_text(json.dumps({"step": 1, "data": {"critic/score/mean": 0.5}}))
     assert mainppo_job.read_metrics(tmp_path, "job") == ({1: {"critic/score/mean": 0.5}}, "job.jsonl")
     assert mainppo_job.read_metrics(tmp_path, "other") == ({}, "")
+    # the committed form of a metrics file: gzipped beside the console log (whose long runs keep only a tail)
+    (tmp_path / "job.jsonl").unlink()
+    (tmp_path / "job.jsonl.gz").write_bytes(gzip.compress(json.dumps({"step": 2, "data": {"x": 1.0}}).encode()))
+    assert mainppo_job.read_metrics(tmp_path, "job") == ({2: {"x": 1.0}}, "job.jsonl.gz")
 
 
 # ----------------------------------------------------------------------------- learning_summary.py

@@ -86,7 +86,7 @@ def test_main_writes_the_results_from_the_jobs_logs(tmp_path, monkeypatch):
     import mainppo_job
 
     monkeypatch.setattr(gf.learning, "smollm2_from_gguf", lambda dest: tmp_path / "model")
-    monkeypatch.setattr(gf.learning, "build_task", lambda dest, task: tmp_path / "data")
+    monkeypatch.setattr(gf.learning, "build_task", lambda dest, task, **data: tmp_path / "data")
     started = []
 
     def fake_run(name, overrides, out, log_dir, timeout, steps, stall_s, **env):
