@@ -21,8 +21,8 @@ steps and stored in ``results/learning.json``. One ``main_ppo`` job per (config,
     bigbatch_v10          verl's stock large-batch PPO (estimator grpo, loss vanilla, no rollout
                           correction, verl's sync mode): 10·B prompts a step, 10 updates of B each
     on_policy_mask_rerun  on_policy_mask again on the same seed: the run-to-run noise
-    rec_oneside_noIS, rec_oneside_wide, red_weight   placeholders for branch rec's REC / RED losses,
-                          refused until their draft overrides are checked (TODO(rec) in CONFIGS)
+    rec_oneside_noIS, rec_oneside_wide, red_weight   the REC / RED losses at v=10 (README "Which loss
+                          when"): REC-OneSide-NoIS, the same with ε = (0.6, 2.0), RED-Weight
 
 ``--config`` defaults to the first six (:data:`DEFAULT_CONFIGS`). A configuration is one line of
 :data:`CONFIGS` (a :class:`Config`); ``benchmarks/tests/test_learning_configs.py`` composes every
@@ -160,7 +160,6 @@ class Config:
             None for ``--trainer``.
         rerun_of: the config this one repeats under another name (the same job, for the run-to-run
             noise of one seed: ``learning_stats.py``).
-        todo: set on a placeholder whose overrides are drafts; ``job_list`` refuses it.
 
     Its **updates per global step** are U = i·batches; the curves count optimizer updates (a
     ``step`` of ``learning.json`` is an update, ``global_step`` the trainer's step when U > 1).
@@ -173,7 +172,6 @@ class Config:
     overrides: Mapping[str, object] = field(default_factory=dict)
     trainer: str | None = None
     rerun_of: str | None = None
-    todo: str | None = None
 
     @property
     def updates_per_step(self) -> int:
@@ -194,11 +192,9 @@ BIGBATCH = {
     "algorithm.rollout_correction.rollout_is": "null",
     "trainer.v1.trainer_mode": "sync",
 }
-#: REC / RED options of branch ``rec`` (not in this branch): draft overrides after that branch's README
-#: ("Which loss when"), unchecked. TODO(rec): once it lands, check the drafts, drop ``todo``, add a
-#: composition case to benchmarks/tests, and decide whether they join DEFAULT_CONFIGS.
+#: the REC / RED options (README "Which loss when"): the ``rec`` loss on the paper's advantage A = r − mean
 REC = "actor_rollout_ref.actor.policy_loss"
-REC_TODO = "TODO(rec): the REC/RED loss is in branch rec, not here; its overrides are drafts"
+REC_NOIS = {f"{REC}.loss_mode": "rec", f"{REC}.rec.weight": "none", "algorithm.norm_adv_by_std_in_grpo": "false"}
 
 CONFIGS: dict[str, Config] = {
     "on_policy": Config(zero_var_mask=False),  # plain GRPO: v=1, i=1, no mask
@@ -209,16 +205,13 @@ CONFIGS: dict[str, Config] = {
     "window_v10": Config(v=10, trainer="v1", overrides={"algorithm.off_grpo.rollout_schedule": "window"}),
     "bigbatch_v10": Config(zero_var_mask=False, batches=10, trainer="v1", overrides=BIGBATCH),
     "on_policy_mask_rerun": Config(rerun_of="on_policy_mask"),  # same job again: rerun noise
-    "rec_oneside_noIS": Config(v=10, todo=REC_TODO, overrides={
-        f"{REC}.loss_mode": "rec", f"{REC}.rec.clip_mode": "one-side", f"{REC}.rec.weight": "none",
-        "algorithm.norm_adv_by_std_in_grpo": "false"}),  # fmt: skip
-    "rec_oneside_wide": Config(v=10, todo=REC_TODO, overrides={
-        f"{REC}.loss_mode": "rec", f"{REC}.rec.clip_mode": "one-side", f"{REC}.rec.weight": "none",
-        "algorithm.norm_adv_by_std_in_grpo": "false", "actor_rollout_ref.actor.clip_ratio_low": 0.6,
-        "actor_rollout_ref.actor.clip_ratio_high": 2.0}),  # fmt: skip
-    "red_weight": Config(v=10, todo=REC_TODO, overrides={
-        f"{REC}.loss_mode": "rec", f"{REC}.rec.weight": "red_weight", f"{REC}.rec.tau": 1.0,
-        "algorithm.norm_adv_by_std_in_grpo": "false"}),  # fmt: skip
+    # REC-OneSide-NoIS, with the paper's wider clip ε = (0.6, 2.0), and RED-Weight (no mask), at the lag v=10
+    "rec_oneside_noIS": Config(v=10, overrides={**REC_NOIS, f"{REC}.rec.clip_mode": "one-side"}),
+    "rec_oneside_wide": Config(v=10, overrides={**REC_NOIS, f"{REC}.rec.clip_mode": "one-side",
+                                                "actor_rollout_ref.actor.clip_ratio_low": 0.6,
+                                                "actor_rollout_ref.actor.clip_ratio_high": 2.0}),  # fmt: skip
+    "red_weight": Config(v=10, overrides={**REC_NOIS, f"{REC}.rec.clip_mode": "none",
+                                          f"{REC}.rec.weight": "red_weight", f"{REC}.rec.tau": 1.0}),  # fmt: skip
 }
 #: what ``--config`` runs when not given: every config but the placeholders and the rerun
 DEFAULT_CONFIGS = ["on_policy", "on_policy_mask", "off_policy_v10", "reuse_i10", "window_v10", "bigbatch_v10"]
@@ -581,8 +574,6 @@ def job_list(args) -> list[tuple[str, int]]:
         jobs = [(name, int(seed)) for name in args.config.split(",") for seed in args.seeds.split(",")]
     if unknown := sorted({n for n, _ in jobs} - set(CONFIGS)):
         raise ValueError(f"unknown config(s) {unknown}; known: {sorted(CONFIGS)}")
-    if todo := sorted({n for n, _ in jobs if CONFIGS[n].todo}):
-        raise ValueError(f"config(s) {todo} are placeholders: {CONFIGS[todo[0]].todo}")
     if len(set(jobs)) < len(jobs):
         raise ValueError(f"a (config, seed) job is given twice: {jobs}")
     check_schedule(args, sorted({n for n, _ in jobs}))

@@ -12,8 +12,8 @@ import pytest
 import learning
 import mainppo_job
 
-RUNNABLE = sorted(name for name, cfg in learning.CONFIGS.items() if not cfg.todo)
-PLACEHOLDERS = sorted(name for name, cfg in learning.CONFIGS.items() if cfg.todo)
+RUNNABLE = sorted(learning.CONFIGS)
+REC_CONFIGS = ["rec_oneside_noIS", "rec_oneside_wide", "red_weight"]
 
 
 def _args(**kw) -> argparse.Namespace:
@@ -88,18 +88,20 @@ def test_the_new_configs_are_what_issue_34_names(tmp_path):
     assert learning.CONFIGS["on_policy_mask_rerun"].entry()["rerun_of"] == "on_policy_mask"
 
 
-def test_placeholders_stay_out_of_the_default_list_and_are_refused_before_any_gpu_work(tmp_path, monkeypatch):
-    assert PLACEHOLDERS == ["rec_oneside_noIS", "rec_oneside_wide", "red_weight"]
-    assert set(learning.DEFAULT_CONFIGS) <= set(RUNNABLE) and not set(PLACEHOLDERS) & set(learning.DEFAULT_CONFIGS)
-    assert "on_policy_mask_rerun" not in learning.DEFAULT_CONFIGS
-    for name in PLACEHOLDERS:  # the drafts name the rec loss: filled in when branch rec lands
-        assert learning.CONFIGS[name].todo.startswith("TODO(rec)")
-        assert learning.CONFIGS[name].overrides["actor_rollout_ref.actor.policy_loss.loss_mode"] == "rec"
-    monkeypatch.setattr(learning, "smollm2_from_gguf", lambda *_: pytest.fail("converted the model before the check"))
-    with pytest.raises(SystemExit):
-        learning.main(["--out", str(tmp_path / "out"), "--jobs", "on_policy:0,red_weight:0"])
-    with pytest.raises(ValueError, match=r"placeholders: TODO\(rec\)"):
-        learning.job_list(_args(jobs="on_policy:0,red_weight:0"))
+def test_rec_configs_are_the_papers_options_and_stay_out_of_the_default_list(tmp_path):
+    """REC-OneSide-NoIS (ε from verl, then the wider (0.6, 2.0)) and RED-Weight (no mask), all on the
+    paper's unnormalised advantage and the lag v=10; run by name, not by default (README "Which loss when")."""
+    assert not set(REC_CONFIGS) & set(learning.DEFAULT_CONFIGS) and "on_policy_mask_rerun" not in learning.DEFAULT_CONFIGS
+    composed = {name: dict(o.split("=", 1) for o in learning.job_overrides(_args(), name, 0, tmp_path / "m", tmp_path / "d"))
+                for name in REC_CONFIGS}  # fmt: skip
+    loss = "actor_rollout_ref.actor.policy_loss"
+    for name, o in composed.items():
+        assert o[f"{loss}.loss_mode"] == "rec" and o["algorithm.norm_adv_by_std_in_grpo"] == "false", name
+        assert o["algorithm.off_grpo.sync_period"] == "10", name
+    assert composed["rec_oneside_noIS"][f"{loss}.rec.clip_mode"] == "one-side" == composed["rec_oneside_wide"][f"{loss}.rec.clip_mode"]
+    assert (composed["rec_oneside_wide"]["actor_rollout_ref.actor.clip_ratio_low"],
+            composed["rec_oneside_wide"]["actor_rollout_ref.actor.clip_ratio_high"]) == ("0.6", "2.0")  # fmt: skip
+    assert (composed["red_weight"][f"{loss}.rec.clip_mode"], composed["red_weight"][f"{loss}.rec.weight"]) == ("none", "red_weight")
 
 
 @pytest.mark.parametrize("change, config, message", [
