@@ -251,7 +251,7 @@ import os; os._exit(0)
         # rank 0's own rows are all masked, rank 1's are not: the group has tokens, so both ranks step
         ([[[0.0, 0.0]], [[1.0, 0.0]]], [1, 1]),
         # no rank has a token: both skip, so none is left waiting in a collective of the step
-        ([[[1.0, 1.0], [0.0, 0.0]], [[0.0, 1.0], [0.0, 0.0]]], [1, 1]),
+        pytest.param([[[1.0, 1.0], [0.0, 0.0]], [[0.0, 1.0], [0.0, 0.0]]], [1, 1], marks=pytest.mark.slow),
     ],
 )
 def test_data_parallel_ranks_skip_together_on_the_groups_count(tmp_path, masks, steps_taken):

@@ -226,7 +226,8 @@ def test_worker_entry_rejects_missing_ref_and_lora():
 
 
 # ----------------------------------------------------------------------------- FSDP, world size 2 (subprocesses)
-@pytest.mark.parametrize("mode", ["fsdp1", pytest.param("fsdp1_orig_params_cast", marks=pytest.mark.slow), "fsdp2",
+@pytest.mark.parametrize("mode", [pytest.param("fsdp1", marks=pytest.mark.slow),
+                                  pytest.param("fsdp1_orig_params_cast", marks=pytest.mark.slow), "fsdp2",
                                   pytest.param("fsdp2_offload_cast", marks=pytest.mark.slow)])
 def test_sharded_world_size_2(mode, tmp_path):
     procs = [

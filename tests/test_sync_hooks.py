@@ -414,6 +414,7 @@ def test_without_the_override_skips_serve_garbage(ray_local, monkeypatch):
         run_v0_loop(None, manager, servers, range(1, 5))
 
 
+@pytest.mark.slow  # the default run's lagged tests check honest engines on every wake too (verify is on)
 def test_honest_engines_pass_the_weight_check_on_every_wake(ray_local):
     """verify_served_weights (default on): every TP rank of every replica records α's fingerprint at each
     real sync and checks it on each wake without a sync; honest engines (level-1 sleep restores the
