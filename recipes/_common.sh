@@ -13,7 +13,7 @@
 #
 # Settings: the paper's experimental details were not available to us offline, so the values below
 # are verl's GRPO example defaults (examples/grpo_trainer/run_qwen2-7b.sh: lr 1e-6, KL loss
-# β = 0.001 low_var_kl, ε = 0.2 = verl's clip_ratio default, batch 1024 / mini-batch 256, n = 5,
+# β = 0.001 low_var_kl, ε = 0.2 = verl's clip_ratio_low/high default, batch 1024 / mini-batch 256, n = 5,
 # 15 epochs) for GSM8K, and DeepScaleR's 8K-context stage for DeepScaleR (batch 128 / mini 64,
 # n = 8, 8K responses, temperature 0.6). Only v, i and the zero-variance mask differ between the
 # recipes of one task. Correct them here if you know the paper's numbers.
@@ -33,7 +33,8 @@ offgrpo_config_dir() {
 
 # Shared by every recipe (the estimator and loss, off_grpo, come from the yaml itself).
 SHARED_ARGS=(
-    actor_rollout_ref.actor.clip_ratio=0.2                # ε
+    actor_rollout_ref.actor.clip_ratio_low=0.2            # ε per side (verl reads these; clip_ratio is
+    actor_rollout_ref.actor.clip_ratio_high=0.2           # only their fallback when they are null)
     actor_rollout_ref.actor.use_kl_loss=True
     actor_rollout_ref.actor.kl_loss_coef=0.001            # β
     actor_rollout_ref.actor.kl_loss_type=low_var_kl

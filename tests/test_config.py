@@ -187,6 +187,17 @@ def test_rejected_configs(overrides, message):
     assert "\n" not in str(err.value), overrides
 
 
+def test_clip_ratio_alone_warns_that_the_per_side_values_win(caplog):
+    """verl's yaml sets clip_ratio_low/high to 0.2: clip_ratio=0.3 alone would leave ε at 0.2."""
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        validate(composed("actor_rollout_ref.actor.clip_ratio=0.3"))
+    assert "clip_ratio=0.3 is not used: clip_ratio_low=0.2 and clip_ratio_high=0.2 are set" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        validate(composed("actor_rollout_ref.actor.clip_ratio_low=0.3", "actor_rollout_ref.actor.clip_ratio_high=0.3"))
+    assert "is not used" not in caplog.text
+
+
 @pytest.mark.parametrize("override", ["actor_rollout_ref.rollout.top_p=0.9", "actor_rollout_ref.rollout.top_k=20"])
 def test_truncated_sampling_warns(override, caplog):
     with caplog.at_level(logging.WARNING, logger=LOGGER):
@@ -333,6 +344,16 @@ def test_compose_cli_prints_validated_config():
     assert incomplete.returncode == 3 and "validated" not in incomplete.stderr and incomplete.stdout == ""
     assert "still ??? here: actor_rollout_ref.rollout.name " in incomplete.stderr
     assert "reward_model" not in incomplete.stderr  # its section is switched off (enable: false)
+
+
+def test_compose_says_a_typo_or_bad_syntax_in_one_line(capsys):
+    """A key hydra does not know, or an override it cannot parse: exit 4 and one line, no traceback."""
+    from verl_offgrpo.__main__ import dry_run
+
+    for override, said in (("algorithm.off_grpo.sync_perod=10", "sync_perod"), ("algorithm.off_grpo.sync_period=[", "[")):
+        assert dry_run([*BASE, "actor_rollout_ref.rollout.name=vllm", override]) == 4
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("config error (hydra): ") and said in err[0], err
 
 
 @pytest.mark.slow

@@ -106,7 +106,7 @@ def test_recipe_composes_with_intended_knobs(composed, name):
     assert actor["ppo_epochs"] == i
     assert cfg["algorithm"]["off_grpo"]["zero_var_mask"] is mask
     # shared settings: ε, β with the KL loss
-    assert actor["clip_ratio"] == 0.2
+    assert actor["clip_ratio_low"] == actor["clip_ratio_high"] == 0.2
     assert actor["use_kl_loss"] is True
     assert actor["kl_loss_coef"] == 0.001
     assert cfg["actor_rollout_ref"]["rollout"]["name"] == "vllm"

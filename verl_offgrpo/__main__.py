@@ -197,7 +197,8 @@ def dry_run(overrides: list[str]) -> int:
     """Compose and validate exactly as main_ppo's driver does, without Ray or a GPU.
 
     Exit 2 for a config the plugin rejects, 3 if a mandatory value (``???``, e.g. ``rollout.name``) is
-    still unset. Exit 1 if verl did not load the plugin (``VERL_USE_EXTERNAL_PLUGINS`` leaves it out, the package is
+    still unset, 4 for a config hydra cannot compose (a typo in a key, bad override syntax) or verl's own
+    ``validate_config`` rejects (one line each, no traceback). Exit 1 if verl did not load the plugin (``VERL_USE_EXTERNAL_PLUGINS`` leaves it out, the package is
     not pip-installed, or its import failed, which verl logs only at DEBUG): verl's own
     ``validate_config`` would then pass without the off_grpo checks, and main_ppo would not know them.
     """
@@ -215,7 +216,14 @@ def dry_run(overrides: list[str]) -> int:
         print("verl did not load the verl-offgrpo plugin, so its checks would not run here or in main_ppo; "
               "`python -m verl_offgrpo check` shows why.", file=sys.stderr)
         return 1
-    config = compose(overrides)
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        config = compose(overrides)
+    except (HydraException, OmegaConfBaseException) as err:
+        print(f"config error (hydra): {' '.join(str(err).split())}", file=sys.stderr)
+        return 4
     try:
         with contextlib.redirect_stdout(sys.stderr):  # verl prints its progress; stdout is the yaml
             validate_config(
@@ -224,6 +232,9 @@ def dry_run(overrides: list[str]) -> int:
     except OffGRPOConfigError as err:
         print(f"off_grpo config error: {err}", file=sys.stderr)
         return 2
+    except (AssertionError, ValueError) as err:  # verl's own validate_config
+        print(f"config error (verl's validate_config): {' '.join(str(err).split()) or type(err).__name__}", file=sys.stderr)
+        return 4
     except MissingMandatoryValue:  # verl read a ??? value: said below
         if not missing_values(config):
             raise

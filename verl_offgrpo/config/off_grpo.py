@@ -355,6 +355,14 @@ def _check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfi
             raise OffGRPOConfigError(
                 f"actor_rollout_ref.actor.{name} (ε of the {loss_mode} clip window) must be > 0 (got {value!r})."
             )
+    clip_ratio, low, high = (_get(actor, n) for n in ("clip_ratio", "clip_ratio_low", "clip_ratio_high"))
+    # a clip_ratio moved off verl's default (actor.yaml: 0.2, as are clip_ratio_low/high) that no side follows
+    moved = clip_ratio is not None and float(clip_ratio) != 0.2
+    if moved and low is not None and high is not None and float(clip_ratio) not in (float(low), float(high)):
+        logger.warning(
+            "%s: actor_rollout_ref.actor.clip_ratio=%s is not used: clip_ratio_low=%s and clip_ratio_high=%s are set "
+            "(the per-side ε); set those instead.", loss_mode, clip_ratio, low, high,
+        )  # fmt: skip
     if loss_mode == REC_LOSS_NAME:
         clip_ratio = float(_get(actor, "clip_ratio", 0.2))
         eps_low, eps_high = _get(actor, "clip_ratio_low", clip_ratio), _get(actor, "clip_ratio_high", clip_ratio)
