@@ -194,3 +194,37 @@ def test_one_side_is_has_grpos_gradient():
         grads.append(torch.autograd.grad(loss, log_prob)[0])
     assert (grads[1] == 0).any() and (grads[1] != 0).any()  # some tokens clipped, some not
     torch.testing.assert_close(grads[0], grads[1])
+
+
+# ρ, bounds and centres exactly representable in binary: every comparison below is exact
+RHO = [0.5, 0.625, 0.75, 1.0, 1.5, 1.75, 2.0]
+MASKS = {  # by hand, ε = (0.25, 0.5), ε′ = (0.5, 1.0), centre 1: band [0.75, 1.5], ring's outer bounds 0.5 and 2.0
+    "one-side": {1.0: [1, 1, 1, 1, 1, 0, 0], -1.0: [0, 0, 1, 1, 1, 1, 1], 0.0: [1] * 7},
+    "two-side": {a: [0, 0, 1, 1, 1, 0, 0] for a in (1.0, -1.0, 0.0)},
+    "ring": {1.0: [1, 0, 1, 1, 1, 0, 0], -1.0: [0, 0, 1, 1, 1, 0, 1], 0.0: [1, 0, 1, 1, 1, 0, 1]},
+    "none": {a: [1] * 7 for a in (1.0, -1.0, 0.0)},
+}
+
+
+@pytest.mark.parametrize("clip_mode", sorted(MASKS))
+def test_clip_mask_bounds_are_inclusive_by_hand(clip_mode):
+    """The mask at and just past every bound, for A > 0, A < 0 and A = 0 (both sides apply at A = 0)."""
+    from verl_offgrpo.rec_loss import clip_mask
+
+    knobs = RECConfig(clip_mode=clip_mode, eps_low_prime=0.5, eps_high_prime=1.0)
+    rho = torch.tensor([RHO] * 3)
+    advantages = torch.tensor([[1.0] * 7, [-1.0] * 7, [0.0] * 7])
+    mask = clip_mask(rho, advantages, 1.0, 0.25, 0.5, knobs)
+    assert mask.int().tolist() == [MASKS[clip_mode][a] for a in (1.0, -1.0, 0.0)]
+
+
+def test_clip_mask_centre_per_token():
+    """anchor=rprime centres each token's band at its own r' (additive ε): ρ = 1.75 is outside [.., 1 + 0.5]
+    but inside [.., 2 + 0.5]."""
+    from verl_offgrpo.rec_loss import clip_mask
+
+    rho, centre = torch.tensor([[1.5, 1.5, 1.75, 1.75]]), torch.tensor([[1.0, 2.0, 1.0, 2.0]])
+    one_side = clip_mask(rho, torch.ones_like(rho), centre, 0.25, 0.5, RECConfig(clip_mode="one-side"))
+    assert one_side.int().tolist() == [[1, 1, 0, 1]]
+    two_side = clip_mask(rho, -torch.ones_like(rho), centre, 0.25, 0.5, RECConfig(clip_mode="two-side"))
+    assert two_side.int().tolist() == [[1, 0, 0, 1]]  # the band [c − 0.25, c + 0.5]: 1.5 < 2 − 0.25
