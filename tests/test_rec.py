@@ -197,8 +197,8 @@ def test_one_side_is_has_grpos_gradient():
 
 
 # ρ, bounds and centres exactly representable in binary: every comparison below is exact
-RHO = [0.5, 0.625, 0.75, 1.0, 1.5, 1.75, 2.0]
-MASKS = {  # by hand, ε = (0.25, 0.5), ε′ = (0.5, 1.0), centre 1: band [0.75, 1.5], ring's outer bounds 0.5 and 2.0
+BOUND_RHO = [0.5, 0.625, 0.75, 1.0, 1.5, 1.75, 2.0]
+BOUND_MASKS = {  # by hand, ε = (0.25, 0.5), ε′ = (0.5, 1.0), centre 1: band [0.75, 1.5], ring's outer bounds 0.5 and 2.0
     "one-side": {1.0: [1, 1, 1, 1, 1, 0, 0], -1.0: [0, 0, 1, 1, 1, 1, 1], 0.0: [1] * 7},
     "two-side": {a: [0, 0, 1, 1, 1, 0, 0] for a in (1.0, -1.0, 0.0)},
     "ring": {1.0: [1, 0, 1, 1, 1, 0, 0], -1.0: [0, 0, 1, 1, 1, 0, 1], 0.0: [1, 0, 1, 1, 1, 0, 1]},
@@ -206,16 +206,16 @@ MASKS = {  # by hand, ε = (0.25, 0.5), ε′ = (0.5, 1.0), centre 1: band [0.75
 }
 
 
-@pytest.mark.parametrize("clip_mode", sorted(MASKS))
+@pytest.mark.parametrize("clip_mode", sorted(BOUND_MASKS))
 def test_clip_mask_bounds_are_inclusive_by_hand(clip_mode):
     """The mask at and just past every bound, for A > 0, A < 0 and A = 0 (both sides apply at A = 0)."""
     from verl_offgrpo.rec_loss import clip_mask
 
     knobs = RECConfig(clip_mode=clip_mode, eps_low_prime=0.5, eps_high_prime=1.0)
-    rho = torch.tensor([RHO] * 3)
+    rho = torch.tensor([BOUND_RHO] * 3)
     advantages = torch.tensor([[1.0] * 7, [-1.0] * 7, [0.0] * 7])
     mask = clip_mask(rho, advantages, 1.0, 0.25, 0.5, knobs)
-    assert mask.int().tolist() == [MASKS[clip_mode][a] for a in (1.0, -1.0, 0.0)]
+    assert mask.int().tolist() == [BOUND_MASKS[clip_mode][a] for a in (1.0, -1.0, 0.0)]
 
 
 def test_clip_mask_centre_per_token():
