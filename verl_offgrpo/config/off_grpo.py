@@ -105,7 +105,7 @@ class OffGRPOConfig:
         max_log_rprime_after_sync (float, default 1.0): served-policy guard: stop before the update when a
             batch sampled right after a sync has mean |log π_k/α| per token above this. 0 = off.
         max_log_rprime_lagged (float, default 1.5): the same limit for batches sampled under a lag, where
-            |log π_k/α| grows by design (≤ 0.3 measured up to lag 9; a discarded-weights engine gave 3.8):
+            |log π_k/α| grows by design (tenths per token; an engine on discarded weights gives several):
             a warning with ``verify_served_weights``, else an error. 0 = off.
 
     > Reference policy (paper §3)
