@@ -245,9 +245,9 @@ def main(argv=None) -> int:
     jobs = parse_jobs(args.jobs)
     if not args.shape and not args.gsm8k:
         p.error("--gsm8k is needed without --shape")
-    if args.shape:
-        import throughput  # noqa: E402  (random-init models of real shapes, the synthetic task)
+    import throughput  # noqa: E402  (random-init shapes and their synthetic task; gpu_groups)
 
+    if args.shape:
         model_dir = work / f"model_{args.shape}"
         throughput.ensure_model(model_dir, args.shape, 0)
         data_dir = work / "data"
@@ -259,8 +259,6 @@ def main(argv=None) -> int:
         data_dir = build_gsm8k(Path(args.gsm8k), work / "gsm8k")
     log_dir = work / "logs"
     log_dir.mkdir(exist_ok=True)
-    import throughput  # noqa: E402,F811  (gpu_groups: consecutive runs of --n-gpus ids per job)
-
     gpus = throughput.gpu_groups(args.gpus, args.n_gpus)
 
     def run(job, env_extra):

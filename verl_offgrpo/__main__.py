@@ -198,9 +198,10 @@ def dry_run(overrides: list[str]) -> int:
 
     Exit 2 for a config the plugin rejects, 3 if a mandatory value (``???``, e.g. ``rollout.name``) is
     still unset, 4 for a config hydra cannot compose (a typo in a key, bad override syntax) or verl's own
-    ``validate_config`` rejects (one line each, no traceback). Exit 1 if verl did not load the plugin (``VERL_USE_EXTERNAL_PLUGINS`` leaves it out, the package is
-    not pip-installed, or its import failed, which verl logs only at DEBUG): verl's own
-    ``validate_config`` would then pass without the off_grpo checks, and main_ppo would not know them.
+    ``validate_config`` rejects (one line each, no traceback). Exit 1 if verl did not load the plugin
+    (``VERL_USE_EXTERNAL_PLUGINS`` leaves it out, the package is not pip-installed, or its import failed,
+    which verl logs only at DEBUG): verl's own ``validate_config`` would then pass without the off_grpo
+    checks, and main_ppo would not know them.
     """
     import verl  # noqa: F401  (loads the plugin)
     import verl.utils.config as verl_config

@@ -43,9 +43,9 @@ def red_drop_rows(scores: torch.Tensor, index: np.ndarray, seed: int) -> torch.T
     """Bool (bs,): the rows RED-Drop drops (Yao et al., arXiv 2509.24203).
 
     In each group with N > 1, negatives are the rows with r < mean_G(r) (a reward equal to the mean counts
-    as positive, and a group without variance has none); where they outnumber the positives, |neg| − |pos| of them are dropped, chosen by a
-    permutation of the group's negatives (in batch order) from numpy's default generator seeded with
-    :func:`group_seed` (``seed``, the group's uid). Same seed, uids, rewards and row order: same rows.
+    as positive, and a group without variance has none); where they outnumber the positives, |neg| − |pos|
+    of them are dropped, chosen by a permutation of the group's negatives (in batch order) from numpy's
+    default generator seeded with :func:`group_seed` (``seed``, the group's uid). Same seed, uids, rewards and row order: same rows.
     """
     gid, n_groups = group_ids(index)
     uids = np.asarray(index, dtype=object).astype(str)

@@ -349,13 +349,13 @@ def _check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfi
     or alpha.
     """
     actor = _get(config, "actor_rollout_ref.actor")
-    for name in ("clip_ratio", "clip_ratio_low", "clip_ratio_high"):
-        value = _get(actor, name)
+    eps = {name: _get(actor, name) for name in ("clip_ratio", "clip_ratio_low", "clip_ratio_high")}
+    for name, value in eps.items():
         if value is not None and not float(value) > 0:
             raise OffGRPOConfigError(
                 f"actor_rollout_ref.actor.{name} (ε of the {loss_mode} clip window) must be > 0 (got {value!r})."
             )
-    clip_ratio, low, high = (_get(actor, n) for n in ("clip_ratio", "clip_ratio_low", "clip_ratio_high"))
+    clip_ratio, low, high = eps.values()
     # a clip_ratio moved off verl's default (actor.yaml: 0.2, as are clip_ratio_low/high) that no side follows
     moved = clip_ratio is not None and float(clip_ratio) != 0.2
     if moved and low is not None and high is not None and float(clip_ratio) not in (float(low), float(high)):
@@ -363,10 +363,9 @@ def _check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfi
             "%s: actor_rollout_ref.actor.clip_ratio=%s is not used: clip_ratio_low=%s and clip_ratio_high=%s are set "
             "(the per-side ε); set those instead.", loss_mode, clip_ratio, low, high,
         )  # fmt: skip
-    if loss_mode == REC_LOSS_NAME:
-        clip_ratio = float(_get(actor, "clip_ratio", 0.2))
-        eps_low, eps_high = _get(actor, "clip_ratio_low", clip_ratio), _get(actor, "clip_ratio_high", clip_ratio)
-        rec.check_ring(float(eps_low), float(eps_high))
+    if loss_mode == REC_LOSS_NAME:  # each side falls back to clip_ratio, as the losses' clip_bounds do
+        fallback = 0.2 if clip_ratio is None else float(clip_ratio)
+        rec.check_ring(float(fallback if low is None else low), float(fallback if high is None else high))
     rc = _get(config, "algorithm.rollout_correction")
     calculate_log_probs = bool(_get(config, "actor_rollout_ref.rollout.calculate_log_probs", False))
     if rc is not None and bool(_get(rc, "bypass_mode", False)):
