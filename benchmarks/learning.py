@@ -35,10 +35,11 @@ configs see the same prompts in the same order (``data.seed``; bigbatch's step g
 of the others' steps 10g−9 … 10g) on the same seeds. Per row: the batch's train reward
 (``critic/score/mean``), greedy held-out pass@1 at update 0 and every ``--test-freq`` updates, the
 wall-clock (cumulative ``timing_s/step`` + ``timing_s/testing``, start-up excluded), timings, sync
-and lag, and the bound monitor's drift of the batch (``STEP_COLUMNS``: mean |log π_k/α|, ½·E|r' − 1|
-per token and per sequence, (1−σ)/σ). A job cut by the time limit keeps what it logged
-(``complete: false``). ``benchmarks/learning_stats.py`` gives means and bootstrap intervals over
-seeds, paired differences and the rerun noise. Writes/merges ``OUT/learning.json``::
+and lag, the bound monitor's drift of the batch (``STEP_COLUMNS``: mean |log π_k/α|, ½·E|r' − 1|
+per token and per sequence, (1−σ)/σ) and the loss's clip fraction (``clipfrac``, from
+``actor/pg_clipfrac``). A job cut by the time limit keeps what it logged (``complete: false``).
+``benchmarks/learning_stats.py`` gives means and bootstrap intervals over seeds, paired differences
+and the rerun noise. Writes/merges ``OUT/learning.json``::
 
     {"task", "model", "device", "settings", "configs": {"<name>": {"v", "i", "zero_var_mask", "batches",
         "updates_per_step", "overrides", "seeds": {"<seed>": [{"step", "wall_s", "train_reward", "val_pass1",
@@ -412,8 +413,9 @@ LEGACY_STEP_COLUMNS = {
 #: extra per-step columns of a curve row -> the verl / plugin metric they come from: the legacy ones plus
 #: the bound monitor's drift of the step's batch (mean |log π_k/α| and ½·E_α|r' − 1| per token and per
 #: sequence over every response token; (1−σ)/σ over groups), the skipped-update fraction, the step's place
-#: in its window and the mean response length. A column the job does not log is None (verl's ``sync``
-#: mode of ``bigbatch_v10`` logs no bound metrics).
+#: in its window, the mean response length and the fraction of tokens the loss clipped (``actor/pg_clipfrac``:
+#: verl's losses, off_grpo and rec log it). A column the job does not log is None (verl's ``sync`` mode of
+#: ``bigbatch_v10`` logs no bound metrics).
 STEP_COLUMNS = {
     **LEGACY_STEP_COLUMNS,
     "bound_mean_abs_log_rprime": "off_grpo/bound/mean_abs_log_rprime",
@@ -423,6 +425,7 @@ STEP_COLUMNS = {
     "skipped_update_frac": "actor/off_grpo/skipped_optimizer_step_frac",
     "window_position": "off_grpo/window/position",
     "response_length": "response_length/mean",
+    "clipfrac": "actor/pg_clipfrac",
 }
 
 

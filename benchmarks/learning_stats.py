@@ -16,6 +16,8 @@ validated at update s_k (s_0 = 0, the starting policy):
     reward_auc         mean train reward over the rows of updates 1 … H
     drift_tv           mean of the bound monitor's ½·E_α|r' − 1| per token over those rows (None when
                        the job logs none: verl's own ``sync`` mode of ``bigbatch_v10``)
+    clipfrac           mean fraction of tokens the loss clipped (``actor/pg_clipfrac``) over those rows
+                       (None for runs recorded without the column)
 
 Over seeds, every quantity gets its mean and a 95 % percentile-bootstrap interval of the mean
 (:func:`bootstrap_mean`: seeds resampled with replacement, fixed RNG seed; None for one seed). Seeds
@@ -46,7 +48,7 @@ import json
 from pathlib import Path
 
 #: the quantities of :func:`run_metrics`, in table order
-QUANTITIES = ("final_acc", "acc_auc", "steps_to_target", "samples_to_target", "reward_auc", "drift_tv")
+QUANTITIES = ("final_acc", "acc_auc", "steps_to_target", "samples_to_target", "reward_auc", "drift_tv", "clipfrac")
 BASELINE = "on_policy_mask"
 
 
@@ -113,6 +115,7 @@ def run_metrics(rows: list[dict], entry: dict, settings: dict, horizon: int, tar
         "reached_target": reached is not None,
         "reward_auc": _mean([r["train_reward"] for r in trained]),
         "drift_tv": _mean([r.get("bound_tv_token") for r in trained]),
+        "clipfrac": _mean([r.get("clipfrac") for r in trained]),
     }
 
 

@@ -126,7 +126,7 @@ def test_curve_counts_updates_and_keeps_the_drift_columns():
         0: {"val-core/arithmetic/largest4/reward/mean@1": 0.3},
         1: {"timing_s/step": 50.0, "critic/score/mean": 0.2, "off_grpo/bound/tv_token": 0.01,
             "off_grpo/bound/mean_abs_log_rprime": 0.04, "off_grpo/window/position": 0.0,
-            "actor/off_grpo/skipped_optimizer_step_frac": 0.1},
+            "actor/off_grpo/skipped_optimizer_step_frac": 0.1, "actor/pg_clipfrac": 0.05},
         2: {"timing_s/step": 50.0, "critic/score/mean": 0.3, "val-core/arithmetic/largest4/reward/mean@1": 0.4},
     }  # fmt: skip
     rows = learning.curve(metrics, updates_per_step=10)
@@ -134,10 +134,38 @@ def test_curve_counts_updates_and_keeps_the_drift_columns():
         (0, 0, None, 0.3), (10, 1, 0.2, None), (20, 2, 0.3, 0.4)]
     assert (rows[1]["bound_tv_token"], rows[1]["bound_mean_abs_log_rprime"], rows[1]["window_position"]) == (0.01, 0.04, 0.0)
     assert rows[1]["skipped_update_frac"] == 0.1 and rows[2]["bound_tv_token"] is None
+    assert (rows[1]["clipfrac"], rows[2]["clipfrac"]) == (0.05, None)
     assert learning.updates_logged(rows, 10) == 20
     legacy = learning.curve(metrics, columns=learning.run_columns({}))
     assert "bound_tv_token" not in legacy[1] and "global_step" not in legacy[1] and legacy[1]["step"] == 1
     assert learning.run_columns({"step_columns": list(learning.STEP_COLUMNS)}) == learning.STEP_COLUMNS
+
+
+def test_rebuild_and_merge_keep_each_runs_columns_and_pick_up_the_clip_fraction(tmp_path):
+    """A run recorded now (``step_columns`` = every column) gets ``clipfrac`` from its metrics file's
+    ``actor/pg_clipfrac`` on --rebuild; a run recorded before the column (its ``step_columns`` without it)
+    still merges with it and rebuilds with its own columns, and a legacy run (no ``step_columns``) too."""
+    for tag, clipfrac in (("on_policy_s0", 0.125), ("on_policy_s1", 0.25), ("on_policy_s2", 0.5)):
+        rows = [{"step": 0, "data": {"val-core/arithmetic/largest4/reward/mean@1": 0.3}},
+                {"step": 1, "data": {"timing_s/step": 2.0, "critic/score/mean": 0.2, "actor/pg_clipfrac": clipfrac}}]
+        (tmp_path / f"{tag}.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    before = [c for c in learning.STEP_COLUMNS if c != "clipfrac"]
+    entry = {**learning.CONFIGS["on_policy"].entry(), "seeds": {}}
+
+    def result(*runs):
+        return {"task": "t", "model": "m", "settings": {}, "configs": {"on_policy": json.loads(json.dumps(entry))},
+                "runs": [{"config": "on_policy", "seed": seed, **run} for seed, run in runs]}  # fmt: skip
+
+    earlier = learning.rebuild(result((1, {"step_columns": before}), (2, {})), tmp_path)
+    now = learning.rebuild(result((0, {"step_columns": list(learning.STEP_COLUMNS)})), tmp_path)
+    assert now["configs"]["on_policy"]["seeds"]["0"][1]["clipfrac"] == 0.125
+    merged = learning.merge(now, earlier)
+    assert sorted(r["seed"] for r in merged["runs"]) == [0, 1, 2]
+    rebuilt = learning.rebuild(merged, tmp_path)["configs"]["on_policy"]["seeds"]
+    assert rebuilt["0"][1]["clipfrac"] == 0.125 and [r["step"] for r in rebuilt["0"]] == [0, 1]
+    assert "clipfrac" not in rebuilt["1"][1] and set(before) <= set(rebuilt["1"][1])
+    assert "clipfrac" not in rebuilt["2"][1] and set(rebuilt["2"][1]) - {"step", "wall_s", "train_reward", "val_pass1"} == set(
+        learning.LEGACY_STEP_COLUMNS)  # fmt: skip
 
 
 def test_merge_refuses_a_config_whose_definition_changed():

@@ -19,7 +19,8 @@ def linear(slope: float, horizon: int = 100, every: int = 10, start: float = 0.0
     rows = [{"step": 0, "train_reward": None, "val_pass1": start}]
     for s in range(1, horizon + 1):
         val = round(min(1.0, start + slope * s), 10) if s % every == 0 else None
-        rows.append({"step": s, "train_reward": reward, "val_pass1": val, "bound_tv_token": 0.01 * (s % 2)})
+        rows.append({"step": s, "train_reward": reward, "val_pass1": val, "bound_tv_token": 0.01 * (s % 2),
+                     "clipfrac": 0.1 * (s % 2)})
     return rows
 
 
@@ -45,7 +46,7 @@ def test_a_linear_curve_has_area_one_half_and_reaches_the_target_where_the_line_
     assert (out["steps_to_target"], out["samples_to_target"], out["reached_target"]) == (60, 60 * 256, True)
     assert ls.run_metrics(rows, REUSE, SETTINGS, 100, 0.6)["samples_to_target"] == 6 * 256
     assert ls.run_metrics(rows, BIGBATCH, SETTINGS, 100, 0.6)["samples_to_target"] == 60 * 256
-    assert out["reward_auc"] == 0.5 and out["drift_tv"] == pytest.approx(0.005)
+    assert out["reward_auc"] == 0.5 and out["drift_tv"] == pytest.approx(0.005) and out["clipfrac"] == pytest.approx(0.05)
     # over the first 50 updates: a ends at 0.5, the area is 0.25 per update
     half = ls.run_metrics(rows, ON_POLICY, SETTINGS, horizon=50, target=0.6)
     assert (half["final_acc"], half["acc_auc"], half["reached_target"], half["steps_to_target"]) == (0.5, pytest.approx(0.25), False, 50)
