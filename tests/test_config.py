@@ -16,16 +16,10 @@ from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from verl_offgrpo.__main__ import config_dir
 from verl_offgrpo.config import OffGRPOConfig, OffGRPOConfigError, check_window_config, validate_off_grpo_config
 
+from _overrides import BASE
+
 LOGGER = "verl_offgrpo.config.off_grpo"
 
-# what every runnable config needs anyway (verl's own checks)
-BASE = [
-    "actor_rollout_ref.model.path=/models/none",
-    "actor_rollout_ref.rollout.n=4",
-    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
-    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
-    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
-]
 V0_MANAGER = "+actor_rollout_ref.rollout.checkpoint_manager_class=verl_offgrpo.sync.checkpoint_manager_v0.LaggedCheckpointManager"
 REC = "actor_rollout_ref.actor.policy_loss.loss_mode=rec"
 REC_KNOB = "actor_rollout_ref.actor.policy_loss.rec."

@@ -18,14 +18,9 @@ from verl_offgrpo import patches
 from verl_offgrpo.__main__ import config_dir
 from verl_offgrpo.patches import JOB_ENV, PatchError, PatchWarning, empty_update, selection
 
+from _overrides import BASE
+
 REPO = Path(__file__).resolve().parents[1]
-BASE = [
-    "actor_rollout_ref.model.path=/models/none",
-    "actor_rollout_ref.rollout.n=4",
-    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
-    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
-    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
-]
 VERL_CONFIG_DIR = str(Path(verl.__file__).parent / "trainer" / "config")
 
 
