@@ -265,6 +265,42 @@ def test_window_with_period_one_is_on_policy(caplog):
     assert "window with sync_period=1 is on-policy GRPO" in caplog.text
 
 
+WINDOW_10 = ("algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=10")
+ONE_GPU = ("data.train_batch_size=32", "actor_rollout_ref.rollout.n=8", "trainer.n_gpus_per_node=1",
+           "actor_rollout_ref.rollout.tensor_model_parallel_size=1", "actor_rollout_ref.actor.ppo_mini_batch_size=32")
+
+
+def _wave_lines(caplog, *overrides):
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        validate(composed(*overrides))
+    return [r.getMessage() for r in caplog.records if "waves" in r.getMessage()]
+
+
+def test_window_larger_than_max_num_seqs_says_how_many_waves_and_the_fix(caplog):
+    """10 steps × 32 prompts × n=8 = 2560 samples on one engine; verl's max_num_seqs=256 → 10 waves."""
+    told = _wave_lines(caplog, *WINDOW_10, *ONE_GPU)
+    assert len(told) == 1
+    assert "puts 2560 samples on each vLLM engine" in told[0] and "max_num_seqs=256 runs them in 10 waves" in told[0]
+    assert told[0].endswith("set actor_rollout_ref.rollout.max_num_seqs=2560 to generate the window at once "
+                            "(if its KV cache fits).")
+    # a window that fits, per_step, and a window of one step: silent
+    assert _wave_lines(caplog, *WINDOW_10, *ONE_GPU, "actor_rollout_ref.rollout.max_num_seqs=2560") == []
+    assert _wave_lines(caplog, "algorithm.off_grpo.sync_period=10", *ONE_GPU) == []
+    assert _wave_lines(caplog, "algorithm.off_grpo.rollout_schedule=window", *ONE_GPU) == []
+
+
+def test_window_waves_count_engines_and_vllms_token_budget(caplog):
+    """8 GPUs at TP=2 are 4 engines: 10 × 1024 × 4 / 4 = 10240 samples each, 40 waves of 256; vLLM refuses
+    max_num_batched_tokens (8192) < max_num_seqs, so the fix names both."""
+    told = _wave_lines(caplog, *WINDOW_10)
+    assert len(told) == 1 and "puts 10240 samples" in told[0] and "in 40 waves" in told[0]
+    assert ("max_num_seqs=10240 actor_rollout_ref.rollout.max_num_batched_tokens=10240 to generate" in told[0])
+    # TP=4 halves the engines: 20480 each
+    told = _wave_lines(caplog, *WINDOW_10, "actor_rollout_ref.rollout.tensor_model_parallel_size=4")
+    assert "puts 20480 samples" in told[0] and "in 80 waves" in told[0]
+
+
 def test_window_rules_callable_alone():
     """The trainer mode calls check_window_config itself; per_step ignores the window's rules."""
     ok = composed("algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=3")

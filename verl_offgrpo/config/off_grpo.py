@@ -524,7 +524,45 @@ def check_window_config(config: Any, knobs: OffGRPOConfig | None = None) -> OffG
         )
     if knobs.sync_period == 1:
         logger.warning("off_grpo: %s with sync_period=1 is on-policy GRPO (a window of one step).", why)
+    else:
+        _warn_if_window_runs_in_waves(config, knobs.sync_period)
     return knobs
+
+
+def window_samples_per_engine(config: Any, sync_period: int) -> int | None:
+    """Samples each vLLM engine holds when a window of ``sync_period`` steps is generated at once, or None.
+
+    ⌈v · ``data.train_batch_size`` · ``rollout.n`` / engines⌉, engines = rollout GPUs / (TP · PP): verl
+    spreads the requests over its replicas, and each engine (one per data-parallel rank of a replica) has
+    its own ``max_num_seqs``.
+    """
+    rollout = "actor_rollout_ref.rollout"
+    batch, n = _get(config, "data.train_batch_size"), _get(config, f"{rollout}.n", 1)
+    gpus = (_get(config, "trainer.n_gpus_per_node", 1) or 1) * (_get(config, "trainer.nnodes", 1) or 1)
+    tp = _get(config, f"{rollout}.tensor_model_parallel_size", 1) or 1
+    pp = _get(config, f"{rollout}.pipeline_model_parallel_size", 1) or 1
+    if not all(_is_int(x) and x > 0 for x in (batch, n, gpus, tp, pp)):
+        return None
+    return math.ceil(sync_period * batch * n / max(gpus // (tp * pp), 1))
+
+
+def _warn_if_window_runs_in_waves(config: Any, sync_period: int) -> None:
+    """One line when vLLM's ``max_num_seqs`` cannot hold a window's samples: the window's generation
+    then runs in ⌈samples / max_num_seqs⌉ waves, each as long as its longest response."""
+    per_engine = window_samples_per_engine(config, sync_period)
+    seqs = _get(config, "actor_rollout_ref.rollout.max_num_seqs")
+    if per_engine is None or not _is_int(seqs) or seqs <= 0 or seqs >= per_engine:
+        return
+    rollout = "actor_rollout_ref.rollout"
+    fix = f"{rollout}.max_num_seqs={per_engine}"
+    tokens = _get(config, f"{rollout}.max_num_batched_tokens")
+    if _is_int(tokens) and tokens < per_engine:  # vLLM refuses max_num_batched_tokens < max_num_seqs
+        fix += f" {rollout}.max_num_batched_tokens={per_engine}"
+    logger.warning(
+        "off_grpo: a window of %d steps puts %d samples on each vLLM engine, but %s.max_num_seqs=%d runs them "
+        "in %d waves; set %s to generate the window at once (if its KV cache fits).",
+        sync_period, per_engine, rollout, seqs, math.ceil(per_engine / seqs), fix,
+    )
 
 
 # --------------------------------------------------------------------------------------------------
