@@ -15,6 +15,9 @@ A job is ``NAME=SPEC``; SPEC is one of
   loss ``vanilla`` (clip around π_old), no rollout correction, verl's own ``sync`` trainer mode,
   ``train_batch_size = v·B`` and ``ppo_mini_batch_size = B`` (v updates per global step).
 
+A ``:full`` suffix (``window:10:full``) raises vLLM's ``max_num_seqs`` (verl's yaml: 256) to the window's
+samples per engine, v·B·n / (GPUs per job / TP), so the window is one vLLM batch instead of waves.
+
 Per job and per update (a global step, or a mini-batch update of a ``bigbatch`` step) the script
 records the wall time; it drops the first ``--warmup-windows`` windows of v updates (v = 1 for
 ``step``) and reports the mean time per update over the rest, counted in whole windows, with the
@@ -60,15 +63,21 @@ import sync_e2e  # noqa: E402
 REPO = mainppo_job.REPO
 
 
-def parse_jobs(text: str) -> list[tuple[str, str, int]]:
+def parse_jobs(text: str) -> list[tuple[str, str, int, bool]]:
+    """``NAME=KIND:v[:full]`` items -> (name, kind, v, full)."""
     jobs = []
     for item in text.split(","):
         name, spec = item.split("=", 1)
-        kind, v = spec.split(":")
-        if kind not in ("step", "window", "bigbatch") or int(v) < 1:
-            raise SystemExit(f"--jobs: bad job {item!r} (NAME=step|window|bigbatch:v)")
-        jobs.append((name, kind, int(v)))
+        kind, v, *rest = spec.split(":") + [""] * (":" not in spec)
+        if kind not in ("step", "window", "bigbatch") or not v.isdigit() or int(v) < 1 or rest not in ([], ["full"]):
+            raise SystemExit(f"--jobs: bad job {item!r} (NAME=step|window|bigbatch:v[:full])")
+        jobs.append((name, kind, int(v), rest == ["full"]))
     return jobs
+
+
+def full_window_seqs(args, v: int) -> int:
+    """vLLM's ``max_num_seqs`` that holds a window of v batches at once on each engine (GPUs per job / TP)."""
+    return -(-v * args.batch * args.n // max(args.n_gpus // args.tp, 1))
 
 
 def build_gsm8k(src: Path, dest: Path) -> Path:
@@ -94,7 +103,7 @@ def task_overrides(args, data_dir: Path) -> dict[str, object]:
     }
 
 
-def job_overrides(args, name: str, kind: str, v: int, model_dir: Path, data_dir: Path) -> list[str]:
+def job_overrides(args, name: str, kind: str, v: int, model_dir: Path, data_dir: Path, full: bool = False) -> list[str]:
     updates_per_step = v if kind == "bigbatch" else 1
     steps = -(-args.steps // updates_per_step)
     base = sync_e2e.overrides("v1", 1 if kind == "bigbatch" else v, model_dir, data_dir, steps, args.lr, name)
@@ -128,6 +137,10 @@ def job_overrides(args, name: str, kind: str, v: int, model_dir: Path, data_dir:
         })  # fmt: skip
     else:
         updates["algorithm.off_grpo.rollout_schedule"] = "window" if kind == "window" else "per_step"
+    if full:  # the whole window in one vLLM batch (verl's yaml: 256 sequences, 8192 tokens a scheduler step)
+        seqs = full_window_seqs(args, v)
+        updates["actor_rollout_ref.rollout.max_num_seqs"] = seqs
+        updates["actor_rollout_ref.rollout.max_num_batched_tokens"] = max(8192, seqs)
     return mainppo_job.set_overrides(base, updates) + list(args.extra)
 
 
@@ -262,10 +275,10 @@ def main(argv=None) -> int:
     gpus = throughput.gpu_groups(args.gpus, args.n_gpus)
 
     def run(job, env_extra):
-        name, kind, v = job
+        name, kind, v, full = job
         timeout = mainppo_job.job_timeout(None, args.budget_s, t0, time.time())
         rc, progress, jsonl = mainppo_job.run_main_ppo(
-            name, job_overrides(args, name, kind, v, model_dir, data_dir), out, log_dir, timeout,
+            name, job_overrides(args, name, kind, v, model_dir, data_dir, full), out, log_dir, timeout,
             -(-args.steps // (v if kind == "bigbatch" else 1)), args.stall_s, **env_extra)
         metrics, source = mainppo_job.read_metrics(out / "logs", name)
         rows = per_update(metrics, kind, v)

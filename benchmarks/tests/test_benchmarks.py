@@ -1935,8 +1935,9 @@ def test_window_speed_jobs_compose_and_pass_the_startup_checks(tmp_path, shape, 
     args = argparse.Namespace(steps=40, lr=1e-6, batch=32, n=4, response_length=512, micro_batch=8, gpu_mem=0.4,
                               shape=shape, tp=tp, n_gpus=n_gpus, offload=offload,
                               extra=["actor_rollout_ref.rollout.enforce_eager=False"])  # fmt: skip
-    for name, kind, v in window_speed.parse_jobs("v1=step:1,p4=step:4,w10=window:10,b10=bigbatch:10"):
-        overrides = window_speed.job_overrides(args, name, kind, v, tmp_path / "model", tmp_path / "data")
+    jobs = window_speed.parse_jobs("v1=step:1,p4=step:4,w10=window:10,b10=bigbatch:10,w10f=window:10:full")
+    for name, kind, v, full in jobs:
+        overrides = window_speed.job_overrides(args, name, kind, v, tmp_path / "model", tmp_path / "data", full)
         with initialize_config_dir(config_dir=config_dir(), version_base=None):
             cfg = compose(config_name="off_grpo_trainer", overrides=overrides)
         assert cfg.trainer.n_gpus_per_node == n_gpus and cfg.actor_rollout_ref.rollout.tensor_model_parallel_size == tp
@@ -1950,4 +1951,17 @@ def test_window_speed_jobs_compose_and_pass_the_startup_checks(tmp_path, shape, 
         else:
             assert cfg.data.train_batch_size == 32 and cfg.algorithm.off_grpo.sync_period == v
             assert cfg.algorithm.off_grpo.rollout_schedule == ("window" if kind == "window" else "per_step")
+        # :full puts the window's 10 × 32 × 4 samples in one vLLM batch per engine (GPUs / TP engines)
+        assert cfg.actor_rollout_ref.rollout.max_num_seqs == (1280 * tp // n_gpus if full else 256)
+        assert cfg.actor_rollout_ref.rollout.max_num_batched_tokens == 8192
         validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+
+
+def test_window_speed_job_specs():
+    assert window_speed.parse_jobs("v1=step:1,w10f=window:10:full") == [("v1", "step", 1, False),
+                                                                         ("w10f", "window", 10, True)]
+    for bad in ("w=window:10:half", "w=window:0", "w=window", "w=later:2"):
+        with pytest.raises(SystemExit, match="bad job"):
+            window_speed.parse_jobs(bad)
+    args = argparse.Namespace(batch=32, n=4, n_gpus=4, tp=2)
+    assert window_speed.full_window_seqs(args, 10) == 640  # 1280 samples over 2 engines
