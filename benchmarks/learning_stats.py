@@ -32,6 +32,15 @@ config with ``rerun_of`` (``on_policy_mask_rerun``) is compared with the config 
 job and seed run twice: its differences are what run-to-run noise alone gives (``rerun_noise``, with
 the mean |d_s|).
 
+Drift per rollout lag (``drift_by_lag``; configs with v > 1): a window is the v updates that train on
+rollouts of one policy α, the update at lag ℓ (``rollout_lag``) has drifted ℓ updates from it. Per
+config and lag ℓ = 0 … v−1, the mean of ``bound_mean_abs_log_rprime`` (mean |log π_k/α| over the
+update's batch) over every (seed, window) unit within updates 1 … H, with the bootstrap interval of
+:func:`bootstrap_mean` over those units (every seed's rows count, validated at H or not: a unit is a
+row, not a run). The windows of one seed are treated as exchangeable, though they are neighbours of one
+run: the interval is narrower than one over seeds would be. Paired per lag (:data:`LAG_PAIRS`, both
+configs present): A − B per (seed, window start), i.e. at the same update of the same seed.
+
 Usage (no GPU)::
 
     python3 benchmarks/learning_stats.py --learning benchmarks/results/learning_largest4/learning.json \\
@@ -50,6 +59,8 @@ from pathlib import Path
 #: the quantities of :func:`run_metrics`, in table order
 QUANTITIES = ("final_acc", "acc_auc", "steps_to_target", "samples_to_target", "reward_auc", "drift_tv", "clipfrac")
 BASELINE = "on_policy_mask"
+#: (A, B) pairs of :func:`drift_by_lag`: A − B per lag, per (seed, window), where both configs ran
+LAG_PAIRS = (("window_v10", "off_policy_v10"),)
 
 
 def bootstrap_mean(values: list[float], level: float = 0.95, resamples: int = 10_000, seed: int = 0) -> dict:
@@ -145,6 +156,45 @@ def paired(a: dict[str, dict], b: dict[str, dict]) -> dict:
     return out
 
 
+def drift_units(rows: list[dict], horizon: int) -> dict[int, dict[int, float]]:
+    """``{lag: {window start: bound_mean_abs_log_rprime}}`` of one run over updates 1 … ``horizon``; the
+    window start is the update minus its logged lag (so a unit pairs with the same update of another run)."""
+    out: dict[int, dict[int, float]] = {}
+    for r in rows:
+        lag, drift = r.get("rollout_lag"), r.get("bound_mean_abs_log_rprime")
+        if 1 <= r["step"] <= horizon and lag is not None and drift is not None:
+            out.setdefault(int(lag), {})[r["step"] - int(lag)] = drift
+    return out
+
+
+def drift_by_lag(learning: dict, horizon: int, pairs=LAG_PAIRS) -> dict:
+    """Per config with v > 1 and lag 0 … v−1, :func:`bootstrap_mean` of the drift over (seed, window) units;
+    per pair (A, B) of ``pairs`` with both configs present, of A − B over the units both have (module docstring).
+    ``{horizon, unit, configs: {name: {v, seeds, lags: [{lag, mean, low, high, n}]}}, paired: {"A - B": …}}``."""
+    lagged = {name: entry for name, entry in learning["configs"].items() if entry.get("v", 1) > 1}
+    units = {name: {seed: drift_units(rows, horizon) for seed, rows in sorted(entry["seeds"].items())}
+             for name, entry in lagged.items()}  # fmt: skip
+    configs = {}
+    for name, entry in lagged.items():
+        values = [[x for runs in units[name].values() for _, x in sorted(runs.get(lag, {}).items())] for lag in range(entry["v"])]
+        configs[name] = {"v": entry["v"], "seeds": sorted(entry["seeds"]),
+                         "lags": [{"lag": lag, **bootstrap_mean(xs)} for lag, xs in enumerate(values)]}  # fmt: skip
+    paired = {}
+    for a, b in pairs:
+        if a not in lagged or b not in lagged:
+            continue
+        if (v := lagged[a]["v"]) != lagged[b]["v"]:
+            raise ValueError(f"drift pair {a}/{b}: v = {v} and {lagged[b]['v']}")
+        seeds = sorted(set(units[a]) & set(units[b]))
+        diffs: list[list[float]] = [[] for _ in range(v)]
+        for s in seeds:
+            for lag in range(v):
+                ua, ub = units[a][s].get(lag, {}), units[b][s].get(lag, {})
+                diffs[lag] += [ua[w] - ub[w] for w in sorted(set(ua) & set(ub))]
+        paired[f"{a} - {b}"] = {"v": v, "seeds": seeds, "lags": [{"lag": lag, **bootstrap_mean(d)} for lag, d in enumerate(diffs)]}
+    return {"horizon": horizon, "unit": "(seed, window)", "configs": configs, "paired": paired}
+
+
 def common_horizon(learning: dict) -> int:
     """The last update at which every run of ``learning`` was validated: the horizon they all reach."""
     lasts = [max((s for s, _ in validated(rows, 10**9)), default=0)
@@ -160,7 +210,8 @@ def default_pairs(configs: dict) -> list[tuple[str, str]]:
 
 
 def summarize(learning: dict, horizon: int, target: float, pairs: list[tuple[str, str]] | None = None) -> dict:
-    """``{horizon, target, configs: {name: {seeds, over_seeds}}, paired: {"A - B": …}, rerun_noise: {"X": …}}``."""
+    """``{horizon, target, configs: {name: {seeds, over_seeds}}, paired: {"A - B": …}, rerun_noise: {"X": …},
+    drift_by_lag: …}`` (:func:`drift_by_lag`)."""
     seeds = per_seed(learning, horizon, target)
     pairs = default_pairs(learning["configs"]) if pairs is None else pairs
     if missing := sorted({n for pair in pairs for n in pair} - set(seeds)):
@@ -172,6 +223,7 @@ def summarize(learning: dict, horizon: int, target: float, pairs: list[tuple[str
         "configs": {name: {"seeds": runs, "over_seeds": over_seeds(runs)} for name, runs in seeds.items()},
         "paired": {f"{a} - {b}": paired(seeds[a], seeds[b]) for a, b in pairs},
         "rerun_noise": {name: paired(seeds[name], seeds[of]) for name, of in reruns.items()},
+        "drift_by_lag": drift_by_lag(learning, horizon),
     }  # fmt: skip
 
 
@@ -194,6 +246,20 @@ def table(summary: dict) -> str:
     for label, block in (("", summary["paired"]), ("rerun noise: ", summary["rerun_noise"])):
         for name, diff in block.items():
             lines.append(f"| {label}{name} | " + " | ".join(_cell(diff[q]) for q in QUANTITIES) + " |")
+    return "\n".join(lines)
+
+
+def lag_table(summary: dict) -> str:
+    """Markdown: one row per rollout lag, one column per config of ``drift_by_lag`` and per pair ("" without one)."""
+    drift = summary["drift_by_lag"]
+    columns = {**drift["configs"], **drift["paired"]}
+    if not columns:
+        return ""
+    lines = [f"Drift per rollout lag: mean |log π_k/α| over {drift['unit']} units, updates 1–{drift['horizon']}, "
+             "95 % bootstrap interval", "", "| lag | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 1)]  # fmt: skip
+    for lag in range(max(c["v"] for c in columns.values())):
+        cells = [_cell(c["lags"][lag]) if lag < c["v"] else "–" for c in columns.values()]
+        lines.append(f"| {lag} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -223,6 +289,8 @@ def main(argv=None) -> int:
     except ValueError as err:
         p.error(str(err))
     print(table(summary))
+    if lags := lag_table(summary):
+        print("\n" + lags)
     if args.out:
         Path(args.out).write_text(json.dumps(summary, indent=1) + "\n")
     return 0

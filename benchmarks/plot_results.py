@@ -6,9 +6,13 @@
 * ``throughput.png``: median step-time breakdown per (machine, v), and per-step times of the lagged
   runs split by whether the previous slot was a real sync or a skip;
 * ``learning.png``: train reward per step, held-out pass@1 against training wall-clock and
-  mean |log r'| per step, per configuration and seed.
+  mean |log r'| per step, per configuration and seed;
+* ``<dir>/learning.png`` for each ``<dir>/learning.json`` under the results (``learning_largest4/``):
+  held-out pass@1 per optimizer update (mean over seeds, bootstrap band from two seeds on), the drift
+  per rollout lag of ``learning_stats.drift_by_lag`` and the clip fraction per update.
 
     python3 benchmarks/plot_results.py --results benchmarks/results      # needs matplotlib
+    python3 benchmarks/plot_results.py --learning benchmarks/results/learning_largest4/learning.json   # that one only
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import learning_stats  # the bootstrap and the drift per lag of the per-update learning plot
 import mainppo_job  # the layout labels of throughput.py's rows
 
 
@@ -179,6 +184,65 @@ def plot_learning(data: dict, out: Path, plt) -> None:
     fig.savefig(out, dpi=110)
 
 
+def _by_update(seeds: dict[str, list[dict]], key: str) -> list[tuple[int, dict]]:
+    """(update, bootstrap_mean over seeds) of ``key`` at every update where each seed logged it."""
+    values: dict[int, list[float]] = {}
+    for rows in seeds.values():
+        for r in rows:
+            if r.get(key) is not None:
+                values.setdefault(r["step"], []).append(r[key])
+    return [(s, learning_stats.bootstrap_mean(xs)) for s, xs in sorted(values.items()) if len(xs) == len(seeds)]
+
+
+def plot_learning_updates(data: dict, out: Path, plt) -> None:
+    """Per optimizer update: held-out greedy pass@1 (mean over seeds, 95 % bootstrap band from two seeds on),
+    mean |log π_k/α| per rollout lag over (seed, window) units up to the common horizon with its interval
+    (``learning_stats.drift_by_lag``), and the clip fraction (mean over seeds)."""
+    fig, (ax, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4.6))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    color = {name: colors[k % len(colors)] for k, name in enumerate(data["configs"])}
+    for name, cfg in data["configs"].items():
+        label = f"{name} (v={cfg['v']}, {cfg.get('updates_per_step', 1)} updates/step), n={len(cfg['seeds'])}"
+        for axis, key in ((ax, "val_pass1"), (ax3, "clipfrac")):
+            if points := _by_update(cfg["seeds"], key):
+                steps, stats = zip(*points)
+                zero = key == "clipfrac" and all(x["mean"] == 0 for x in stats)  # lines on top of each other
+                axis.plot(steps, [x["mean"] for x in stats], "o-", ms=3, lw=1.2, color=color[name],
+                          label=label + (": 0 at every update" if zero else ""))  # fmt: skip
+                if band := [(s, x) for s, x in points if x["low"] is not None]:
+                    axis.fill_between([s for s, _ in band], [x["low"] for _, x in band], [x["high"] for _, x in band],
+                                      color=color[name], alpha=0.2)  # fmt: skip
+    horizon = learning_stats.common_horizon(data)
+    drift = learning_stats.drift_by_lag(data, horizon)
+    for k, (name, cfg) in enumerate(drift["configs"].items()):
+        lags = [x for x in cfg["lags"] if x["mean"] is not None]
+        xs = [x["lag"] + 0.12 * (k - (len(drift["configs"]) - 1) / 2) for x in lags]
+        ys = [x["mean"] for x in lags]
+        err = [[y - (x["low"] if x["low"] is not None else y) for x, y in zip(lags, ys)],
+               [(x["high"] if x["high"] is not None else y) - y for x, y in zip(lags, ys)]]  # fmt: skip
+        n = max((x["n"] for x in lags), default=0)
+        ax2.errorbar(xs, ys, yerr=err, fmt="o-", ms=4, capsize=3, color=color[name],
+                     label=f"{name}: seeds {','.join(cfg['seeds'])}, {n} windows a lag")  # fmt: skip
+    ax.set_xlabel("optimizer update")
+    ax.set_ylabel("held-out greedy pass@1")
+    ax.set_title(f"{data['model']} on {data['task'].split(' ')[0]}, {data.get('device', '')}", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    ax2.set_xlabel("rollout lag (updates since the rollout policy α)")
+    ax2.set_ylabel("mean |log π_k/α| per token (bound monitor)")
+    ax2.set_title(f"drift per lag, updates 1–{horizon}, mean and 95 % bootstrap over (seed, window)", fontsize=9)
+    ax2.set_xticks(range(max((c["v"] for c in drift["configs"].values()), default=1)))
+    if drift["configs"]:
+        ax2.legend(fontsize=7, loc="upper left")
+    ax3.set_xlabel("optimizer update (bigbatch: mean of a step's updates, at its last)")
+    ax3.set_ylabel("clip fraction (actor/pg_clipfrac)")
+    ax3.set_title("clip fraction per update, mean over seeds", fontsize=9)
+    low, high = ax3.get_ylim()
+    ax3.set_ylim(low, high + 0.4 * (high - low))  # room for the legend above the curves
+    ax3.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
 def plot_window_speed(data: dict, out: Path, plt) -> None:
     """Wall time of every update by step, one line per job, with each job's mean time per update over
     its measured windows and the speedup (90 % interval) against the baseline in the legend."""
@@ -202,6 +266,8 @@ def plot_window_speed(data: dict, out: Path, plt) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--results", default=str(Path(__file__).resolve().parent / "results"))
+    p.add_argument("--learning", default=None,
+                   help="only the per-update plot of this learning.json (learning.png beside it)")
     args = p.parse_args(argv)
     import matplotlib
 
@@ -209,6 +275,12 @@ def main(argv=None) -> int:
     import matplotlib.pyplot as plt
 
     res = Path(args.results)
+    learning_files = [Path(args.learning)] if args.learning else sorted(res.glob("*/learning.json"))
+    for path in learning_files:
+        plot_learning_updates(json.loads(path.read_text()), path.with_suffix(".png"), plt)
+        print(f"wrote {path.with_suffix('.png')}")
+    if args.learning:
+        return 0
     plots = (("sync_e2e", plot_sync), ("ref_reset", plot_ref_reset), ("throughput", plot_throughput),
              ("learning", plot_learning), ("window_speed", plot_window_speed))  # fmt: skip
     for name, fn in plots:

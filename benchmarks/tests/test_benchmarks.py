@@ -1914,6 +1914,28 @@ def test_plot_puts_a_control_job_in_the_panel_of_the_layout_it_controls():
     assert plot_results.base_layout({"layout": "mine"}) == ("mine", None)
 
 
+def test_the_per_update_learning_plot_averages_updates_every_seed_logged(tmp_path):
+    """Two seeds validated at 0 (0.2, 0.4) and 10 (0.6, 0.8), one of them also at 20: the curve is the mean
+    at 0 and 10 only (0.3 and 0.7, each with the interval [lower, higher] of two values: resampling two gives
+    the lower alone a quarter of the time). ``--learning`` writes learning.png beside the file and nothing else."""
+    import plot_results
+
+    seeds = {"0": [{"step": 0, "val_pass1": 0.2}, {"step": 10, "val_pass1": 0.6}, {"step": 20, "val_pass1": 0.9}],
+             "1": [{"step": 0, "val_pass1": 0.4}, {"step": 10, "val_pass1": 0.8}, {"step": 20, "val_pass1": None}]}
+    assert plot_results._by_update(seeds, "val_pass1") == [
+        (0, {"mean": pytest.approx(0.3), "low": 0.2, "high": 0.4, "n": 2}),
+        (10, {"mean": pytest.approx(0.7), "low": 0.6, "high": 0.8, "n": 2})]  # fmt: skip
+    lag = [{"step": s, "val_pass1": 0.5 if s % 2 == 0 else None, "rollout_lag": float((s - 1) % 2) if s else None,
+            "bound_mean_abs_log_rprime": 0.1 * s if s else None, "clipfrac": 0.0} for s in range(5)]  # fmt: skip
+    data = {"model": "m", "task": "t x", "device": "cpu",
+            "configs": {"on_policy_mask": {"v": 1, "seeds": seeds}, "off_policy_v10": {"v": 2, "seeds": {"0": lag}},
+                        "window_v10": {"v": 2, "seeds": {"0": lag, "1": lag}}}}  # fmt: skip
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "learning.json").write_text(json.dumps(data))
+    assert plot_results.main(["--results", str(tmp_path / "none"), "--learning", str(tmp_path / "run" / "learning.json")]) == 0
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["learning.json", "learning.png"]
+
+
 # ----------------------------------------------------------------------------- window_speed.py
 import window_speed  # noqa: E402
 

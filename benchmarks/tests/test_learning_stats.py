@@ -128,3 +128,88 @@ def test_cli_writes_the_summary_and_refuses_unknown_pairs(tmp_path, capsys):
     assert ls.parse_pairs("a/b,c/d") == [("a", "b"), ("c", "d")]
     with pytest.raises(ValueError):
         ls.parse_pairs("a-b")
+
+
+def lagged(drifts: list[float], v: int = 2, reward: float = 0.5) -> list[dict]:
+    """A v-lag run: update s (1 …) at rollout lag (s − 1) mod v with bound drift ``drifts[s − 1]``; validated
+    at 0 and at every multiple of 2."""
+    rows = [{"step": 0, "train_reward": None, "val_pass1": 0.1, "rollout_lag": None, "bound_mean_abs_log_rprime": None}]
+    for s, x in enumerate(drifts, start=1):
+        rows.append({"step": s, "train_reward": reward, "val_pass1": 0.1 if s % 2 == 0 else None,
+                     "rollout_lag": float((s - 1) % v), "bound_mean_abs_log_rprime": x})  # fmt: skip
+    return rows
+
+
+def test_drift_by_lag_averages_seed_window_units_and_pairs_the_same_updates():
+    """v = 2, H = 4. off_policy_v10: seed 0 drifts 0.1, 0.3 | 0.1, 0.5 (| between windows) and a row past H
+    (9.0, left out); seed 1 is cut after one window: 0.4, 0.6. Lag 0 units: 0.1, 0.1, 0.4, mean 0.2 (the mean
+    of seed means would be 0.25); lag 1: 0.3, 0.5, 0.6, mean 1.4/3. window_v10 = off_policy_v10 + 0 at lag 0 and
+    + 0.1 at lag 1 on seed 0's updates, and runs seed 1 for two windows: the pairs are seed 0's two windows and
+    seed 1's first (n = 3), with differences 0 and 0.1 exactly. v = 1 configs and bigbatch's rows without a lag
+    have no drift entry."""
+    per_step = {"0": lagged([0.1, 0.3, 0.1, 0.5, 9.0]), "1": lagged([0.4, 0.6])}
+    window = {"0": lagged([0.1, 0.4, 0.1, 0.6]), "1": lagged([0.4, 0.7, 0.2, 0.2])}
+    lag2 = {**ON_POLICY, "v": 2}
+    learning = _learning({"on_policy_mask": {"0": linear(0.01, horizon=4, every=2)}, "off_policy_v10": per_step,
+                          "window_v10": window, "bigbatch_v10": {"0": linear(0.01, horizon=4, every=2)}},
+                         {"off_policy_v10": lag2, "window_v10": lag2, "bigbatch_v10": BIGBATCH})  # fmt: skip
+    drift = ls.drift_by_lag(learning, horizon=4)
+    assert sorted(drift["configs"]) == ["off_policy_v10", "window_v10"] and drift["unit"] == "(seed, window)"
+    lags = drift["configs"]["off_policy_v10"]["lags"]
+    assert [(x["lag"], x["n"]) for x in lags] == [(0, 3), (1, 3)]
+    assert lags[0]["mean"] == pytest.approx(0.2) and lags[1]["mean"] == pytest.approx(1.4 / 3)
+    assert lags[0]["low"] == pytest.approx(0.1) and lags[0]["high"] == pytest.approx(0.4)  # P(mean 0.1) = 8/27, P(0.4) = 1/27: both > 2.5 %
+    assert drift["configs"]["window_v10"]["lags"][0]["mean"] == pytest.approx((0.1 + 0.1 + 0.4 + 0.2) / 4)
+    diff = drift["paired"]["window_v10 - off_policy_v10"]
+    assert diff["seeds"] == ["0", "1"]
+    assert [(x["n"], x["mean"], x["low"], x["high"]) for x in diff["lags"]] == [
+        (3, pytest.approx(0.0), pytest.approx(0.0), pytest.approx(0.0)),
+        (3, pytest.approx(0.1), pytest.approx(0.1), pytest.approx(0.1))]  # fmt: skip
+    # the drift summary rides in summarize's output; the markdown lists lag rows with one column per config and pair
+    summary = ls.summarize(learning, horizon=4, target=0.6)
+    assert summary["drift_by_lag"] == drift
+    text = ls.lag_table(summary)
+    assert "| lag | off_policy_v10 | window_v10 | window_v10 - off_policy_v10 |" in text
+    assert "| 1 | 0.467 [0.3, 0.6] (n=3) | " in text  # 0.3 and 0.6 thrice: 1/27 each
+    assert text.endswith("| 0.1 [0.1, 0.1] (n=3) |")
+
+
+def test_drift_by_lag_resamples_windows_not_seeds_and_refuses_pairs_of_different_v():
+    """One seed, two windows at lag 0 with drifts 0 and 1: resampling the two windows gives the interval [0, 1]
+    (one over seeds would have none). A pair is by update: a per_step run whose lags start one update later
+    (lag 0 at update 2) shares no (window start, lag) with the window run and gives no differences. Pairs need
+    one v; v = 3 runs get lag rows 0 … 2 and the table '–' where the v = 2 column ends."""
+    two = {**ON_POLICY, "v": 2}
+    learning = _learning({"window_v10": {"0": lagged([0.0, 0.5, 1.0, 0.5])},
+                          "off_policy_v10": {"0": [{**r, "rollout_lag": None if r["step"] < 2 else float(r["step"] % 2)}
+                                                   for r in lagged([0.0, 0.5, 1.0, 0.5])]}},
+                         {"window_v10": two, "off_policy_v10": two})  # fmt: skip
+    drift = ls.drift_by_lag(learning, horizon=4)
+    assert drift["configs"]["window_v10"]["lags"][0] == {"lag": 0, "mean": 0.5, "low": 0.0, "high": 1.0, "n": 2}
+    # off_policy_v10: lag 0 at updates 2, 4 (window starts 2, 4), lag 1 at 3 (start 2): none is a start of window_v10's
+    assert [x["n"] for x in drift["paired"]["window_v10 - off_policy_v10"]["lags"]] == [0, 0]
+    three = _learning({"window_v10": {"0": lagged([0.1] * 6, v=3)}, "off_policy_v10": {"0": lagged([0.2] * 6)}},
+                      {"window_v10": {**ON_POLICY, "v": 3}, "off_policy_v10": two})  # fmt: skip
+    with pytest.raises(ValueError):
+        ls.drift_by_lag(three, horizon=6)
+    alone = ls.drift_by_lag(three, horizon=6, pairs=())
+    assert [x["n"] for x in alone["configs"]["window_v10"]["lags"]] == [2, 2, 2] and alone["paired"] == {}
+    assert "| 2 | 0.1 [0.1, 0.1] (n=2) | – |" in ls.lag_table({"drift_by_lag": alone})
+
+
+def test_cli_prints_the_lag_table_only_with_lagged_configs(tmp_path, capsys):
+    """Without a v > 1 config the output is the main table alone, as before; with one, the lag table follows it
+    and the JSON carries ``drift_by_lag``."""
+    path = tmp_path / "learning.json"
+    plain = _learning({"on_policy_mask": {"0": linear(0.01)}})
+    path.write_text(json.dumps(plain))
+    assert ls.main(["--learning", str(path)]) == 0
+    assert capsys.readouterr().out == ls.table(ls.summarize(plain, 100, 0.6)) + "\n"
+    lag = _learning({"on_policy_mask": {"0": linear(0.01, horizon=4, every=2)}, "off_policy_v10": {"0": lagged([0.1, 0.3, 0.1, 0.5])}},
+                    {"off_policy_v10": {**ON_POLICY, "v": 2}})  # fmt: skip
+    path.write_text(json.dumps(lag))
+    assert ls.main(["--learning", str(path), "--out", str(tmp_path / "s.json")]) == 0
+    out = capsys.readouterr().out
+    assert out.index("| off_policy_v10 - on_policy_mask |") < out.index("Drift per rollout lag") and "| 1 | 0.4 [0.3, 0.5] (n=2) |" in out
+    written = json.loads((tmp_path / "s.json").read_text())["drift_by_lag"]
+    assert written["horizon"] == 4 and written["configs"]["off_policy_v10"]["lags"][0]["mean"] == pytest.approx(0.1)
