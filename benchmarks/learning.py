@@ -22,7 +22,8 @@ steps and stored in ``results/learning.json``. One ``main_ppo`` job per (config,
                           correction, verl's sync mode): 10·B prompts a step, 10 updates of B each
     on_policy_mask_rerun  on_policy_mask again on the same seed: the run-to-run noise
     rec_oneside_noIS, rec_oneside_wide, red_weight   the REC / RED losses at v=10 (README "Which loss
-                          when"): REC-OneSide-NoIS, the same with ε = (0.6, 2.0), RED-Weight
+                          when"): REC-OneSide-NoIS, the same with ε = (0.6, 2.0), RED-Weight; ρ = π_θ/α
+    rec_oneside_noIS_v1, rec_oneside_wide_v1, red_weight_v1   the same at v=1
 
 ``--config`` defaults to the first six (:data:`DEFAULT_CONFIGS`). A configuration is one line of
 :data:`CONFIGS` (a :class:`Config`); ``benchmarks/tests/test_learning_configs.py`` composes every
@@ -78,12 +79,20 @@ counts half its time, so a session holds two.
 
 Leases (every configuration on seeds 0, 1, 2; the rerun gives the noise floor of each seed):
 
-    1  on_policy_mask:0,off_policy_v10:0,window_v10:0,bigbatch_v10:0
+    1  on_policy_mask:0,off_policy_v10:0,window_v10:0,bigbatch_v10:0      (done: h200x4-2026-11-28, NOTEBOOK §9)
     2  on_policy:0,reuse_i10:0,on_policy_mask_rerun:0,on_policy_mask:1
     3  off_policy_v10:1,window_v10:1,bigbatch_v10:1,on_policy_mask_rerun:1
     4  on_policy:1,reuse_i10:1,on_policy_mask:2,off_policy_v10:2
     5  window_v10:2,bigbatch_v10:2,on_policy_mask_rerun:2,on_policy:2
     6  reuse_i10:2, then seed 3 of the configs the intervals leave undecided
+
+The REC / RED comparison (issue 33; off_policy_v10 and on_policy_mask are its off_grpo rows at v = 10, 1):
+
+    7  rec_oneside_noIS:0,rec_oneside_wide:0,red_weight:0,rec_oneside_noIS_v1:0
+    8  rec_oneside_wide_v1:0,red_weight_v1:0,rec_oneside_noIS:1,rec_oneside_wide:1
+    9  red_weight:1,rec_oneside_noIS_v1:1,rec_oneside_wide_v1:1,red_weight_v1:1
+    10 rec_oneside_noIS:2,rec_oneside_wide:2,red_weight:2,rec_oneside_noIS_v1:2
+    11 rec_oneside_wide_v1:2,red_weight_v1:2
 
 **Accumulating across sessions.** Each lease's ``learning.json`` already holds the earlier runs (it
 merged the committed file, which travels with the working tree). Back on the CPU: copy it to
@@ -206,14 +215,18 @@ CONFIGS: dict[str, Config] = {
     "window_v10": Config(v=10, trainer="v1", overrides={"algorithm.off_grpo.rollout_schedule": "window"}),
     "bigbatch_v10": Config(zero_var_mask=False, batches=10, trainer="v1", overrides=BIGBATCH),
     "on_policy_mask_rerun": Config(rerun_of="on_policy_mask"),  # same job again: rerun noise
-    # REC-OneSide-NoIS, with the paper's wider clip ε = (0.6, 2.0), and RED-Weight (no mask), at the lag v=10
-    "rec_oneside_noIS": Config(v=10, overrides={**REC_NOIS, f"{REC}.rec.clip_mode": "one-side"}),
-    "rec_oneside_wide": Config(v=10, overrides={**REC_NOIS, f"{REC}.rec.clip_mode": "one-side",
-                                                "actor_rollout_ref.actor.clip_ratio_low": 0.6,
-                                                "actor_rollout_ref.actor.clip_ratio_high": 2.0}),  # fmt: skip
-    "red_weight": Config(v=10, overrides={**REC_NOIS, f"{REC}.rec.clip_mode": "none",
-                                          f"{REC}.rec.weight": "red_weight", f"{REC}.rec.tau": 1.0}),  # fmt: skip
 }
+#: REC-OneSide-NoIS, the same with the paper's wider clip ε = (0.6, 2.0), and RED-Weight, each at the lag
+#: v = 10 (``rec_oneside_noIS``) and on-policy (``rec_oneside_noIS_v1``); ρ = π_θ/α (the default anchor)
+REC_OPTIONS: dict[str, dict[str, object]] = {
+    "rec_oneside_noIS": {**REC_NOIS, f"{REC}.rec.clip_mode": "one-side"},
+    "rec_oneside_wide": {**REC_NOIS, f"{REC}.rec.clip_mode": "one-side", "actor_rollout_ref.actor.clip_ratio_low": 0.6,
+                         "actor_rollout_ref.actor.clip_ratio_high": 2.0},  # fmt: skip
+    "red_weight": {**REC_NOIS, f"{REC}.rec.clip_mode": "none", f"{REC}.rec.weight": "red_weight", f"{REC}.rec.tau": 1.0},
+}
+for _name, _overrides in REC_OPTIONS.items():
+    CONFIGS[_name] = Config(v=10, overrides=_overrides)
+    CONFIGS[f"{_name}_v1"] = Config(overrides=_overrides)
 #: what ``--config`` runs when not given: every config but the placeholders and the rerun
 DEFAULT_CONFIGS = ["on_policy", "on_policy_mask", "off_policy_v10", "reuse_i10", "window_v10", "bigbatch_v10"]
 

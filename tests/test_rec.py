@@ -1,7 +1,8 @@
 """The ``rec`` policy loss through verl's registry (``core_algos.get_policy_loss_fn("rec")``) with a real
 ``ActorConfig``; every expected gradient below is written out by hand.
 
-Reference batch (ε = 0.2 on both sides, ε′ = (0.6, 2.0), anchor pi_k: ρ = π_θ/π_k, band [0.8, 1.2],
+Reference batch (ε = 0.2 on both sides, ε′ = (0.6, 2.0), default anchor alpha without rollout weights, so
+α = π_k: ρ = π_θ/π_k, band [0.8, 1.2],
 ring regions ρ ≤ 0.4 for A > 0 and ρ ≥ 3.0 for A < 0), π_k = 0.25 on every token::
 
     token   A    ρ     one-side  two-side  ring
@@ -97,6 +98,22 @@ def test_anchor_sets_what_rho_is_measured_against(anchor, mask, rho_used):
     config = actor_config(clip_mode="two-side", weight="is", anchor=anchor)
     _, grad, _, _ = call(config, [1.15, 0.5, 1.0], [1.0, 1.0, 1.0], rprime=[2.0, 2.0, 1.0])
     torch.testing.assert_close(grad, torch.tensor([-rho_used[t] * mask[t] / 3 for t in range(3)]))
+
+
+def test_default_masks_stale_tokens_at_the_start_of_the_update():
+    """At one optimizer step a batch π_θ = π_k (ρ_k = 1). The default (anchor alpha, one-side NoIS, as the
+    paper's reference code) still masks by staleness: r' = π_k/α = [1.5, 0.5, 1.0, 1.0] with
+    A = [+1, −1, +1, −1] gives ρ_α = r' → M = [0 (A>0, 1.5 > 1.2), 0 (A<0, 0.5 < 0.8), 1, 1];
+    anchor pi_k keeps every token (ρ_k = 1): plain REINFORCE, whatever the clip mode."""
+    assert RECConfig().anchor == "alpha"
+    adv, rprime = [1.0, -1.0, 1.0, -1.0], [1.5, 0.5, 1.0, 1.0]
+    _, grad, _, metrics = call(actor_config(), [1.0] * 4, adv, rprime=rprime)
+    torch.testing.assert_close(grad, torch.tensor([0.0, 0.0, -0.25, 0.25]))
+    assert metrics["actor/pg_clipfrac"] == pytest.approx(0.5)
+    for clip_mode in ("one-side", "two-side", "ring"):
+        _, grad, _, metrics = call(actor_config(clip_mode=clip_mode, anchor="pi_k"), [1.0] * 4, adv, rprime=rprime)
+        torch.testing.assert_close(grad, torch.tensor([-0.25, 0.25, -0.25, 0.25]))
+        assert metrics["actor/pg_clipfrac"] == 0.0
 
 
 @pytest.mark.parametrize("tau", [1.0, 0.5])

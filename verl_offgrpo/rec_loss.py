@@ -22,13 +22,14 @@ falling back to ``clip_ratio``) and ε′ = (ε′_low, ε′_high) from ``polic
 π_old (``policy_loss.rec.anchor``), with π_k verl's recomputed ``old_log_prob`` and r' = π_k/α from
 ``rollout_is_weights`` (α the lagged policy vLLM sampled from; r' = 1 without rollout log-probs)::
 
-    pi_k     ρ = π_θ / π_k    c = 1      (default)
+    alpha    ρ = π_θ / α      c = 1      (default)
+    pi_k     ρ = π_θ / π_k    c = 1
     rprime   ρ = π_θ / α      c = r'     (the off_grpo loss's window centre, additive band)
-    alpha    ρ = π_θ / α      c = 1
 
-``pi_k`` is the paper's reading: the clip regularises the update around the policy at the start of the
-step, and group-relative REINFORCE needs no correction towards the sampling policy, so the lag enters
-only through the samples. Log-ratios are clamped to ±20 as verl does. verl's ``ppo_loss`` adds the
+``alpha`` is what the paper's reference implementation (Trinity-RFT) feeds its REC loss: the rollout
+engine's log-probs as π_old, one optimizer step per batch, so the mask acts on how stale a sample is.
+With ``pi_k`` and one optimizer step per batch, π_θ = π_k when the gradient is taken: ρ = 1, the mask
+never binds and every clip mode is plain group-relative REINFORCE. Log-ratios are clamped to ±20 as verl does. verl's ``ppo_loss`` adds the
 entropy and β·KL terms on the same mask; a mini-batch without a loss token gives exactly 0, as the
 off_grpo loss (:func:`verl_offgrpo.policy_loss.aggregate`).
 

@@ -53,9 +53,9 @@ class RECConfig:
     > π_old, the policy ρ is measured against (the plugin's lag: samples come from α = π_{k−v})
 
     Args:
-        anchor (str, default "pi_k"): "pi_k": ρ = π_θ/π_k, band around 1 (the paper: the clip keeps the update
-            near the policy at the start of the step; no rollout log-probs needed); "rprime": ρ = π_θ/α, band
-            around r' = π_k/α, as the off_grpo loss; "alpha": ρ = π_θ/α, band around 1.
+        anchor (str, default "alpha"): "alpha": ρ = π_θ/α, band around 1 (the paper's reference code: the clip
+            acts on stale samples); "pi_k": ρ = π_θ/π_k (never binds at one step a batch, i = 1); "rprime":
+            ρ = π_θ/α, band around r' = π_k/α, as the off_grpo loss.
     """
 
     clip_mode: str = "one-side"
@@ -63,7 +63,7 @@ class RECConfig:
     eps_high_prime: float = 2.0
     weight: str = "none"
     tau: float = 1.0
-    anchor: str = "pi_k"
+    anchor: str = "alpha"
 
     def __post_init__(self) -> None:
         for name, choices in (("clip_mode", CLIP_MODES), ("weight", WEIGHTS), ("anchor", ANCHORS)):
