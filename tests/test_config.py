@@ -301,6 +301,37 @@ def test_window_waves_count_engines_and_vllms_token_budget(caplog):
     assert "puts 20480 samples" in told[0] and "in 80 waves" in told[0]
 
 
+@pytest.mark.parametrize("overrides, per_engine", [
+    ((), 10240),  # 8 GPUs / TP 2 = 4 engines; 10 × 1024 × 4 = 40960 samples
+    (("trainer.nnodes=2",), 5120),  # 16 GPUs: 8 engines
+    (("actor_rollout_ref.rollout.pipeline_model_parallel_size=2",), 20480),  # replicas of TP·PP = 4 GPUs: 2
+    (("actor_rollout_ref.rollout.data_parallel_size=2",), 10240),  # 2 replicas of 4 GPUs, 2 DP engines each
+    (("trainer.n_gpus_per_node=6", "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+      "actor_rollout_ref.rollout.data_parallel_size=4"), 10240),  # one replica of 4 GPUs (2 idle): 4 engines
+])
+def test_window_samples_per_engine(overrides, per_engine):
+    from verl_offgrpo.config.off_grpo import window_samples_per_engine
+
+    assert window_samples_per_engine(composed(*WINDOW_10, *overrides), 10) == per_engine
+
+
+def test_window_advice_is_printed_once_per_job(caplog):
+    """The driver's validate_config advises; the trainer's re-checks (TaskRunner, checkpoint manager) of the
+    same config stay quiet but still raise."""
+    from verl_offgrpo.config import advisories_silenced
+    from verl_offgrpo.sync.trainer_v1 import prepare_v1_config
+
+    cfg = composed(*WINDOW_10, *ONE_GPU)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        validate(cfg)
+        prepare_v1_config(cfg)
+        with advisories_silenced():
+            check_window_config(cfg)
+    assert len([r for r in caplog.records if "waves" in r.getMessage()]) == 1
+    with pytest.raises(OffGRPOConfigError, match="trainer.use_v1=false"), advisories_silenced():
+        check_window_config(composed(*WINDOW_10, "trainer.use_v1=false"))
+
+
 def test_window_rules_callable_alone():
     """The trainer mode calls check_window_config itself; per_step ignores the window's rules."""
     ok = composed("algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=3")

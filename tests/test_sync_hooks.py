@@ -790,6 +790,22 @@ def test_v1_construction_uses_the_sync_paths():
     assert trainer.off_grpo_knobs.sync_period == 4
 
 
+def test_v1_mode_polls_for_finished_groups_faster_than_verls_sync_mode():
+    """The plugin's mode looks at the TransferQueue every SAMPLE_POLL_S; verl's own sync mode keeps 2 s."""
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    from verl_offgrpo.sync.trainer_v1 import SAMPLE_POLL_S
+
+    register_sync_hooks()
+    assert SAMPLE_POLL_S == 0.1
+    ours = get_trainer_cls(verl_offgrpo.TRAINER_MODE)(config=compose_cfg("algorithm.off_grpo.sync_period=4"))
+    assert ours.replay_buffer.poll_interval == SAMPLE_POLL_S
+    plain = compose_cfg("trainer.v1.trainer_mode=sync", "algorithm.adv_estimator=grpo",
+                        "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla", "algorithm.off_grpo.zero_var_mask=false")
+    verls = get_trainer_cls("sync")(config=plain)
+    assert verls.replay_buffer.poll_interval == 2.0
+
+
 def test_v1_no_sleep_sets_free_cache_engine():
     from verl.trainer.ppo.v1 import get_trainer_cls
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -269,7 +270,21 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
                 )
     if knobs.ref_reset_period > 0:
         check_ref_reset_config(config, knobs=knobs)
+    if knobs.rollout_schedule == "window" and knobs.sync_period > 1:
+        _warn_if_window_runs_in_waves(config, knobs.sync_period)
     return knobs
+
+
+@contextmanager
+def advisories_silenced():
+    """Run checks without their warning lines: for the trainer's own re-checks (TaskRunner, checkpoint
+    manager) of a config the driver's ``validate_config`` already checked and advised on once. Errors
+    still raise."""
+    previous, logger.disabled = logger.disabled, True
+    try:
+        yield
+    finally:
+        logger.disabled = previous
 
 
 def _check_group_size(config: Any, estimator: str) -> None:
@@ -524,26 +539,25 @@ def check_window_config(config: Any, knobs: OffGRPOConfig | None = None) -> OffG
         )
     if knobs.sync_period == 1:
         logger.warning("off_grpo: %s with sync_period=1 is on-policy GRPO (a window of one step).", why)
-    else:
-        _warn_if_window_runs_in_waves(config, knobs.sync_period)
     return knobs
 
 
 def window_samples_per_engine(config: Any, sync_period: int) -> int | None:
     """Samples each vLLM engine holds when a window of ``sync_period`` steps is generated at once, or None.
 
-    ⌈v · ``data.train_batch_size`` · ``rollout.n`` / engines⌉, engines = rollout GPUs / (TP · PP): verl
-    spreads the requests over its replicas, and each engine (one per data-parallel rank of a replica) has
-    its own ``max_num_seqs``.
+    ⌈v · ``data.train_batch_size`` · ``rollout.n`` / engines⌉, engines = ⌊GPUs / (TP·DP·PP)⌋ · DP: verl
+    builds ⌊GPUs / (TP·DP·PP)⌋ replicas, spreads the requests over them, and each engine (one per
+    data-parallel rank of a replica) has its own ``max_num_seqs``.
     """
     rollout = "actor_rollout_ref.rollout"
     batch, n = _get(config, "data.train_batch_size"), _get(config, f"{rollout}.n", 1)
     gpus = (_get(config, "trainer.n_gpus_per_node", 1) or 1) * (_get(config, "trainer.nnodes", 1) or 1)
     tp = _get(config, f"{rollout}.tensor_model_parallel_size", 1) or 1
     pp = _get(config, f"{rollout}.pipeline_model_parallel_size", 1) or 1
-    if not all(_is_int(x) and x > 0 for x in (batch, n, gpus, tp, pp)):
+    dp = _get(config, f"{rollout}.data_parallel_size", 1) or 1
+    if not all(_is_int(x) and x > 0 for x in (batch, n, gpus, tp, pp, dp)):
         return None
-    return math.ceil(sync_period * batch * n / max(gpus // (tp * pp), 1))
+    return math.ceil(sync_period * batch * n / max(gpus // (tp * dp * pp) * dp, 1))
 
 
 def _warn_if_window_runs_in_waves(config: Any, sync_period: int) -> None:

@@ -52,7 +52,7 @@ import ray
 from verl.checkpoint_engine.base import CheckpointEngineManager
 from verl.utils.ray_utils import auto_await
 
-from ..config import check_sync_config, check_window_config
+from ..config import advisories_silenced, check_sync_config, check_window_config
 from ..config import config_value as _get
 from . import served_weights
 from .alpha_guard import ServedPolicyError, check_served_policy
@@ -136,7 +136,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         if trainer_kind is None:
             trainer_kind = "v1" if bool(_get(full_config, "trainer.use_v1", True)) else "v0"
         self.trainer_kind = trainer_kind
-        self.knobs = check_sync_config(full_config, trainer=trainer_kind)
+        with advisories_silenced():  # the driver's validate_config advised on this config already
+            self.knobs = check_sync_config(full_config, trainer=trainer_kind)
         self.schedule = SyncSchedule(self.knobs.sync_period)
         self.free_cache_engine = bool(_get(full_config, "actor_rollout_ref.rollout.free_cache_engine", True))
         # vLLM's pool takes back at most this fraction of device memory on wake
@@ -145,7 +146,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         lagged = self.knobs.sync_period > 1
         # rollout_schedule=window (V1 only, checked): vLLM generates a whole window right after a sync and
         # sleeps at verl's own level; a skipped slot neither transfers nor wakes (.window)
-        check_window_config(full_config, knobs=self.knobs)
+        with advisories_silenced():
+            check_window_config(full_config, knobs=self.knobs)
         self.windowed = self.knobs.rollout_schedule == WINDOW
         if lagged and self.knobs.keep_weights == "sleep_level1" and self.free_cache_engine and not self.windowed:
             self.server_reports = keep_weights_across_sleep(self.replicas, level=1)

@@ -11,6 +11,9 @@ verl's ``register_trainer`` when ``verl.trainer.ppo.v1`` is imported (see :func:
 * Construction checks the config (:func:`verl_offgrpo.config.check_sync_config`, and the
   plugin's own startup checks) before any worker exists; with ``keep_weights=no_sleep`` and
   ``sync_period > 1`` it sets ``rollout.free_cache_engine=false`` itself.
+* Its replay buffer polls the TransferQueue every :data:`SAMPLE_POLL_S` (verl 0.9.1's ``ReplayBuffer``
+  constructor argument ``poll_interval``, 2 s by default), so a step's sampling ends when its last
+  group finishes rather than on the next 2 s tick.
 * ``_setup`` swaps verl's ``CheckpointEngineManager`` for :class:`LaggedCheckpointManager` (same
   config, actor group and replicas) right after verl built it, so every ``update_weights`` call —
   ``on_init_end``, ``on_step_end``, the wake inside ``_validate`` — goes through the schedule.
@@ -39,7 +42,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from verl_offgrpo import ESTIMATOR_NAMES, TRAINER_MODE
 
-from ..config import OffGRPOConfig, validate_off_grpo_config
+from ..config import OffGRPOConfig, advisories_silenced, validate_off_grpo_config
 from ..config import config_value as _get
 from .lagged_manager import LaggedCheckpointManager
 from .window import WINDOW, WindowSchedule
@@ -47,9 +50,13 @@ from .window import WINDOW, WindowSchedule
 logger = logging.getLogger(__name__)
 
 PRESENTED_MODE = "sync"
+#: seconds between the replay buffer's looks at the TransferQueue while a step waits for its groups
+#: (verl 0.9.1's ``ReplayBuffer(poll_interval=2.0)``, which its trainer does not configure: a step's
+#: generation then ends on the next 2 s tick, on average 1 s after its last group finished)
+SAMPLE_POLL_S = 0.1
 
 
-def wait_for_window(replay_buffer, num_prompts: int, partition_id: str = "train", poll_s: float = 0.1) -> None:
+def wait_for_window(replay_buffer, num_prompts: int, partition_id: str = "train", poll_s: float = SAMPLE_POLL_S) -> None:
     """Block until ``num_prompts`` prompt groups of ``partition_id`` are terminal (finished or failed)
     and none is pending or running.
 
@@ -78,7 +85,8 @@ def prepare_v1_config(config: Any) -> OffGRPOConfig:
         with open_dict(config):
             config.actor_rollout_ref.rollout.free_cache_engine = False
         logger.warning("verl-offgrpo: keep_weights=no_sleep: set actor_rollout_ref.rollout.free_cache_engine=False")
-    return validate_off_grpo_config(config)
+    with advisories_silenced():  # the driver's validate_config advised on this config already
+        return validate_off_grpo_config(config)
 
 
 class OffGRPOSyncTrainer(PPOTrainerSync):
@@ -103,6 +111,13 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
     def _setup(self):
         super()._setup()
         self.checkpoint_manager = self._make_lagged_manager(self.checkpoint_manager)
+
+    def _build_replay_buffer(self):
+        """verl's replay buffer, polling every :data:`SAMPLE_POLL_S` instead of its default 2 s."""
+        replay_buffer = super()._build_replay_buffer()
+        if getattr(replay_buffer, "poll_interval", 0.0) > SAMPLE_POLL_S:
+            replay_buffer.poll_interval = SAMPLE_POLL_S
+        return replay_buffer
 
     def _make_lagged_manager(self, base) -> LaggedCheckpointManager:
         if isinstance(base, LaggedCheckpointManager):
