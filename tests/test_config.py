@@ -160,6 +160,9 @@ REJECTED = [
     ([REC, f"{REC_KNOB}weight=importance_sampling"], "rec.weight must be one of"),
     ([REC, f"{REC_KNOB}anchor=rprime", "algorithm.rollout_correction.rollout_is=null"],
      "anchor=rprime measures ρ against α"),
+    # the default anchor (alpha) without rollout log-probs: the escape is named
+    ([REC, "actor_rollout_ref.rollout.calculate_log_probs=false", "algorithm.rollout_correction.rollout_is=null"],
+     r"anchor=alpha measures ρ against α.*or actor_rollout_ref.actor.policy_loss.rec.anchor=pi_k"),
     ([REC, "algorithm.rollout_correction.bypass_mode=true"], "loss rec needs π_k"),
     # rec knobs that would not act: another loss, or verl's own PolicyLossConfig (no rec field in the workers)
     ([f"{REC_KNOB}clip_mode=ring"], r"rec sets clip_mode=ring, which only the rec loss reads, but .*loss_mode=off_grpo"),

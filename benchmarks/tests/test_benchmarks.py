@@ -1987,3 +1987,13 @@ def test_window_speed_job_specs():
             window_speed.parse_jobs(bad)
     args = argparse.Namespace(batch=32, n=4, n_gpus=4, tp=2)
     assert window_speed.full_window_seqs(args, 10) == 640  # 1280 samples over 2 engines
+
+
+def test_window_speed_full_window_raises_vllms_token_budget_with_it(tmp_path):
+    """vLLM refuses max_num_batched_tokens < max_num_seqs: a window of 10 × 128 × 8 = 10240 samples on one
+    engine sets both to 10240 (verl's 8192 would not start)."""
+    args = argparse.Namespace(steps=40, lr=1e-6, batch=128, n=8, response_length=512, micro_batch=8, gpu_mem=0.4,
+                              shape=None, tp=1, n_gpus=1, offload=False, extra=[])  # fmt: skip
+    overrides = window_speed.job_overrides(args, "w10f", "window", 10, tmp_path / "m", tmp_path / "d", True)
+    assert "actor_rollout_ref.rollout.max_num_seqs=10240" in overrides
+    assert "actor_rollout_ref.rollout.max_num_batched_tokens=10240" in overrides
