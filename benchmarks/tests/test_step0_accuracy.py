@@ -94,3 +94,67 @@ def test_the_committed_measurement_puts_the_learning_task_in_the_10_to_40_percen
     decoding = result["decoding"]
     assert decoding["greedy"] and decoding["max_new_tokens"] == 48 and decoding["dtype"] == "bfloat16"
     assert "add_generation_prompt=True" in decoding["prompt"] and result["model"] == learning.MODEL_NAME
+
+
+def test_the_gemma3_tokenizer_is_bpe_that_survives_save_and_reload(tmp_path):
+    """A toy GGUF vocabulary: words merge whole by id order, control tokens and newline runs match whole,
+    space runs become ``▁`` runs; saved and reloaded it tokenizes the same (transformers' own GGUF
+    tokenizer is a Unigram that reloads as BPE without merges, one token a character), and Gemma 3's chat
+    template renders the runs' prompt with the bos, the turn markers and the generation prompt."""
+    from transformers import AutoTokenizer
+
+    tokens = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<start_of_turn>", "<end_of_turn>", "\n", "  ",
+              "▁", "a", "b", "u", "s", "e", "r", "m", "o", "d", "l", "ab", "▁ab", "us", "er", "user", "mo",
+              "el", "mod", "model", "▁b"]  # fmt: skip
+    types = [3] * 7 + [4, 4] + [1] * (len(tokens) - 9)
+    tok = learning.gemma3_tokenizer(tokens, types)
+    ids = {t: i for i, t in enumerate(tokens)}
+    assert tok.convert_ids_to_tokens(tok.encode("ab ab", add_special_tokens=False)) == ["ab", "▁ab"]
+    turn = tok.encode("<start_of_turn>user\n", add_special_tokens=False)
+    assert turn == [ids["<start_of_turn>"], ids["user"], ids["\n"]]
+    assert tok.convert_ids_to_tokens([ids["  "]]) == ["▁▁"]
+    tok.chat_template = learning.GEMMA3_CHAT_TEMPLATE
+    tok.eos_token = "<end_of_turn>"
+    tok.save_pretrained(str(tmp_path))
+    again = AutoTokenizer.from_pretrained(str(tmp_path))
+    assert again.encode("ab ab user", add_special_tokens=False) == tok.encode("ab ab user", add_special_tokens=False)
+    assert again.eos_token == "<end_of_turn>" and again.pad_token == "<pad>" and again.bos_token == "<bos>"
+    messages = [{"role": "system", "content": "ab"}, {"role": "user", "content": "b a"}]
+    text = again.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    assert text == "<bos><start_of_turn>user\nab\n\nb a<end_of_turn>\n<start_of_turn>model\n"
+    ids_rendered = s0.prompt_ids(again, messages[1:])
+    assert ids_rendered[:3] == [ids["<bos>"], ids["<start_of_turn>"], ids["user"]]
+    assert ids_rendered[-3:] == [ids["<start_of_turn>"], ids["model"], ids["\n"]]
+
+
+def test_a_second_model_is_stored_beside_the_first_and_merges_its_own_tasks():
+    """--merge keeps the file's model at the top level; another model goes under ``models`` and, measured
+    again, keeps its other tasks; the first model measured again keeps the others under ``models``."""
+    smol = {"model": learning.MODEL_NAME, "tasks": {"largest4": 1, "add2": 2}}
+    gemma = {"model": learning.GEMMA3_NAME, "tasks": {"largest4": 3}}
+    both = s0.place(smol, gemma)
+    assert both == {**smol, "models": {learning.GEMMA3_NAME: gemma}}
+    assert s0.model_section(both, learning.GEMMA3_NAME) is gemma and s0.model_section(both, learning.MODEL_NAME) is both
+    assert s0.model_section(smol, "other") == {} and s0.model_section({}, "other") == {}
+    again = s0.place(both, {"model": learning.MODEL_NAME, "tasks": {"largest4": 4}})
+    assert again == {"model": learning.MODEL_NAME, "tasks": {"largest4": 4}, "models": {learning.GEMMA3_NAME: gemma}}
+    assert s0.place({}, gemma) == gemma
+
+
+def test_the_stop_token_is_the_models_end_of_turn():
+    tok, model = _FakeTokenizer(), _FakeModel()
+    tok.convert_tokens_to_ids = lambda token: {"<|im_end|>": 2, "<end_of_turn>": 2}[token]
+    assert s0.greedy_responses(model, tok, [s0.prompt_ids(tok, [{"role": "user", "content": "Is it 7?"}])],
+                               max_new_tokens=8, batch_size=1, stop="<end_of_turn>") == ["7"]  # fmt: skip
+    assert learning.MODELS["smollm2"][3] == "<|im_end|>" and learning.MODELS["gemma3-270m"][3] == "<end_of_turn>"
+
+
+def test_the_committed_gemma3_measurement_is_consistent_and_leaves_smollm2_at_the_top():
+    result = json.loads(RESULT.read_text())
+    assert result["model"] == learning.MODEL_NAME
+    gemma = result["models"][learning.GEMMA3_NAME]
+    chosen = gemma["tasks"][learning.DEFAULT_TASK]
+    assert chosen["n"] == 500 and chosen["data"] == learning.task_label(learning.DEFAULT_TASK)
+    assert chosen["accuracy"] == round(chosen["correct"] / chosen["n"], 4)
+    assert chosen["wilson95"] == pytest.approx(s0.wilson(chosen["correct"], chosen["n"]), abs=1e-4)
+    assert gemma["decoding"]["stop"] == "<end_of_turn>" and "echo" in gemma["note"]
