@@ -330,6 +330,12 @@ def test_arithmetic_last_integer_reward(response, truth, score):
         ("Which number is larger, 59 or 63? Answer with just the number.", "The larger of 59 and 63", "63", 1.0),  # paraphrase: not caught
         ("Which number is the largest: 12, 87, 45, 60? Answer with just the number.", "12, 87, 45, 60", "60", 0.0),
         ("Which number is the largest: 12, 87, 45, 60? Answer with just the number.", "45, 60", "60", 1.0),  # a part is no echo
+        # an echo cut by the length cap, wherever the cut lands (also on the largest)
+        ("Which number is the largest: 12, 87, 45, 60? Answer with just the number.",
+         "Which number is the largest: 12, 87", "87", 0.0),
+        ("Which number is the largest: 12, 87, 45, 60? Answer with just the number.", "x\n12,  87, 45,", "45", 0.0),
+        ("Which number is the largest: 87, 12, 45, 60? Answer with just the number.", "The largest is 87.", "87", 1.0),
+        ("Which number is the largest: 12, 87, 45, 60? Answer with just the number.", "Of 12, 87, 45, 60: 87", "87", 1.0),
         ("What is 7? Answer with just the number.", "7", "7", 1.0),  # one number: nothing to echo
     ],
 )

@@ -10,11 +10,12 @@ decimal point ("equals 12." is 12).
 
 **An echo of the question earns nothing.** Given the question, the last number does not count when
 it closes a verbatim copy of the question's operands (the text from its first number to its last,
-whitespace runs read as one space). Without that, a response that only repeats "What is 0 + 8?"
-ends in the answer 8, and "59 or 63" would be right for every question whose second number is the
-larger (half of ``larger2``'s). A restatement that then answers ("0 + 8 = 8", "8 + 0 = 8", "of 59 or
-63, 63") still scores 1: its last number closes no copy. A paraphrase ("the larger of 59 and 63") is
-not caught.
+whitespace runs read as one space), or of their beginning up to any later number (an echo cut off by
+the length cap: "12, 87, 45" of "12, 87, 45, 60"). Without that, a response that only repeats "What
+is 0 + 8?" ends in the answer 8, "59 or 63" would be right for every question whose second number is
+the larger (half of ``larger2``'s), and a cut echo of ``largest4``'s list wherever the cut lands on
+the largest. A restatement that then answers ("0 + 8 = 8", "8 + 0 = 8", "of 59 or 63, 63") still
+scores 1: its last number closes no copy. A paraphrase ("the larger of 59 and 63") is not caught.
 """
 
 from __future__ import annotations
@@ -37,19 +38,27 @@ def last_integer(text: str) -> int | None:
 def operand_span(question: str) -> str | None:
     """The question's text from its first number to its last (whitespace collapsed), ``None`` if it
     has fewer than two numbers: "What is 7 + 5? Answer with just the number." -> "7 + 5"."""
+    spans = echo_spans(question)
+    return spans[-1] if spans else None
+
+
+def echo_spans(question: str) -> list[str]:
+    """The question's text from its first number to its second, third, …, last (whitespace collapsed):
+    "12, 87, 45, 60" -> ["12, 87", "12, 87, 45", "12, 87, 45, 60"]; empty below two numbers."""
     text, found = _numbers_one_spaced(question)
-    return text[found[0].start() : found[-1].end()] if len(found) >= 2 else None
+    return [text[found[0].start() : end.end()] for end in found[1:]]
 
 
 def ends_with_echo(response: str, question: str) -> bool:
-    """Whether the response's last number closes a verbatim copy of the question's operand span."""
-    span = operand_span(question)
+    """Whether the response's last number closes a verbatim copy of one of the question's
+    :func:`echo_spans` (its operands, or their beginning up to a later number)."""
     text, found = _numbers_one_spaced(response)
-    if span is None or not found:
+    if not found:
         return False
-    copy_start = found[-1].end() - len(span)
-    starts_a_number = copy_start in {m.start() for m in found}  # "11 + 8" holds no copy of "1 + 8"
-    return starts_a_number and text[copy_start : found[-1].end()] == span
+    starts = {m.start() for m in found}  # "11 + 8" holds no copy of "1 + 8"
+    end = found[-1].end()
+    return any(end >= len(span) and end - len(span) in starts and text[end - len(span) : end] == span
+               for span in echo_spans(question))
 
 
 def last_integer_score(solution_str: str, ground_truth: str, question: str | None = None) -> float:
