@@ -420,6 +420,18 @@ def test_compose_says_a_typo_or_bad_syntax_in_one_line(capsys):
         assert len(err) == 1 and err[0].startswith("config error (hydra): ") and said in err[0], err
 
 
+def test_compose_says_verls_own_dataclass_error_in_one_line(capsys):
+    """verl's ActorConfig check comes wrapped in hydra's InstantiationException: its cause, in one line."""
+    from verl_offgrpo.__main__ import dry_run
+
+    overrides = [o for o in BASE if "actor.ppo_micro_batch_size_per_gpu" not in o]
+    assert dry_run([*overrides, "actor_rollout_ref.rollout.name=vllm"]) == 4
+    said = capsys.readouterr().err
+    err = [line for line in said.strip().splitlines() if line.startswith("config error")]
+    assert len(err) == 1 and "Please set at least one of 'actor.ppo_micro_batch_size'" in err[0], err
+    assert "Traceback" not in said
+
+
 @pytest.mark.slow
 def test_check_cli_is_loud_when_verl_did_not_load_the_plugin():
     proc = _run("-m", "verl_offgrpo", "check", env={"VERL_USE_EXTERNAL_PLUGINS": "none"})

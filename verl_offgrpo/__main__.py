@@ -233,8 +233,11 @@ def dry_run(overrides: list[str]) -> int:
     except OffGRPOConfigError as err:
         print(f"off_grpo config error: {err}", file=sys.stderr)
         return 2
-    except (AssertionError, ValueError) as err:  # verl's own validate_config
-        print(f"config error (verl's validate_config): {' '.join(str(err).split()) or type(err).__name__}", file=sys.stderr)
+    except (AssertionError, ValueError, HydraException) as err:  # verl's own validate_config
+        # verl's dataclass checks reach here wrapped in hydra's InstantiationException: say the cause
+        cause = err.__cause__ if isinstance(err, HydraException) and err.__cause__ is not None else err
+        print(f"config error (verl's validate_config): {' '.join(str(cause).split()) or type(cause).__name__}",
+              file=sys.stderr)
         return 4
     except MissingMandatoryValue:  # verl read a ??? value: said below
         if not missing_values(config):
