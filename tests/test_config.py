@@ -277,16 +277,16 @@ def _wave_lines(caplog, *overrides):
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         validate(composed(*overrides))
-    return [r.getMessage() for r in caplog.records if "waves" in r.getMessage()]
+    return [r.getMessage() for r in caplog.records if "rounds)" in r.getMessage()]
 
 
 def test_window_larger_than_max_num_seqs_says_how_many_waves_and_the_fix(caplog):
     """10 steps × 32 prompts × n=8 = 2560 samples on one engine; verl's max_num_seqs=256 → 10 waves."""
     told = _wave_lines(caplog, *WINDOW_10, *ONE_GPU)
     assert len(told) == 1
-    assert "puts 2560 samples on each vLLM engine" in told[0] and "max_num_seqs=256 runs them in 10 waves" in told[0]
-    assert told[0].endswith("set actor_rollout_ref.rollout.max_num_seqs=2560 to generate the window at once "
-                            "(if its KV cache fits).")
+    assert "puts 2560 samples on each vLLM engine" in told[0]
+    assert "max_num_seqs=256 lets it run at most 256 at a time (≈ 10 rounds)" in told[0]
+    assert "raise it toward actor_rollout_ref.rollout.max_num_seqs=2560, as far as the KV cache allows" in told[0]
     # a window that fits, per_step, and a window of one step: silent
     assert _wave_lines(caplog, *WINDOW_10, *ONE_GPU, "actor_rollout_ref.rollout.max_num_seqs=2560") == []
     assert _wave_lines(caplog, "algorithm.off_grpo.sync_period=10", *ONE_GPU) == []
@@ -297,11 +297,11 @@ def test_window_waves_count_engines_and_vllms_token_budget(caplog):
     """8 GPUs at TP=2 are 4 engines: 10 × 1024 × 4 / 4 = 10240 samples each, 40 waves of 256; vLLM refuses
     max_num_batched_tokens (8192) < max_num_seqs, so the fix names both."""
     told = _wave_lines(caplog, *WINDOW_10)
-    assert len(told) == 1 and "puts 10240 samples" in told[0] and "in 40 waves" in told[0]
-    assert ("max_num_seqs=10240 actor_rollout_ref.rollout.max_num_batched_tokens=10240 to generate" in told[0])
+    assert len(told) == 1 and "puts 10240 samples" in told[0] and "(≈ 40 rounds)" in told[0]
+    assert ("max_num_seqs=10240 actor_rollout_ref.rollout.max_num_batched_tokens=10240, as far as" in told[0])
     # TP=4 halves the engines: 20480 each
     told = _wave_lines(caplog, *WINDOW_10, "actor_rollout_ref.rollout.tensor_model_parallel_size=4")
-    assert "puts 20480 samples" in told[0] and "in 80 waves" in told[0]
+    assert "puts 20480 samples" in told[0] and "(≈ 80 rounds)" in told[0]
 
 
 @pytest.mark.parametrize("overrides, per_engine", [
@@ -330,7 +330,7 @@ def test_window_advice_is_printed_once_per_job(caplog):
         prepare_v1_config(cfg)
         with advisories_silenced():
             check_window_config(cfg)
-    assert len([r for r in caplog.records if "waves" in r.getMessage()]) == 1
+    assert len([r for r in caplog.records if "rounds)" in r.getMessage()]) == 1
     with pytest.raises(OffGRPOConfigError, match="trainer.use_v1=false"), advisories_silenced():
         check_window_config(composed(*WINDOW_10, "trainer.use_v1=false"))
 
