@@ -5,8 +5,9 @@
 #   python3 -m verl.trainer.main_ppo --config-path <that dir> --config-name off_grpo_trainer \
 #       <shared settings below> <task settings> <recipe knobs> <your overrides> <your hydra flags>
 #
-# Later overrides win, so `bash recipes/X.sh trainer.n_gpus_per_node=4` changes anything, and
-# `bash recipes/X.sh --cfg job` prints the composed config without training.
+# Later overrides win, so `bash recipes/X.sh trainer.n_gpus_per_node=4` changes anything,
+# `bash recipes/X.sh --check` composes the config and runs verl's and the plugin's startup checks on a
+# CPU (`python -m verl_offgrpo compose`, no training), and `--cfg job` prints hydra's composition only.
 #
 # Environment: PYTHON (default python3), MODEL_PATH, DATA_DIR (+ AIME24_DIR, MATH500_DIR for
 # DeepScaleR), N_GPUS_PER_NODE (8), NNODES (1), LOGGER ("[console]"; e.g. "[console,wandb]").
@@ -111,17 +112,21 @@ offgrpo_run() {
     local task=$1
     shift
     "${task}_task"
-    local recipe=() user=() flags=()
+    local recipe=() user=() flags=() check=0
     while (($#)) && [[ $1 != -- ]]; do recipe+=("$1"); shift; done
     (($#)) && shift
     while (($#)); do
         case $1 in
+            --check) check=1; shift ;;
             --cfg | -c | --package | -p | --config-dir | -cd | --experimental-rerun)
                 flags+=("$1" "${2:-}"); shift $(($# > 1 ? 2 : 1)) ;;
             -*) flags+=("$1"); shift ;;
             *) user+=("$1"); shift ;;
         esac
     done
+    if ((check)); then
+        exec "$PYTHON" -m verl_offgrpo compose "${SHARED_ARGS[@]}" "${TASK_ARGS[@]}" "${recipe[@]}" "${user[@]}" >/dev/null
+    fi
     local config_dir
     config_dir=$(offgrpo_config_dir)
     exec "$PYTHON" -m verl.trainer.main_ppo --config-path "$config_dir" --config-name off_grpo_trainer \

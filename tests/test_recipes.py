@@ -157,3 +157,14 @@ def test_config_dir_helper():
     expected = Path(verl_offgrpo.__file__).parent / "config"
     assert Path(res.stdout.strip()) == expected
     assert (expected / "off_grpo_trainer.yaml").is_file()
+
+
+def test_check_flag_runs_the_startup_checks(tmp_path):
+    """``--check``: verl's and the plugin's startup checks on the recipe's config, no training; a bad user
+    override fails in the plugin's one line."""
+    ok = run_recipe("gsm8k_offpolicy_v10", tmp_path, "--check")
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert "composed and validated" in ok.stderr
+    bad = run_recipe("gsm8k_offpolicy_v10", tmp_path, "--check", "actor_rollout_ref.rollout.n=1")
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1].startswith("off_grpo config error: actor_rollout_ref.rollout.n=1")
