@@ -157,6 +157,7 @@ REJECTED = [
      "eps_high_prime=2.0 must exceed ε_high=2.5"),
     ([REC, f"{REC_KNOB}weight=red_weight", f"{REC_KNOB}tau=0"], r"rec.tau \(τ of RED-Weight\) must be > 0"),
     ([REC, f"{REC_KNOB}clip_mode=sideways"], "rec.clip_mode must be one of"),
+    (["+algorithm.off_grpo.sync_perod=3"], "'sync_perod': did you mean 'sync_period'"),
     ([REC, f"{REC_KNOB}weight=importance_sampling"], "rec.weight must be one of"),
     ([REC, f"{REC_KNOB}anchor=rprime", "algorithm.rollout_correction.rollout_is=null"],
      "anchor=rprime measures ρ against α"),
@@ -414,7 +415,9 @@ def test_compose_says_a_typo_or_bad_syntax_in_one_line(capsys):
     """A key hydra does not know, or an override it cannot parse: exit 4 and one line, no traceback."""
     from verl_offgrpo.__main__ import dry_run
 
-    for override, said in (("algorithm.off_grpo.sync_perod=10", "sync_perod"), ("algorithm.off_grpo.sync_period=[", "[")):
+    for override, said in (("algorithm.off_grpo.sync_perod=10", "(did you mean algorithm.off_grpo.sync_period?)"),
+                           ("actor_rollout_ref.actor.policy_loss.rec.clipmode=ring", "policy_loss.rec.clip_mode?)"),
+                           ("algorithm.off_grpo.sync_period=[", "[")):
         assert dry_run([*BASE, "actor_rollout_ref.rollout.name=vllm", override]) == 4
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("config error (hydra): ") and said in err[0], err

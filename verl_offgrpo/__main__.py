@@ -193,6 +193,22 @@ def missing_values(config) -> list[str]:
     return sorted(key for key in OmegaConf.missing_keys(config) if not switched_off(key))
 
 
+def _knob_hint(message: str) -> str:
+    """" (did you mean <knob>?)" when hydra could not override a misspelt plugin knob, else ""."""
+    import re
+
+    from verl_offgrpo.config import OffGRPOConfig, RECConfig
+    from verl_offgrpo.config.values import did_you_mean
+
+    found = re.search(r"Could not override '([^']+)'", message)
+    if not found:
+        return ""
+    for prefix, cls in (("algorithm.off_grpo", OffGRPOConfig), ("actor_rollout_ref.actor.policy_loss.rec", RECConfig)):
+        if knob := did_you_mean(found.group(1), prefix, cls):
+            return f" (did you mean {knob}?)"
+    return ""
+
+
 def dry_run(overrides: list[str]) -> int:
     """Compose and validate exactly as main_ppo's driver does, without Ray or a GPU.
 
@@ -223,7 +239,7 @@ def dry_run(overrides: list[str]) -> int:
     try:
         config = compose(overrides)
     except (HydraException, OmegaConfBaseException) as err:
-        print(f"config error (hydra): {' '.join(str(err).split())}", file=sys.stderr)
+        print(f"config error (hydra): {' '.join(str(err).split())}{_knob_hint(str(err))}", file=sys.stderr)
         return 4
     try:
         with contextlib.redirect_stdout(sys.stderr):  # verl prints its progress; stdout is the yaml

@@ -4,6 +4,7 @@ config error type. Pure Python: no verl, torch or Ray import."""
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,5 +61,15 @@ def knobs_from_mapping(cls: type, node: Any, prefix: str, example: str) -> Any:
     known = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(values) - set(known))
     if unknown:
-        raise OffGRPOConfigError(f"Unknown key(s) under {prefix}: {unknown}. Known keys: {sorted(known)}.")
+        hints = "".join(f" {key!r}: did you mean {close[0]!r}?" for key in unknown
+                        if (close := difflib.get_close_matches(key, known, n=1)))
+        raise OffGRPOConfigError(f"Unknown key(s) under {prefix}: {unknown}.{hints} Known keys: {sorted(known)}.")
     return cls(**values)
+
+
+def did_you_mean(dotted: str, prefix: str, cls: type) -> str | None:
+    """The knob of ``cls`` under ``prefix`` closest to the dotted key ``dotted`` (a typo), as a dotted key."""
+    if not dotted.startswith(prefix + "."):
+        return None
+    close = difflib.get_close_matches(dotted[len(prefix) + 1 :], [f.name for f in dataclasses.fields(cls)], n=1)
+    return f"{prefix}.{close[0]}" if close else None
