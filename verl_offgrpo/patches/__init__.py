@@ -5,7 +5,7 @@ The rest of the package talks to verl through its public extension points (``reg
 The modules here replace verl attributes; each one declares
 
 * ``TARGETS``: the dotted names of the verl attributes it replaces,
-* ``VERL_VERSIONS``: the verl releases it was written against (:data:`VERL_VERSIONS`),
+* ``VERL_VERSIONS``: the verl versions it was written against (:data:`VERL_VERSIONS`),
 * ``WHEN``: in which processes, and for which jobs, it acts,
 * ``live()``: whether it is in place in this process, read off the target itself.
 
@@ -14,7 +14,7 @@ A job *selects* the plugin (:mod:`.selection`) when its config names the ``off_g
 lagged checkpoint manager. A job that selects nothing runs verl's code unchanged: a patch either is
 not installed, or passes every call straight to verl's original.
 
-A verl release outside :data:`VERL_VERSIONS`, or a patch target that is missing, is an error
+A verl version outside :data:`VERL_VERSIONS`, or a patch target that is missing, is an error
 (:class:`PatchError`, one line) when the plugin is selected and a :class:`PatchWarning` otherwise.
 
 ``VERL_OFFGRPO_DISABLE=1`` (:data:`DISABLE_ENV`) turns the plugin off: its ``verl.plugins`` entry point
@@ -30,7 +30,7 @@ import os
 import sys
 import warnings
 
-#: The verl releases the patches were written against (PEP 440 specifier).
+#: The verl versions the patches were written against (PEP 440 specifier).
 VERL_VERSIONS = ">=0.9.1,<0.10"
 #: ``VERL_OFFGRPO_DISABLE=1``: the entry point registers nothing and patches nothing.
 DISABLE_ENV = "VERL_OFFGRPO_DISABLE"
@@ -98,7 +98,7 @@ def version_problem(versions: str = VERL_VERSIONS, installed: str | None = None)
     if ok:
         return None
     return (
-        f"verl-offgrpo: installed verl {installed} is outside verl{versions}, the releases its patches were "
+        f"verl-offgrpo: installed verl {installed} is outside verl{versions}, the versions its patches were "
         f"written for; install a verl in that range or VERL_OFFGRPO_DISABLE=1"
     )
 

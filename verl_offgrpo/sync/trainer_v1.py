@@ -147,7 +147,7 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
             if version != step - 1:  # vLLM slept at level 2 since its last sync: it holds no policy to sample
                 raise RuntimeError(
                     f"verl-offgrpo: step {step} starts a rollout window, but vLLM was last synced at step {version}; "
-                    "a window must start right after a sync (please report this)."
+                    "a window must start right after a sync (a bug in verl-offgrpo: report it)."
                 )
             window = windows.begin(step, version)
             self._add_prompts_to_generate(window.length * int(self.config.data.train_batch_size))
