@@ -198,12 +198,14 @@ def _knob_hint(message: str) -> str:
     import re
 
     from verl_offgrpo.config import OffGRPOConfig, RECConfig
+    from verl_offgrpo.config.off_grpo import PREFIX
+    from verl_offgrpo.config.rec import PREFIX as REC_PREFIX
     from verl_offgrpo.config.values import did_you_mean
 
     found = re.search(r"Could not override '([^']+)'", message)
     if not found:
         return ""
-    for prefix, cls in (("algorithm.off_grpo", OffGRPOConfig), ("actor_rollout_ref.actor.policy_loss.rec", RECConfig)):
+    for prefix, cls in ((PREFIX, OffGRPOConfig), (REC_PREFIX, RECConfig)):
         if knob := did_you_mean(found.group(1), prefix, cls):
             return f" (did you mean {knob}?)"
     return ""

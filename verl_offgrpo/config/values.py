@@ -61,15 +61,20 @@ def knobs_from_mapping(cls: type, node: Any, prefix: str, example: str) -> Any:
     known = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(values) - set(known))
     if unknown:
-        hints = "".join(f" {key!r}: did you mean {close[0]!r}?" for key in unknown
-                        if (close := difflib.get_close_matches(key, known, n=1)))
+        hints = "".join(f" {key!r}: did you mean {close!r}?" for key in unknown if (close := closest_knob(key, cls)))
         raise OffGRPOConfigError(f"Unknown key(s) under {prefix}: {unknown}.{hints} Known keys: {sorted(known)}.")
     return cls(**values)
+
+
+def closest_knob(name: str, cls: type) -> str | None:
+    """The field of the knob dataclass ``cls`` closest to ``name`` (a typo), or None."""
+    close = difflib.get_close_matches(name, [f.name for f in dataclasses.fields(cls)], n=1)
+    return close[0] if close else None
 
 
 def did_you_mean(dotted: str, prefix: str, cls: type) -> str | None:
     """The knob of ``cls`` under ``prefix`` closest to the dotted key ``dotted`` (a typo), as a dotted key."""
     if not dotted.startswith(prefix + "."):
         return None
-    close = difflib.get_close_matches(dotted[len(prefix) + 1 :], [f.name for f in dataclasses.fields(cls)], n=1)
-    return f"{prefix}.{close[0]}" if close else None
+    knob = closest_knob(dotted[len(prefix) + 1 :], cls)
+    return f"{prefix}.{knob}" if knob else None

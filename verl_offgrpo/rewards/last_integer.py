@@ -35,13 +35,6 @@ def last_integer(text: str) -> int | None:
     return int(value) if value == value.to_integral_value() else None
 
 
-def operand_span(question: str) -> str | None:
-    """The question's text from its first number to its last (whitespace collapsed), ``None`` if it
-    has fewer than two numbers: "What is 7 + 5? Answer with just the number." -> "7 + 5"."""
-    spans = echo_spans(question)
-    return spans[-1] if spans else None
-
-
 def echo_spans(question: str) -> list[str]:
     """The question's text from its first number to its second, third, …, last (whitespace collapsed):
     "12, 87, 45, 60" -> ["12, 87", "12, 87, 45", "12, 87, 45, 60"]; empty below two numbers."""
@@ -57,8 +50,7 @@ def ends_with_echo(response: str, question: str) -> bool:
         return False
     starts = {m.start() for m in found}  # "11 + 8" holds no copy of "1 + 8"
     end = found[-1].end()
-    return any(end >= len(span) and end - len(span) in starts and text[end - len(span) : end] == span
-               for span in echo_spans(question))
+    return any(end - len(span) in starts and text[end - len(span) : end] == span for span in echo_spans(question))
 
 
 def last_integer_score(solution_str: str, ground_truth: str, question: str | None = None) -> float:
