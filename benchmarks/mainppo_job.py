@@ -213,10 +213,41 @@ def main_ppo_cmd(overrides_list: list[str]) -> list[str]:
 EXIT_HANG = 125
 
 
-def memory_sample(gpus: str | None = None) -> dict[str, float]:
+#: what a TransferQueue storage unit's process is called (verl 0.9.1's ``transfer_queue``: the Ray actor
+#: ``SimpleStorageUnit``, which holds every rollout the replay buffer has not handed out yet)
+STORAGE_UNIT_PROCESS = "SimpleStorageUnit"
+
+
+def group_rss_mib(group: int, marker: str = STORAGE_UNIT_PROCESS) -> float | None:
+    """Resident memory (MiB) of the processes of process group or session ``group`` whose command
+    line holds ``marker``; None when there is none (or no ``/proc``)."""
+    total, found = 0.0, False
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (proc / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if group not in (int(fields[2]), int(fields[3])):  # pgrp, session
+                continue
+            if marker not in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace"):
+                continue
+            rss_pages = int((proc / "statm").read_text().split()[1])
+        except (OSError, ValueError, IndexError):  # the process ended while we looked
+            continue
+        total += rss_pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+        found = True
+    return total if found else None
+
+
+def memory_sample(gpus: str | None = None, group: int | None = None) -> dict[str, float]:
     """Used memory now: the GPUs' (``nvidia-smi``, MiB, summed over ``gpus`` = a ``CUDA_VISIBLE_DEVICES``
-    list, or over every GPU; absent without nvidia-smi) and the host's (MiB)."""
+    list, or over every GPU; absent without nvidia-smi), the host's (MiB) and, with ``group`` (a job's
+    process group), ``storage_mib``: the resident memory of its TransferQueue storage units
+    (:func:`group_rss_mib`), where the replay buffer's rollouts wait."""
     sample: dict[str, float] = {}
+    if group is not None:
+        storage = group_rss_mib(group)
+        if storage is not None:
+            sample["storage_mib"] = storage
     query = ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"]
     try:
         out = subprocess.run(query + (["-i", gpus] if gpus else []), capture_output=True, text=True, timeout=5)
@@ -308,7 +339,7 @@ def bootstrap_interval(first: list[float], second: list[float], combine, statist
 def memory_summary(samples: list[dict[str, float]], after_s: float | None) -> dict:
     """Max and median of the samples taken from ``after_s`` on (the first logged step: training only)."""
     out = {}
-    for key in ("gpu_mib", "host_mib"):
+    for key in ("gpu_mib", "host_mib", "storage_mib"):
         xs = sorted(v[key] for v in samples if key in v and (after_s is None or v["t"] >= after_s))
         if xs:
             out[key] = {"max": xs[-1], "median": xs[len(xs) // 2], "n": len(xs)}
@@ -327,7 +358,8 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
     one, or none within the timeout), ``stack_dump`` (folder of per-process stack dumps taken before
     killing a stalled run, when ``env`` has ``OFFGRPO_STACK_DUMP_DIR``), ``memory``
     (max / median of GPU and host memory in use, sampled every 2 s from the first logged step on; GPU
-    memory of the job's ``CUDA_VISIBLE_DEVICES`` only, when ``env`` sets it), ``host_before`` and
+    memory of the job's ``CUDA_VISIBLE_DEVICES`` only, when ``env`` sets it; ``storage_mib``, its TransferQueue
+    storage units' resident memory), ``host_before`` and
     ``host_after`` (:func:`host_state` before the launch and after the group is killed).
     """
     console = log_dir / f"{name}.log"
@@ -350,7 +382,7 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
             now = time.time() - start
             for step in parse_jsonl(jsonl):
                 arrival.setdefault(step, now)
-            mem.append({"t": now, **memory_sample(env.get("CUDA_VISIBLE_DEVICES"))})
+            mem.append({"t": now, **memory_sample(env.get("CUDA_VISIBLE_DEVICES"), group=proc.pid)})
             if rc is not None:
                 break
             last = max(arrival.values()) if arrival else None

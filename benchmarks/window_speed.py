@@ -303,7 +303,8 @@ def main(argv=None) -> int:
     mainppo_job.write_results("window_speed.json", result, out, work)
     for s in summaries:
         print(json.dumps({k: s.get(k) for k in ("name", "time_per_update_s", "gen_share", "windows_measured",
-                                               "speedup_vs_" + args.baseline, "speedup_interval90")}))
+                                               "speedup_vs_" + args.baseline, "speedup_interval90")}
+                         | {"storage_mib_max": ((s.get("memory") or {}).get("storage_mib") or {}).get("max")}))
     return 0
 
 

@@ -1122,6 +1122,26 @@ def test_memory_sample_reads_only_the_jobs_gpus(monkeypatch):
     assert "-i" not in calls[-1]
 
 
+def test_storage_rss_counts_only_the_jobs_storage_units(tmp_path):
+    """A 64 MiB "storage unit" in its own session is counted for that session only; a process of
+    the session without the marker and the same marker outside it are not."""
+    hold = "import sys, time; b = bytearray(64 * 2**20); b[::4096] = b'x' * len(b[::4096]); print('ready', flush=True); time.sleep(60)"
+    job = subprocess.Popen(["bash", "-c", f'exec -a ray::SimpleStorageUnit {sys.executable} -c "{hold}" & sleep 60'],
+                           start_new_session=True, stdout=subprocess.PIPE, text=True)
+    outsider = subprocess.Popen([sys.executable, "-c", hold, "SimpleStorageUnit"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert job.stdout.readline().strip() == "ready" and outsider.stdout.readline().strip() == "ready"
+        mib = mainppo_job.group_rss_mib(job.pid)
+        assert mib is not None and 64 <= mib < 64 + 60  # the bytearray, plus one interpreter
+        assert mainppo_job.memory_sample(None, group=job.pid)["storage_mib"] == pytest.approx(mib, abs=2)
+        assert mainppo_job.group_rss_mib(job.pid, marker="no-such-process") is None
+        assert "storage_mib" not in mainppo_job.memory_sample(None, group=2**22 + 12345)
+    finally:
+        mainppo_job.kill_group(job)
+        outsider.kill()
+        outsider.wait()
+
+
 def _fake_learning_jobs(tmp_path, monkeypatch, fake_run_main_ppo) -> None:
     """learning.main without a GPU: ``fake_run_main_ppo`` stands in for the main_ppo launch, side-by-side
     jobs start at once, and ``tmp_path/model`` is the model (``--model-path``)."""
