@@ -254,8 +254,9 @@ def plot_window_speed(data: dict, out: Path, plt) -> None:
         speed, ci = job.get("speedup_vs_" + base), job.get("speedup_interval90")
         if speed is not None and job["name"] != base:
             label += f", {speed:.2f}x" + (f" ({ci[0]:.2f}-{ci[1]:.2f})" if ci else "")
-        ax.plot([r["step"] for r in rows], [r["time_s"] for r in rows], "o-", ms=3, lw=1, label=label)
-    ax.set_xlabel("update (global step)")
+        # one row per update: a bigbatch global step of v updates gives v rows
+        ax.plot(range(1, len(rows) + 1), [r["time_s"] for r in rows], "o-", ms=3, lw=1, label=label)
+    ax.set_xlabel("update")
     ax.set_ylabel("wall time of the update (s)")
     ax.set_title(f"{data['workload']}\n{data['versions'].get('device')}, {data['concurrency']} jobs side by side", fontsize=8)
     ax.legend(fontsize=7)

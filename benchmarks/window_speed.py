@@ -29,7 +29,8 @@ with a 90 % bootstrap interval over the per-window means. Also per rollout lag t
 (``throughput.build_model``) on throughput.py's synthetic task with a fixed response length
 (``rollout.ignore_eos``): the layouts of ``results/throughput.json``, with ``--n-gpus``/``--tp``/``--offload``
 as there (``--gpus 0,1,2,3 --n-gpus 2`` runs two 2-GPU jobs side by side). ``--extra`` adds hydra overrides to
-every job (e.g. ``actor_rollout_ref.rollout.enforce_eager=False``, to time vLLM with CUDA graphs).
+every job (e.g. ``actor_rollout_ref.rollout.enforce_eager=False``, to time vLLM with CUDA graphs);
+``--job-extra NAME=OVERRIDE`` adds one to job NAME only (an A/B of a vLLM engine setting side by side).
 
 Writes ``OUT/window_speed.json``. Usage on a 4-GPU machine (after staging with ``--with-smollm2``)::
 
@@ -141,7 +142,19 @@ def job_overrides(args, name: str, kind: str, v: int, model_dir: Path, data_dir:
         seqs = full_window_seqs(args, v)
         updates["actor_rollout_ref.rollout.max_num_seqs"] = seqs
         updates["actor_rollout_ref.rollout.max_num_batched_tokens"] = max(8192, seqs)
-    return mainppo_job.set_overrides(base, updates) + list(args.extra)
+    own = [override for job, override in parse_job_extras(getattr(args, "job_extra", None)) if job == name]
+    return mainppo_job.set_overrides(base, updates) + list(args.extra) + own
+
+
+def parse_job_extras(items: list[str] | None) -> list[tuple[str, str]]:
+    """``--job-extra NAME=OVERRIDE`` items -> (job name, hydra override)."""
+    out = []
+    for item in items or []:
+        name, sep, override = item.partition("=")
+        if not sep or not name or "=" not in override:
+            raise SystemExit(f"--job-extra: bad item {item!r} (NAME=key=value)")
+        out.append((name, override))
+    return out
 
 
 def per_update(metrics: dict[int, dict], kind: str, v: int) -> list[dict]:
@@ -236,6 +249,9 @@ def main(argv=None) -> int:
     p.add_argument("--tp", type=int, default=1, help="vLLM tensor parallelism")
     p.add_argument("--offload", action="store_true", help="FSDP param + optimizer offload")
     p.add_argument("--extra", nargs="*", default=[], help="extra hydra overrides for every job")
+    p.add_argument("--job-extra", action="append", default=[], metavar="NAME=OVERRIDE",
+                   help="a hydra override for job NAME only, after --extra (repeatable), e.g. "
+                        "w10si=+actor_rollout_ref.rollout.engine_kwargs.vllm.stream_interval=4096")
     p.add_argument("--jobs", default="v1=step:1,p4=step:4,w4=window:4,w10=window:10")
     p.add_argument("--baseline", default="v1")
     p.add_argument("--gpus", default=None)
@@ -256,6 +272,9 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     jobs = parse_jobs(args.jobs)
+    unknown = {name for name, _ in parse_job_extras(args.job_extra)} - {job[0] for job in jobs}
+    if unknown:
+        p.error(f"--job-extra names no job of --jobs: {', '.join(sorted(unknown))}")
     if not args.shape and not args.gsm8k:
         p.error("--gsm8k is needed without --shape")
     import throughput  # noqa: E402  (random-init shapes and their synthetic task; gpu_groups)
@@ -295,7 +314,8 @@ def main(argv=None) -> int:
     layout = f"{args.n_gpus} GPU(s)/job, TP={args.tp}" + (", FSDP offload" if args.offload else "")
     result = {
         "workload": f"{task}, {args.batch} prompts x {args.n} per update, {layout}, zero_var_mask off"
-                    + (f", extra {' '.join(args.extra)}" if args.extra else ""),
+                    + (f", extra {' '.join(args.extra)}" if args.extra else "")
+                    + "".join(f", {job}: {override}" for job, override in parse_job_extras(args.job_extra)),
         "machine": args.machine, "versions": mainppo_job.versions(),
         "concurrency": mainppo_job.concurrency(gpus, len(jobs)), "args": vars(args),
         "jobs": summaries, "updates": {r["summary"]["name"]: r["updates"] for r in results},

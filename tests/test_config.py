@@ -276,9 +276,11 @@ ONE_GPU = ("data.train_batch_size=32", "actor_rollout_ref.rollout.n=8", "trainer
 
 def _wave_lines(caplog, *overrides):
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger=LOGGER):
+    with caplog.at_level(logging.INFO, logger=LOGGER):
         validate(composed(*overrides))
-    return [r.getMessage() for r in caplog.records if "rounds)" in r.getMessage()]
+    told = [r for r in caplog.records if "rounds)" in r.getMessage()]
+    assert all(r.levelno == logging.INFO for r in told)  # advice, not a warning
+    return [r.getMessage() for r in told]
 
 
 def test_window_larger_than_max_num_seqs_says_how_many_waves_and_the_fix(caplog):
@@ -286,7 +288,7 @@ def test_window_larger_than_max_num_seqs_says_how_many_waves_and_the_fix(caplog)
     told = _wave_lines(caplog, *WINDOW_10, *ONE_GPU)
     assert len(told) == 1
     assert "puts 2560 samples on each vLLM engine" in told[0]
-    assert "max_num_seqs=256 lets it run at most 256 at a time (≈ 10 rounds)" in told[0]
+    assert "and actor_rollout_ref.rollout.max_num_seqs=256 lets it run at most 256 at a time (≈ 10 rounds)" in told[0]
     assert "raise it toward actor_rollout_ref.rollout.max_num_seqs=2560, as far as the KV cache allows" in told[0]
     # a window that fits, per_step, and a window of one step: silent
     assert _wave_lines(caplog, *WINDOW_10, *ONE_GPU, "actor_rollout_ref.rollout.max_num_seqs=2560") == []
@@ -326,7 +328,7 @@ def test_window_advice_is_printed_once_per_job(caplog):
     from verl_offgrpo.sync.trainer_v1 import prepare_v1_config
 
     cfg = composed(*WINDOW_10, *ONE_GPU)
-    with caplog.at_level(logging.WARNING, logger=LOGGER):
+    with caplog.at_level(logging.INFO, logger=LOGGER):
         validate(cfg)
         prepare_v1_config(cfg)
         with advisories_silenced():

@@ -2009,6 +2009,35 @@ def test_window_speed_job_specs():
     assert window_speed.full_window_seqs(args, 10) == 640  # 1280 samples over 2 engines
 
 
+def test_window_speed_job_extra_reaches_only_its_job_and_vllms_engine_kwargs(tmp_path):
+    """--job-extra adds a hydra override to one job, after --extra; it composes into verl's
+    rollout.engine_kwargs.vllm (what verl passes to vLLM's engine arguments)."""
+    from hydra import compose, initialize_config_dir
+
+    from verl_offgrpo.__main__ import config_dir
+
+    si = "+actor_rollout_ref.rollout.engine_kwargs.vllm.stream_interval=4096"
+    args = argparse.Namespace(steps=40, lr=1e-6, batch=32, n=4, response_length=512, micro_batch=8, gpu_mem=0.4,
+                              shape=None, tp=1, n_gpus=1, offload=False, extra=["data.seed=3"],
+                              job_extra=[f"w10si={si}"])  # fmt: skip
+    tuned = window_speed.job_overrides(args, "w10si", "window", 10, tmp_path / "m", tmp_path / "d")
+    other = window_speed.job_overrides(args, "w10", "window", 10, tmp_path / "m", tmp_path / "d")
+    plain = window_speed.job_overrides(argparse.Namespace(**{**vars(args), "job_extra": []}), "w10si", "window", 10,
+                                       tmp_path / "m", tmp_path / "d")
+    assert tuned == plain + [si] and plain[-1] == "data.seed=3" and si not in other
+    with initialize_config_dir(config_dir=config_dir(), version_base=None):
+        cfg = compose(config_name="off_grpo_trainer", overrides=tuned)
+    assert dict(cfg.actor_rollout_ref.rollout.engine_kwargs.vllm) == {"stream_interval": 4096}
+    import verl  # noqa: F401  (loads the plugin, which wraps validate_config)
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    for bad in ("w10si", "w10si=stream_interval", "=a=b"):
+        with pytest.raises(SystemExit, match="bad item"):
+            window_speed.parse_job_extras([bad])
+
+
 def test_window_speed_full_window_raises_vllms_token_budget_with_it(tmp_path):
     """vLLM refuses max_num_batched_tokens < max_num_seqs: a window of 10 × 128 × 8 = 10240 samples on one
     engine sets both to 10240 (verl's 8192 would not start)."""

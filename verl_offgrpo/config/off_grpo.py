@@ -561,9 +561,10 @@ def window_samples_per_engine(config: Any, sync_period: int) -> int | None:
 
 
 def _warn_if_window_runs_in_waves(config: Any, sync_period: int) -> None:
-    """One line when vLLM's ``max_num_seqs`` cannot hold a window's samples: the window's generation
+    """One info line when vLLM's ``max_num_seqs`` cannot hold a window's samples: the window's generation
     then runs at most ``max_num_seqs`` at a time, ≈ ⌈samples / max_num_seqs⌉ rounds (vLLM refills a
-    finished sequence's slot at once, so the rounds overlap)."""
+    finished sequence's slot at once, so the rounds overlap). Information, not a warning: where the
+    engine is already busy at ``max_num_seqs``, one batch per window is not much faster."""
     per_engine = window_samples_per_engine(config, sync_period)
     seqs = _get(config, "actor_rollout_ref.rollout.max_num_seqs")
     if per_engine is None or not _is_int(seqs) or seqs <= 0 or seqs >= per_engine:
@@ -573,8 +574,8 @@ def _warn_if_window_runs_in_waves(config: Any, sync_period: int) -> None:
     tokens = _get(config, f"{rollout}.max_num_batched_tokens")
     if _is_int(tokens) and tokens < per_engine:  # vLLM refuses max_num_batched_tokens < max_num_seqs
         fix += f" {rollout}.max_num_batched_tokens={per_engine}"
-    logger.warning(
-        "off_grpo: a window of %d steps puts %d samples on each vLLM engine, but %s.max_num_seqs=%d lets it run "
+    logger.info(
+        "off_grpo: a window of %d steps puts %d samples on each vLLM engine, and %s.max_num_seqs=%d lets it run "
         "at most %d at a time (≈ %d rounds); to generate the window at once raise it toward %s, as far as the KV "
         "cache allows (vLLM logs its maximum concurrency at startup).",
         sync_period, per_engine, rollout, seqs, seqs, math.ceil(per_engine / seqs), fix,
