@@ -251,7 +251,7 @@ def main(argv=None) -> int:
     p.add_argument("--extra", nargs="*", default=[], help="extra hydra overrides for every job")
     p.add_argument("--job-extra", action="append", default=[], metavar="NAME=OVERRIDE",
                    help="a hydra override for job NAME only, after --extra (repeatable), e.g. "
-                        "w10si=+actor_rollout_ref.rollout.engine_kwargs.vllm.stream_interval=4096")
+                        "w10fo=algorithm.off_grpo.final_outputs_only=true")
     p.add_argument("--jobs", default="v1=step:1,p4=step:4,w4=window:4,w10=window:10")
     p.add_argument("--baseline", default="v1")
     p.add_argument("--gpus", default=None)

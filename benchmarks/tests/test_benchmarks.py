@@ -2009,9 +2009,9 @@ def test_window_speed_job_specs():
     assert window_speed.full_window_seqs(args, 10) == 640  # 1280 samples over 2 engines
 
 
-def test_window_speed_job_extra_reaches_only_its_job_and_vllms_engine_kwargs(tmp_path):
-    """--job-extra adds a hydra override to one job, after --extra; it composes into verl's
-    rollout.engine_kwargs.vllm (what verl passes to vLLM's engine arguments)."""
+def test_window_speed_job_extra_reaches_only_its_job(tmp_path):
+    """--job-extra adds a hydra override to one job, after --extra (here a vLLM engine argument, which
+    verl passes on from rollout.engine_kwargs.vllm)."""
     from hydra import compose, initialize_config_dir
 
     from verl_offgrpo.__main__ import config_dir

@@ -92,6 +92,9 @@ class OffGRPOConfig:
         rollout_schedule (str, default "per_step"): "window": the step after a sync generates the batches
             of its whole window (≤ v steps) at once, one vLLM wake and generation phase per window instead
             of per step; same samples, one update per step (paper Alg. 1). V1 trainer only.
+        final_outputs_only (bool, default false): vLLM sends each rollout request's final output only (and
+            skips detokenizing it without stop strings) instead of a cumulative output per token; same
+            samples, less server CPU per decode step with many sequences in flight (windows). Synchronous trainers.
         sync_before_validate (bool, default true): sync π before a validation pass, so validation scores
             the current policy rather than α.
         keep_weights (str, default "sleep_level1"): how vLLM keeps α between syncs. "sleep_level1": weights
@@ -128,6 +131,7 @@ class OffGRPOConfig:
     red_drop_seed: int = 0
     sync_period: int = 1
     rollout_schedule: str = "per_step"
+    final_outputs_only: bool = False
     sync_before_validate: bool = True
     keep_weights: str = "sleep_level1"
     empty_cache_on_skip: str = "if_needed"
@@ -139,7 +143,7 @@ class OffGRPOConfig:
 
     def __post_init__(self) -> None:
         for name in ("std_unbiased", "zero_var_mask", "sync_before_validate", "verify_served_weights",
-                     "allow_truncated_rprime"):
+                     "allow_truncated_rprime", "final_outputs_only"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise OffGRPOConfigError(
@@ -270,6 +274,8 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
                 )
     if knobs.ref_reset_period > 0:
         check_ref_reset_config(config, knobs=knobs)
+    if knobs.final_outputs_only:
+        _check_final_outputs_only(config)
     if knobs.rollout_schedule == "window" and knobs.sync_period > 1:
         _warn_if_window_runs_in_waves(config, knobs.sync_period)
     return knobs
@@ -285,6 +291,27 @@ def advisories_silenced():
         yield
     finally:
         logger.disabled = previous
+
+
+#: V1 trainer modes that pause vLLM only between rollouts (no request in flight at a weight sync)
+SYNCHRONOUS_V1_MODES = ("sync", TRAINER_MODE)
+
+
+def _check_final_outputs_only(config: Any) -> None:
+    """``final_outputs_only`` asks vLLM's engine for final outputs: vLLM rollouts, synchronous trainers only
+    (verl counts a request as admitted at its first output, and pauses for a sync wait for admissions)."""
+    name = _get(config, "actor_rollout_ref.rollout.name", "vllm")
+    if name != "vllm":
+        raise OffGRPOConfigError(
+            f"{PREFIX}.final_outputs_only=true sets vLLM's output kind, but actor_rollout_ref.rollout.name={name!r}: "
+            f"use the vllm rollout or set {PREFIX}.final_outputs_only=false."
+        )
+    if _use_v1(config) and _v1_mode(config) not in SYNCHRONOUS_V1_MODES:
+        raise OffGRPOConfigError(
+            f"{PREFIX}.final_outputs_only=true with trainer.v1.trainer_mode={_v1_mode(config)!r}: an asynchronous "
+            "trainer pauses vLLM with requests in flight, and verl's pause waits for each one's first output, "
+            f"which then comes only at its end; use trainer_mode={TRAINER_MODE} or set {PREFIX}.final_outputs_only=false."
+        )
 
 
 def _check_group_size(config: Any, estimator: str) -> None:

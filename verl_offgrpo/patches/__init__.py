@@ -38,6 +38,10 @@ DISABLE_ENV = "VERL_OFFGRPO_DISABLE"
 #: job's Ray runtime env, :mod:`.job_env`); patches that must agree across processes read it.
 JOB_ENV = "VERL_OFFGRPO_JOB"
 
+#: Set to "1" beside :data:`JOB_ENV` when the job's config sets ``algorithm.off_grpo.final_outputs_only``
+#: (:mod:`.job_env`); the vLLM server actors read it (:mod:`.final_outputs`).
+FINAL_OUTPUTS_ENV = "VERL_OFFGRPO_FINAL_OUTPUTS"
+
 #: The patch modules, in the order ``python -m verl_offgrpo check`` lists them.
 PATCH_MODULES = (
     "verl_offgrpo.patches.validate_config",
@@ -45,6 +49,7 @@ PATCH_MODULES = (
     "verl_offgrpo.patches.empty_update",
     "verl_offgrpo.patches.ipc_socket",
     "verl_offgrpo.patches.served_weights_worker",
+    "verl_offgrpo.patches.final_outputs",
 )
 
 

@@ -18,20 +18,27 @@ from __future__ import annotations
 
 import sys
 
-from verl_offgrpo.patches import JOB_ENV, VERL_VERSIONS
+from verl_offgrpo.patches import FINAL_OUTPUTS_ENV, JOB_ENV, VERL_VERSIONS
 
 TARGETS = ("verl.trainer.constants_ppo.PPO_RAY_RUNTIME_ENV",)
-WHEN = "driver: adds VERL_OFFGRPO_JOB=1 to the Ray job's env_vars, only once a selecting config is validated"
+WHEN = ("driver: adds VERL_OFFGRPO_JOB=1 (and VERL_OFFGRPO_FINAL_OUTPUTS=1 with final_outputs_only) to the Ray "
+        "job's env_vars, only once a selecting config is validated")
 MODULE = "verl.trainer.constants_ppo"
 
 __all__ = ["TARGETS", "VERL_VERSIONS", "WHEN", "install", "live", "mark_job"]
 
 
-def mark_job() -> None:
-    """Add ``VERL_OFFGRPO_JOB=1`` to the env_vars of verl's PPO Ray runtime env (this process)."""
+def mark_job(final_outputs_only: bool = False) -> None:
+    """Add ``VERL_OFFGRPO_JOB=1`` to the env_vars of verl's PPO Ray runtime env (this process), and
+    :data:`FINAL_OUTPUTS_ENV` ``=1`` when the job asks vLLM for final outputs only (else remove it)."""
     from verl.trainer import constants_ppo
 
-    constants_ppo.PPO_RAY_RUNTIME_ENV.setdefault("env_vars", {})[JOB_ENV] = "1"
+    env_vars = constants_ppo.PPO_RAY_RUNTIME_ENV.setdefault("env_vars", {})
+    env_vars[JOB_ENV] = "1"
+    if final_outputs_only:
+        env_vars[FINAL_OUTPUTS_ENV] = "1"
+    else:
+        env_vars.pop(FINAL_OUTPUTS_ENV, None)
 
 
 def live() -> bool:

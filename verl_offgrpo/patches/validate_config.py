@@ -8,7 +8,8 @@ plugin (:func:`.selection.config_selects`):
 2. :func:`verl_offgrpo.config.validate_off_grpo_config` — before verl's own checks, so a failing
    config never prints verl's "All configuration checks passed successfully!";
 3. verl's original ``validate_config``;
-4. the job's Ray processes are marked as selecting the plugin (:mod:`.job_env`).
+4. the job's Ray processes are marked as selecting the plugin, and as asking vLLM for final outputs
+   only where ``final_outputs_only`` is on (:mod:`.job_env`).
 
 Any other config goes straight to verl's ``validate_config``, and nothing else happens.
 ``verl.utils.config`` is already imported by ``import verl`` (verl 0.9.1), so the wrap goes in at once.
@@ -48,11 +49,11 @@ def wrap(original):
         from verl_offgrpo.config import validate_off_grpo_config
 
         # before verl's checks, so a config the plugin rejects never prints verl's success banner
-        validate_off_grpo_config(config)
+        knobs = validate_off_grpo_config(config)
         result = original(config, *args, **kwargs)
         from verl_offgrpo.patches.job_env import mark_job
 
-        mark_job()
+        mark_job(final_outputs_only=knobs.final_outputs_only)
         return result
 
     setattr(validate_config, _WRAPPED, True)
