@@ -1010,6 +1010,21 @@ def test_hook_registers_the_mode_when_v1_is_imported():
     assert out.split()[-3:] == ["OffGRPOSyncTrainer", "False", "0"]
 
 
+@pytest.mark.slow
+def test_importing_the_trainer_mode_first_registers_it_without_a_warning():
+    """``import verl_offgrpo.sync.trainer_v1`` before verl's V1 trainer: its own import of verl's trainer
+    fires the plugin's hook while it is half-imported; the hook leaves the registration to the module
+    (it was a PatchWarning, and a PatchError in a job that selects the plugin)."""
+    out = subprocess.run(
+        [sys.executable, "-c",
+         "import warnings; from verl_offgrpo.patches import PatchWarning; warnings.simplefilter('error', PatchWarning);"
+         "import verl_offgrpo.sync.trainer_v1 as t; from verl.trainer.ppo.v1 import get_trainer_cls;"
+         "print(get_trainer_cls('off_grpo_sync') is t.OffGRPOSyncTrainer)"],
+        capture_output=True, text=True, timeout=240)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[-1] == "True"
+
+
 def test_the_earlier_v0_manager_path_still_loads():
     """Configs written for earlier releases name verl_offgrpo.sync.checkpoint_manager_v0: verl's loader
     still finds the same class there."""

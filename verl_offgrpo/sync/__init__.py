@@ -25,6 +25,7 @@ else at import (the sleep-level override is sent to them at run time).
 from __future__ import annotations
 
 import importlib.util
+import sys
 import threading
 
 from ..patches.post_import import on_import
@@ -45,6 +46,9 @@ def _register_v1_trainer(module=None) -> None:
     the plugin (``VERL_OFFGRPO_JOB=1``) and a warning in any other, whose V1 trainer must still import."""
     from ..patches import complain, job_selected
 
+    importing = sys.modules.get(f"{__name__}.trainer_v1")
+    if importing is not None and getattr(getattr(importing, "__spec__", None), "_initializing", False):
+        return  # trainer_v1 itself imported verl's V1 trainer: it registers the mode at the end of its import
     try:
         from .trainer_v1 import register
 
