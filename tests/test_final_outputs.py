@@ -170,6 +170,8 @@ def ray_env():
     from verl.trainer import constants_ppo
 
     saved = dict(constants_ppo.PPO_RAY_RUNTIME_ENV.get("env_vars", {}))
+    for name in (JOB_ENV, FINAL_OUTPUTS_ENV):  # what an earlier test's validation left
+        constants_ppo.PPO_RAY_RUNTIME_ENV.setdefault("env_vars", {}).pop(name, None)
     yield constants_ppo
     constants_ppo.PPO_RAY_RUNTIME_ENV["env_vars"] = saved
 
@@ -182,6 +184,17 @@ def test_the_knob_reaches_the_jobs_ray_env_through_verls_validate_config(ray_env
     _validate(composed())  # the next job in this driver without it
     env_vars = ray_env.get_ppo_ray_runtime_env()["env_vars"]
     assert env_vars[JOB_ENV] == "1" and FINAL_OUTPUTS_ENV not in env_vars
+
+
+def test_a_plain_verl_grpo_job_with_only_the_knob_gets_it(ray_env):
+    """verl's own ppo_trainer yaml and GRPO, plus the knob alone: the job is the plugin's to check and mark."""
+    verl_dir = Path(verl.__file__).parent / "trainer" / "config"
+    with initialize_config_dir(config_dir=str(verl_dir), version_base=None):
+        config = compose(config_name="ppo_trainer",
+                         overrides=BASE + ["algorithm.adv_estimator=grpo", f"+{KNOB}=true"])  # fmt: skip
+    _validate(config)
+    env_vars = ray_env.get_ppo_ray_runtime_env()["env_vars"]
+    assert env_vars[JOB_ENV] == "1" and env_vars[FINAL_OUTPUTS_ENV] == "1"
 
 
 @pytest.mark.parametrize("overrides, message", [

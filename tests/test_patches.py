@@ -145,6 +145,9 @@ def test_a_verl_outside_the_range_leaves_the_engine_alone_with_a_warning_or_stop
         (["+actor_rollout_ref.rollout.checkpoint_manager_class="
           "verl_offgrpo.sync.checkpoint_manager_v0.LaggedCheckpointManager"], True),
         (["+algorithm.off_grpo.zero_var_mask=false"], False),
+        (["+algorithm.off_grpo.final_outputs_only=false"], False),
+        (["+algorithm.off_grpo.final_outputs_only=true"], True),  # else the knob would be ignored unseen
+        (["+algorithm.off_grpo.final_outputs_only=maybe"], True),  # for the plugin's checks to refuse
     ],
 )
 def test_what_selects_the_plugin(overrides, selects):

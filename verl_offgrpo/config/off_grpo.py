@@ -309,8 +309,9 @@ def _check_final_outputs_only(config: Any) -> None:
     if _use_v1(config) and _v1_mode(config) not in SYNCHRONOUS_V1_MODES:
         raise OffGRPOConfigError(
             f"{PREFIX}.final_outputs_only=true with trainer.v1.trainer_mode={_v1_mode(config)!r}: an asynchronous "
-            "trainer pauses vLLM with requests in flight, and verl's pause waits for each one's first output, "
-            f"which then comes only at its end; use trainer_mode={TRAINER_MODE} or set {PREFIX}.final_outputs_only=false."
+            "trainer pauses vLLM with requests in flight, and verl's pause waits for each one's first output "
+            "(which then comes only at its end) up to its barrier timeout at every sync; use "
+            f"trainer_mode={TRAINER_MODE} or set {PREFIX}.final_outputs_only=false."
         )
 
 

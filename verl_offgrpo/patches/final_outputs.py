@@ -14,9 +14,11 @@ leaves the last output — token ids, log-probs, finish reason — as it was, so
 A caller's explicit ``output_kind`` or ``detokenize`` wins.
 
 One trade: verl counts a request as admitted at its first output (``_admitting``), which now comes
-when it finishes, so a pause for a weight sync (``abort_all_requests``) would wait out the requests in
-flight. Synchronous trainers pause only between rollouts, so the knob is refused with verl's
-asynchronous trainer modes (:func:`verl_offgrpo.config.validate_off_grpo_config`).
+when it finishes, so a pause for a weight sync with requests in flight (``abort_all_requests``) would
+wait for them up to verl's admission barrier timeout before aborting them. Synchronous trainers pause
+only between rollouts, so the knob is refused with verl's asynchronous trainer modes
+(:func:`verl_offgrpo.config.validate_off_grpo_config`). verl's teacher servers are ``vLLMHttpServer`` too
+and get the same parameters (their requests already skip detokenization).
 
 Installed, as a post-import hook on :data:`MODULE`, only in the processes of a selecting job whose
 config turns the knob on: the driver's ``validate_config`` adds :data:`~verl_offgrpo.patches.FINAL_OUTPUTS_ENV`

@@ -10,8 +10,9 @@ read :data:`~verl_offgrpo.patches.JOB_ENV` instead.
 ``env_vars`` to every actor of the job (TaskRunner, actor workers, vLLM server actors; vLLM's worker
 processes inherit them from the server actor). :func:`mark_job` adds :data:`JOB_ENV` there; the
 ``validate_config`` wrap (:mod:`.validate_config`) calls it for a config that selects the plugin, and
-only then. A driver that does not go through ``validate_config`` (a custom script) can set
-``VERL_OFFGRPO_JOB=1`` in its Ray runtime env itself.
+only then. A driver that does not go through ``validate_config`` before ``ray.init`` (a custom script,
+or a Ray cluster started beforehand, for which ``main_ppo`` builds no runtime env) can set
+``VERL_OFFGRPO_JOB=1`` (and ``VERL_OFFGRPO_FINAL_OUTPUTS=1``) in its Ray runtime env itself.
 """
 
 from __future__ import annotations

@@ -32,8 +32,8 @@ def config_selects(config: Any) -> bool:
     """Whether a full training config (``algorithm``, ``actor_rollout_ref``, ``trainer``) selects the
     plugin: one of its estimators (``off_grpo``, ``red_drop``), one of its policy losses (``off_grpo``,
     ``rec``), ``algorithm.off_grpo.sync_period``
-    set to anything but 1, ``rollout_schedule`` other than ``per_step``, the ``off_grpo_sync`` V1 trainer
-    mode, or the lagged v0 checkpoint manager."""
+    set to anything but 1, ``rollout_schedule`` other than ``per_step``, ``final_outputs_only`` on, the
+    ``off_grpo_sync`` V1 trainer mode, or the lagged v0 checkpoint manager."""
     if config is None:
         return False
     if _get(config, "algorithm.adv_estimator") in ESTIMATOR_NAMES:
@@ -47,6 +47,8 @@ def config_selects(config: Any) -> bool:
         return True
     if _get(config, "algorithm.off_grpo.rollout_schedule", "per_step") != "per_step":
         return True  # the window schedule (or a typo the plugin's checks must reject)
+    if _get(config, "algorithm.off_grpo.final_outputs_only", False) not in (False, None):
+        return True  # vLLM's final outputs only (or a value the plugin's checks must reject)
     if _get(config, "trainer.v1.trainer_mode") == TRAINER_MODE:
         return True
     manager = _get(config, "actor_rollout_ref.rollout.checkpoint_manager_class")
