@@ -59,3 +59,15 @@ def _hydra_parses_each_yaml_once():
         mp.setattr(cls, "load_config", _reads_each_file_once(cls.load_config))
     yield
     mp.undo()
+
+
+# ----------------------------------------------------------------------------- one local Ray instance
+@pytest.fixture(scope="session", autouse=True)
+def _ray_stops_with_the_session():
+    """test_sync_hooks.ray_local starts a local Ray instance for the modules that run fake clusters as Ray
+    actors (test_sync_hooks, test_window) and leaves it to the next one (~4 s to start and stop); it
+    stops here, at the session's end."""
+    yield
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
