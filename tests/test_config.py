@@ -16,6 +16,7 @@ from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from verl_offgrpo.__main__ import config_dir
 from verl_offgrpo.config import OffGRPOConfig, OffGRPOConfigError, check_window_config, validate_off_grpo_config
 
+from _background import started_for
 from _overrides import BASE
 
 LOGGER = "verl_offgrpo.config.off_grpo"
@@ -382,15 +383,31 @@ def test_knobs_typed_and_documented():
     assert OffGRPOConfig.from_algorithm({"off_grpo": {"std_eps": 1}}).std_eps == 1.0
 
 
+def _job(*args, env=None) -> dict:
+    return dict(args=[sys.executable, *args], timeout=300, env={**os.environ, **(env or {})})
+
+
 def _run(*args, env=None):
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(capture_output=True, text=True, **_job(*args, env=env))
 
 
-def test_main_ppo_rejects_bad_config_before_ray():
+MAIN_PPO_REJECTS = ("-m", "verl.trainer.main_ppo", "--config-path", config_dir(), "--config-name", "off_grpo_trainer",
+                    *BASE, "algorithm.rollout_correction.rollout_is_threshold=2.0")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def procs(request):
+    """verl's entry point (~7 s in its own interpreter), started with the module (``_background``): it runs
+    beside the module's compositions."""
+    procs = started_for(request, {"main_ppo": ("test_main_ppo_rejects_bad_config_before_ray",
+                                               lambda: _job(*MAIN_PPO_REJECTS))})
+    yield procs
+    procs.close()
+
+
+def test_main_ppo_rejects_bad_config_before_ray(procs):
     """verl's real entry point fails at start-up with the plugin's message (no Ray, no GPU work)."""
-    proc = _run("-m", "verl.trainer.main_ppo", "--config-path", config_dir(), "--config-name", "off_grpo_trainer",
-                *BASE, "algorithm.rollout_correction.rollout_is_threshold=2.0")
+    proc = procs["main_ppo"]  # MAIN_PPO_REJECTS
     assert proc.returncode != 0
     assert "OffGRPOConfigError" in proc.stderr and "untruncated" in proc.stderr
     assert "Started a local Ray instance" not in proc.stderr + proc.stdout

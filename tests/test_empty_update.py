@@ -97,14 +97,21 @@ def _no_job_marker(monkeypatch):
     monkeypatch.delenv(JOB_ENV, raising=False)
 
 
-def test_the_plugin_wraps_verls_base_engine_in_every_process_that_imports_it():
+def no_job_env(**env) -> dict:
+    """The environment of a process that is no selecting job's (what ``_no_job_marker`` leaves), plus ``env``."""
+    return {**{k: v for k, v in os.environ.items() if k != JOB_ENV}, **env}
+
+
+# a fresh process: the wrap comes with `import verl` (the entry point), before the module is imported
+FRESH_PROCESS_WRAP = ("import sys, verl; assert 'verl.workers.engine.base' not in sys.modules;"
+                      "from verl.workers.engine.base import BaseEngine;"
+                      "assert BaseEngine.train_batch.__off_grpo_wrapped__; print('wrapped')")  # fmt: skip
+
+
+def test_the_plugin_wraps_verls_base_engine_in_every_process_that_imports_it(procs):
     assert empty_update.is_wrapped(engine_base.BaseEngine)
     assert engine_base.BaseEngine.train_batch.__wrapped__.__module__ == empty_update.BASE_ENGINE_MODULE
-    # a fresh process: the wrap comes with `import verl` (the entry point), before the module is imported
-    code = ("import sys, verl; assert 'verl.workers.engine.base' not in sys.modules;"
-            "from verl.workers.engine.base import BaseEngine;"
-            "assert BaseEngine.train_batch.__off_grpo_wrapped__; print('wrapped')")  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300)
+    done = procs["fresh_process_wrap"]  # FRESH_PROCESS_WRAP
     assert done.returncode == 0 and done.stdout.strip() == "wrapped", done.stderr[-2000:]
     # wrapping twice keeps one wrap
     wrapped = engine_base.BaseEngine.train_batch
@@ -151,18 +158,38 @@ print(json.dumps({"steps_taken": engine.steps_taken, "norms": norms,
 """
 
 
-def test_a_job_without_the_plugins_loss_steps_on_an_empty_mini_batch_exactly_as_plain_verl(capsys):
+#: a real step, then a mini-batch without loss tokens
+PLAIN_VERL_MASKS = [[1.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]]
+
+#: the subprocesses of the default run's tests, started together with the module (``_background``)
+JOBS = {
+    "fresh_process_wrap": ("test_the_plugin_wraps_verls_base_engine_in_every_process_that_imports_it",
+                           lambda: dict(args=[sys.executable, "-c", FRESH_PROCESS_WRAP], env=no_job_env(), timeout=300)),
+    "plain_verl": ("test_a_job_without_the_plugins_loss_steps_on_an_empty_mini_batch_exactly_as_plain_verl",
+                   lambda: dict(args=[sys.executable, "-c", PLAIN_VERL_SCRIPT, __file__, json.dumps(PLAIN_VERL_MASKS)],
+                                env=no_job_env(VERL_USE_EXTERNAL_PLUGINS="none"), timeout=300)),
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def procs(request):
+    from _background import started_for  # here: the subprocesses import this file without tests/ on sys.path
+
+    procs = started_for(request, JOBS)
+    yield procs
+    procs.close()
+
+
+def test_a_job_without_the_plugins_loss_steps_on_an_empty_mini_batch_exactly_as_plain_verl(capsys, procs):
     """A plain verl job (``vanilla`` loss, no ``VERL_OFFGRPO_JOB``) with the package installed: a
     mini-batch with 0 loss tokens takes its optimizer step, bit for bit as verl without the package
     (a fresh process with ``VERL_USE_EXTERNAL_PLUGINS=none``) and as verl's unwrapped train_batch."""
-    masks = [[1.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]]
+    masks = PLAIN_VERL_MASKS
     assert empty_update.is_wrapped(engine_base.BaseEngine)  # installed, and passing straight through
     ours, our_norms = run(engine_base.BaseEngine.train_batch, masks, VANILLA_LOSS)
     assert empty_update.SKIP_MESSAGE not in capsys.readouterr().out
     assert ours.steps_taken == 2 and our_norms[1] == 0.0
-    env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "none"}
-    done = subprocess.run([sys.executable, "-c", PLAIN_VERL_SCRIPT, __file__, json.dumps(masks)], env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = procs["plain_verl"]
     assert done.returncode == 0, done.stderr[-3000:]
     plain = json.loads(done.stdout.strip().splitlines()[-1])
     assert plain["steps_taken"] == 2 and plain["norms"] == our_norms

@@ -18,6 +18,7 @@ from verl_offgrpo import patches
 from verl_offgrpo.__main__ import config_dir
 from verl_offgrpo.patches import JOB_ENV, PatchError, PatchWarning, empty_update, selection
 
+from _background import started_for
 from _overrides import BASE
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,12 +36,67 @@ def shipped_config(*overrides):
         return compose(config_name="off_grpo_trainer", overrides=BASE + list(overrides))
 
 
-def run_python(code: str, **env) -> subprocess.CompletedProcess:
+def python_job(code: str, **env) -> dict:
+    """``subprocess.run``'s arguments for ``python -c code`` in a process that is no selecting job's."""
     full_env = {k: v for k, v in os.environ.items() if k not in (JOB_ENV, patches.DISABLE_ENV)}
     full_env.update(env)
     full_env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=600,
-                          env=full_env, cwd=REPO)
+    return dict(args=[sys.executable, "-W", "ignore", "-c", code], timeout=600, env=full_env, cwd=REPO)
+
+
+def run_python(code: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run(capture_output=True, text=True, **python_job(code, **env))
+
+
+def check_job() -> dict:
+    """``python -m verl_offgrpo check``, in a process that is no selecting job's."""
+    env = {k: v for k, v in os.environ.items() if k not in (JOB_ENV, patches.DISABLE_ENV)}
+    return dict(args=[sys.executable, "-W", "ignore", "-m", "verl_offgrpo", "check"], timeout=600, env=env, cwd=REPO)
+
+
+IMPORT_VERL = """
+import os, sys
+import verl
+mods = sorted(m for m in sys.modules if m == "verl" or m.startswith("verl."))
+print("MODS", len(mods), ",".join(mods))
+if os.environ.get("VERL_USE_EXTERNAL_PLUGINS") != "none":
+    assert "verl.trainer.ppo.core_algos" not in sys.modules
+    from verl.workers.utils.losses import ppo_loss  # a worker's first import of the losses
+    from verl.trainer.ppo import core_algos
+    assert core_algos.get_policy_loss_fn("off_grpo").__module__ == "verl_offgrpo.policy_loss"
+    assert core_algos.get_adv_estimator_fn("off_grpo").__module__ == "verl_offgrpo.advantage"
+    import verl.trainer.main_ppo
+    from verl.utils.config import validate_config
+    assert validate_config.__off_grpo_wrapped__
+    print("REGISTERED")
+"""
+
+BROKEN_ENTRY_POINT = """
+import verl_offgrpo.patches as p
+def broken():
+    raise ImportError("simulated broken install")
+p.install_all = broken
+import verl
+print("VERL_IMPORTED")
+"""
+
+#: the subprocesses of the default run's tests, started together with the module (``_background``)
+JOBS = {
+    "import_plain": ("test_import_verl_loads_no_verl_module_for_the_plugin_and_registers_on_first_use",
+                     lambda: python_job(IMPORT_VERL, VERL_USE_EXTERNAL_PLUGINS="none")),
+    "import_ours": ("test_import_verl_loads_no_verl_module_for_the_plugin_and_registers_on_first_use",
+                    lambda: python_job(IMPORT_VERL)),
+    "broken_entry_point": ("test_an_entry_point_that_fails_to_load_says_so_on_stderr",
+                           lambda: python_job(BROKEN_ENTRY_POINT)),
+    "check": ("test_check_lists_every_patch_with_its_target_and_whether_it_is_live", check_job),
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def procs(request):
+    procs = started_for(request, JOBS)
+    yield procs
+    procs.close()
 
 
 @pytest.fixture(autouse=True)
@@ -205,27 +261,11 @@ def test_validate_config_of_a_selecting_job_runs_the_plugins_checks_and_marks_it
 
 
 # ----------------------------------------------------------------------------- the entry point
-def test_import_verl_loads_no_verl_module_for_the_plugin_and_registers_on_first_use():
+def test_import_verl_loads_no_verl_module_for_the_plugin_and_registers_on_first_use(procs):
     """The entry point imports none of verl's modules (the same ``verl.*`` modules as plain verl), then
-    the names appear when verl's registries are imported, in the order a worker and main_ppo import."""
-    code = """
-import os, sys
-import verl
-mods = sorted(m for m in sys.modules if m == "verl" or m.startswith("verl."))
-print("MODS", len(mods), ",".join(mods))
-if os.environ.get("VERL_USE_EXTERNAL_PLUGINS") != "none":
-    assert "verl.trainer.ppo.core_algos" not in sys.modules
-    from verl.workers.utils.losses import ppo_loss  # a worker's first import of the losses
-    from verl.trainer.ppo import core_algos
-    assert core_algos.get_policy_loss_fn("off_grpo").__module__ == "verl_offgrpo.policy_loss"
-    assert core_algos.get_adv_estimator_fn("off_grpo").__module__ == "verl_offgrpo.advantage"
-    import verl.trainer.main_ppo
-    from verl.utils.config import validate_config
-    assert validate_config.__off_grpo_wrapped__
-    print("REGISTERED")
-"""
-    plain = run_python(code, VERL_USE_EXTERNAL_PLUGINS="none")
-    ours = run_python(code)
+    the names appear when verl's registries are imported, in the order a worker and main_ppo import
+    (``IMPORT_VERL``, with and without the plugin)."""
+    plain, ours = procs["import_plain"], procs["import_ours"]
     assert plain.returncode == 0 and ours.returncode == 0, (plain.stderr[-2000:], ours.stderr[-2000:])
     line = lambda out: next(x for x in out.splitlines() if x.startswith("MODS"))  # noqa: E731
     assert line(ours.stdout) == line(plain.stdout)
@@ -251,17 +291,9 @@ print("OFF", "off_grpo" in core_algos.ADV_ESTIMATOR_REGISTRY, "off_grpo" in core
     assert check.returncode == 1 and "turned off: VERL_OFFGRPO_DISABLE=1" in check.stderr
 
 
-def test_an_entry_point_that_fails_to_load_says_so_on_stderr():
-    """verl logs a failing plugin at DEBUG only; the entry point prints a warning itself."""
-    code = """
-import verl_offgrpo.patches as p
-def broken():
-    raise ImportError("simulated broken install")
-p.install_all = broken
-import verl
-print("VERL_IMPORTED")
-"""
-    done = run_python(code)
+def test_an_entry_point_that_fails_to_load_says_so_on_stderr(procs):
+    """verl logs a failing plugin at DEBUG only; the entry point prints a warning itself (``BROKEN_ENTRY_POINT``)."""
+    done = procs["broken_entry_point"]
     assert done.returncode == 0 and "VERL_IMPORTED" in done.stdout  # verl itself still imports
     assert "WARNING verl-offgrpo: the plugin failed to load (ImportError: simulated broken install)" in done.stderr
 
@@ -285,9 +317,8 @@ sys.exit(main(["check", *sys.argv[1:]]))
     assert "V1 trainer mode off_grpo_sync: not available (no TransferQueue)" in v0.stdout
 
 
-def test_check_lists_every_patch_with_its_target_and_whether_it_is_live():
-    done = subprocess.run([sys.executable, "-W", "ignore", "-m", "verl_offgrpo", "check"], capture_output=True,
-                          text=True, timeout=600, cwd=REPO)
+def test_check_lists_every_patch_with_its_target_and_whether_it_is_live(procs):
+    done = procs["check"]
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert f"verl {verl.__version__} (patches written for verl>=0.9.1,<0.10); vLLM " in out

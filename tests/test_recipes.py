@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from _background import started_for
+
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = REPO / "recipes"
 
@@ -33,7 +35,8 @@ DEEPSCALER = {
 ALL = {**GSM8K, **DEEPSCALER}
 
 
-def run_recipe(name: str, env_dir: Path, *args: str) -> subprocess.CompletedProcess:
+def recipe_job(name: str, env_dir: Path, *args: str) -> dict:
+    """``subprocess.run``'s arguments for ``bash recipes/<name>.sh args`` with data/model paths under ``env_dir``."""
     env = dict(
         os.environ,
         PYTHON=sys.executable,
@@ -44,9 +47,11 @@ def run_recipe(name: str, env_dir: Path, *args: str) -> subprocess.CompletedProc
         N_GPUS_PER_NODE="2",
     )
     env.pop("LOGGER", None)
-    return subprocess.run(
-        ["bash", str(RECIPES / f"{name}.sh"), *args], env=env, capture_output=True, text=True, timeout=170
-    )
+    return dict(args=["bash", str(RECIPES / f"{name}.sh"), *args], env=env, timeout=170)
+
+
+def run_recipe(name: str, env_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(capture_output=True, text=True, **recipe_job(name, env_dir, *args))
 
 
 # Hydra takes overrides only before its flags; the recipes move the user's flags last, so both orders work.
@@ -89,6 +94,22 @@ class _Compositions:
 @pytest.fixture(scope="module")
 def composed(tmp_path_factory):
     return _Compositions(tmp_path_factory)
+
+
+CHECK_TEST = "test_check_flag_runs_the_startup_checks"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def procs(request, tmp_path_factory):
+    """The ``--check`` runs, started with the module (``_background``): they overlap the compositions."""
+    env_dir = tmp_path_factory.mktemp("check")
+    procs = started_for(request, {
+        "check_ok": (CHECK_TEST, lambda: recipe_job("gsm8k_offpolicy_v10", env_dir, "--check")),
+        "check_bad": (CHECK_TEST, lambda: recipe_job("gsm8k_offpolicy_v10", env_dir, "--check",
+                                                     "actor_rollout_ref.rollout.n=1")),
+    })
+    yield procs
+    procs.close()
 
 
 def test_recipe_set_is_complete():
@@ -159,12 +180,12 @@ def test_config_dir_helper():
     assert (expected / "off_grpo_trainer.yaml").is_file()
 
 
-def test_check_flag_runs_the_startup_checks(tmp_path):
+def test_check_flag_runs_the_startup_checks(procs):
     """``--check``: verl's and the plugin's startup checks on the recipe's config, no training; a bad user
     override fails in the plugin's one line."""
-    ok = run_recipe("gsm8k_offpolicy_v10", tmp_path, "--check")
+    ok = procs["check_ok"]
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert "composed and validated" in ok.stderr
-    bad = run_recipe("gsm8k_offpolicy_v10", tmp_path, "--check", "actor_rollout_ref.rollout.n=1")
+    bad = procs["check_bad"]
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1].startswith("off_grpo config error: actor_rollout_ref.rollout.n=1")

@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 import time
+import weakref
 from types import SimpleNamespace
 
 import pytest
@@ -243,26 +244,64 @@ class FakeV0Trainer:
         return self.checkpoint_manager
 
 
-@pytest.fixture(scope="module")
-def ray_local():
+def start_ray():
+    """The local Ray instance of the fake clusters, started once and left running for the next module that
+    needs it (starting and stopping cost ~4 s a module); tests/conftest.py stops it with the session."""
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    start_ray()
     import ray.cloudpickle as rcp
 
     rcp.register_pickle_by_value(sys.modules[__name__])
     yield
-    ray.shutdown()
+    release_actors()
+
+
+def release_actors():
+    """End this module's actors, as stopping Ray at the module's end did: the shared workers and every
+    server still alive (a finished test's cluster can stay referenced, e.g. by a reference cycle or the
+    lagged manager's ``Tracking.log`` merge)."""
+    for actor in [*_ACTOR_WORKERS, *(server() for server in _SERVERS_MADE)]:
+        if actor is not None:
+            ray.kill(actor)
+    _ACTOR_WORKERS.clear()
+    _SERVERS_MADE.clear()
+
+
+#: the two fake actor workers (Ray actors) of this module's clusters: a worker process imports verl
+#: (~5 s of CPU) at the first skipped slot that empties its cache, so the clusters share them, each
+#: reset by :func:`make_cluster` to a new FakeWorker's state (a cluster made later in the same test
+#: takes them over)
+_ACTOR_WORKERS = []
+_SERVERS_MADE = []  # weak references to the servers of this module's clusters (for release_actors)
+
+
+def reset_worker(worker):
+    """In a FakeWorker's process: back to a new FakeWorker's state (no attributes, verl's device module
+    as before :func:`install_device`)."""
+    worker.__dict__.clear()
+    device = sys.modules.get("verl.utils.device")
+    if device is not None and "_get_torch_device_before_test" in vars(device):
+        device.get_torch_device = vars(device).pop("_get_torch_device_before_test")
 
 
 def make_cluster(n_servers=2, free_cache_engine=True, level1_sleep_s=0.0, **server_kwargs):
     """``server_kwargs``: ``tp`` and the faults of :class:`FakeVLLMServer`, for every server, or a list
-    of per-server dicts as ``per_server=[...]``."""
+    of per-server dicts as ``per_server=[...]``. The servers are new actors; the workers are this module's
+    two (``_ACTOR_WORKERS``), reset."""
     server_cls = ray.remote(num_cpus=0)(FakeVLLMServer)
-    worker_cls = ray.remote(num_cpus=0)(FakeWorker)
     per_server = server_kwargs.pop("per_server", None) or [{}] * n_servers
     servers = [server_cls.remote(free_cache_engine, level1_sleep_s, **{**server_kwargs, **per_server[i]})
                for i in range(n_servers)]  # fmt: skip
-    workers = [worker_cls.remote() for _ in range(2)]
+    _SERVERS_MADE.extend(weakref.ref(server) for server in servers)
+    if not _ACTOR_WORKERS:
+        _ACTOR_WORKERS.extend(ray.remote(num_cpus=0)(FakeWorker).remote() for _ in range(2))
+    workers = list(_ACTOR_WORKERS)
+    ray.get([worker.__ray_call__.remote(reset_worker) for worker in workers])
     replicas = [FakeReplica([s]) for s in servers]
     return servers, workers, replicas, FakeActorWG(workers, servers)
 
@@ -336,7 +375,8 @@ def test_v0_lagged_sync_serves_alpha(ray_local):
 
 def install_device(worker, free_gib, total_gib, queued_work_s=0.0):
     """In an actor worker's process: a device with ``free_gib`` of ``total_gib`` free and
-    ``queued_work_s`` of queued work (what ``synchronize`` waits for); counts real empties and waits."""
+    ``queued_work_s`` of queued work (what ``synchronize`` waits for); counts real empties and waits
+    (:func:`reset_worker` puts verl's device back)."""
     import verl.utils.device
 
     class Device:
@@ -353,6 +393,7 @@ def install_device(worker, free_gib, total_gib, queued_work_s=0.0):
         def empty_cache(self):
             worker.real_empties = getattr(worker, "real_empties", 0) + 1
 
+    vars(verl.utils.device).setdefault("_get_torch_device_before_test", verl.utils.device.get_torch_device)
     verl.utils.device.get_torch_device = Device
 
 

@@ -35,13 +35,12 @@ B = 2  # prompts per step
 
 @pytest.fixture(scope="module")
 def ray_local():
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    fakes.start_ray()
     import ray.cloudpickle as rcp
 
     rcp.register_pickle_by_value(fakes)
     yield
-    ray.shutdown()
+    fakes.release_actors()
 
 
 # ----------------------------------------------------------------------------- pure schedule
