@@ -4,6 +4,7 @@ switchable off, and cheap at ``import verl``."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -204,6 +205,7 @@ def test_a_verl_outside_the_range_leaves_the_engine_alone_with_a_warning_or_stop
         (["+algorithm.off_grpo.final_outputs_only=false"], False),
         (["+algorithm.off_grpo.final_outputs_only=true"], True),  # else the knob would be ignored unseen
         (["+algorithm.off_grpo.final_outputs_only=maybe"], True),  # for the plugin's checks to refuse
+        (["+algorithm.off_grpo.final_outputs_only=0"], True),  # 0 == False, but not a bool: refused, not ignored
     ],
 )
 def test_what_selects_the_plugin(overrides, selects):
@@ -228,6 +230,7 @@ def ray_env():
 
     saved = dict(constants_ppo.PPO_RAY_RUNTIME_ENV["env_vars"])
     constants_ppo.PPO_RAY_RUNTIME_ENV["env_vars"].pop(JOB_ENV, None)
+    constants_ppo.PPO_RAY_RUNTIME_ENV["env_vars"].pop(patches.FINAL_OUTPUTS_ENV, None)
     yield constants_ppo
     constants_ppo.PPO_RAY_RUNTIME_ENV["env_vars"].clear()
     constants_ppo.PPO_RAY_RUNTIME_ENV["env_vars"].update(saved)
@@ -340,3 +343,17 @@ def test_patch_warnings_are_warnings_not_log_lines():
         empty_update._apply(_NoEngine())
     assert [w.category for w in caught] == [PatchWarning]
 
+
+
+def test_the_readme_lists_every_patch_module_with_its_targets():
+    """README's "What it changes in verl" table has a row per patch module, naming its verl attribute."""
+    readme = (REPO / "README.md").read_text()
+    rows = {line.split("|")[1].strip(" `"): line for line in readme.splitlines() if line.startswith("| `") and ".py`" in line}
+    for module in patches.patch_modules():
+        row = rows.get(module.__name__.rsplit(".", 1)[1] + ".py")
+        assert row is not None, module.__name__
+        # "BucketedWeight{Sender,Receiver}" names both classes
+        row = re.sub(r"(\w*)\{([\w,]+)\}", lambda m: " ".join(m[1] + part for part in m[2].split(",")), row)
+        for target in module.TARGETS:
+            name = next(part for part in reversed(target.split(".")) if not part.startswith("__"))
+            assert re.search(rf"\b{name}\b", row), (module.__name__, target)

@@ -277,7 +277,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     if knobs.final_outputs_only:
         _check_final_outputs_only(config)
     if knobs.rollout_schedule == "window" and knobs.sync_period > 1:
-        _warn_if_window_runs_in_waves(config, knobs.sync_period)
+        _tell_if_window_runs_in_waves(config, knobs.sync_period)
     return knobs
 
 
@@ -588,7 +588,7 @@ def window_samples_per_engine(config: Any, sync_period: int) -> int | None:
     return math.ceil(sync_period * batch * n / max(gpus // (tp * dp * pp) * dp, 1))
 
 
-def _warn_if_window_runs_in_waves(config: Any, sync_period: int) -> None:
+def _tell_if_window_runs_in_waves(config: Any, sync_period: int) -> None:
     """One info line when vLLM's ``max_num_seqs`` cannot hold a window's samples: the window's generation
     then runs at most ``max_num_seqs`` at a time, ≈ ⌈samples / max_num_seqs⌉ rounds (vLLM refills a
     finished sequence's slot at once, so the rounds overlap). Information, not a warning: where the

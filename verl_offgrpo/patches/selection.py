@@ -47,8 +47,9 @@ def config_selects(config: Any) -> bool:
         return True
     if _get(config, "algorithm.off_grpo.rollout_schedule", "per_step") != "per_step":
         return True  # the window schedule (or a typo the plugin's checks must reject)
-    if _get(config, "algorithm.off_grpo.final_outputs_only", False) not in (False, None):
-        return True  # vLLM's final outputs only (or a value the plugin's checks must reject)
+    final_outputs = _get(config, "algorithm.off_grpo.final_outputs_only", False)
+    if not (final_outputs is None or final_outputs is False):
+        return True  # vLLM's final outputs only (or a value, 0 included, the plugin's checks must reject)
     if _get(config, "trainer.v1.trainer_mode") == TRAINER_MODE:
         return True
     manager = _get(config, "actor_rollout_ref.rollout.checkpoint_manager_class")
