@@ -97,7 +97,7 @@ def version_problem(versions: str = VERL_VERSIONS, installed: str | None = None)
     if installed is None:
         return f"verl-offgrpo: cannot tell the installed verl version; its patches were written for verl{versions}"
     try:
-        ok = Version(installed) in SpecifierSet(versions, prereleases=True)
+        ok = SpecifierSet(versions).contains(Version(installed), True)  # True: dev and rc versions count too
     except InvalidVersion:
         ok = False
     if ok:

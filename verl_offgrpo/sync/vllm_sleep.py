@@ -12,7 +12,7 @@ patch in the driver would not reach it; reward-model and teacher replicas are un
 returns what the server now resolves, so the driver can check it took.
 
 ``no_sleep``: ``rollout.free_cache_engine=False``; in verl 0.9.1 this makes ``vLLMHttpServer.sleep``
-and ``release_kv_cache`` no-ops and the worker's naive ``update_weights`` skips ``resume``: vLLM keeps
+and its KV-cache freeing no-ops and the worker's naive ``update_weights`` skips ``resume``: vLLM keeps
 weights and KV cache on the GPU all the time. Nothing to patch.
 
 This module never imports vllm: the server object is only touched through attributes.
