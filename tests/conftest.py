@@ -71,3 +71,18 @@ def _ray_stops_with_the_session():
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         ray.shutdown()
+
+
+@pytest.fixture
+def ray_env():
+    """verl's PPO Ray runtime env without the plugin's marks an earlier validation left; restored after."""
+    from verl.trainer import constants_ppo
+
+    from verl_offgrpo.patches import FINAL_OUTPUTS_ENV, JOB_ENV
+
+    saved = dict(constants_ppo.PPO_RAY_RUNTIME_ENV.setdefault("env_vars", {}))
+    for name in (JOB_ENV, FINAL_OUTPUTS_ENV):
+        constants_ppo.PPO_RAY_RUNTIME_ENV["env_vars"].pop(name, None)
+    yield constants_ppo
+    constants_ppo.PPO_RAY_RUNTIME_ENV["env_vars"].clear()
+    constants_ppo.PPO_RAY_RUNTIME_ENV["env_vars"].update(saved)

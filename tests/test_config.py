@@ -8,16 +8,14 @@ import subprocess
 import sys
 
 import pytest
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 import verl  # noqa: F401  (loads the plugin)
-from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from verl_offgrpo.__main__ import config_dir
 from verl_offgrpo.config import OffGRPOConfig, OffGRPOConfigError, check_window_config, validate_off_grpo_config
 
 from _background import started_for
-from _overrides import BASE
+from _overrides import BASE, shipped_config, validate_as_main_ppo
 
 LOGGER = "verl_offgrpo.config.off_grpo"
 
@@ -26,16 +24,8 @@ REC = "actor_rollout_ref.actor.policy_loss.loss_mode=rec"
 REC_KNOB = "actor_rollout_ref.actor.policy_loss.rec."
 
 
-def composed(*overrides):
-    with initialize_config_dir(config_dir=config_dir(), version_base=None):
-        return compose(config_name="off_grpo_trainer", overrides=BASE + list(overrides))
-
-
-def validate(config):
-    # main_ppo imports it from here at start-up: it must be the plugin's wrapper
-    from verl.utils.config import validate_config
-
-    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+composed = shipped_config
+validate = validate_as_main_ppo  # main_ppo imports it from verl.utils.config at start-up: the plugin's wrapper
 
 
 def test_yaml_defaults_are_the_documented_knobs():

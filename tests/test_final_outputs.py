@@ -19,15 +19,14 @@ from pathlib import Path
 
 import pytest
 import verl
-from hydra import compose, initialize_config_dir
-from verl.trainer.ppo.utils import need_critic, need_reference_policy
 
-from verl_offgrpo.__main__ import config_dir
 from verl_offgrpo.config import OffGRPOConfigError
 from verl_offgrpo.patches import FINAL_OUTPUTS_ENV, JOB_ENV, PATCH_MODULES, post_import
 from verl_offgrpo.patches import final_outputs as patch
 
-from _overrides import BASE
+from _overrides import shipped_config as composed
+from _overrides import validate_as_main_ppo as _validate
+from _overrides import verl_config
 
 SERVER_FILE = Path(verl.__file__).parent / "workers" / "rollout" / "vllm_rollout" / "vllm_async_server.py"
 KNOB = "algorithm.off_grpo.final_outputs_only"
@@ -153,29 +152,6 @@ def test_installed_only_in_a_selecting_job_that_asks_for_it(monkeypatch, environ
 
 
 # ----------------------------------------------------------------------------- from the config to the Ray env
-def composed(*overrides):
-    with initialize_config_dir(config_dir=config_dir(), version_base=None):
-        return compose(config_name="off_grpo_trainer", overrides=BASE + list(overrides))
-
-
-def _validate(config):
-    from verl.utils.config import validate_config  # as main_ppo imports it: the plugin's wrapper
-
-    return validate_config(config=config, use_reference_policy=need_reference_policy(config),
-                           use_critic=need_critic(config))
-
-
-@pytest.fixture
-def ray_env():
-    from verl.trainer import constants_ppo
-
-    saved = dict(constants_ppo.PPO_RAY_RUNTIME_ENV.get("env_vars", {}))
-    for name in (JOB_ENV, FINAL_OUTPUTS_ENV):  # what an earlier test's validation left
-        constants_ppo.PPO_RAY_RUNTIME_ENV.setdefault("env_vars", {}).pop(name, None)
-    yield constants_ppo
-    constants_ppo.PPO_RAY_RUNTIME_ENV["env_vars"] = saved
-
-
 def test_the_knob_reaches_the_jobs_ray_env_through_verls_validate_config(ray_env):
     assert composed().algorithm.off_grpo.final_outputs_only is False  # off by default
     _validate(composed(f"{KNOB}=true"))
@@ -188,11 +164,7 @@ def test_the_knob_reaches_the_jobs_ray_env_through_verls_validate_config(ray_env
 
 def test_a_plain_verl_grpo_job_with_only_the_knob_gets_it(ray_env):
     """verl's own ppo_trainer yaml and GRPO, plus the knob alone: the job is the plugin's to check and mark."""
-    verl_dir = Path(verl.__file__).parent / "trainer" / "config"
-    with initialize_config_dir(config_dir=str(verl_dir), version_base=None):
-        config = compose(config_name="ppo_trainer",
-                         overrides=BASE + ["algorithm.adv_estimator=grpo", f"+{KNOB}=true"])  # fmt: skip
-    _validate(config)
+    _validate(verl_config(f"+{KNOB}=true"))
     env_vars = ray_env.get_ppo_ray_runtime_env()["env_vars"]
     assert env_vars[JOB_ENV] == "1" and env_vars[FINAL_OUTPUTS_ENV] == "1"
 

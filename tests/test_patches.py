@@ -12,29 +12,15 @@ from pathlib import Path
 
 import pytest
 import verl
-from hydra import compose, initialize_config_dir
-from verl.trainer.ppo.utils import need_critic, need_reference_policy
 
 from verl_offgrpo import patches
-from verl_offgrpo.__main__ import config_dir
 from verl_offgrpo.patches import JOB_ENV, PatchError, PatchWarning, empty_update, selection
 
 from _background import started_for
-from _overrides import BASE
+from _overrides import shipped_config, verl_config
+from _overrides import validate_as_main_ppo as _validate
 
 REPO = Path(__file__).resolve().parents[1]
-VERL_CONFIG_DIR = str(Path(verl.__file__).parent / "trainer" / "config")
-
-
-def verl_config(*overrides):
-    """verl's own ppo_trainer config with verl's GRPO: a plain verl job."""
-    with initialize_config_dir(config_dir=VERL_CONFIG_DIR, version_base=None):
-        return compose(config_name="ppo_trainer", overrides=BASE + ["algorithm.adv_estimator=grpo", *overrides])
-
-
-def shipped_config(*overrides):
-    with initialize_config_dir(config_dir=config_dir(), version_base=None):
-        return compose(config_name="off_grpo_trainer", overrides=BASE + list(overrides))
 
 
 def python_job(code: str, **env) -> dict:
@@ -217,25 +203,6 @@ def test_the_shipped_config_selects_the_plugin():
 
 
 # ----------------------------------------------------------------------------- validate_config
-def _validate(config):
-    from verl.utils.config import validate_config  # as main_ppo imports it
-
-    return validate_config(config=config, use_reference_policy=need_reference_policy(config),
-                           use_critic=need_critic(config))
-
-
-@pytest.fixture
-def ray_env():
-    from verl.trainer import constants_ppo
-
-    saved = dict(constants_ppo.PPO_RAY_RUNTIME_ENV["env_vars"])
-    constants_ppo.PPO_RAY_RUNTIME_ENV["env_vars"].pop(JOB_ENV, None)
-    constants_ppo.PPO_RAY_RUNTIME_ENV["env_vars"].pop(patches.FINAL_OUTPUTS_ENV, None)
-    yield constants_ppo
-    constants_ppo.PPO_RAY_RUNTIME_ENV["env_vars"].clear()
-    constants_ppo.PPO_RAY_RUNTIME_ENV["env_vars"].update(saved)
-
-
 def test_validate_config_of_a_plain_job_is_verls_alone(monkeypatch, ray_env):
     import verl_offgrpo.config.off_grpo as validation
 
