@@ -24,7 +24,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -218,16 +218,26 @@ EXIT_HANG = 125
 STORAGE_UNIT_PROCESS = "SimpleStorageUnit"
 
 
+def _procs_stat() -> Iterator[tuple[Path, str, int, int]]:
+    """``(/proc/PID, state, process group, session)`` of every process (none without ``/proc``); a
+    process that ends while it is read is left out."""
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            text = (proc / "stat").read_text()
+            state, _ppid, pgrp, session = text[text.rindex(")") + 2 :].split()[:4]
+            yield proc, state, int(pgrp), int(session)
+        except (OSError, ValueError):
+            continue
+
+
 def group_rss_mib(group: int, marker: str = STORAGE_UNIT_PROCESS) -> float | None:
     """Resident memory (MiB) of the processes of process group or session ``group`` whose command
     line holds ``marker``; None when there is none (or no ``/proc``)."""
     total, found = 0.0, False
-    for proc in Path("/proc").glob("[0-9]*"):
+    for proc, _state, pgrp, session in _procs_stat():
+        if group not in (pgrp, session):
+            continue
         try:
-            stat = (proc / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if group not in (int(fields[2]), int(fields[3])):  # pgrp, session
-                continue
             if marker not in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace"):
                 continue
             rss_pages = int((proc / "statm").read_text().split()[1])
@@ -282,15 +292,7 @@ def group_alive(pgid: int) -> bool:
         except PermissionError:
             pass
         return True
-    for stat in procfs.glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:  # the process ended while we looked
-            continue
-        state, _ppid, pgrp = text[text.rindex(")") + 2 :].split()[:3]
-        if int(pgrp) == pgid and state != "Z":
-            return True
-    return False
+    return any(pgrp == pgid and state != "Z" for _proc, state, pgrp, _session in _procs_stat())
 
 
 def host_state(gpus: str | None = None, group: int | None = None, settle_s: float = 0.0) -> dict:
