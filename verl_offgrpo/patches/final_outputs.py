@@ -65,18 +65,14 @@ def wrap_generate(cls: type, final_only) -> None:
     """Wrap ``cls.generate`` (verl's ``vLLMHttpServer.generate``) so that its ``sampling_params`` argument
     goes through :func:`final_only_params`; idempotent."""
     original = getattr(cls, "generate", None)
-    if original is None or not inspect.iscoroutinefunction(original):
-        from verl_offgrpo.patches import PatchError
-
-        raise PatchError(f"verl-offgrpo: {cls.__qualname__}.generate is not a coroutine function; "
-                         "final_outputs_only was written for verl 0.9.1's vLLMHttpServer.generate.")
     if getattr(original, _WRAPPED, False):
         return
-    signature = inspect.signature(original)
-    if ARGUMENT not in signature.parameters:
+    signature = inspect.signature(original) if inspect.iscoroutinefunction(original) else None
+    if signature is None or ARGUMENT not in signature.parameters:
         from verl_offgrpo.patches import PatchError
 
-        raise PatchError(f"verl-offgrpo: {cls.__qualname__}.generate takes no {ARGUMENT!r} argument; "
+        problem = "is not a coroutine function" if signature is None else f"takes no {ARGUMENT!r} argument"
+        raise PatchError(f"verl-offgrpo: {cls.__qualname__}.generate {problem}; "
                          "final_outputs_only was written for verl 0.9.1's vLLMHttpServer.generate.")
 
     @functools.wraps(original)
