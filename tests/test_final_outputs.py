@@ -153,13 +153,34 @@ def test_installed_only_in_a_selecting_job_that_asks_for_it(monkeypatch, environ
 
 # ----------------------------------------------------------------------------- from the config to the Ray env
 def test_the_knob_reaches_the_jobs_ray_env_through_verls_validate_config(ray_env):
-    assert composed().algorithm.off_grpo.final_outputs_only is False  # off by default
+    assert composed().algorithm.off_grpo.final_outputs_only == "auto"  # the shipped default
     _validate(composed(f"{KNOB}=true"))
     env_vars = ray_env.get_ppo_ray_runtime_env()["env_vars"]
     assert env_vars[JOB_ENV] == "1" and env_vars[FINAL_OUTPUTS_ENV] == "1"
-    _validate(composed())  # the next job in this driver without it
+    _validate(composed(f"{KNOB}=false"))  # the next job in this driver without it
     env_vars = ray_env.get_ppo_ray_runtime_env()["env_vars"]
     assert env_vars[JOB_ENV] == "1" and FINAL_OUTPUTS_ENV not in env_vars
+
+
+@pytest.mark.parametrize("overrides, on", [
+    ((), True),  # shipped yaml: vLLM rollout, the plugin's synchronous V1 mode
+    (("trainer.v1.trainer_mode=sync", "algorithm.off_grpo.zero_var_mask=false"), True),
+    (("trainer.use_v1=false",), True),  # the v0 trainer pauses vLLM only between rollouts
+    (("trainer.v1.trainer_mode=colocate_async", "algorithm.off_grpo.zero_var_mask=false"), False),
+    (("actor_rollout_ref.rollout.name=sglang",), False),
+])  # fmt: skip
+def test_auto_turns_it_on_exactly_where_it_can_hold_and_never_refuses(overrides, on, ray_env):
+    _validate(composed(f"{KNOB}=false"))  # a previous job's mark must not leak into the next one
+    _validate(composed(*overrides))
+    env_vars = ray_env.get_ppo_ray_runtime_env()["env_vars"]
+    assert env_vars[JOB_ENV] == "1" and (env_vars.get(FINAL_OUTPUTS_ENV) == "1") is on
+
+
+def test_a_plain_verl_job_that_selects_the_plugin_gets_auto(ray_env):
+    """verl's own ppo_trainer yaml with the plugin's estimator: no off_grpo node, so the knob's default applies."""
+    _validate(verl_config("algorithm.adv_estimator=off_grpo", "trainer.v1.trainer_mode=off_grpo_sync"))
+    env_vars = ray_env.get_ppo_ray_runtime_env()["env_vars"]
+    assert env_vars[JOB_ENV] == "1" and env_vars[FINAL_OUTPUTS_ENV] == "1"
 
 
 def test_a_plain_verl_grpo_job_with_only_the_knob_gets_it(ray_env):
@@ -170,7 +191,8 @@ def test_a_plain_verl_grpo_job_with_only_the_knob_gets_it(ray_env):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ((f"{KNOB}=yes_please",), "final_outputs_only must be true or false"),
+    ((f"{KNOB}=yes_please",), "final_outputs_only must be true, false or auto"),
+    ((f"{KNOB}=0",), "final_outputs_only must be true, false or auto"),
     ((f"{KNOB}=true", "actor_rollout_ref.rollout.name=sglang"), "rollout.name='sglang'"),
     ((f"{KNOB}=true", "trainer.v1.trainer_mode=colocate_async", "algorithm.off_grpo.zero_var_mask=false"),
      "trainer.v1.trainer_mode='colocate_async'"),

@@ -189,6 +189,7 @@ def test_a_verl_outside_the_range_leaves_the_engine_alone_with_a_warning_or_stop
           "verl_offgrpo.sync.checkpoint_manager_v0.LaggedCheckpointManager"], True),
         (["+algorithm.off_grpo.zero_var_mask=false"], False),
         (["+algorithm.off_grpo.final_outputs_only=false"], False),
+        (["+algorithm.off_grpo.final_outputs_only=auto"], False),  # the default: plain verl stays plain
         (["+algorithm.off_grpo.final_outputs_only=true"], True),  # else the knob would be ignored unseen
         (["+algorithm.off_grpo.final_outputs_only=maybe"], True),  # for the plugin's checks to refuse
         (["+algorithm.off_grpo.final_outputs_only=0"], True),  # 0 == False, but not a bool: refused, not ignored

@@ -20,6 +20,7 @@ its kinds) whose one-line message names the setting, its value and what to chang
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from contextlib import contextmanager
@@ -51,6 +52,8 @@ logger = logging.getLogger(__name__)
 KEEP_WEIGHTS_MODES = ("sleep_level1", "no_sleep")
 EMPTY_CACHE_ON_SKIP_MODES = ("always", "if_needed")
 ROLLOUT_SCHEDULES = ("per_step", "window")
+#: ``final_outputs_only``'s default: on where it can hold (:func:`_final_outputs_hold`)
+AUTO = "auto"
 
 #: the v0 trainer's checkpoint manager class that runs the lagged sync
 V0_MANAGER_FQN = "verl_offgrpo.sync.lagged_manager.LaggedCheckpointManager"
@@ -92,9 +95,9 @@ class OffGRPOConfig:
         rollout_schedule (str, default "per_step"): "window": the step after a sync generates the batches
             of its whole window (≤ v steps) at once, one vLLM wake and generation phase per window instead
             of per step; same samples, one update per step (paper Alg. 1). V1 trainer only.
-        final_outputs_only (bool, default false): vLLM sends each rollout request's final output only (and
-            skips detokenizing it without stop strings) instead of a cumulative output per token; same
-            samples, less server CPU per decode step with many sequences in flight (windows). Synchronous trainers.
+        final_outputs_only (bool | str, default "auto"): vLLM sends each request's final output only, not one
+            per token (same samples, less server CPU per decode step, most in windows). "auto": on with a vLLM
+            rollout and a synchronous trainer, off elsewhere; true: refused where it cannot hold.
         sync_before_validate (bool, default true): sync π before a validation pass, so validation scores
             the current policy rather than α.
         keep_weights (str, default "sleep_level1"): how vLLM keeps α between syncs. "sleep_level1": weights
@@ -131,7 +134,7 @@ class OffGRPOConfig:
     red_drop_seed: int = 0
     sync_period: int = 1
     rollout_schedule: str = "per_step"
-    final_outputs_only: bool = False
+    final_outputs_only: bool | str = "auto"
     sync_before_validate: bool = True
     keep_weights: str = "sleep_level1"
     empty_cache_on_skip: str = "if_needed"
@@ -142,8 +145,13 @@ class OffGRPOConfig:
     allow_truncated_rprime: bool = False
 
     def __post_init__(self) -> None:
+        if not (isinstance(self.final_outputs_only, bool) or self.final_outputs_only == AUTO):
+            raise OffGRPOConfigError(
+                f"{PREFIX}.final_outputs_only must be true, false or {AUTO} (got {self.final_outputs_only!r}); "
+                f"the default is {AUTO}."
+            )
         for name in ("std_unbiased", "zero_var_mask", "sync_before_validate", "verify_served_weights",
-                     "allow_truncated_rprime", "final_outputs_only"):
+                     "allow_truncated_rprime"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise OffGRPOConfigError(
@@ -228,7 +236,8 @@ def _v1_mode(config: Any) -> Any:
 
 
 def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
-    """Raise :class:`OffGRPOConfigError` for a config the plugin cannot train correctly; return its knobs.
+    """Raise :class:`OffGRPOConfigError` for a config the plugin cannot train correctly; return its knobs,
+    ``final_outputs_only`` resolved to true or false.
 
     ``config`` is the full composed verl config. Checks only what the config selects: one of the plugin's
     estimators (off_grpo, red_drop), one of its losses (off_grpo, rec), a lag (sync_period > 1), a window,
@@ -274,8 +283,10 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
                 )
     if knobs.ref_reset_period > 0:
         check_ref_reset_config(config, knobs=knobs)
-    if knobs.final_outputs_only:
+    if knobs.final_outputs_only is True:
         _check_final_outputs_only(config)
+    elif knobs.final_outputs_only == AUTO:
+        knobs = dataclasses.replace(knobs, final_outputs_only=_final_outputs_hold(config))
     if knobs.rollout_schedule == "window" and knobs.sync_period > 1:
         _tell_if_window_runs_in_waves(config, knobs.sync_period)
     return knobs
@@ -297,10 +308,20 @@ def advisories_silenced():
 SYNCHRONOUS_V1_MODES = ("sync", TRAINER_MODE)
 
 
+def _final_outputs_hold(config: Any) -> bool:
+    """Where ``final_outputs_only`` can hold: a vLLM rollout and a synchronous trainer (v0, or a V1 mode of
+    :data:`SYNCHRONOUS_V1_MODES`); ``auto`` turns it on there and only there."""
+    return _rollout_name(config) == "vllm" and (not _use_v1(config) or _v1_mode(config) in SYNCHRONOUS_V1_MODES)
+
+
+def _rollout_name(config: Any) -> Any:
+    return _get(config, "actor_rollout_ref.rollout.name", "vllm")
+
+
 def _check_final_outputs_only(config: Any) -> None:
     """``final_outputs_only`` asks vLLM's engine for final outputs: vLLM rollouts, synchronous trainers only
     (verl counts a request as admitted at its first output, and pauses for a sync wait for admissions)."""
-    name = _get(config, "actor_rollout_ref.rollout.name", "vllm")
+    name = _rollout_name(config)
     if name != "vllm":
         raise OffGRPOConfigError(
             f"{PREFIX}.final_outputs_only=true sets vLLM's output kind, but actor_rollout_ref.rollout.name={name!r}: "

@@ -16,12 +16,12 @@ A caller's explicit ``output_kind`` or ``detokenize`` wins.
 One trade: verl counts a request as admitted at its first output (``_admitting``), which now comes
 when it finishes, so a pause for a weight sync with requests in flight (``abort_all_requests``) would
 wait for them up to verl's admission barrier timeout before aborting them. Synchronous trainers pause
-only between rollouts, so the knob is refused with verl's asynchronous trainer modes
-(:func:`verl_offgrpo.config.validate_off_grpo_config`). verl's teacher servers are ``vLLMHttpServer`` too
+only between rollouts, so ``true`` is refused with verl's asynchronous trainer modes and the default ``auto``
+leaves it off there (:func:`verl_offgrpo.config.validate_off_grpo_config`). verl's teacher servers are ``vLLMHttpServer`` too
 and get the same parameters (their requests already skip detokenization).
 
 Installed, as a post-import hook on :data:`MODULE`, only in the processes of a selecting job whose
-config turns the knob on: the driver's ``validate_config`` adds :data:`~verl_offgrpo.patches.FINAL_OUTPUTS_ENV`
+config turns the knob on (resolved from ``auto`` by the driver): the driver's ``validate_config`` adds :data:`~verl_offgrpo.patches.FINAL_OUTPUTS_ENV`
 to the job's Ray runtime env (:mod:`.job_env`), and the vLLM server actors read it. Written for verl 0.9.1
 (:data:`VERL_VERSIONS`): wraps ``vLLMHttpServer.generate``.
 """
@@ -40,8 +40,9 @@ from verl_offgrpo.patches import FINAL_OUTPUTS_ENV, VERL_VERSIONS, _truthy, comp
 MODULE = "verl.workers.rollout.vllm_rollout.vllm_async_server"
 CLASS = "vLLMHttpServer"
 TARGETS = (f"{MODULE}.{CLASS}.generate",)
-WHEN = ("vLLM server actors of a selecting job with algorithm.off_grpo.final_outputs_only=true "
-        f"({FINAL_OUTPUTS_ENV}=1): requests ask vLLM for their final output only; not installed otherwise")
+WHEN = ("vLLM server actors of a selecting job with algorithm.off_grpo.final_outputs_only on (true, or the default "
+        f"auto with a synchronous trainer; {FINAL_OUTPUTS_ENV}=1): requests ask vLLM for their final output only; "
+        "not installed otherwise")
 #: the argument of ``generate`` that holds the request's sampling parameters (a dict)
 ARGUMENT = "sampling_params"
 _WRAPPED = "__off_grpo_final_outputs__"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from verl_offgrpo import ESTIMATOR_NAMES, LOSS_NAMES, TRAINER_MODE
+from verl_offgrpo.config.off_grpo import AUTO
 from verl_offgrpo.config.off_grpo import config_value as _get
 
 #: the v0 trainer's lagged checkpoint manager, as named in ``rollout.checkpoint_manager_class``
@@ -32,7 +33,7 @@ def config_selects(config: Any) -> bool:
     """Whether a full training config (``algorithm``, ``actor_rollout_ref``, ``trainer``) selects the
     plugin: one of its estimators (``off_grpo``, ``red_drop``), one of its policy losses (``off_grpo``,
     ``rec``), ``algorithm.off_grpo.sync_period``
-    set to anything but 1, ``rollout_schedule`` other than ``per_step``, ``final_outputs_only`` on, the
+    set to anything but 1, ``rollout_schedule`` other than ``per_step``, ``final_outputs_only`` true, the
     ``off_grpo_sync`` V1 trainer mode, or the lagged v0 checkpoint manager."""
     if config is None:
         return False
@@ -48,7 +49,7 @@ def config_selects(config: Any) -> bool:
     if _get(config, "algorithm.off_grpo.rollout_schedule", "per_step") != "per_step":
         return True  # the window schedule (or a typo the plugin's checks must reject)
     final_outputs = _get(config, "algorithm.off_grpo.final_outputs_only", False)
-    if not (final_outputs is None or final_outputs is False):
+    if not (final_outputs is None or final_outputs is False or final_outputs == AUTO):
         return True  # vLLM's final outputs only (or a value, 0 included, the plugin's checks must reject)
     if _get(config, "trainer.v1.trainer_mode") == TRAINER_MODE:
         return True
