@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -146,15 +147,21 @@ def job_overrides(args, name: str, kind: str, v: int, model_dir: Path, data_dir:
     return mainppo_job.set_overrides(base, updates) + list(args.extra) + own
 
 
-def parse_job_extras(items: list[str] | None) -> list[tuple[str, str]]:
-    """``--job-extra NAME=OVERRIDE`` items -> (job name, hydra override)."""
+def parse_job_extras(items: list[str] | None, flag: str = "--job-extra") -> list[tuple[str, str]]:
+    """``--job-extra NAME=OVERRIDE`` (or ``--job-env NAME=VAR=VALUE``) items -> (job name, key=value)."""
     out = []
     for item in items or []:
         name, sep, override = item.partition("=")
         if not sep or not name or "=" not in override:
-            raise SystemExit(f"--job-extra: bad item {item!r} (NAME=key=value)")
+            raise SystemExit(f"{flag}: bad item {item!r} (NAME=key=value)")
         out.append((name, override))
     return out
+
+
+def job_env(items: list[str] | None, name: str) -> dict[str, str]:
+    """The ``--job-env`` variables of job ``name``."""
+    pairs = [setting.split("=", 1) for job, setting in parse_job_extras(items, "--job-env") if job == name]
+    return {key: value for key, value in pairs}
 
 
 def per_update(metrics: dict[int, dict], kind: str, v: int) -> list[dict]:
@@ -252,6 +259,9 @@ def main(argv=None) -> int:
     p.add_argument("--job-extra", action="append", default=[], metavar="NAME=OVERRIDE",
                    help="a hydra override for job NAME only, after --extra (repeatable), e.g. "
                         "w10fo=algorithm.off_grpo.final_outputs_only=true")
+    p.add_argument("--job-env", action="append", default=[], metavar="NAME=VAR=VALUE",
+                   help="an environment variable for job NAME only (repeatable), e.g. w10fl=OFFGRPO_FLAT_LOGPROBS=1 "
+                        "with VERL_USE_EXTERNAL_MODULES=benchmarks.diag.vllm_outputs exported for every job")
     p.add_argument("--jobs", default="v1=step:1,p4=step:4,w4=window:4,w10=window:10")
     p.add_argument("--baseline", default="v1")
     p.add_argument("--gpus", default=None)
@@ -272,9 +282,10 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     jobs = parse_jobs(args.jobs)
-    unknown = {name for name, _ in parse_job_extras(args.job_extra)} - {job[0] for job in jobs}
-    if unknown:
-        p.error(f"--job-extra names no job of --jobs: {', '.join(sorted(unknown))}")
+    for flag, items in (("--job-extra", args.job_extra), ("--job-env", args.job_env)):
+        unknown = {name for name, _ in parse_job_extras(items, flag)} - {job[0] for job in jobs}
+        if unknown:
+            p.error(f"{flag} names no job of --jobs: {', '.join(sorted(unknown))}")
     if not args.shape and not args.gsm8k:
         p.error("--gsm8k is needed without --shape")
     import throughput  # noqa: E402  (random-init shapes and their synthetic task; gpu_groups)
@@ -295,6 +306,7 @@ def main(argv=None) -> int:
 
     def run(job, env_extra):
         name, kind, v, full = job
+        env_extra = {**env_extra, **job_env(args.job_env, name)}
         timeout = mainppo_job.job_timeout(None, args.budget_s, t0, time.time())
         rc, progress, jsonl = mainppo_job.run_main_ppo(
             name, job_overrides(args, name, kind, v, model_dir, data_dir, full), out, log_dir, timeout,
@@ -315,7 +327,10 @@ def main(argv=None) -> int:
     result = {
         "workload": f"{task}, {args.batch} prompts x {args.n} per update, {layout}, zero_var_mask off"
                     + (f", extra {' '.join(args.extra)}" if args.extra else "")
-                    + "".join(f", {job}: {override}" for job, override in parse_job_extras(args.job_extra)),
+                    + "".join(f", {job}: {override}" for job, override in parse_job_extras(args.job_extra))
+                    + "".join(f", {job}: env {setting}" for job, setting in parse_job_extras(args.job_env, "--job-env"))
+                    + (f", VERL_USE_EXTERNAL_MODULES={os.environ['VERL_USE_EXTERNAL_MODULES']}"
+                       if os.environ.get("VERL_USE_EXTERNAL_MODULES") else ""),
         "machine": args.machine, "versions": mainppo_job.versions(),
         "concurrency": mainppo_job.concurrency(gpus, len(jobs)), "args": vars(args),
         "jobs": summaries, "updates": {r["summary"]["name"]: r["updates"] for r in results},

@@ -16,19 +16,21 @@ class _LoaderWithCallback(importlib.abc.Loader):
     """Wraps the real loader of a module: execute it, then run the callback."""
 
     def __init__(self, loader, callback):
-        self._loader = loader
-        self._callback = callback
+        inner = loader if isinstance(loader, _LoaderWithCallback) else None  # another hook on this module
+        self._loader = inner._loader if inner else loader
+        self._callbacks = [*(inner._callbacks if inner else ()), callback]
 
     def create_module(self, spec):
         return self._loader.create_module(spec)
 
     def exec_module(self, module):
         self._loader.exec_module(module)
-        # Put the real loader back before the callback runs (importlib.reload, resources, …).
+        # Put the real loader back before the callbacks run (importlib.reload, resources, …).
         module.__loader__ = self._loader
         if getattr(module, "__spec__", None) is not None:
             module.__spec__.loader = self._loader
-        self._callback(module)
+        for callback in self._callbacks:
+            callback(module)
 
     def __getattr__(self, name):
         return getattr(self._loader, name)
@@ -63,18 +65,22 @@ class _PostImportHook(importlib.abc.MetaPathFinder):
             pass
 
 
+def installed_hooks(fullname: str) -> list:
+    """The pending hooks on ``fullname``, first to run last (each wraps the loader the next one found)."""
+    return [f for f in sys.meta_path if isinstance(f, _PostImportHook) and f.fullname == fullname]
+
+
 def installed_hook(fullname: str):
-    for finder in sys.meta_path:
-        if isinstance(finder, _PostImportHook) and finder.fullname == fullname:
-            return finder
-    return None
+    hooks = installed_hooks(fullname)
+    return hooks[0] if hooks else None
 
 
 def on_import(fullname: str, ready_attr: str, callback) -> None:
     """``callback(module)`` now if ``fullname`` is already imported (``ready_attr`` defined), else once
-    it is; at most one hook per module."""
+    it is. Several callbacks on one module all run, in the order they were registered; registering the
+    same callback again is a no-op."""
     module = sys.modules.get(fullname)
     if module is not None and hasattr(module, ready_attr):
         callback(module)
-    elif installed_hook(fullname) is None:
+    elif not any(hook.callback is callback for hook in installed_hooks(fullname)):
         sys.meta_path.insert(0, _PostImportHook(fullname, callback))
