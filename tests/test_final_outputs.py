@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import enum
+import logging
 import sys
 import types
 from pathlib import Path
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 import verl
 
-from verl_offgrpo.config import OffGRPOConfigError
+from verl_offgrpo.config import OffGRPOConfigError, validate_off_grpo_config
 from verl_offgrpo.patches import FINAL_OUTPUTS_ENV, JOB_ENV, PATCH_MODULES, post_import
 from verl_offgrpo.patches import final_outputs as patch
 
@@ -167,13 +168,21 @@ def test_the_knob_reaches_the_jobs_ray_env_through_verls_validate_config(ray_env
     (("trainer.v1.trainer_mode=sync", "algorithm.off_grpo.zero_var_mask=false"), True),
     (("trainer.use_v1=false",), True),  # the v0 trainer pauses vLLM only between rollouts
     (("trainer.v1.trainer_mode=colocate_async", "algorithm.off_grpo.zero_var_mask=false"), False),
+    (("trainer.v1.trainer_mode=separate_async", "algorithm.off_grpo.zero_var_mask=false"), False),
     (("actor_rollout_ref.rollout.name=sglang",), False),
+    (("actor_rollout_ref.rollout.name=sglang", "trainer.use_v1=false"), False),
 ])  # fmt: skip
-def test_auto_turns_it_on_exactly_where_it_can_hold_and_never_refuses(overrides, on, ray_env):
-    _validate(composed(f"{KNOB}=false"))  # a previous job's mark must not leak into the next one
-    _validate(composed(*overrides))
+def test_auto_turns_it_on_exactly_where_it_can_hold_and_never_refuses(overrides, on, ray_env, caplog):
+    _validate(composed(f"{KNOB}=true"))  # a previous job's mark must not leak into the next one
+    assert ray_env.get_ppo_ray_runtime_env()["env_vars"][FINAL_OUTPUTS_ENV] == "1"
+    config = composed(*overrides)
+    assert validate_off_grpo_config(config).final_outputs_only is on  # resolved: a bool, never "auto"
+    with caplog.at_level(logging.INFO, logger="verl_offgrpo.config.off_grpo"):
+        _validate(config)
     env_vars = ray_env.get_ppo_ray_runtime_env()["env_vars"]
     assert env_vars[JOB_ENV] == "1" and (env_vars.get(FINAL_OUTPUTS_ENV) == "1") is on
+    said = [r.getMessage() for r in caplog.records if "final_outputs_only=auto" in r.getMessage()]
+    assert said and said[0].startswith(f"off_grpo: final_outputs_only=auto is {'on' if on else 'off'}")
 
 
 def test_a_plain_verl_job_that_selects_the_plugin_gets_auto(ray_env):
@@ -193,6 +202,9 @@ def test_a_plain_verl_grpo_job_with_only_the_knob_gets_it(ray_env):
 @pytest.mark.parametrize("overrides, message", [
     ((f"{KNOB}=yes_please",), "final_outputs_only must be true, false or auto"),
     ((f"{KNOB}=0",), "final_outputs_only must be true, false or auto"),
+    ((f"{KNOB}='true'",), "got 'true', a quoted string: write it without quotes"),
+    ((f"{KNOB}=true", "trainer.v1.trainer_mode=separate_async", "algorithm.off_grpo.zero_var_mask=false"),
+     "trainer.v1.trainer_mode='separate_async'"),
     ((f"{KNOB}=true", "actor_rollout_ref.rollout.name=sglang"), "rollout.name='sglang'"),
     ((f"{KNOB}=true", "trainer.v1.trainer_mode=colocate_async", "algorithm.off_grpo.zero_var_mask=false"),
      "trainer.v1.trainer_mode='colocate_async'"),

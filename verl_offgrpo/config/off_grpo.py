@@ -146,9 +146,10 @@ class OffGRPOConfig:
 
     def __post_init__(self) -> None:
         if not (isinstance(self.final_outputs_only, bool) or self.final_outputs_only == AUTO):
+            quoted = isinstance(self.final_outputs_only, str) and self.final_outputs_only.lower() in ("true", "false")
             raise OffGRPOConfigError(
-                f"{PREFIX}.final_outputs_only must be true, false or {AUTO} (got {self.final_outputs_only!r}); "
-                f"the default is {AUTO}."
+                f"{PREFIX}.final_outputs_only must be true, false or {AUTO} (got {self.final_outputs_only!r}"
+                + (", a quoted string: write it without quotes" if quoted else "") + f"); the default is {AUTO}."
             )
         for name in ("std_unbiased", "zero_var_mask", "sync_before_validate", "verify_served_weights",
                      "allow_truncated_rprime"):
@@ -287,6 +288,9 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
         _check_final_outputs_only(config)
     elif knobs.final_outputs_only == AUTO:
         knobs = dataclasses.replace(knobs, final_outputs_only=_final_outputs_hold(config))
+        logger.info("off_grpo: final_outputs_only=auto is %s (actor_rollout_ref.rollout.name=%r, %s).",
+                    "on" if knobs.final_outputs_only else "off", _rollout_name(config),
+                    f"trainer.v1.trainer_mode={_v1_mode(config)!r}" if _use_v1(config) else "v0 trainer")
     if knobs.rollout_schedule == "window" and knobs.sync_period > 1:
         _tell_if_window_runs_in_waves(config, knobs.sync_period)
     return knobs
