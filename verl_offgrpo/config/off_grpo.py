@@ -263,6 +263,8 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
             f"set actor_rollout_ref.actor.policy_loss.loss_mode={LOSS_NAME} (the off-policy clipped objective) "
             f"or {REC_LOSS_NAME} (group-relative REINFORCE with a clip mask)."
         )
+    if uses_estimator or uses_loss:
+        _check_passes(config)
     if uses_estimator:
         _check_rows_leaving_denominator(config, knobs, estimator)
         _warn_masked_mini_batch_with_other_loss(config, knobs, estimator)
@@ -337,6 +339,17 @@ def _check_final_outputs_only(config: Any) -> None:
             "trainer pauses vLLM with requests in flight, and verl's pause waits for each one's first output "
             "(which then comes only at its end) up to its barrier timeout at every sync; use "
             f"trainer_mode={TRAINER_MODE} or set {PREFIX}.final_outputs_only=false."
+        )
+
+
+def _check_passes(config: Any) -> None:
+    """i, the SGD passes over each batch (verl's ``actor.ppo_epochs``), is >= 1: verl itself accepts 0 and
+    then trains on nothing."""
+    passes = _get(config, "actor_rollout_ref.actor.ppo_epochs")
+    if passes is not None and not (_is_int(passes) and passes >= 1):
+        raise OffGRPOConfigError(
+            f"actor_rollout_ref.actor.ppo_epochs={passes!r} is i, the passes over each batch: it must be an integer "
+            ">= 1 (1 is the paper's setting; 0 would never update the policy)."
         )
 
 

@@ -95,7 +95,8 @@ class RECConfig:
             if not prime > eps:
                 raise OffGRPOConfigError(
                     f"{PREFIX}.eps_{side}_prime={prime!r} must exceed ε_{side}={eps!r} "
-                    f"(actor_rollout_ref.actor.clip_ratio_{side}) for clip_mode=ring: the ring lies outside the band."
+                    f"(actor_rollout_ref.actor.clip_ratio_{side}) for clip_mode=ring: the ring lies outside the band; "
+                    f"set {PREFIX}.eps_{side}_prime above {eps!r} (the default is {getattr(type(self), 'eps_' + side + '_prime')})."
                 )
 
     def changed_fields(self) -> list[str]:

@@ -5,8 +5,10 @@ plugin (:func:`.selection.config_selects`):
 
 1. the installed verl must be in :data:`VERL_VERSIONS` and every patch target must exist
    (:func:`verl_offgrpo.patches.preflight`), else :class:`~verl_offgrpo.patches.PatchError`, one line;
-2. :func:`verl_offgrpo.config.validate_off_grpo_config` — before verl's own checks, so a failing
-   config never prints verl's "All configuration checks passed successfully!";
+2. the estimator and loss names against verl's registries (:mod:`verl_offgrpo.config.names`), then
+   :func:`verl_offgrpo.config.validate_off_grpo_config` — before verl's own checks, so a failing
+   config never prints verl's "All configuration checks passed successfully!"; for a config not
+   composed from the plugin's yaml, the error ends by pointing at it;
 3. verl's original ``validate_config``;
 4. the job's Ray processes are marked as selecting the plugin, and as asking vLLM for final outputs
    only where ``final_outputs_only`` is on (:mod:`.job_env`).
@@ -46,10 +48,17 @@ def wrap(original):
         problems = preflight()
         if problems:
             raise PatchError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
-        from verl_offgrpo.config import validate_off_grpo_config
+        from verl_offgrpo.config import OffGRPOConfigError, validate_off_grpo_config
 
         # before verl's checks, so a config the plugin rejects never prints verl's success banner
-        knobs = validate_off_grpo_config(config)
+        try:
+            _check_names(config)
+            knobs = validate_off_grpo_config(config)
+        except OffGRPOConfigError as err:
+            hint = _shipped_yaml_hint(config)
+            if hint is None:
+                raise
+            raise type(err)(f"{err} {hint}") from None
         result = original(config, *args, **kwargs)
         from verl_offgrpo.patches.job_env import mark_job
 
@@ -58,6 +67,27 @@ def wrap(original):
 
     setattr(validate_config, _WRAPPED, True)
     return validate_config
+
+
+def _check_names(config) -> None:
+    """The config's estimator and loss against verl 0.9.1's ``core_algos.ADV_ESTIMATOR_REGISTRY`` and
+    ``POLICY_LOSS_REGISTRY`` (read, not replaced; importing ``core_algos`` also registers the plugin's names)."""
+    from verl.trainer.ppo import core_algos
+
+    from verl_offgrpo.config.names import check_registered_names
+
+    check_registered_names(config, core_algos.ADV_ESTIMATOR_REGISTRY, core_algos.POLICY_LOSS_REGISTRY)
+
+
+def _shipped_yaml_hint(config) -> str | None:
+    """For a config not composed from the plugin's yaml (another ``policy_loss._target_``): where the
+    settings the plugin needs are all set at once."""
+    from verl_offgrpo.config.off_grpo import POLICY_LOSS_CONFIG_FQN, config_value
+
+    if str(config_value(config, "actor_rollout_ref.actor.policy_loss._target_")) == POLICY_LOSS_CONFIG_FQN:
+        return None
+    return ("(The plugin's yaml sets what it needs: --config-path \"$(python -m verl_offgrpo config-dir)\" "
+            "--config-name off_grpo_trainer.)")
 
 
 def live() -> bool:

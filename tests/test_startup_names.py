@@ -1,0 +1,64 @@
+"""Startup checks a newcomer trips over, through verl's real ``validate_config`` (the plugin's wrap): a
+misspelt estimator or loss fails before Ray instead of after the first rollout; i = 0 is refused; an error
+for a config not composed from the plugin's yaml points at it."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from verl_offgrpo.config import OffGRPOConfigError
+
+from _overrides import shipped_config, verl_config
+from _overrides import validate_as_main_ppo as _validate
+
+HINT = '--config-name off_grpo_trainer'
+
+
+@pytest.mark.parametrize("override, message", [
+    ("algorithm.adv_estimator=off-grpo",
+     "algorithm.adv_estimator='off-grpo' is not a registered advantage estimator: "
+     "did you mean algorithm.adv_estimator=off_grpo?"),
+    ("actor_rollout_ref.actor.policy_loss.loss_mode=offgrpo",
+     "actor_rollout_ref.actor.policy_loss.loss_mode='offgrpo' is not a registered policy loss: "
+     "did you mean actor_rollout_ref.actor.policy_loss.loss_mode=off_grpo?"),
+    ("algorithm.adv_estimator=red-drop", "did you mean algorithm.adv_estimator=red_drop?"),
+    ("actor_rollout_ref.actor.ppo_epochs=0", "actor_rollout_ref.actor.ppo_epochs=0 is i, the passes over each batch"),
+])  # fmt: skip
+def test_a_typo_or_no_pass_fails_at_startup_in_one_line(override, message, ray_env):
+    with pytest.raises(OffGRPOConfigError) as err:
+        _validate(shipped_config(override))
+    text = str(err.value)
+    assert message in text and "\n" not in text
+    assert HINT not in text  # composed from the plugin's yaml: nothing to point at
+
+
+def test_an_unknown_name_close_to_nothing_is_a_warning_not_an_error(ray_env, caplog):
+    """A custom estimator may be registered only in the trainer's processes: told, not refused."""
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo.config.names"):
+        _validate(shipped_config("algorithm.adv_estimator=my_team_baseline_v7"))
+    said = [r.getMessage() for r in caplog.records if r.name == "verl_offgrpo.config.names"]
+    assert len(said) == 1 and said[0].startswith(
+        "algorithm.adv_estimator='my_team_baseline_v7' is not a registered advantage estimator in this process")
+
+
+def test_registered_names_pass_silently(ray_env, caplog):
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo.config.names"):
+        _validate(shipped_config("actor_rollout_ref.actor.policy_loss.loss_mode=rec"))
+    assert not [r for r in caplog.records if r.name == "verl_offgrpo.config.names"]
+
+
+def test_an_error_for_verls_own_yaml_points_at_the_plugins(ray_env):
+    with pytest.raises(OffGRPOConfigError) as err:
+        _validate(verl_config("algorithm.adv_estimator=off_grpo", "+algorithm.off_grpo.sync_period=10"))
+    text = str(err.value)
+    assert text.endswith(f'--config-path "$(python -m verl_offgrpo config-dir)" {HINT}.)') and "\n" not in text
+
+
+def test_the_ring_error_says_what_to_set(ray_env):
+    with pytest.raises(OffGRPOConfigError, match=r"set actor_rollout_ref\.actor\.policy_loss\.rec\.eps_low_prime "
+                                                 r"above 0\.2 \(the default is 0\.6\)"):
+        _validate(shipped_config("actor_rollout_ref.actor.policy_loss.loss_mode=rec",
+                                 "actor_rollout_ref.actor.policy_loss.rec.clip_mode=ring",
+                                 "actor_rollout_ref.actor.policy_loss.rec.eps_low_prime=0.1"))
