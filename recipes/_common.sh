@@ -7,7 +7,8 @@
 #
 # Later overrides win, so `bash recipes/X.sh trainer.n_gpus_per_node=4` changes anything,
 # `bash recipes/X.sh --check` composes the config and runs verl's and the plugin's startup checks on a
-# CPU (`python -m verl_offgrpo compose`, no training), and `--cfg job` prints hydra's composition only.
+# CPU (`python -m verl_offgrpo compose`, no training; it notes data files and a model path that do not
+# exist here), and `--cfg job` prints hydra's composition only.
 #
 # Environment: PYTHON (default python3), MODEL_PATH, DATA_DIR (+ AIME24_DIR, MATH500_DIR for
 # DeepScaleR), N_GPUS_PER_NODE (8), NNODES (1), LOGGER ("[console]"; e.g. "[console,wandb]").
@@ -21,6 +22,15 @@
 set -euo pipefail
 
 PYTHON=${PYTHON:-python3}
+OFFGRPO_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+
+# `--check`'s note on a missing data file: the data_prep command that makes it (and the variable to set).
+# prep_hint <path> <script> <dir> <variable>
+prep_hint() {
+    local script=data_prep/$2
+    [[ $(pwd -P) == "$OFFGRPO_REPO" ]] || script=$OFFGRPO_REPO/$script
+    PATH_HINTS+=(--path-hint "$1=make it with python $script --output-dir $3, or set $4")
+}
 
 # Directory of the shipped yaml: `python -m verl_offgrpo config-dir`, or computed from the package.
 offgrpo_config_dir() {
@@ -59,6 +69,9 @@ SHARED_ARGS=(
 # GSM8K with Qwen2.5-0.5B-Instruct; data from data_prep/gsm8k.py; verl's built-in GSM8K scorer.
 gsm8k_task() {
     local data=${DATA_DIR:-$HOME/data/gsm8k}
+    PATH_HINTS=()
+    prep_hint "$data/train.parquet" gsm8k.py "$data" DATA_DIR
+    prep_hint "$data/test.parquet" gsm8k.py "$data" DATA_DIR
     TASK_ARGS=(
         "actor_rollout_ref.model.path=${MODEL_PATH:-Qwen/Qwen2.5-0.5B-Instruct}"
         "data.train_files=$data/train.parquet"
@@ -81,10 +94,16 @@ gsm8k_task() {
 # DeepScaleR with DeepSeek-R1-Distill-Qwen-1.5B; data from data_prep/{deepscaler,aime24,math500}.py;
 # validation on AIME24 + MATH-500; math-verify reward from verl_offgrpo.rewards.
 deepscaler_task() {
+    local data=${DATA_DIR:-$HOME/data/deepscaler} aime=${AIME24_DIR:-$HOME/data/aime24}
+    local math500=${MATH500_DIR:-$HOME/data/math500}
+    PATH_HINTS=()
+    prep_hint "$data/train.parquet" deepscaler.py "$data" DATA_DIR
+    prep_hint "$aime/test.parquet" aime24.py "$aime" AIME24_DIR
+    prep_hint "$math500/test.parquet" math500.py "$math500" MATH500_DIR
     TASK_ARGS=(
         "actor_rollout_ref.model.path=${MODEL_PATH:-deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B}"
-        "data.train_files=${DATA_DIR:-$HOME/data/deepscaler}/train.parquet"
-        "data.val_files=[${AIME24_DIR:-$HOME/data/aime24}/test.parquet,${MATH500_DIR:-$HOME/data/math500}/test.parquet]"
+        "data.train_files=$data/train.parquet"
+        "data.val_files=[$aime/test.parquet,$math500/test.parquet]"
         reward.custom_reward_function.path=pkg://verl_offgrpo.rewards
         reward.custom_reward_function.name=compute_score
         data.train_batch_size=128
@@ -125,7 +144,7 @@ offgrpo_run() {
         esac
     done
     if ((check)); then
-        exec "$PYTHON" -m verl_offgrpo compose "${SHARED_ARGS[@]}" "${TASK_ARGS[@]}" "${recipe[@]}" "${user[@]}" >/dev/null
+        exec "$PYTHON" -m verl_offgrpo compose "${PATH_HINTS[@]}" "${SHARED_ARGS[@]}" "${TASK_ARGS[@]}" "${recipe[@]}" "${user[@]}" >/dev/null
     fi
     local config_dir
     config_dir=$(offgrpo_config_dir)

@@ -444,6 +444,40 @@ def test_compose_says_verls_own_dataclass_error_in_one_line(capsys):
     assert "Traceback" not in said
 
 
+def test_compose_notes_missing_local_paths(tmp_path, capsys):
+    """After the checks pass, compose notes (stderr, exit 0) each local data file that does not exist here,
+    with its --path-hint; not an existing file, not a remote one; a hub-id-like model path is named as such."""
+    from verl_offgrpo.__main__ import main
+
+    missing, present = tmp_path / "none" / "train.parquet", tmp_path / "test.parquet"
+    present.write_bytes(b"")
+    overrides = [o for o in BASE if not o.startswith("actor_rollout_ref.model.path=")]
+    assert main(["compose", "--path-hint", f"{missing}=make it with python data_prep/gsm8k.py", *overrides,
+                 "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct",
+                 f"data.train_files={missing}", f"data.val_files=[{present},hdfs://nn/data/test.parquet]"]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: ")]
+    assert notes == [
+        f"note: data.train_files={missing} does not exist here (make it with python data_prep/gsm8k.py)",
+        "note: actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct is not a local directory; verl will try "
+        "the Hugging Face hub (transformers takes it as a hub id: the local HF cache, else a download)",
+    ], notes
+
+
+def test_local_path_notes_without_hints(tmp_path):
+    """No hint: the path is just said to be missing; a missing absolute model path is missing, not a hub id."""
+    from omegaconf import OmegaConf
+
+    from verl_offgrpo.__main__ import local_path_notes
+
+    config = OmegaConf.create({"data": {"train_files": str(tmp_path / "a.parquet"), "val_files": "s3://b/c.parquet"},
+                               "actor_rollout_ref": {"model": {"path": str(tmp_path / "model")}}})
+    assert local_path_notes(config) == [f"note: data.train_files={tmp_path / 'a.parquet'} does not exist here",
+                                        f"note: actor_rollout_ref.model.path={tmp_path / 'model'} does not exist here"]
+    (tmp_path / "model").mkdir()
+    config.data.train_files = [str(tmp_path / "model")]
+    assert local_path_notes(config) == []
+
+
 @pytest.mark.slow
 def test_check_cli_is_loud_when_verl_did_not_load_the_plugin():
     proc = _run("-m", "verl_offgrpo", "check", env={"VERL_USE_EXTERNAL_PLUGINS": "none"})

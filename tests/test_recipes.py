@@ -108,6 +108,7 @@ def procs(request, tmp_path_factory):
         "check_bad": (CHECK_TEST, lambda: recipe_job("gsm8k_offpolicy_v10", env_dir, "--check",
                                                      "actor_rollout_ref.rollout.n=1")),
     })
+    procs.env_dir = env_dir
     yield procs
     procs.close()
 
@@ -186,6 +187,14 @@ def test_check_flag_runs_the_startup_checks(procs):
     ok = procs["check_ok"]
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert "composed and validated" in ok.stderr
+    # the recipe's data and model paths (under a fresh tmp dir) do not exist: noted, with the data_prep command
+    notes = [line for line in ok.stderr.splitlines() if line.startswith("note: ")]
+    data = procs.env_dir / "data"
+    prep = "data_prep/gsm8k.py" if Path.cwd().resolve() == REPO else f"{REPO}/data_prep/gsm8k.py"
+    assert notes == [
+        f"note: data.{key}={data}/{split}.parquet does not exist here (make it with python {prep} --output-dir "
+        f"{data}, or set DATA_DIR)" for key, split in (("train_files", "train"), ("val_files", "test"))
+    ] + [f"note: actor_rollout_ref.model.path={procs.env_dir / 'model'} does not exist here"], notes
     bad = procs["check_bad"]
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1].startswith("off_grpo config error: actor_rollout_ref.rollout.n=1")

@@ -2,7 +2,8 @@
 
     python -m verl_offgrpo check [overrides]     # registrations, patches (live?), versions; exit 1 if missing
     python -m verl_offgrpo config-dir            # directory of off_grpo_trainer.yaml (for --config-path)
-    python -m verl_offgrpo compose [overrides]   # compose + validate the full training config, print it
+    python -m verl_offgrpo compose [overrides]   # compose + validate the full training config, print it;
+                                                 # notes data/model paths that do not exist here
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import contextlib
 import importlib
 import importlib.util
 import os
+import re
 import sys
 import traceback
 
@@ -193,6 +195,49 @@ def missing_values(config) -> list[str]:
     return sorted(key for key in OmegaConf.missing_keys(config) if not switched_off(key))
 
 
+#: the config keys whose paths verl reads at start-up: data files (a string or a list) and the model
+DATA_PATH_KEYS = ("data.train_files", "data.val_files")
+MODEL_PATH_KEY = "actor_rollout_ref.model.path"
+_REMOTE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # hdfs://, s3://, gs://, ...: not checked here
+_HUB_ID = re.compile(r"^[A-Za-z0-9_][\w.-]*(/[A-Za-z0-9_][\w.-]*)?$")  # "gpt2", "Qwen/Qwen2.5-0.5B-Instruct"
+
+
+def local_path_notes(config, hints: dict[str, str] | None = None) -> list[str]:
+    """One ``note:`` line per local path of ``config`` that does not exist on this machine: the data files
+    (``data.train_files``/``val_files``, a string or a list) and the model (``actor_rollout_ref.model.path``).
+
+    Remote paths (``scheme://``) are not checked. verl passes a model path that is not ``hdfs://`` to
+    transformers unchanged (``verl.utils.fs.copy_to_local``), which takes a name that is not a local directory
+    as a Hugging Face hub id: such a model path is noted as that, not as missing. ``hints`` maps a path to
+    what its note adds in parentheses (the recipes say which data_prep script makes their files)."""
+    from omegaconf import OmegaConf
+
+    hints = hints or {}
+    notes = []
+
+    def paths(key):
+        value = OmegaConf.select(config, key, default=None, throw_on_missing=False)
+        if value is None:
+            return []
+        return [str(p) for p in value] if OmegaConf.is_list(value) or isinstance(value, (list, tuple)) else [str(value)]
+
+    for key in DATA_PATH_KEYS:
+        for path in paths(key):
+            if not _REMOTE.match(path) and not os.path.exists(path):
+                hint = f" ({hints[path]})" if path in hints else ""
+                notes.append(f"note: {key}={path} does not exist here{hint}")
+    for path in paths(MODEL_PATH_KEY):
+        if _REMOTE.match(path) or os.path.isdir(path):
+            continue
+        if _HUB_ID.match(path) and ".." not in path and not os.path.exists(path):
+            notes.append(f"note: {MODEL_PATH_KEY}={path} is not a local directory; verl will try the Hugging Face "
+                         "hub (transformers takes it as a hub id: the local HF cache, else a download)")
+        else:
+            notes.append(f"note: {MODEL_PATH_KEY}={path} does not exist here" if not os.path.exists(path)
+                         else f"note: {MODEL_PATH_KEY}={path} is not a directory")
+    return notes
+
+
 def _knob_hint(message: str) -> str:
     """" (did you mean <knob>?)" when hydra could not override a misspelt plugin knob, else ""."""
     import re
@@ -211,8 +256,10 @@ def _knob_hint(message: str) -> str:
     return ""
 
 
-def dry_run(overrides: list[str]) -> int:
-    """Compose and validate exactly as main_ppo's driver does, without Ray or a GPU.
+def dry_run(overrides: list[str], path_hints: dict[str, str] | None = None) -> int:
+    """Compose and validate exactly as main_ppo's driver does, without Ray or a GPU; then note, on stderr,
+    the data/model paths that do not exist here (:func:`local_path_notes`, with ``path_hints``; exit code
+    unchanged).
 
     Exit 2 for a config the plugin rejects, 3 if a mandatory value (``???``, e.g. ``rollout.name``) is
     still unset, 4 for a config hydra cannot compose (a typo in a key, bad override syntax) or verl's own
@@ -267,6 +314,8 @@ def dry_run(overrides: list[str]) -> int:
         return 3
     print(OmegaConf.to_yaml(config))
     print("# composed and validated: verl's validate_config + off_grpo checks passed", file=sys.stderr)
+    for note in local_path_notes(config, path_hints):
+        print(note, file=sys.stderr)
     return 0
 
 
@@ -279,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     p_check.add_argument("overrides", nargs="*", help="hydra overrides of the shipped yaml, e.g. trainer.use_v1=false")
     sub.add_parser("config-dir", help="print the directory of the shipped yaml")
     p_compose = sub.add_parser("compose", help="compose + validate the training config (no GPU), print it")
+    p_compose.add_argument("--path-hint", action="append", default=[], metavar="PATH=TEXT",
+                           help="what the note about PATH says in parentheses if PATH does not exist here "
+                           "(the recipes: how to make their data); repeatable")
     p_compose.add_argument("overrides", nargs="*", help="hydra overrides, as for main_ppo")
     args = parser.parse_args(argv)
     if args.command == "check":
@@ -286,7 +338,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "config-dir":
         print(config_dir())
         return 0
-    return dry_run(args.overrides)
+    if bad := [hint for hint in args.path_hint if "=" not in hint]:
+        parser.error(f"--path-hint takes PATH=TEXT, got {bad[0]!r}")
+    hints = dict(hint.split("=", 1) for hint in args.path_hint)
+    return dry_run(args.overrides, hints)
 
 
 if __name__ == "__main__":
