@@ -29,7 +29,7 @@ OFFGRPO_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 prep_hint() {
     local script=data_prep/$2
     [[ $(pwd -P) == "$OFFGRPO_REPO" ]] || script=$OFFGRPO_REPO/$script
-    PATH_HINTS+=(--path-hint "$1=make it with python $script --output-dir $3, or set $4")
+    PATH_HINTS+=(--path-hint "$1" "make it with python $(printf %q "$script") --output-dir $(printf %q "$3"), or set $4")
 }
 
 # Directory of the shipped yaml: `python -m verl_offgrpo config-dir`, or computed from the package.

@@ -452,10 +452,13 @@ def test_compose_notes_missing_local_paths(tmp_path, capsys):
     missing, present = tmp_path / "none" / "train.parquet", tmp_path / "test.parquet"
     present.write_bytes(b"")
     overrides = [o for o in BASE if not o.startswith("actor_rollout_ref.model.path=")]
-    assert main(["compose", "--path-hint", f"{missing}=make it with python data_prep/gsm8k.py", *overrides,
+    assert main(["compose", "--path-hint", str(missing), "make it with python data_prep/gsm8k.py", *overrides,
                  "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct",
                  f"data.train_files={missing}", f"data.val_files=[{present},hdfs://nn/data/test.parquet]"]) == 0
-    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: ")]
+    err = capsys.readouterr().err
+    # the plugin's info lines reach compose's stderr too, as they reach main_ppo's log
+    assert "off_grpo: final_outputs_only=auto is on (actor_rollout_ref.rollout.name='vllm'" in err
+    notes = [line for line in err.splitlines() if line.startswith("note: ")]
     assert notes == [
         f"note: data.train_files={missing} does not exist here (make it with python data_prep/gsm8k.py)",
         "note: actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct is not a local directory; verl will try "
@@ -476,6 +479,9 @@ def test_local_path_notes_without_hints(tmp_path):
     (tmp_path / "model").mkdir()
     config.data.train_files = [str(tmp_path / "model")]
     assert local_path_notes(config) == []
+    (tmp_path / "shard-1.parquet").write_bytes(b"")  # datasets expands a glob: one that matches is there
+    config.data.train_files = [str(tmp_path / "shard-*.parquet"), str(tmp_path / "other-*.parquet")]
+    assert local_path_notes(config) == [f"note: data.train_files={tmp_path / 'other-*.parquet'} does not exist here"]
 
 
 @pytest.mark.slow

@@ -24,6 +24,7 @@ HINT = '--config-name off_grpo_trainer'
      "actor_rollout_ref.actor.policy_loss.loss_mode='offgrpo' is not a registered policy loss: "
      "did you mean actor_rollout_ref.actor.policy_loss.loss_mode=off_grpo?"),
     ("algorithm.adv_estimator=red-drop", "did you mean algorithm.adv_estimator=red_drop?"),
+    ("algorithm.adv_estimator=GRPO", "did you mean algorithm.adv_estimator=grpo?"),
     ("actor_rollout_ref.actor.ppo_epochs=0", "actor_rollout_ref.actor.ppo_epochs=0 is i, the passes over each batch"),
 ])  # fmt: skip
 def test_a_typo_or_no_pass_fails_at_startup_in_one_line(override, message, ray_env):
@@ -34,13 +35,22 @@ def test_a_typo_or_no_pass_fails_at_startup_in_one_line(override, message, ray_e
     assert HINT not in text  # composed from the plugin's yaml: nothing to point at
 
 
-def test_an_unknown_name_close_to_nothing_is_a_warning_not_an_error(ray_env, caplog):
-    """A custom estimator may be registered only in the trainer's processes: told, not refused."""
+@pytest.mark.parametrize("override, told", [
+    ("algorithm.adv_estimator=my_team_baseline_v7",
+     "algorithm.adv_estimator='my_team_baseline_v7' is not a registered advantage estimator in this process;"),
+    # a custom loss named after a built-in one, e.g. registered by actor_rollout_ref.model.external_lib,
+    # which verl imports only in the workers, after this check
+    ("actor_rollout_ref.actor.policy_loss.loss_mode=vanilla_v2",
+     "actor_rollout_ref.actor.policy_loss.loss_mode='vanilla_v2' is not a registered policy loss in this process "
+     "(did you mean vanilla?);"),
+    ("algorithm.adv_estimator=grpo_mean", "algorithm.adv_estimator='grpo_mean' is not a registered advantage"),
+])  # fmt: skip
+def test_an_unknown_name_is_a_warning_not_an_error(override, told, ray_env, caplog):
+    """A custom estimator or loss may be registered only where it runs: told, not refused."""
     with caplog.at_level(logging.WARNING, logger="verl_offgrpo.config.names"):
-        _validate(shipped_config("algorithm.adv_estimator=my_team_baseline_v7"))
+        _validate(shipped_config(override))
     said = [r.getMessage() for r in caplog.records if r.name == "verl_offgrpo.config.names"]
-    assert len(said) == 1 and said[0].startswith(
-        "algorithm.adv_estimator='my_team_baseline_v7' is not a registered advantage estimator in this process")
+    assert len(said) == 1 and said[0].startswith(told)
 
 
 def test_registered_names_pass_silently(ray_env, caplog):
@@ -49,11 +59,15 @@ def test_registered_names_pass_silently(ray_env, caplog):
     assert not [r for r in caplog.records if r.name == "verl_offgrpo.config.names"]
 
 
-def test_an_error_for_verls_own_yaml_points_at_the_plugins(ray_env):
-    with pytest.raises(OffGRPOConfigError) as err:
+def test_an_error_for_verls_own_yaml_points_at_the_plugins_where_that_yaml_would_fix_it(ray_env):
+    with pytest.raises(OffGRPOConfigError) as err:  # loss_mode: the plugin's yaml sets it
         _validate(verl_config("algorithm.adv_estimator=off_grpo", "+algorithm.off_grpo.sync_period=10"))
     text = str(err.value)
+    assert text.startswith("algorithm.off_grpo.sync_period=10 trains on samples of a lagged policy")
     assert text.endswith(f'--config-path "$(python -m verl_offgrpo config-dir)" {HINT}.)') and "\n" not in text
+    with pytest.raises(OffGRPOConfigError) as err:  # rollout.n: the plugin's yaml would not fix it
+        _validate(verl_config("algorithm.adv_estimator=off_grpo", "actor_rollout_ref.rollout.n=1"))
+    assert str(err.value).startswith("actor_rollout_ref.rollout.n=1") and HINT not in str(err.value)
 
 
 def test_the_ring_error_says_what_to_set(ray_env):

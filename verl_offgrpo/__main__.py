@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import glob
 import importlib
 import importlib.util
 import os
@@ -223,7 +224,8 @@ def local_path_notes(config, hints: dict[str, str] | None = None) -> list[str]:
 
     for key in DATA_PATH_KEYS:
         for path in paths(key):
-            if not _REMOTE.match(path) and not os.path.exists(path):
+            found = glob.glob(path) if glob.has_magic(path) else os.path.exists(path)  # datasets expands globs
+            if not _REMOTE.match(path) and not found:
                 hint = f" ({hints[path]})" if path in hints else ""
                 notes.append(f"note: {key}={path} does not exist here{hint}")
     for path in paths(MODEL_PATH_KEY):
@@ -254,6 +256,27 @@ def _knob_hint(message: str) -> str:
         if knob := did_you_mean(found.group(1), prefix, cls):
             return f" (did you mean {knob}?)"
     return ""
+
+
+@contextlib.contextmanager
+def _plugin_info_on_stderr():
+    """The plugin's info lines (what ``final_outputs_only=auto`` resolved to, a window's rounds) on stderr, as
+    main_ppo's hydra logging shows them; verl's CPU logging setup would drop them here."""
+    import logging
+
+    plugin = logging.getLogger("verl_offgrpo")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    previous = plugin.level, plugin.propagate
+    plugin.addHandler(handler)
+    plugin.setLevel(logging.INFO)
+    plugin.propagate = False  # once, whatever the root logger does
+    try:
+        yield
+    finally:
+        plugin.removeHandler(handler)
+        plugin.setLevel(previous[0])
+        plugin.propagate = previous[1]
 
 
 def dry_run(overrides: list[str], path_hints: dict[str, str] | None = None) -> int:
@@ -291,7 +314,7 @@ def dry_run(overrides: list[str], path_hints: dict[str, str] | None = None) -> i
         print(f"config error (hydra): {' '.join(str(err).split())}{_knob_hint(str(err))}", file=sys.stderr)
         return 4
     try:
-        with contextlib.redirect_stdout(sys.stderr):  # verl prints its progress; stdout is the yaml
+        with contextlib.redirect_stdout(sys.stderr), _plugin_info_on_stderr():  # stdout is the yaml
             validate_config(
                 config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
             )
@@ -328,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     p_check.add_argument("overrides", nargs="*", help="hydra overrides of the shipped yaml, e.g. trainer.use_v1=false")
     sub.add_parser("config-dir", help="print the directory of the shipped yaml")
     p_compose = sub.add_parser("compose", help="compose + validate the training config (no GPU), print it")
-    p_compose.add_argument("--path-hint", action="append", default=[], metavar="PATH=TEXT",
+    p_compose.add_argument("--path-hint", action="append", default=[], nargs=2, metavar=("PATH", "TEXT"),
                            help="what the note about PATH says in parentheses if PATH does not exist here "
                            "(the recipes: how to make their data); repeatable")
     p_compose.add_argument("overrides", nargs="*", help="hydra overrides, as for main_ppo")
@@ -338,10 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "config-dir":
         print(config_dir())
         return 0
-    if bad := [hint for hint in args.path_hint if "=" not in hint]:
-        parser.error(f"--path-hint takes PATH=TEXT, got {bad[0]!r}")
-    hints = dict(hint.split("=", 1) for hint in args.path_hint)
-    return dry_run(args.overrides, hints)
+    return dry_run(args.overrides, dict(args.path_hint))
 
 
 if __name__ == "__main__":

@@ -1,13 +1,16 @@
-"""The estimator and loss a config names must be registered: a typo fails at startup, not after the first rollout.
+"""The estimator and loss a config names must be registered: a misspelling fails at startup, not after the
+first rollout.
 
 verl looks ``algorithm.adv_estimator`` up (``core_algos.get_adv_estimator_fn``) at the first advantage and
 ``actor_rollout_ref.actor.policy_loss.loss_mode`` (``get_policy_loss_fn``) at the first actor update, after
 Ray, the model load and the first rollout. :func:`check_registered_names` compares them with the names
 registered in the driver (the caller reads verl's registries; nothing here imports verl):
 
-* not registered, but close to a registered name (``off-grpo`` for ``off_grpo``): an error naming it;
-* not registered and close to nothing: a warning, since a custom estimator or loss may be registered only in
-  the processes that use it.
+* not registered, but the same as a registered name up to case, ``-`` and ``_`` (``off-grpo``, ``offgrpo``
+  for ``off_grpo``): an error naming it;
+* any other unregistered name: a warning (with the closest registered name, if any), since a custom estimator
+  or loss may be registered only in the processes that use it (e.g. ``actor_rollout_ref.model.external_lib``
+  is imported by the workers, after this check).
 """
 
 from __future__ import annotations
@@ -28,6 +31,11 @@ NAMED = (
 )
 
 
+def spelling(name: str) -> str:
+    """``name`` without case, ``-`` and ``_``: two names with the same spelling differ only by a slip."""
+    return "".join(c for c in name.lower() if c not in "-_ ")
+
+
 def check_registered_names(config: Any, estimators: Iterable[str], losses: Iterable[str]) -> None:
     """Raise :class:`OffGRPOConfigError` for a misspelt estimator or loss name; warn for an unknown one."""
     for (key, what, when), known in zip(NAMED, (estimators, losses)):
@@ -36,13 +44,15 @@ def check_registered_names(config: Any, estimators: Iterable[str], losses: Itera
         known = sorted(str(k) for k in known)
         if name is None or name in known:
             continue
-        close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.8)  # a typo, not a guess
-        if close:
+        same = [k for k in known if spelling(k) == spelling(str(name))]
+        if same:
             raise OffGRPOConfigError(
-                f"{key}={name!r} is not a registered {what}: did you mean {key}={close[0]}? "
+                f"{key}={name!r} is not a registered {what}: did you mean {key}={same[0]}? "
                 f"(verl would fail at {when}, after the first rollout)"
             )
+        close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.8)
         logger.warning(
-            "%s=%r is not a registered %s in this process; verl looks it up at %s and fails there unless it is "
-            "registered in the trainer's processes by then. Registered: %s.", key, name, what, when, ", ".join(known),
+            "%s=%r is not a registered %s in this process%s; verl looks it up at %s and fails there unless it is "
+            "registered in the trainer's processes by then. Registered: %s.", key, name, what,
+            f" (did you mean {close[0]}?)" if close else "", when, ", ".join(known),
         )

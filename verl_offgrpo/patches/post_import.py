@@ -77,10 +77,10 @@ def installed_hook(fullname: str):
 
 def on_import(fullname: str, ready_attr: str, callback) -> None:
     """``callback(module)`` now if ``fullname`` is already imported (``ready_attr`` defined), else once
-    it is. Several callbacks on one module all run, in the order they were registered; registering the
-    same callback again is a no-op."""
+    it is. Several callbacks on one module all run, in the order they were registered (one that raises
+    stops the import, and the later ones do not run); registering an equal callback again is a no-op."""
     module = sys.modules.get(fullname)
     if module is not None and hasattr(module, ready_attr):
         callback(module)
-    elif not any(hook.callback is callback for hook in installed_hooks(fullname)):
+    elif not any(hook.callback == callback for hook in installed_hooks(fullname)):
         sys.meta_path.insert(0, _PostImportHook(fullname, callback))
