@@ -8,7 +8,7 @@ plugin (:func:`.selection.config_selects`):
 2. the estimator and loss names against verl's registries (:mod:`verl_offgrpo.config.names`), then
    :func:`verl_offgrpo.config.validate_off_grpo_config` — before verl's own checks, so a failing
    config never prints verl's "All configuration checks passed successfully!"; for a config not
-   composed from the plugin's yaml, the error ends by pointing at it;
+   composed from the plugin's yaml, the error may end by pointing at it (:mod:`verl_offgrpo.config.yaml_hint`);
 3. verl's original ``validate_config``;
 4. the job's Ray processes are marked as selecting the plugin, and as asking vLLM for final outputs
    only where ``final_outputs_only`` is on (:mod:`.job_env`).
@@ -49,13 +49,14 @@ def wrap(original):
         if problems:
             raise PatchError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
         from verl_offgrpo.config import OffGRPOConfigError, validate_off_grpo_config
+        from verl_offgrpo.config.yaml_hint import shipped_yaml_hint
 
         # before verl's checks, so a config the plugin rejects never prints verl's success banner
         _check_names(config)
         try:
             knobs = validate_off_grpo_config(config)
         except OffGRPOConfigError as err:
-            hint = _shipped_yaml_hint(config, str(err))
+            hint = shipped_yaml_hint(config, str(err))
             if hint is not None:
                 err.args = (f"{err} {hint}",)
             raise
@@ -77,43 +78,6 @@ def _check_names(config) -> None:
     from verl_offgrpo.config.names import check_registered_names
 
     check_registered_names(config, core_algos.ADV_ESTIMATOR_REGISTRY, core_algos.POLICY_LOSS_REGISTRY)
-
-
-def _shipped_yaml_hint(config, message: str) -> str | None:
-    """For a config not composed from the plugin's yaml (another ``policy_loss._target_``) whose error names a
-    setting that yaml would change: where all of them are set at once."""
-    from verl_offgrpo.config.off_grpo import POLICY_LOSS_CONFIG_FQN, config_value
-
-    if str(config_value(config, "actor_rollout_ref.actor.policy_loss._target_")) == POLICY_LOSS_CONFIG_FQN:
-        return None
-    if not any(key in message and config_value(config, key) != value for key, value in _yaml_settings()):
-        return None
-    return ("(The plugin's yaml sets this: --config-path \"$(python -m verl_offgrpo config-dir)\" "
-            "--config-name off_grpo_trainer.)")
-
-
-@functools.lru_cache(maxsize=1)
-def _yaml_settings() -> tuple[tuple[str, object], ...]:
-    """(dotted key, value) of what the plugin's ``off_grpo_trainer.yaml`` sets, its ``algorithm.off_grpo`` knobs aside."""
-    from pathlib import Path
-
-    from omegaconf import OmegaConf
-
-    import verl_offgrpo.config
-
-    yaml = Path(verl_offgrpo.config.__file__).parent / "off_grpo_trainer.yaml"
-    node = OmegaConf.to_container(OmegaConf.load(yaml))
-    keys = []
-
-    def walk(value, prefix):
-        if isinstance(value, dict):
-            for name, child in value.items():
-                walk(child, f"{prefix}.{name}" if prefix else str(name))
-        elif not prefix.startswith(("hydra", "defaults", "algorithm.off_grpo")):
-            keys.append((prefix, value))
-
-    walk(node, "")
-    return tuple(keys)
 
 
 def live() -> bool:
