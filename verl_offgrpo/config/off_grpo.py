@@ -286,8 +286,8 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
                 )
     if knobs.ref_reset_period > 0:
         check_ref_reset_config(config, knobs=knobs)
-    if knobs.final_outputs_only is True:
-        _check_final_outputs_only(config)
+    if knobs.final_outputs_only is True and (problem := _final_outputs_problem(config)) is not None:
+        raise OffGRPOConfigError(problem)
     elif knobs.final_outputs_only == AUTO:
         knobs = dataclasses.replace(knobs, final_outputs_only=_final_outputs_hold(config))
         logger.info("off_grpo: final_outputs_only=auto is %s (actor_rollout_ref.rollout.name=%r, %s).",
@@ -315,31 +315,29 @@ SYNCHRONOUS_V1_MODES = ("sync", TRAINER_MODE)
 
 
 def _final_outputs_hold(config: Any) -> bool:
-    """Where ``final_outputs_only`` can hold: a vLLM rollout and a synchronous trainer (v0, or a V1 mode of
-    :data:`SYNCHRONOUS_V1_MODES`); ``auto`` turns it on there and only there."""
-    return _rollout_name(config) == "vllm" and (not _use_v1(config) or _v1_mode(config) in SYNCHRONOUS_V1_MODES)
+    """Where ``final_outputs_only`` can hold (:func:`_final_outputs_problem` finds nothing); ``auto`` turns it
+    on there and only there."""
+    return _final_outputs_problem(config) is None
 
 
 def _rollout_name(config: Any) -> Any:
     return _get(config, "actor_rollout_ref.rollout.name", "vllm")
 
 
-def _check_final_outputs_only(config: Any) -> None:
-    """``final_outputs_only`` asks vLLM's engine for final outputs: vLLM rollouts, synchronous trainers only
-    (verl counts a request as admitted at its first output, and pauses for a sync wait for admissions)."""
+def _final_outputs_problem(config: Any) -> str | None:
+    """Why ``final_outputs_only`` cannot hold, or None: it asks vLLM's engine for final outputs, so vLLM rollouts
+    and synchronous trainers only (v0, or a V1 mode of :data:`SYNCHRONOUS_V1_MODES`: verl counts a request as
+    admitted at its first output, and pauses for a sync wait for admissions)."""
     name = _rollout_name(config)
     if name != "vllm":
-        raise OffGRPOConfigError(
-            f"{PREFIX}.final_outputs_only=true sets vLLM's output kind, but actor_rollout_ref.rollout.name={name!r}: "
-            f"use the vllm rollout or set {PREFIX}.final_outputs_only=false."
-        )
+        return (f"{PREFIX}.final_outputs_only=true sets vLLM's output kind, but actor_rollout_ref.rollout.name={name!r}: "
+                f"use the vllm rollout or set {PREFIX}.final_outputs_only=false.")
     if _use_v1(config) and _v1_mode(config) not in SYNCHRONOUS_V1_MODES:
-        raise OffGRPOConfigError(
-            f"{PREFIX}.final_outputs_only=true with trainer.v1.trainer_mode={_v1_mode(config)!r}: an asynchronous "
-            "trainer pauses vLLM with requests in flight, and verl's pause waits for each one's first output "
-            "(which then comes only at its end) up to its barrier timeout at every sync; use "
-            f"trainer_mode={TRAINER_MODE} or set {PREFIX}.final_outputs_only=false."
-        )
+        return (f"{PREFIX}.final_outputs_only=true with trainer.v1.trainer_mode={_v1_mode(config)!r}: an asynchronous "
+                "trainer pauses vLLM with requests in flight, and verl's pause waits for each one's first output "
+                "(which then comes only at its end) up to its barrier timeout at every sync; use "
+                f"trainer_mode={TRAINER_MODE} or set {PREFIX}.final_outputs_only=false.")
+    return None
 
 
 def _check_passes(config: Any) -> None:
