@@ -16,8 +16,6 @@ Loaded in every verl process of a job through ``VERL_USE_EXTERNAL_MODULES=benchm
 
 from __future__ import annotations
 
-import functools
-import inspect
 import os
 
 MODULE = "verl.workers.rollout.vllm_rollout.vllm_async_server"
@@ -40,29 +38,23 @@ def probe_params(sampling_params: dict, flat: bool) -> dict:
 
 
 def wrap(cls: type, flat: bool, say=_say) -> None:
-    """Wrap ``cls.generate`` (verl's ``vLLMHttpServer.generate``, a coroutine taking ``sampling_params``);
-    idempotent. ``say`` gets the one line told at the first request."""
-    original = cls.generate
-    if getattr(original, _MARK, False):
-        return
-    signature = inspect.signature(original)
+    """Wrap ``cls.generate`` (verl's ``vLLMHttpServer.generate``) through the plugin's own
+    :func:`~verl_offgrpo.patches.final_outputs.wrap_sampling_params`; idempotent. ``say`` gets the one line
+    told at the first request."""
+    from verl_offgrpo.patches import final_outputs
+
     told = []
 
-    @functools.wraps(original)
-    async def generate(self, *args, **kwargs):
-        bound = signature.bind(self, *args, **kwargs)
-        params = bound.arguments["sampling_params"] = probe_params(bound.arguments["sampling_params"], flat)
+    def probe(sampling_params: dict) -> dict:
+        params = probe_params(sampling_params, flat)
         if not told:
             told.append(True)
-            from verl_offgrpo.patches import final_outputs
-
             seen = ", ".join(f"{key}={params.get(key)!r}" for key in SHOWN)
             say(f"final_outputs_only patch live: {final_outputs.live()}; {FLAT_ENV}={int(flat)}; "
                 f"sampling params seen by this wrap: {seen}")
-        return await original(*bound.args, **bound.kwargs)
+        return params
 
-    setattr(generate, _MARK, True)
-    cls.generate = generate
+    final_outputs.wrap_sampling_params(cls, probe, _MARK, "the vllm_outputs probe")
 
 
 def _apply(module) -> None:

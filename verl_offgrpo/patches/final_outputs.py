@@ -49,7 +49,8 @@ _WRAPPED = "__off_grpo_final_outputs__"
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TARGETS", "VERL_VERSIONS", "WHEN", "final_only_params", "install", "live", "wrap_generate"]
+__all__ = ["TARGETS", "VERL_VERSIONS", "WHEN", "final_only_params", "install", "live", "wrap_generate",
+           "wrap_sampling_params"]
 
 
 def final_only_params(sampling_params: dict, final_only) -> dict:
@@ -65,8 +66,16 @@ def final_only_params(sampling_params: dict, final_only) -> dict:
 def wrap_generate(cls: type, final_only) -> None:
     """Wrap ``cls.generate`` (verl's ``vLLMHttpServer.generate``) so that its ``sampling_params`` argument
     goes through :func:`final_only_params`; idempotent."""
+    wrap_sampling_params(cls, lambda params: final_only_params(params, final_only), _WRAPPED, "final_outputs_only")
+
+
+def wrap_sampling_params(cls: type, transform, marker: str, what: str) -> None:
+    """Wrap ``cls.generate`` (verl 0.9.1's ``vLLMHttpServer.generate``, a coroutine) so that its
+    ``sampling_params`` dict is replaced by ``transform(sampling_params)`` on every request; the wrapper
+    carries the attribute ``marker``, and a second call with the same marker does nothing. ``what`` names
+    the caller in the :class:`~verl_offgrpo.patches.PatchError` for a ``generate`` of another shape."""
     original = getattr(cls, "generate", None)
-    if getattr(original, _WRAPPED, False):
+    if getattr(original, marker, False):
         return
     signature = inspect.signature(original) if inspect.iscoroutinefunction(original) else None
     if signature is None or ARGUMENT not in signature.parameters:
@@ -74,15 +83,15 @@ def wrap_generate(cls: type, final_only) -> None:
 
         problem = "is not a coroutine function" if signature is None else f"takes no {ARGUMENT!r} argument"
         raise PatchError(f"verl-offgrpo: {cls.__qualname__}.generate {problem}; "
-                         "final_outputs_only was written for verl 0.9.1's vLLMHttpServer.generate.")
+                         f"{what} was written for verl 0.9.1's vLLMHttpServer.generate.")
 
     @functools.wraps(original)
     async def generate(self, *args, **kwargs):
         bound = signature.bind(self, *args, **kwargs)
-        bound.arguments[ARGUMENT] = final_only_params(bound.arguments[ARGUMENT], final_only)
+        bound.arguments[ARGUMENT] = transform(bound.arguments[ARGUMENT])
         return await original(*bound.args, **bound.kwargs)
 
-    setattr(generate, _WRAPPED, True)
+    setattr(generate, marker, True)
     cls.generate = generate
 
 
