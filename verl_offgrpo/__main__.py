@@ -242,8 +242,6 @@ def local_path_notes(config, hints: dict[str, str] | None = None) -> list[str]:
 
 def _knob_hint(message: str) -> str:
     """" (did you mean <knob>?)" when hydra could not override a misspelt plugin knob, else ""."""
-    import re
-
     from verl_offgrpo.config import OffGRPOConfig, RECConfig
     from verl_offgrpo.config.off_grpo import PREFIX
     from verl_offgrpo.config.rec import PREFIX as REC_PREFIX
