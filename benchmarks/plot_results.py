@@ -22,6 +22,7 @@ import json
 import re
 import statistics
 import sys
+import textwrap
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -258,7 +259,8 @@ def plot_window_speed(data: dict, out: Path, plt) -> None:
         ax.plot(range(1, len(rows) + 1), [r["time_s"] for r in rows], "o-", ms=3, lw=1, label=label)
     ax.set_xlabel("update")
     ax.set_ylabel("wall time of the update (s)")
-    ax.set_title(f"{data['workload']}\n{data['versions'].get('device')}, {data['concurrency']} jobs side by side", fontsize=8)
+    title = textwrap.fill(data["workload"], 120)  # long workloads (extra overrides, env) wrap
+    ax.set_title(f"{title}\n{data['versions'].get('device')}, {data['concurrency']} jobs side by side", fontsize=8)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
