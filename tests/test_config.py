@@ -381,6 +381,7 @@ def _run(*args, env=None):
     return subprocess.run(capture_output=True, text=True, **_job(*args, env=env))
 
 
+HYDRA_TAIL = "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."
 MAIN_PPO_REJECTS = ("-m", "verl.trainer.main_ppo", "--config-path", config_dir(), "--config-name", "off_grpo_trainer",
                     *BASE, "algorithm.rollout_correction.rollout_is_threshold=2.0")
 
@@ -396,10 +397,14 @@ def procs(request):
 
 
 def test_main_ppo_rejects_bad_config_before_ray(procs):
-    """verl's real entry point fails at start-up with the plugin's message (no Ray, no GPU work)."""
+    """verl's real entry point fails at start-up with the plugin's message on one line, between hydra's
+    two framing lines and without a traceback (no Ray, no GPU work)."""
     proc = procs["main_ppo"]  # MAIN_PPO_REJECTS
-    assert proc.returncode != 0
-    assert "OffGRPOConfigError" in proc.stderr and "untruncated" in proc.stderr
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("Error executing job with overrides"))
+    assert "untruncated" in lines[at + 1] and lines[at + 2:] == ["", HYDRA_TAIL]
+    assert "Traceback" not in proc.stderr
     assert "Started a local Ray instance" not in proc.stderr + proc.stdout
     assert "checks passed" not in proc.stderr + proc.stdout  # the plugin's check runs before verl's banner
 

@@ -1,5 +1,5 @@
 """Reading values out of a composed config (a DictConfig, a dict or verl's dataclasses), and the plugin's
-config error type. Pure Python: no verl, torch or Ray import."""
+config error type. No verl, torch or Ray import (hydra's error base only)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,14 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
+from hydra.errors import CompactHydraException
 
-class OffGRPOConfigError(ValueError):
-    """A configuration the off-policy GRPO plugin cannot train correctly."""
+
+class OffGRPOConfigError(ValueError, CompactHydraException):
+    """A configuration the off-policy GRPO plugin cannot train correctly.
+
+    A ``CompactHydraException``: where it ends a hydra app (``main_ppo``), hydra prints its message on
+    one line instead of a traceback (``HYDRA_FULL_ERROR=1`` still shows the stack)."""
 
 
 def is_int(value: Any) -> bool:

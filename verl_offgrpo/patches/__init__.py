@@ -30,6 +30,8 @@ import os
 import sys
 import warnings
 
+from hydra.errors import CompactHydraException
+
 #: The verl versions the patches were written against (PEP 440 specifier).
 VERL_VERSIONS = ">=0.9.1,<0.10"
 #: ``VERL_OFFGRPO_DISABLE=1``: the entry point registers nothing and patches nothing.
@@ -53,8 +55,9 @@ PATCH_MODULES = (
 )
 
 
-class PatchError(RuntimeError):
-    """A patch the selected configuration needs cannot be applied to the installed verl."""
+class PatchError(RuntimeError, CompactHydraException):
+    """A patch the selected configuration needs cannot be applied to the installed verl (one line in
+    ``main_ppo``'s output, like :class:`~verl_offgrpo.config.OffGRPOConfigError`)."""
 
 
 class PatchWarning(UserWarning):
