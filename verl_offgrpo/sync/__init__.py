@@ -47,8 +47,10 @@ def _register_v1_trainer(module=None) -> None:
     from ..patches import complain, job_selected
 
     importing = sys.modules.get(f"{__name__}.trainer_v1")
-    if importing is not None and getattr(getattr(importing, "__spec__", None), "_initializing", False):
-        return  # trainer_v1 itself imported verl's V1 trainer: it registers the mode at the end of its import
+    if importing is not None and not hasattr(importing, "register"):
+        # trainer_v1 is still executing its own imports (its ``register`` comes later): it imported
+        # verl's V1 trainer itself and registers the mode at the end of its import
+        return
     try:
         from .trainer_v1 import register
 
