@@ -1,6 +1,10 @@
-"""The package's modules import each other without cycles (function-level imports included)."""
+"""The package's modules import each other without cycles (function-level imports included), also not
+through verl's import of its registries."""
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "verl_offgrpo"
@@ -11,30 +15,37 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path, modules: set[str]) -> set[str]:
-    """The package's modules that ``path`` imports anywhere in its body."""
+def _import_names(path: Path, top_level_only: bool = False) -> list[str]:
+    """Absolute names of what ``path`` imports (``a.b`` and ``a.b.func`` for ``from a.b import func``),
+    anywhere in its body or only at module level."""
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in tree.body if top_level_only else ast.walk(tree):
         if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
+            found += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")
                 anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join(anchor + ([base] if base else []))
-            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
-        else:
-            continue
-        for target in targets:
-            # the deepest module of ours that the target names (a.b.func -> a.b)
-            while target and target not in modules:
-                target = target.rpartition(".")[0]
-            if target and target != name:
-                found.add(target)
+            found += [f"{base}.{alias.name}" for alias in node.names] + [base]
     return found
+
+
+def _ours(target: str, modules) -> str:
+    """The deepest module of ours that ``target`` names (a.b.func -> a.b), or ''."""
+    while target and target not in modules:
+        target = target.rpartition(".")[0]
+    return target
+
+
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    """The package's modules that ``path`` imports anywhere in its body."""
+    found = {_ours(target, modules) for target in _import_names(path)}
+    return found - {"", _module_name(path)}
 
 
 def test_no_import_cycles():
@@ -70,3 +81,36 @@ def test_config_modules_import_nothing_heavy():
         assert imported <= {"verl_offgrpo"} | config_modules, (path.name, imported)
         text = path.read_text()
         assert "import torch" not in text and "from verl." not in text and "import verl" not in text, path.name
+
+
+def test_registered_modules_do_not_import_verl_at_load():
+    """``plugin.register_algorithms`` runs inside verl's import of ``core_algos`` and imports the
+    estimator and loss modules: if one of them (or a plugin module it loads) imported verl at module level,
+    importing it first would start verl's import half-way through its own, and the registration would meet
+    a half-initialised module (the names then stay unregistered; an ImportError in a selecting job)."""
+    files = {_module_name(p): p for p in PKG.rglob("*.py")}
+    todo = ["verl_offgrpo.advantage", "verl_offgrpo.policy_loss", "verl_offgrpo.rec_loss"]
+    seen = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for target in _import_names(files[name], top_level_only=True):
+            assert not (target == "verl" or target.startswith("verl.")), (name, target)
+            if _ours(target, files):
+                todo.append(_ours(target, files))
+    assert "verl_offgrpo.groups" in seen and "verl_offgrpo.patches.empty_update" in seen  # the walk went deep
+
+
+def test_importing_a_loss_module_first_still_registers_everything():
+    """The symptom: ``import verl_offgrpo.rec_loss`` (it loads ``policy_loss``) before verl, in a job that
+    selects the plugin, then verl's registries hold every plugin name."""
+    code = ("import verl_offgrpo.rec_loss\nfrom verl.trainer.ppo import core_algos as c\n"
+            "print(sorted(n for n in ('off_grpo', 'red_drop') if n in c.ADV_ESTIMATOR_REGISTRY),"
+            " sorted(n for n in ('off_grpo', 'rec') if n in c.POLICY_LOSS_REGISTRY))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "VERL_OFFGRPO_JOB": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split("\n")[-2] == "['off_grpo', 'red_drop'] ['off_grpo', 'rec']"
+    assert "verl-offgrpo" not in proc.stderr

@@ -29,7 +29,6 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import torch
-from verl.trainer.ppo.core_algos import agg_loss
 
 from verl_offgrpo.patches.empty_update import skips_empty_updates
 
@@ -52,6 +51,9 @@ def aggregate(
     of 1 makes this term, and verl's entropy and KL terms that read the same dict after it, exactly 0
     instead of 0/0 = NaN.
     """
+    # imported here: importing core_algos runs the plugin's registration, which imports this module
+    from verl.trainer.ppo.core_algos import agg_loss
+
     global_batch_info = getattr(config, "global_batch_info", None) or {}
     no_loss_token = global_batch_info.get("batch_num_tokens") == 0  # over the whole mini-batch, all DP ranks
     if no_loss_token:
