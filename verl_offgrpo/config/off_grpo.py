@@ -104,8 +104,8 @@ class OffGRPOConfig:
             offloaded to host memory while vLLM sleeps (a host copy per step); "no_sleep": vLLM stays on
             the GPU (no copy, but its weights and KV cache hold GPU memory during the update).
         empty_cache_on_skip (str, default "if_needed"): on a skipped sync, empty torch's cache before vLLM
-            wakes only when free memory < ``rollout.gpu_memory_utilization`` ("if_needed"), or every time
-            as verl's own sync does ("always": slower skipped steps, never short of memory).
+            wakes only when free memory < ``rollout.gpu_memory_utilization`` × total memory ("if_needed"), or
+            every time as verl's own sync does ("always": slower skipped steps, never short of memory).
         verify_served_weights (bool, default true): exact check, in every vLLM worker, that a wake without
             a sync serves α bit for bit (weights checksum recorded at each sync, compared on each wake); a
             difference stops the run before the rollout. Costs one pass over the weights per slot.
@@ -119,13 +119,15 @@ class OffGRPOConfig:
 
     Args:
         ref_reset_period (int, default 0): R: π_ref ← π_θ every R steps, so the KL term anchors to a
-            recent policy. 0 = never (verl's behaviour). Needs a reference model (``use_kl_loss``).
+            recent policy. 0 = never (verl's behaviour). Needs a reference model: ``actor.use_kl_loss`` or
+            ``algorithm.use_kl_in_reward``.
 
     > Safety
 
     Args:
         allow_truncated_rprime (bool, default false): accept a finite ``rollout_is_threshold``, rejection
-            sampling or a batch-normalised r' with the off_grpo loss (not the paper's objective).
+            sampling or a batch-normalised r' (not the paper's objective); the rec loss with anchor alpha or
+            rprime reads α off r' and refuses them regardless.
     """
 
     std_unbiased: bool = True
