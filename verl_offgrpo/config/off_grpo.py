@@ -110,10 +110,10 @@ class OffGRPOConfig:
             a sync serves α bit for bit (weights checksum recorded at each sync, compared on each wake); a
             difference stops the run before the rollout. Costs one pass over the weights per slot.
         max_log_rprime_after_sync (float, default 1.0): served-policy guard: stop before the update when a
-            batch sampled right after a sync has mean |log π_k/α| per token above this. 0 = off.
-        max_log_rprime_lagged (float, default 1.5): the same limit for batches sampled under a lag, where
-            |log π_k/α| grows by design (tenths per token; an engine on discarded weights gives several):
-            a warning with ``verify_served_weights``, else an error. 0 = off.
+            batch sampled right after a sync (α = π_k) has mean |log π_k/α| per token above this. 0 = off.
+        max_log_rprime_lagged (float, default 1.5): the same, looser, for lagged batches, whose π_k drifts from α
+            by design: meant to sit above that drift and below an engine on other weights. A warning with
+            ``verify_served_weights``, else an error. 0 = off.
 
     > Reference policy (paper §3)
 

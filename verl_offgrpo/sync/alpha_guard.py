@@ -3,7 +3,7 @@
 Right after a real sync vLLM holds π_k's weights, so the batch sampled next has α = π_k up to the
 engine's numerics and, per response token,
 
-    |log r'| = |log π_k(y_t) − log α(y_t)|  ≈ 0         (a few hundredths: bf16 vLLM vs FSDP numerics)
+    |log r'| = |log π_k(y_t) − log α(y_t)|  ≈ 0         (up to the numerics: bf16 vLLM vs FSDP)
 
 An engine that lost its weights (vLLM's level-2 sleep woken without a sync emits token 0 forever,
 with α(token 0) ≈ 1) gives |log r'| ≈ −log π_k(token 0), about log(vocabulary) ≈ 11 for a
@@ -14,11 +14,12 @@ advantage, before the update) must not exceed ``algorithm.off_grpo.max_log_rprim
 (default 1.0; 0 turns the guard off).
 
 Lagged batches (rollout lag ≥ 1) are sampled after a skipped slot, whose wake brings back α without
-a transfer. Their |log r'| grows with the lag and the learning rate by design (tenths per token over
-a few to ten steps), so they get a looser limit, ``algorithm.off_grpo.max_log_rprime_lagged`` (default
-1.5: above honest drift, below an engine sampling from discarded weights, several per token; 0 turns
-it off). No threshold on r' statistics fits every model and step size: loose enough for honest drift,
-it can be too loose for a broken engine.
+a transfer. Their |log r'| grows with the lag and the learning rate by design (each update moves π_k
+further from α), so they get a looser limit, ``algorithm.off_grpo.max_log_rprime_lagged`` (default
+1.5; 0 turns it off). It is meant to separate two scales: the drift of an honest lag, which small
+policy steps keep small per token, and an engine sampling from weights other than α, whose tokens π_k
+does not expect at all. No threshold on r' statistics fits every model and step size: loose enough for
+honest drift, it can be too loose for a broken engine.
 So the line of defence for lagged batches is the exact check of the served weights
 (:mod:`.served_weights`, ``algorithm.off_grpo.verify_served_weights``, default on), and this module
 is a monitor there: with the exact check on, a lagged batch above the limit logs a warning and
@@ -76,7 +77,7 @@ def check_served_policy(
         if over:
             logger.warning(
                 "verl-offgrpo: step %s: lagged batch (rollout lag %s) with mean |log π_k/α| per token %.3g > "
-                "algorithm.off_grpo.max_log_rprime_lagged=%s (honest lags of 1-9 steps give tenths). The exact "
+                "algorithm.off_grpo.max_log_rprime_lagged=%s (meant to sit above a lag's drift). The exact "
                 "served-weights check passed on this batch's wake, so vLLM served α: the policy moved this far "
                 "in %s steps (consider a lower learning rate or sync_period).",
                 step, rollout_lag, value, lagged_limit, rollout_lag,
@@ -88,14 +89,14 @@ def check_served_policy(
         raise ServedPolicyError(
             f"verl-offgrpo: step {step}: the batch was sampled by the lagged policy α (rollout lag "
             f"{rollout_lag}) and mean |log π_k/α| per token is {value:.3g} (> "
-            f"algorithm.off_grpo.max_log_rprime_lagged={lagged_limit}; honest lags of 1-9 steps give tenths). "
+            f"algorithm.off_grpo.max_log_rprime_lagged={lagged_limit}, meant to sit above a lag's drift). "
             "vLLM is not serving α: check its sleep/wake on skipped syncs (algorithm.off_grpo.keep_weights), "
             "or raise the limit if the policy really moves that far in a few steps."
         )
     raise ServedPolicyError(
         f"verl-offgrpo: step {step}: the batch was sampled right after a weight sync, yet mean |log π_k/α| per "
         f"token is {value:.3g} (> algorithm.off_grpo.max_log_rprime_after_sync={limit}; a correct engine "
-        "stays at a few hundredths). vLLM is not serving the trainer's weights: check the rollout engine's sleep/wake and "
+        "differs from the trainer by its numerics only). vLLM is not serving the trainer's weights: check the rollout engine's sleep/wake and "
         "weight-sync path (algorithm.off_grpo.keep_weights, sync_period), or raise the limit if your "
         "engine's numerics differ that much (e.g. quantized rollout)."
     )
