@@ -95,6 +95,10 @@ class OffGRPOConfig:
         rollout_schedule (str, default "per_step"): "window": the step after a sync generates the batches
             of its whole window (≤ v steps) at once, one vLLM wake and generation phase per window instead
             of per step; same samples, one update per step (paper Alg. 1). V1 trainer only.
+
+    > The rollout engine between syncs: generating, keeping and checking α (engineering; no paper section)
+
+    Args:
         final_outputs_only (bool | str, default "auto"): vLLM sends each request's final output only, not one
             per token (same samples, less server CPU per decode step, most in windows). "auto": on with a vLLM
             rollout and a synchronous trainer, off elsewhere; true: refused where it cannot hold.
@@ -122,7 +126,7 @@ class OffGRPOConfig:
             recent policy. 0 = never (verl's behaviour). Needs a reference model: ``actor.use_kl_loss`` or
             ``algorithm.use_kl_in_reward``.
 
-    > Safety
+    > Safety (engineering; no paper section)
 
     Args:
         allow_truncated_rprime (bool, default false): accept a finite ``rollout_is_threshold``, rejection

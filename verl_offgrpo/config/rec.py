@@ -32,7 +32,7 @@ class RECConfig:
     ε = (ε_low, ε_high) is verl's ``actor.clip_ratio_low`` / ``clip_ratio_high`` (each falling back to
     ``clip_ratio``), as for the ``off_grpo`` loss.
 
-    > Clip mask M (Yao et al., REC: clipping as a regulariser of the update, not an IS correction)
+    > Clip mask M (Yao et al., REC, principle "regularise the update": clipping as a regulariser, not IS)
 
     Args:
         clip_mode (str, default "one-side"): "one-side" drops A>0 tokens with ρ above the band and A<0 tokens
@@ -43,14 +43,14 @@ class RECConfig:
         eps_high_prime (float, default 2.0): ε′_high of "ring", > ε_high: A<0 tokens with ρ ≥ 1 + ε′_high are
             kept again (their probability rose far; pushing it back down is allowed).
 
-    > Token weight Ã (Yao et al., REC ``NoIS`` / ``IS``; RED-Weight from the data-weighting principle)
+    > Token weight Ã (Yao et al., REC ``NoIS`` / ``IS``; RED-Weight, principle "shape the data distribution")
 
     Args:
         weight (str, default "none"): "none": Ã = A (NoIS, the paper's recommended form); "is": Ã = A·ρ with ρ
             detached; "red_weight": Ã = A·exp(A/τ), no IS (RED-Weight: favours high-reward samples).
         tau (float, default 1.0): τ of "red_weight", > 0. Smaller τ concentrates the update on the best samples.
 
-    > π_old, the policy ρ is measured against (the plugin's lag: samples come from α = π_{k−v})
+    > π_old of ρ and the band's centre (the plugin's, for its lag α = π_{k−v}; no paper section)
 
     Args:
         anchor (str, default "alpha"): "alpha": ρ = π_θ/α, band around 1 (the paper's reference code: the clip
