@@ -19,7 +19,12 @@ from verl_offgrpo.config.rec import RECConfig
 
 @dataclass
 class OffGRPOPolicyLossConfig(PolicyLossConfig):
-    """verl's ``PolicyLossConfig`` with ``rec`` (:class:`~verl_offgrpo.config.rec.RECConfig`, checked here)."""
+    """verl's ``PolicyLossConfig`` with ``rec`` (:class:`~verl_offgrpo.config.rec.RECConfig`, checked here).
+
+    Args:
+        rec (RECConfig | mapping | None, default None): the ``rec`` loss's knobs; None means RECConfig's
+            defaults. Read into a :class:`~verl_offgrpo.config.rec.RECConfig` once, here.
+    """
 
     rec: Optional[Any] = None
 
