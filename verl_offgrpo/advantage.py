@@ -104,6 +104,10 @@ def compute_off_grpo_advantage(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """verl estimator contract: returns (advantages, returns), both (bs, L), broadcast over the response.
 
+    Per prompt group G (``index``), with r_j = Σ_t token_level_rewards[j, t]::
+
+        A_j = (r_j − mean_G(r)) / sqrt(std_G(r)² + ε)     (A_j = r_j − mean_G(r) if norm_adv_by_std_in_grpo=false)
+
     Reads ``norm_adv_by_std_in_grpo`` and ``off_grpo.*`` from ``config`` (verl's ``algorithm``).
     With ``zero_var_mask`` on, zeroes the rows of ``response_mask`` of zero-variance groups in place.
     """
@@ -118,5 +122,9 @@ def compute_red_drop_advantage(
     **unused: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """verl estimator contract, RED-Drop: as :func:`compute_off_grpo_advantage` over each group's kept rows;
-    also zeroes the rows of ``response_mask`` of the dropped rows in place."""
+    also zeroes the rows of ``response_mask`` of the dropped rows in place.
+
+    Per group G with kept rows K (G less a seeded random surplus of its negatives, r_j < mean_G(r)):
+    A_j = (r_j − mean_K(r)) / sqrt(std_K(r)² + ε) (or r_j − mean_K(r)) on K; A_j = 0 on the dropped rows.
+    """
     return _group_advantages(token_level_rewards, response_mask, index, config, red_drop=True, name="red_drop")

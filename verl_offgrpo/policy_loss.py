@@ -92,6 +92,7 @@ def off_grpo_objective(
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Per-token f_ε (bs, L) and the tensors the metrics are made of.
 
+    f_ε = min( r·A,  clip(r, max(r' − ε_low, 0), r' + ε_high) · A )      (r = π_θ/α, r' = π_k/α)
     log r = clamp(log π_θ − log π_k + log r', ±20); r' = exp(log r') (1 where ``log_rprime`` is None).
     """
     log_ratio_to_k = torch.clamp(log_prob - old_log_prob, -LOG_RATIO_BOUND, LOG_RATIO_BOUND)
@@ -136,7 +137,12 @@ def compute_policy_loss_off_grpo(
     rollout_is_weights: Optional[torch.Tensor] = None,
     **unused: Any,
 ) -> tuple[torch.Tensor, dict[str, Any]]:
-    """verl policy-loss contract (``losses.ppo_loss``): returns (loss, metrics under ``actor/``)."""
+    """verl policy-loss contract (``losses.ppo_loss``): returns (loss, metrics under ``actor/``).
+
+    loss = − agg_loss(f_ε, response_mask, loss_agg_mode)
+    f_ε  = min( r·A,  clip(r, max(r' − ε_low, 0), r' + ε_high) · A )     (:func:`off_grpo_objective`)
+    with r = π_θ/α and r' = π_k/α from ``rollout_is_weights`` (r' = 1 without them).
+    """
     if config is None:
         raise ValueError("off_grpo policy loss needs the actor config (clip_ratio, global_batch_info).")
     eps_low, eps_high = clip_bounds(config.clip_ratio, config.clip_ratio_low, config.clip_ratio_high)

@@ -63,7 +63,13 @@ def clip_mask(
     eps_high: float,
     knobs: RECConfig,
 ) -> torch.Tensor:
-    """Bool M (bs, L): the tokens whose REINFORCE term stays in the loss (see the module docstring)."""
+    """Bool M (bs, L): the tokens whose REINFORCE term stays in the loss, around the centre c.
+
+    one-side  M = [A ≥ 0 ∧ ρ ≤ c + ε_high] ∨ [A ≤ 0 ∧ ρ ≥ c − ε_low]
+    two-side  M = [c − ε_low ≤ ρ ≤ c + ε_high]
+    ring      M = two-side ∨ [A ≥ 0 ∧ ρ ≤ c − ε′_low] ∨ [A ≤ 0 ∧ ρ ≥ c + ε′_high]
+    none      M = 1
+    """
     if knobs.clip_mode == "none":
         return torch.ones_like(rho, dtype=torch.bool)
     pos, neg = advantages >= 0, advantages <= 0
@@ -90,7 +96,10 @@ def ratio_and_centre(
     log_rprime: Optional[torch.Tensor],
     anchor: str,
 ) -> tuple[torch.Tensor, torch.Tensor | float]:
-    """Detached ρ and the band's centre c for ``anchor`` (pi_k, rprime or alpha)."""
+    """Detached ρ and the band's centre c for ``anchor``, r' = π_k/α (α = π_k where ``log_rprime`` is None).
+
+    alpha: ρ = π_θ/α, c = 1;  pi_k: ρ = π_θ/π_k, c = 1;  rprime: ρ = π_θ/α, c = r'.
+    """
     log_ratio_to_k = torch.clamp(log_prob.detach() - old_log_prob, -LOG_RATIO_BOUND, LOG_RATIO_BOUND)
     if anchor == "pi_k" or log_rprime is None:  # without rollout log-probs α = π_k
         return torch.exp(log_ratio_to_k), 1.0
@@ -108,7 +117,11 @@ def compute_policy_loss_rec(
     rollout_is_weights: Optional[torch.Tensor] = None,
     **unused: Any,
 ) -> tuple[torch.Tensor, dict[str, Any]]:
-    """verl policy-loss contract (``losses.ppo_loss``): returns (loss, metrics under ``actor/``)."""
+    """verl policy-loss contract (``losses.ppo_loss``): returns (loss, metrics under ``actor/``).
+
+    loss = − agg_loss(Ã · M · log π_θ, response_mask, loss_agg_mode)     (Ã · M detached)
+    with Ã = A · :func:`token_weight`, M = :func:`clip_mask` on ρ and c from :func:`ratio_and_centre`.
+    """
     if config is None:
         raise ValueError("rec policy loss needs the actor config (clip_ratio, policy_loss.rec, global_batch_info).")
     knobs = RECConfig.from_policy_loss(getattr(config, "policy_loss", None))
