@@ -274,28 +274,52 @@ def _wave_lines(caplog, *overrides):
     return [r.getMessage() for r in told]
 
 
-def test_window_larger_than_max_num_seqs_says_how_many_waves_and_the_fix(caplog):
+def test_window_larger_than_max_num_seqs_says_how_many_waves(caplog):
     """10 steps × 32 prompts × n=8 = 2560 samples on one engine; verl's max_num_seqs=256 → 10 waves."""
     told = _wave_lines(caplog, *WINDOW_10, *ONE_GPU)
     assert len(told) == 1
     assert "puts 2560 samples on each vLLM engine" in told[0]
-    assert "and actor_rollout_ref.rollout.max_num_seqs=256 lets it run at most 256 at a time (≈ 10 rounds)" in told[0]
-    assert "raise it toward actor_rollout_ref.rollout.max_num_seqs=2560, as far as the KV cache allows" in told[0]
+    assert "and actor_rollout_ref.rollout.max_num_seqs=256 runs at most 256 at a time (≈ 10 overlapping rounds)" in told[0]
+    # information, not an instruction: more at once helps only an engine not yet busy at max_num_seqs
+    assert "fine where the engine is already busy at 256 sequences" in told[0]
+    assert "(up to actor_rollout_ref.rollout.max_num_seqs=2560, as far as the KV cache allows" in told[0]
     # a window that fits, per_step, and a window of one step: silent
     assert _wave_lines(caplog, *WINDOW_10, *ONE_GPU, "actor_rollout_ref.rollout.max_num_seqs=2560") == []
     assert _wave_lines(caplog, "algorithm.off_grpo.sync_period=10", *ONE_GPU) == []
     assert _wave_lines(caplog, "algorithm.off_grpo.rollout_schedule=window", *ONE_GPU) == []
 
 
+def test_window_says_when_checkpoints_fall_inside_windows(caplog):
+    """save_freq 3 with v = 10: a resume from step 3 starts a new window and skips up to 9 steps' prompts."""
+    def told(*overrides):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger=LOGGER):
+            validate(composed(*ONE_GPU, *overrides))
+        return [r.getMessage() for r in caplog.records if "save_freq" in r.getMessage()]
+
+    lines = told(*WINDOW_10, "trainer.save_freq=3")
+    assert len(lines) == 1 and "trainer.save_freq=3 is not a multiple of sync_period=10" in lines[0]
+    assert "up to 9 steps' worth" in lines[0]
+    assert told(*WINDOW_10, "trainer.save_freq=20") == []  # checkpoints on window boundaries
+    assert told(*WINDOW_10, "trainer.save_freq=-1") == []
+    assert told("algorithm.off_grpo.sync_period=10", "trainer.save_freq=3") == []  # per_step: no buffer
+
+
+def test_lag_with_verls_sync_mode_says_it_syncs_every_step():
+    with pytest.raises(OffGRPOConfigError, match="got 'sync'.*verl's sync mode syncs after every step") as err:
+        validate(composed("algorithm.off_grpo.sync_period=10", "trainer.v1.trainer_mode=sync"))
+    assert "async" not in str(err.value)
+
+
 def test_window_waves_count_engines_and_vllms_token_budget(caplog):
     """8 GPUs at TP=2 are 4 engines: 10 × 1024 × 4 / 4 = 10240 samples each, 40 waves of 256; vLLM refuses
     max_num_batched_tokens (8192) < max_num_seqs, so the fix names both."""
     told = _wave_lines(caplog, *WINDOW_10)
-    assert len(told) == 1 and "puts 10240 samples" in told[0] and "(≈ 40 rounds)" in told[0]
+    assert len(told) == 1 and "puts 10240 samples" in told[0] and "(≈ 40 overlapping rounds)" in told[0]
     assert ("max_num_seqs=10240 actor_rollout_ref.rollout.max_num_batched_tokens=10240, as far as" in told[0])
     # TP=4 halves the engines: 20480 each
     told = _wave_lines(caplog, *WINDOW_10, "actor_rollout_ref.rollout.tensor_model_parallel_size=4")
-    assert "puts 20480 samples" in told[0] and "(≈ 80 rounds)" in told[0]
+    assert "puts 20480 samples" in told[0] and "(≈ 80 overlapping rounds)" in told[0]
 
 
 @pytest.mark.parametrize("overrides, per_engine", [

@@ -609,6 +609,14 @@ def check_window_config(config: Any, knobs: OffGRPOConfig | None = None) -> OffG
         )
     if knobs.sync_period == 1:
         logger.warning("off_grpo: %s with sync_period=1 is on-policy GRPO (a window of one step).", why)
+    save_freq = _get(config, "trainer.save_freq", -1)
+    if knobs.sync_period > 1 and _is_int(save_freq) and save_freq > 0 and save_freq % knobs.sync_period:
+        logger.info(
+            "off_grpo: trainer.save_freq=%d is not a multiple of sync_period=%d, so checkpoints fall inside windows; "
+            "a resume from one starts a new window, and the prompts buffered for the rest of the old one (up to "
+            "%d steps' worth) are not trained on. A multiple of %d avoids that.",
+            save_freq, knobs.sync_period, knobs.sync_period - 1, knobs.sync_period,
+        )
     return knobs
 
 
@@ -645,10 +653,11 @@ def _tell_if_window_runs_in_waves(config: Any, sync_period: int) -> None:
     if _is_int(tokens) and tokens < per_engine:  # vLLM refuses max_num_batched_tokens < max_num_seqs
         fix += f" {rollout}.max_num_batched_tokens={per_engine}"
     logger.info(
-        "off_grpo: a window of %d steps puts %d samples on each vLLM engine, and %s.max_num_seqs=%d lets it run "
-        "at most %d at a time (≈ %d rounds); to generate the window at once raise it toward %s, as far as the KV "
-        "cache allows (vLLM logs its maximum concurrency at startup).",
-        sync_period, per_engine, rollout, seqs, seqs, math.ceil(per_engine / seqs), fix,
+        "off_grpo: a window of %d steps puts %d samples on each vLLM engine, and %s.max_num_seqs=%d runs at most "
+        "%d at a time (≈ %d overlapping rounds). That is fine where the engine is already busy at %d sequences; "
+        "only if it is not, more at once (up to %s, as far as the KV cache allows: vLLM logs its maximum "
+        "concurrency at startup) shortens the window's generation.",
+        sync_period, per_engine, rollout, seqs, seqs, math.ceil(per_engine / seqs), seqs, fix,
     )
 
 
@@ -702,7 +711,8 @@ def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPO
         if _v1_mode(config) != TRAINER_MODE:
             raise SyncConfigError(
                 f"{why} on the V1 trainer needs trainer.v1.trainer_mode={TRAINER_MODE} (got {_v1_mode(config)!r}); "
-                "the async modes sync on their own schedule."
+                + ("verl's sync mode syncs after every step." if _v1_mode(config) == "sync"
+                   else "the async modes sync on their own schedule.")
             )
     else:
         fqn = _get(rollout, "checkpoint_manager_class")
