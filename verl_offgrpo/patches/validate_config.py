@@ -13,13 +13,15 @@ plugin (:func:`.selection.config_selects`):
 4. the job's Ray processes are marked as selecting the plugin, and as asking vLLM for final outputs
    only where ``final_outputs_only`` is on (:mod:`.job_env`).
 
-Any other config goes straight to verl's ``validate_config``, and nothing else happens.
+Any other config goes straight to verl's ``validate_config``; if it sets ``algorithm.off_grpo`` knobs
+away from their defaults, one warning says they have no effect (:mod:`verl_offgrpo.config.unselected`).
 ``verl.utils.config`` is already imported by ``import verl`` (verl 0.9.1), so the wrap goes in at once.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import sys
 
 from verl_offgrpo.patches import VERL_VERSIONS, complain, job_selected, target_problem
@@ -42,6 +44,7 @@ def wrap(original):
         from verl_offgrpo.patches.selection import config_selects
 
         if not config_selects(config):
+            _warn_unselected_knobs(config)
             return original(config, *args, **kwargs)
         from verl_offgrpo.patches import PatchError, preflight
 
@@ -68,6 +71,19 @@ def wrap(original):
 
     setattr(validate_config, _WRAPPED, True)
     return validate_config
+
+
+def _warn_unselected_knobs(config) -> None:
+    """One warning for plugin knobs in a config that does not select the plugin (they do nothing there);
+    never an error: this is a plain verl job's path."""
+    try:
+        from verl_offgrpo.config.unselected import unselected_knobs_message
+
+        message = unselected_knobs_message(config)
+    except Exception:  # noqa: BLE001 - a plain verl job must not fail on the plugin's account
+        return
+    if message is not None:
+        logging.getLogger(__name__).warning(message)
 
 
 def _check_names(config) -> None:

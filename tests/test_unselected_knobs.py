@@ -1,0 +1,42 @@
+"""Plugin knobs in a config that does not select the plugin do nothing: one warning says so, through
+verl's real ``validate_config`` (the plugin's wrapper), and verl's checks still run as in plain verl."""
+
+import logging
+
+import pytest
+
+import verl  # noqa: F401  (loads the plugin)
+from _overrides import shipped_config, validate_as_main_ppo, verl_config
+
+LOGGER = "verl_offgrpo.patches.validate_config"
+PLAIN = ("algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla",
+         "trainer.v1.trainer_mode=sync")
+
+
+def _warnings(caplog, config):
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        validate_as_main_ppo(config)  # verl's checks pass: plain verl's path
+    return [r.getMessage() for r in caplog.records if r.name == LOGGER]
+
+
+def test_knob_added_to_verls_yaml_is_named_even_at_its_default(caplog):
+    """verl's ppo_trainer has no algorithm.off_grpo: a key there was set by hand, default value or not."""
+    told = _warnings(caplog, verl_config("+algorithm.off_grpo.zero_var_mask=true"))
+    assert len(told) == 1
+    assert told[0].startswith("verl-offgrpo: algorithm.off_grpo.zero_var_mask=True has no effect: this job does "
+                              "not select the plugin (algorithm.adv_estimator=grpo, ")
+    assert "loss_mode=vanilla" in told[0] and "set algorithm.adv_estimator=off_grpo" in told[0]
+
+
+def test_plugin_yaml_names_only_knobs_away_from_their_defaults(caplog):
+    assert _warnings(caplog, shipped_config(*PLAIN)) == []  # the yaml sets every knob at its default
+    told = _warnings(caplog, shipped_config(*PLAIN, "algorithm.off_grpo.ref_reset_period=5",
+                                            "algorithm.off_grpo.final_outputs_only=false"))
+    assert len(told) == 1 and "algorithm.off_grpo.ref_reset_period=5 has no effect" in told[0]
+    assert "final_outputs_only" not in told[0]  # off is what a plain job gets anyway
+
+
+@pytest.mark.parametrize("overrides", [(), ("+algorithm.off_grpo.final_outputs_only=false",)])
+def test_plain_verl_config_is_silent(caplog, overrides):
+    assert _warnings(caplog, verl_config(*overrides)) == []
