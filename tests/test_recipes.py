@@ -26,6 +26,7 @@ GSM8K = {
     "gsm8k_onpolicy": (1, 1, False),
     "gsm8k_onpolicy_zvmask": (1, 1, True),
     "gsm8k_offpolicy_v10": (10, 1, True),
+    "gsm8k_offpolicy_v10_window": (10, 1, True),
     "gsm8k_reuse_i10": (1, 10, True),
 }
 DEEPSCALER = {
@@ -127,6 +128,7 @@ def test_recipe_composes_with_intended_knobs(composed, name):
     assert cfg["algorithm"]["off_grpo"]["sync_period"] == v
     assert actor["ppo_epochs"] == i
     assert cfg["algorithm"]["off_grpo"]["zero_var_mask"] is mask
+    assert cfg["algorithm"]["off_grpo"]["rollout_schedule"] == ("window" if name.endswith("_window") else "per_step")
     # shared settings: ε, β with the KL loss
     assert actor["clip_ratio_low"] == actor["clip_ratio_high"] == 0.2
     assert actor["use_kl_loss"] is True
