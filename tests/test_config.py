@@ -384,14 +384,16 @@ def _run(*args, env=None):
 HYDRA_TAIL = "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."
 MAIN_PPO_REJECTS = ("-m", "verl.trainer.main_ppo", "--config-path", config_dir(), "--config-name", "off_grpo_trainer",
                     *BASE, "algorithm.rollout_correction.rollout_is_threshold=2.0")
+VLLM = "actor_rollout_ref.rollout.name=vllm"
 
 
 @pytest.fixture(scope="module", autouse=True)
 def procs(request):
     """verl's entry point (~7 s in its own interpreter), started with the module (``_background``): it runs
     beside the module's compositions."""
-    procs = started_for(request, {"main_ppo": ("test_main_ppo_rejects_bad_config_before_ray",
-                                               lambda: _job(*MAIN_PPO_REJECTS))})
+    procs = started_for(request, {
+        "main_ppo": ("test_main_ppo_rejects_bad_config_before_ray", lambda: _job(*MAIN_PPO_REJECTS)),
+    })
     yield procs
     procs.close()
 
@@ -423,6 +425,15 @@ def test_compose_cli_prints_validated_config():
     assert incomplete.returncode == 3 and "validated" not in incomplete.stderr and incomplete.stdout == ""
     assert "still ??? here: actor_rollout_ref.rollout.name " in incomplete.stderr
     assert "reward_model" not in incomplete.stderr  # its section is switched off (enable: false)
+
+
+def test_cli_usage_errors_exit_64_not_the_plugins_2():
+    """An unknown flag (hydra's --cfg) is a usage error, 64, which says that compose takes overrides only."""
+    proc = _run("-m", "verl_offgrpo", "compose", *BASE, "--cfg", "job")
+    assert proc.returncode == 64 and proc.stdout == ""
+    err = proc.stderr.splitlines()[-1]
+    assert "unrecognized arguments: --cfg job; compose and check take hydra overrides only" in err
+    assert "--config-name off_grpo_trainer <overrides> --cfg job" in err
 
 
 def test_compose_says_a_typo_or_bad_syntax_in_one_line(capsys):

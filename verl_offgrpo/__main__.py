@@ -4,6 +4,11 @@
     python -m verl_offgrpo config-dir            # directory of off_grpo_trainer.yaml (for --config-path)
     python -m verl_offgrpo compose [overrides]   # compose + validate the full training config, print it;
                                                  # notes data/model paths that do not exist here
+
+Exit codes: 0 fine; 1 the plugin is not usable here (not loaded, a patch or package missing); 2 the
+plugin's checks reject the config; 3 a mandatory ``???`` value is still unset; 4 hydra cannot compose
+the config or verl's ``validate_config`` rejects it; 64 a usage error (an unknown flag: ``compose`` and
+``check`` take hydra overrides only).
 """
 
 from __future__ import annotations
@@ -340,25 +345,71 @@ def dry_run(overrides: list[str], path_hints: dict[str, str] | None = None) -> i
     return 0
 
 
+#: exit code of a usage error (BSD sysexits' EX_USAGE): argparse's own 2 is the plugin's checks' code here
+EX_USAGE = 64
+_OVERRIDES_ONLY = ("hydra overrides only (key=value), not hydra's flags (--cfg, --config-name, ...); hydra's "
+                   "composition without the checks is main_ppo's --cfg job: python -m verl.trainer.main_ppo "
+                   "--config-path \"$(python -m verl_offgrpo config-dir)\" --config-name off_grpo_trainer "
+                   "<overrides> --cfg job")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors on exit code :data:`EX_USAGE`, not 2 (the plugin's checks' code)."""
+
+    def error(self, message):
+        if "unrecognized arguments" in message:
+            message += "; compose and check take " + _OVERRIDES_ONLY
+        self.print_usage(sys.stderr)
+        self.exit(EX_USAGE, f"{self.prog}: error: {message}\n")
+
+
+#: verl's import-time noise this CLI drops (main_ppo's own output keeps it): the optional training engines
+#: that are not installed, and the platform lines of a machine without an accelerator (a dry run is for one)
+_QUIET_WARNINGS = (r"\w+ engine is not available: ", r"verl\.workers\.engine\Z")
+#: verl's note that a non-GAE estimator runs without a critic: always true for the plugin's estimators
+_QUIET_CRITIC_NOTE = r"Disabled critic as algorithm\.adv_estimator != gae"
+_QUIET_PLATFORM = ("verl.plugin.platform.platform_manager",
+                   ("No supported accelerator detected", "Platform '%s' (%s) is registered but not available"))
+
+
+def _quiet_verl_imports() -> None:
+    """Filters for :data:`_QUIET_WARNINGS`, :data:`_QUIET_CRITIC_NOTE` and :data:`_QUIET_PLATFORM`, set before
+    verl is imported; nothing else of verl's or the plugin's output is hidden."""
+    import logging
+    import warnings
+
+    message, module = _QUIET_WARNINGS
+    warnings.filterwarnings("ignore", message=message, category=UserWarning, module=module)
+    warnings.filterwarnings("ignore", message=_QUIET_CRITIC_NOTE, category=UserWarning)
+    name, prefixes = _QUIET_PLATFORM
+    logging.getLogger(name).addFilter(lambda record: not str(record.msg).startswith(prefixes))
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verl_offgrpo", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="python -m verl_offgrpo", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p_check = sub.add_parser("check", help="list the plugin's registrations and patches; exit 1 if the config "
                              "(shipped yaml + overrides) needs something missing")
     p_check.add_argument("overrides", nargs="*", help="hydra overrides of the shipped yaml, e.g. trainer.use_v1=false")
     sub.add_parser("config-dir", help="print the directory of the shipped yaml")
-    p_compose = sub.add_parser("compose", help="compose + validate the training config (no GPU), print it")
+    p_compose = sub.add_parser(
+        "compose", help="compose + validate the training config (no GPU), print it",
+        description="Compose the shipped yaml + overrides and validate it as main_ppo's driver does, without Ray or "
+        "a GPU: exit 0 and the yaml on stdout, or one line on stderr: 1 the plugin is not usable here, 2 the "
+        "plugin's checks, 3 a ??? value still unset, 4 hydra or verl's validate_config; 64 a usage error. "
+        + "Takes " + _OVERRIDES_ONLY)
     p_compose.add_argument("--path-hint", action="append", default=[], nargs=2, metavar=("PATH", "TEXT"),
                            help="what the note about PATH says in parentheses if PATH does not exist here "
                            "(the recipes: how to make their data); repeatable")
-    p_compose.add_argument("overrides", nargs="*", help="hydra overrides, as for main_ppo")
+    p_compose.add_argument("overrides", nargs="*", help="hydra overrides, as for main_ppo (no --cfg/--config-name)")
     args = parser.parse_args(argv)
-    if args.command == "check":
-        return check(args.overrides)
     if args.command == "config-dir":
         print(config_dir())
         return 0
+    _quiet_verl_imports()
+    if args.command == "check":
+        return check(args.overrides)
     return dry_run(args.overrides, dict(args.path_hint))
 
 
