@@ -385,6 +385,8 @@ HYDRA_TAIL = "Set the environment variable HYDRA_FULL_ERROR=1 for a complete sta
 MAIN_PPO_REJECTS = ("-m", "verl.trainer.main_ppo", "--config-path", config_dir(), "--config-name", "off_grpo_trainer",
                     *BASE, "algorithm.rollout_correction.rollout_is_threshold=2.0")
 VLLM = "actor_rollout_ref.rollout.name=vllm"
+#: verl's validate_config reads actor.megatron, which the fsdp-based yaml does not have: not an assertion of verl's
+MEGATRON = "actor_rollout_ref.actor.strategy=megatron"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -393,6 +395,8 @@ def procs(request):
     beside the module's compositions."""
     procs = started_for(request, {
         "main_ppo": ("test_main_ppo_rejects_bad_config_before_ray", lambda: _job(*MAIN_PPO_REJECTS)),
+        "compose_megatron": ("test_compose_cli_says_any_error_of_verls_checks_in_one_line",
+                             lambda: _job("-m", "verl_offgrpo", "compose", *BASE, VLLM, MEGATRON)),
     })
     yield procs
     procs.close()
@@ -427,6 +431,19 @@ def test_compose_cli_prints_validated_config():
     assert "reward_model" not in incomplete.stderr  # its section is switched off (enable: false)
 
 
+def test_compose_cli_says_any_error_of_verls_checks_in_one_line(procs):
+    """verl's validate_config raising something other than an assertion (here omegaconf's ConfigAttributeError):
+    exit 4 and one line, no traceback; and no verl import-time noise around it."""
+    proc = procs["compose_megatron"]
+    assert proc.returncode == 4 and proc.stdout == "", proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == [
+        "off_grpo: final_outputs_only=auto is on (actor_rollout_ref.rollout.name='vllm', "
+        "trainer.v1.trainer_mode='off_grpo_sync').",
+        "config error (verl's validate_config): ConfigAttributeError: Key 'megatron' is not in struct "
+        "full_key: actor_rollout_ref.actor.megatron object_type=dict",
+    ], proc.stderr
+
+
 def test_cli_usage_errors_exit_64_not_the_plugins_2():
     """An unknown flag (hydra's --cfg) is a usage error, 64, which says that compose takes overrides only."""
     proc = _run("-m", "verl_offgrpo", "compose", *BASE, "--cfg", "job")
@@ -434,6 +451,19 @@ def test_cli_usage_errors_exit_64_not_the_plugins_2():
     err = proc.stderr.splitlines()[-1]
     assert "unrecognized arguments: --cfg job; compose and check take hydra overrides only" in err
     assert "--config-name off_grpo_trainer <overrides> --cfg job" in err
+
+
+def test_compose_reraises_an_unexpected_error_of_the_plugins_checks(monkeypatch):
+    """Only verl's errors are said as config errors: a bug in the plugin's checks keeps its traceback."""
+    import verl_offgrpo.config
+    from verl_offgrpo.__main__ import dry_run
+
+    def broken(config):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(verl_offgrpo.config, "validate_off_grpo_config", broken)
+    with pytest.raises(KeyError, match="a bug"):
+        dry_run([*BASE, VLLM])
 
 
 def test_compose_says_a_typo_or_bad_syntax_in_one_line(capsys):

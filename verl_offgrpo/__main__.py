@@ -282,62 +282,97 @@ def _plugin_info_on_stderr():
         plugin.propagate = previous[1]
 
 
-def dry_run(overrides: list[str], path_hints: dict[str, str] | None = None) -> int:
-    """Compose and validate exactly as main_ppo's driver does, without Ray or a GPU; then note, on stderr,
-    the data/model paths that do not exist here (:func:`local_path_notes`, with ``path_hints``; exit code
-    unchanged).
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
 
-    Exit 2 for a config the plugin rejects, 3 if a mandatory value (``???``, e.g. ``rollout.name``) is
-    still unset, 4 for a config hydra cannot compose (a typo in a key, bad override syntax) or verl's own
-    ``validate_config`` rejects (one line each, no traceback). Exit 1 if verl did not load the plugin
-    (``VERL_USE_EXTERNAL_PLUGINS`` leaves it out, the package is not pip-installed, or its import failed,
-    which verl logs only at DEBUG): verl's own ``validate_config`` would then pass without the off_grpo
-    checks, and main_ppo would not know them.
-    """
+
+def _raised_in_plugin(err: BaseException) -> bool:
+    """Whether the innermost frame of ``err``'s traceback inside verl or this package is this package's."""
+    import verl
+
+    import verl_offgrpo
+
+    ours = os.path.dirname(os.path.abspath(verl_offgrpo.__file__)) + os.sep
+    theirs = os.path.dirname(os.path.abspath(verl.__file__)) + os.sep
+    owner = None
+    tb = err.__traceback__
+    while tb is not None:
+        filename = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        if filename.startswith(ours) and not filename.endswith(os.sep + "__main__.py"):
+            owner = "plugin"
+        elif filename.startswith(theirs):
+            owner = "verl"
+        tb = tb.tb_next
+    return owner == "plugin"
+
+
+def validate(overrides: list[str]):
+    """Compose the shipped yaml + ``overrides`` and validate it exactly as main_ppo's driver does, without Ray
+    or a GPU: ``(exit code, the one-line error or None, the composed config or None)``; the codes as
+    :func:`dry_run`'s. The plugin's info lines and verl's banner go to stderr on the way."""
     import verl  # noqa: F401  (loads the plugin)
     import verl.utils.config as verl_config
-    from omegaconf import OmegaConf
-    from omegaconf.errors import MissingMandatoryValue
+    from hydra.errors import HydraException
+    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
 
     from verl_offgrpo.config import OffGRPOConfigError
+    from verl_offgrpo.patches import PatchError
     from verl_offgrpo.patches import validate_config as validate_config_patch
-
-    validate_config = verl_config.validate_config
-    if not validate_config_patch.live():
-        print("verl did not load the verl-offgrpo plugin, so its checks would not run here or in main_ppo; "
-              "`python -m verl_offgrpo check` shows why.", file=sys.stderr)
-        return 1
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
 
     try:
         config = compose(overrides)
     except (HydraException, OmegaConfBaseException) as err:
-        print(f"config error (hydra): {' '.join(str(err).split())}{_knob_hint(str(err))}", file=sys.stderr)
-        return 4
+        return 4, f"config error (hydra): {_one_line(err)}{_knob_hint(str(err))}", None
+    if not validate_config_patch.live():
+        return 1, ("verl did not load the verl-offgrpo plugin, so its checks would not run here or in main_ppo; "
+                   "`python -m verl_offgrpo check` shows why."), config
     try:
         with contextlib.redirect_stdout(sys.stderr), _plugin_info_on_stderr():  # stdout is the yaml
-            validate_config(
+            verl_config.validate_config(
                 config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
             )
     except OffGRPOConfigError as err:
-        print(f"off_grpo config error: {err}", file=sys.stderr)
-        return 2
-    except (AssertionError, ValueError, HydraException) as err:  # verl's own validate_config
-        # verl's dataclass checks reach here wrapped in hydra's InstantiationException: say the cause
-        cause = err.__cause__ if isinstance(err, HydraException) and err.__cause__ is not None else err
-        print(f"config error (verl's validate_config): {' '.join(str(cause).split()) or type(cause).__name__}",
-              file=sys.stderr)
-        return 4
+        return 2, f"off_grpo config error: {err}", config
+    except PatchError as err:  # the installed verl does not take the plugin's patches: not the config's fault
+        return 1, f"verl-offgrpo cannot run here: {_one_line(err)} (`python -m verl_offgrpo check` lists them)", config
     except MissingMandatoryValue:  # verl read a ??? value: said below
         if not missing_values(config):
             raise
+    except (AssertionError, ValueError, HydraException) as err:  # verl's own validate_config
+        # verl's dataclass checks reach here wrapped in hydra's InstantiationException: say the cause
+        cause = err.__cause__ if isinstance(err, HydraException) and err.__cause__ is not None else err
+        return 4, f"config error (verl's validate_config): {_one_line(cause) or type(cause).__name__}", config
+    except Exception as err:  # anything else verl's checks raise (a key its branch needs is not in the config, ...)
+        if _raised_in_plugin(err):
+            raise  # a bug in the plugin's checks: its traceback
+        return 4, f"config error (verl's validate_config): {type(err).__name__}: {_one_line(err)}", config
     missing = missing_values(config)
     if missing:
-        print(f"incomplete config: main_ppo needs these mandatory values, still ??? here: {', '.join(missing)} "
-              "(e.g. actor_rollout_ref.rollout.name=vllm)", file=sys.stderr)
-        return 3
+        return 3, (f"incomplete config: main_ppo needs these mandatory values, still ??? here: {', '.join(missing)} "
+                   "(e.g. actor_rollout_ref.rollout.name=vllm)"), config
+    return 0, None, config
+
+
+def dry_run(overrides: list[str], path_hints: dict[str, str] | None = None) -> int:
+    """Compose and validate exactly as main_ppo's driver does (:func:`validate`), without Ray or a GPU, and
+    print the config; then note, on stderr, the data/model paths that do not exist here
+    (:func:`local_path_notes`, with ``path_hints``; exit code unchanged).
+
+    Exit 2 for a config the plugin rejects, 3 if a mandatory value (``???``, e.g. ``rollout.name``) is
+    still unset, 4 for a config hydra cannot compose (a typo in a key, bad override syntax) or verl's own
+    ``validate_config`` rejects (any exception it raises); one line each, no traceback. Exit 1 if verl
+    did not load the plugin (``VERL_USE_EXTERNAL_PLUGINS`` leaves it out, the package is not pip-installed,
+    or its import failed, which verl logs only at DEBUG): verl's own ``validate_config`` would then pass
+    without the off_grpo checks, and main_ppo would not know them; also 1 if the installed verl does not
+    take the plugin's patches.
+    """
+    from omegaconf import OmegaConf
+
+    code, error, config = validate(overrides)
+    if code:
+        print(error, file=sys.stderr)
+        return code
     print(OmegaConf.to_yaml(config))
     print("# composed and validated: verl's validate_config + off_grpo checks passed", file=sys.stderr)
     for note in local_path_notes(config, path_hints):
