@@ -1,6 +1,7 @@
 """``python -m verl_offgrpo``: self-check, the shipped config's location, a dry composition.
 
-    python -m verl_offgrpo check [overrides]     # registrations, patches (live?), versions; exit 1 if missing
+    python -m verl_offgrpo check [overrides]     # registrations, patches (live?), versions; exit 1 if missing;
+                                                 # with overrides, also compose's validation (its exit codes)
     python -m verl_offgrpo config-dir            # directory of off_grpo_trainer.yaml (for --config-path)
     python -m verl_offgrpo compose [overrides]   # compose + validate the full training config, print it;
                                                  # notes data/model paths that do not exist here
@@ -57,7 +58,10 @@ def check(overrides: list[str] | None = None) -> int:
 
     Exit 1 when the plugin is disabled or not loaded, verl is outside the patches' range, a patch
     target or registration is missing, or the config needs something that is not installed (the V1
-    trainer mode needs the TransferQueue package)."""
+    trainer mode needs the TransferQueue package). Given ``overrides``, the config is also validated as
+    :func:`dry_run` validates it (:func:`validate`): a config it rejects fails the check with its one-line
+    error, last, and its exit code (2, 3 or 4); without them it is not (the shipped yaml alone has ``???``
+    values)."""
     from importlib.metadata import entry_points
 
     from verl_offgrpo import ESTIMATOR_NAMES, LOSS_NAMES, TRAINER_MODE, __version__
@@ -81,11 +85,15 @@ def check(overrides: list[str] | None = None) -> int:
     if version_problem:
         problems.append(version_problem)
 
-    try:
-        config = compose(list(overrides or []))
-    except Exception as err:  # noqa: BLE001
-        config = None
-        problems.append(f"cannot compose the shipped config with {overrides}: {type(err).__name__}: {err}")
+    config_code, config_error = 0, None
+    if overrides:  # compose's validation: its exit code and one-line error
+        config_code, config_error, config = validate(list(overrides))
+    else:
+        try:
+            config = compose([])
+        except Exception as err:  # noqa: BLE001
+            config = None
+            problems.append(f"cannot compose the shipped config: {type(err).__name__}: {err}")
     use_v1 = bool(config is not None and config.trainer.get("use_v1", True))
     mode = config.trainer.v1.get("trainer_mode") if use_v1 else None
 
@@ -135,8 +143,9 @@ def check(overrides: list[str] | None = None) -> int:
     if vllm_version is None:
         notes.append("vLLM is not installed: enough for this check and the CPU tests; training needs "
                      "pip install -e '.[gpu]'")
-    status = "FAILED" if problems else "OK"
-    out = sys.stderr if problems else sys.stdout
+    failed = bool(problems or config_code)
+    status = "FAILED" if failed else "OK"
+    out = sys.stderr if failed else sys.stdout
     print(f"verl-offgrpo {__version__} check {status}", file=out)
     print(f"  verl {getattr(verl, '__version__', '?')} (patches written for verl{patches.VERL_VERSIONS}); "
           f"vLLM {vllm_version or 'not installed'}; TransferQueue {tq_version or 'not installed'}", file=out)
@@ -145,7 +154,9 @@ def check(overrides: list[str] | None = None) -> int:
     if config is not None:
         print(f"  config: {CONFIG_NAME}.yaml{' + ' + ' '.join(overrides) if overrides else ''} — selects the plugin: "
               f"{'yes' if config_selects(config) else 'no'}; trainer: "
-              f"{'V1 ' + str(mode) if use_v1 else 'v0 (use_v1=false)'}", file=out)
+              f"{'V1 ' + str(mode) if use_v1 else 'v0 (use_v1=false)'}; "
+              + ("validated as compose validates it: " + ("passed" if not config_code else "FAILED (last line)")
+                 if overrides else "not validated (`check <overrides>` validates them as compose does)"), file=out)
     print("  registrations:", file=out)
     for name, ok in registrations.items():
         state = {True: "registered", False: "MISSING", None: "not available (no TransferQueue)"}[ok]
@@ -172,8 +183,9 @@ def check(overrides: list[str] | None = None) -> int:
                 importlib.import_module("verl_offgrpo.plugin")
             except Exception:  # noqa: BLE001 - the point is to show it
                 traceback.print_exc()
-        return 1
-    return 0
+    if config_error is not None and (config_code != 1 or not problems):  # 1: the problems above say why
+        print(config_error, file=sys.stderr)
+    return 1 if problems else config_code
 
 
 def compose(overrides: list[str]):
@@ -424,9 +436,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog="python -m verl_offgrpo", description=__doc__,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    p_check = sub.add_parser("check", help="list the plugin's registrations and patches; exit 1 if the config "
-                             "(shipped yaml + overrides) needs something missing")
-    p_check.add_argument("overrides", nargs="*", help="hydra overrides of the shipped yaml, e.g. trainer.use_v1=false")
+    p_check = sub.add_parser(
+        "check", help="the plugin's registrations, patches and versions; exit 1 if the plugin is not usable or the "
+        "config needs a package that is missing; with overrides, also compose's validation of the shipped yaml + "
+        "overrides (compose's one-line error and exit code 2/3/4; no yaml)",
+        description="Self-check: the plugin's registrations, patches and versions, for the shipped yaml (+ overrides); "
+        "exit 1 if the plugin is not usable here or the config needs a package that is missing. Given overrides, "
+        "check also validates the config exactly as compose does (same one-line error, same exit code 2/3/4; the "
+        "yaml is not printed); without overrides the config is not validated (the shipped yaml alone is not "
+        "runnable). Takes " + _OVERRIDES_ONLY)
+    p_check.add_argument("overrides", nargs="*", help="hydra overrides of the shipped yaml, as for compose/main_ppo")
     sub.add_parser("config-dir", help="print the directory of the shipped yaml")
     p_compose = sub.add_parser(
         "compose", help="compose + validate the training config (no GPU), print it",
