@@ -408,14 +408,27 @@ def _run(*args, env=None):
 HYDRA_TAIL = "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."
 MAIN_PPO_REJECTS = ("-m", "verl.trainer.main_ppo", "--config-path", config_dir(), "--config-name", "off_grpo_trainer",
                     *BASE, "algorithm.rollout_correction.rollout_is_threshold=2.0")
+VLLM = "actor_rollout_ref.rollout.name=vllm"
+#: the plugin rejects it (a window needs the V1 trainer): compose and check <overrides> say so alike
+WINDOW_ON_V0 = ("algorithm.off_grpo.sync_period=10", "algorithm.off_grpo.rollout_schedule=window", "trainer.use_v1=false")
+WINDOW_ON_V0_SAYS = "off_grpo config error: algorithm.off_grpo.rollout_schedule=window runs in the V1 trainer mode"
+#: verl's validate_config reads actor.megatron, which the fsdp-based yaml does not have: not an assertion of verl's
+MEGATRON = "actor_rollout_ref.actor.strategy=megatron"
+#: verl's import-time and informational warnings that the CLI drops (main_ppo keeps them)
+VERL_NOISE = ("engine is not available", "Disabled critic", "No supported accelerator", "is registered but not available")
 
 
 @pytest.fixture(scope="module", autouse=True)
 def procs(request):
     """verl's entry point (~7 s in its own interpreter), started with the module (``_background``): it runs
     beside the module's compositions."""
-    procs = started_for(request, {"main_ppo": ("test_main_ppo_rejects_bad_config_before_ray",
-                                               lambda: _job(*MAIN_PPO_REJECTS))})
+    procs = started_for(request, {
+        "main_ppo": ("test_main_ppo_rejects_bad_config_before_ray", lambda: _job(*MAIN_PPO_REJECTS)),
+        "compose_megatron": ("test_compose_cli_says_any_error_of_verls_checks_in_one_line",
+                             lambda: _job("-m", "verl_offgrpo", "compose", *BASE, VLLM, MEGATRON)),
+        "check_window_on_v0": ("test_check_cli_with_overrides_validates_as_compose",
+                               lambda: _job("-m", "verl_offgrpo", "check", *BASE, VLLM, *WINDOW_ON_V0)),
+    })
     yield procs
     procs.close()
 
@@ -447,6 +460,69 @@ def test_compose_cli_prints_validated_config():
     assert incomplete.returncode == 3 and "validated" not in incomplete.stderr and incomplete.stdout == ""
     assert "still ??? here: actor_rollout_ref.rollout.name " in incomplete.stderr
     assert "reward_model" not in incomplete.stderr  # its section is switched off (enable: false)
+
+
+def test_compose_cli_says_any_error_of_verls_checks_in_one_line(procs):
+    """verl's validate_config raising something other than an assertion (here omegaconf's ConfigAttributeError):
+    exit 4 and one line, no traceback; and no verl import-time noise around it."""
+    proc = procs["compose_megatron"]
+    assert proc.returncode == 4 and proc.stdout == "", proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == [
+        "off_grpo: final_outputs_only=auto is on (actor_rollout_ref.rollout.name='vllm', "
+        "trainer.v1.trainer_mode='off_grpo_sync').",
+        "config error (verl's validate_config): ConfigAttributeError: Key 'megatron' is not in struct "
+        "full_key: actor_rollout_ref.actor.megatron object_type=dict",
+    ], proc.stderr
+
+
+def test_check_cli_with_overrides_validates_as_compose(procs):
+    """``check <overrides>`` fails a config compose rejects, with compose's exit code and one line, last (it
+    said "check OK", exit 0); its report goes to stderr then, without verl's import-time warnings."""
+    proc = procs["check_window_on_v0"]
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr[-3000:]
+    lines = proc.stderr.splitlines()
+    assert lines[-1].startswith(WINDOW_ON_V0_SAYS), lines[-1]
+    assert "verl-offgrpo 0.1.0 check FAILED" in lines and "validated as compose validates it: FAILED" in proc.stderr
+    assert not any(noise in proc.stderr for noise in VERL_NOISE), proc.stderr
+
+
+def test_cli_usage_errors_exit_64_not_the_plugins_2():
+    """An unknown flag (hydra's --cfg) is a usage error, 64, which says that compose takes overrides only."""
+    proc = _run("-m", "verl_offgrpo", "compose", *BASE, "--cfg", "job")
+    assert proc.returncode == 64 and proc.stdout == ""
+    err = proc.stderr.splitlines()[-1]
+    assert "unrecognized arguments: --cfg job; compose and check take hydra overrides only" in err
+    assert "--config-name off_grpo_trainer <overrides> --cfg job" in err
+
+
+@pytest.mark.slow
+def test_check_cli_with_overrides_passes_or_fails_as_compose():
+    ok = _run("-m", "verl_offgrpo", "check", *BASE, VLLM)
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    assert "check OK" in ok.stdout and "validated as compose validates it: passed" in ok.stdout
+    windowed = _run("-m", "verl_offgrpo", "check", *BASE, VLLM, "algorithm.off_grpo.rollout_schedule=windowed")
+    assert windowed.returncode == 2 and windowed.stderr.splitlines()[-1] == (
+        "off_grpo config error: algorithm.off_grpo.rollout_schedule must be one of ('per_step', 'window') "
+        "(got 'windowed').")
+    typo = _run("-m", "verl_offgrpo", "check", *BASE, VLLM, "algorithm.off_grpo.sync_perod=10")
+    assert typo.returncode == 4 and typo.stderr.splitlines()[-1].startswith("config error (hydra): ")
+    assert "(did you mean algorithm.off_grpo.sync_period?)" in typo.stderr.splitlines()[-1]
+    # without overrides: the install's self-check only (the shipped yaml alone has ??? values)
+    bare = _run("-m", "verl_offgrpo", "check")
+    assert bare.returncode == 0 and "not validated" in bare.stdout, bare.stderr[-3000:]
+
+
+def test_compose_reraises_an_unexpected_error_of_the_plugins_checks(monkeypatch):
+    """Only verl's errors are said as config errors: a bug in the plugin's checks keeps its traceback."""
+    import verl_offgrpo.config
+    from verl_offgrpo.__main__ import dry_run
+
+    def broken(config):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(verl_offgrpo.config, "validate_off_grpo_config", broken)
+    with pytest.raises(KeyError, match="a bug"):
+        dry_run([*BASE, VLLM])
 
 
 def test_compose_says_a_typo_or_bad_syntax_in_one_line(capsys):

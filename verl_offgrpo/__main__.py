@@ -1,9 +1,15 @@
 """``python -m verl_offgrpo``: self-check, the shipped config's location, a dry composition.
 
-    python -m verl_offgrpo check [overrides]     # registrations, patches (live?), versions; exit 1 if missing
+    python -m verl_offgrpo check [overrides]     # registrations, patches (live?), versions; exit 1 if missing;
+                                                 # with overrides, also compose's validation (its exit codes)
     python -m verl_offgrpo config-dir            # directory of off_grpo_trainer.yaml (for --config-path)
     python -m verl_offgrpo compose [overrides]   # compose + validate the full training config, print it;
                                                  # notes data/model paths that do not exist here
+
+Exit codes: 0 fine; 1 the plugin is not usable here (not loaded, a patch or package missing); 2 the
+plugin's checks reject the config; 3 a mandatory ``???`` value is still unset; 4 hydra cannot compose
+the config or verl's ``validate_config`` rejects it; 64 a usage error (an unknown flag: ``compose`` and
+``check`` take hydra overrides only).
 """
 
 from __future__ import annotations
@@ -52,7 +58,10 @@ def check(overrides: list[str] | None = None) -> int:
 
     Exit 1 when the plugin is disabled or not loaded, verl is outside the patches' range, a patch
     target or registration is missing, or the config needs something that is not installed (the V1
-    trainer mode needs the TransferQueue package)."""
+    trainer mode needs the TransferQueue package). Given ``overrides``, the config is also validated as
+    :func:`dry_run` validates it (:func:`validate`): a config it rejects fails the check with its one-line
+    error, last, and its exit code (2, 3 or 4); without them it is not (the shipped yaml alone has ``???``
+    values)."""
     from importlib.metadata import entry_points
 
     from verl_offgrpo import ESTIMATOR_NAMES, LOSS_NAMES, TRAINER_MODE, __version__
@@ -76,11 +85,15 @@ def check(overrides: list[str] | None = None) -> int:
     if version_problem:
         problems.append(version_problem)
 
-    try:
-        config = compose(list(overrides or []))
-    except Exception as err:  # noqa: BLE001
-        config = None
-        problems.append(f"cannot compose the shipped config with {overrides}: {type(err).__name__}: {err}")
+    config_code, config_error = 0, None
+    if overrides:  # compose's validation: its exit code and one-line error
+        config_code, config_error, config = validate(list(overrides))
+    else:
+        try:
+            config = compose([])
+        except Exception as err:  # noqa: BLE001
+            config = None
+            problems.append(f"cannot compose the shipped config: {type(err).__name__}: {err}")
     use_v1 = bool(config is not None and config.trainer.get("use_v1", True))
     mode = config.trainer.v1.get("trainer_mode") if use_v1 else None
 
@@ -130,8 +143,9 @@ def check(overrides: list[str] | None = None) -> int:
     if vllm_version is None:
         notes.append("vLLM is not installed: enough for this check and the CPU tests; training needs "
                      "pip install -e '.[gpu]'")
-    status = "FAILED" if problems else "OK"
-    out = sys.stderr if problems else sys.stdout
+    failed = bool(problems or config_code)
+    status = "FAILED" if failed else "OK"
+    out = sys.stderr if failed else sys.stdout
     print(f"verl-offgrpo {__version__} check {status}", file=out)
     print(f"  verl {getattr(verl, '__version__', '?')} (patches written for verl{patches.VERL_VERSIONS}); "
           f"vLLM {vllm_version or 'not installed'}; TransferQueue {tq_version or 'not installed'}", file=out)
@@ -140,7 +154,9 @@ def check(overrides: list[str] | None = None) -> int:
     if config is not None:
         print(f"  config: {CONFIG_NAME}.yaml{' + ' + ' '.join(overrides) if overrides else ''} — selects the plugin: "
               f"{'yes' if config_selects(config) else 'no'}; trainer: "
-              f"{'V1 ' + str(mode) if use_v1 else 'v0 (use_v1=false)'}", file=out)
+              f"{'V1 ' + str(mode) if use_v1 else 'v0 (use_v1=false)'}; "
+              + ("validated as compose validates it: " + ("passed" if not config_code else "FAILED (last line)")
+                 if overrides else "not validated (`check <overrides>` validates them as compose does)"), file=out)
     print("  registrations:", file=out)
     for name, ok in registrations.items():
         state = {True: "registered", False: "MISSING", None: "not available (no TransferQueue)"}[ok]
@@ -167,8 +183,9 @@ def check(overrides: list[str] | None = None) -> int:
                 importlib.import_module("verl_offgrpo.plugin")
             except Exception:  # noqa: BLE001 - the point is to show it
                 traceback.print_exc()
-        return 1
-    return 0
+    if config_error is not None and (config_code != 1 or not problems):  # 1: the problems above say why
+        print(config_error, file=sys.stderr)
+    return 1 if problems else config_code
 
 
 def compose(overrides: list[str]):
@@ -277,62 +294,97 @@ def _plugin_info_on_stderr():
         plugin.propagate = previous[1]
 
 
-def dry_run(overrides: list[str], path_hints: dict[str, str] | None = None) -> int:
-    """Compose and validate exactly as main_ppo's driver does, without Ray or a GPU; then note, on stderr,
-    the data/model paths that do not exist here (:func:`local_path_notes`, with ``path_hints``; exit code
-    unchanged).
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
 
-    Exit 2 for a config the plugin rejects, 3 if a mandatory value (``???``, e.g. ``rollout.name``) is
-    still unset, 4 for a config hydra cannot compose (a typo in a key, bad override syntax) or verl's own
-    ``validate_config`` rejects (one line each, no traceback). Exit 1 if verl did not load the plugin
-    (``VERL_USE_EXTERNAL_PLUGINS`` leaves it out, the package is not pip-installed, or its import failed,
-    which verl logs only at DEBUG): verl's own ``validate_config`` would then pass without the off_grpo
-    checks, and main_ppo would not know them.
-    """
+
+def _raised_in_plugin(err: BaseException) -> bool:
+    """Whether the innermost frame of ``err``'s traceback inside verl or this package is this package's."""
+    import verl
+
+    import verl_offgrpo
+
+    ours = os.path.dirname(os.path.abspath(verl_offgrpo.__file__)) + os.sep
+    theirs = os.path.dirname(os.path.abspath(verl.__file__)) + os.sep
+    owner = None
+    tb = err.__traceback__
+    while tb is not None:
+        filename = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        if filename.startswith(ours) and not filename.endswith(os.sep + "__main__.py"):
+            owner = "plugin"
+        elif filename.startswith(theirs):
+            owner = "verl"
+        tb = tb.tb_next
+    return owner == "plugin"
+
+
+def validate(overrides: list[str]):
+    """Compose the shipped yaml + ``overrides`` and validate it exactly as main_ppo's driver does, without Ray
+    or a GPU: ``(exit code, the one-line error or None, the composed config or None)``; the codes as
+    :func:`dry_run`'s. The plugin's info lines and verl's banner go to stderr on the way."""
     import verl  # noqa: F401  (loads the plugin)
     import verl.utils.config as verl_config
-    from omegaconf import OmegaConf
-    from omegaconf.errors import MissingMandatoryValue
+    from hydra.errors import HydraException
+    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
 
     from verl_offgrpo.config import OffGRPOConfigError
+    from verl_offgrpo.patches import PatchError
     from verl_offgrpo.patches import validate_config as validate_config_patch
-
-    validate_config = verl_config.validate_config
-    if not validate_config_patch.live():
-        print("verl did not load the verl-offgrpo plugin, so its checks would not run here or in main_ppo; "
-              "`python -m verl_offgrpo check` shows why.", file=sys.stderr)
-        return 1
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
 
     try:
         config = compose(overrides)
     except (HydraException, OmegaConfBaseException) as err:
-        print(f"config error (hydra): {' '.join(str(err).split())}{_knob_hint(str(err))}", file=sys.stderr)
-        return 4
+        return 4, f"config error (hydra): {_one_line(err)}{_knob_hint(str(err))}", None
+    if not validate_config_patch.live():
+        return 1, ("verl did not load the verl-offgrpo plugin, so its checks would not run here or in main_ppo; "
+                   "`python -m verl_offgrpo check` shows why."), config
     try:
         with contextlib.redirect_stdout(sys.stderr), _plugin_info_on_stderr():  # stdout is the yaml
-            validate_config(
+            verl_config.validate_config(
                 config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
             )
     except OffGRPOConfigError as err:
-        print(f"off_grpo config error: {err}", file=sys.stderr)
-        return 2
-    except (AssertionError, ValueError, HydraException) as err:  # verl's own validate_config
-        # verl's dataclass checks reach here wrapped in hydra's InstantiationException: say the cause
-        cause = err.__cause__ if isinstance(err, HydraException) and err.__cause__ is not None else err
-        print(f"config error (verl's validate_config): {' '.join(str(cause).split()) or type(cause).__name__}",
-              file=sys.stderr)
-        return 4
+        return 2, f"off_grpo config error: {err}", config
+    except PatchError as err:  # the installed verl does not take the plugin's patches: not the config's fault
+        return 1, f"verl-offgrpo cannot run here: {_one_line(err)} (`python -m verl_offgrpo check` lists them)", config
     except MissingMandatoryValue:  # verl read a ??? value: said below
         if not missing_values(config):
             raise
+    except (AssertionError, ValueError, HydraException) as err:  # verl's own validate_config
+        # verl's dataclass checks reach here wrapped in hydra's InstantiationException: say the cause
+        cause = err.__cause__ if isinstance(err, HydraException) and err.__cause__ is not None else err
+        return 4, f"config error (verl's validate_config): {_one_line(cause) or type(cause).__name__}", config
+    except Exception as err:  # anything else verl's checks raise (a key its branch needs is not in the config, ...)
+        if _raised_in_plugin(err):
+            raise  # a bug in the plugin's checks: its traceback
+        return 4, f"config error (verl's validate_config): {type(err).__name__}: {_one_line(err)}", config
     missing = missing_values(config)
     if missing:
-        print(f"incomplete config: main_ppo needs these mandatory values, still ??? here: {', '.join(missing)} "
-              "(e.g. actor_rollout_ref.rollout.name=vllm)", file=sys.stderr)
-        return 3
+        return 3, (f"incomplete config: main_ppo needs these mandatory values, still ??? here: {', '.join(missing)} "
+                   "(e.g. actor_rollout_ref.rollout.name=vllm)"), config
+    return 0, None, config
+
+
+def dry_run(overrides: list[str], path_hints: dict[str, str] | None = None) -> int:
+    """Compose and validate exactly as main_ppo's driver does (:func:`validate`), without Ray or a GPU, and
+    print the config; then note, on stderr, the data/model paths that do not exist here
+    (:func:`local_path_notes`, with ``path_hints``; exit code unchanged).
+
+    Exit 2 for a config the plugin rejects, 3 if a mandatory value (``???``, e.g. ``rollout.name``) is
+    still unset, 4 for a config hydra cannot compose (a typo in a key, bad override syntax) or verl's own
+    ``validate_config`` rejects (any exception it raises); one line each, no traceback. Exit 1 if verl
+    did not load the plugin (``VERL_USE_EXTERNAL_PLUGINS`` leaves it out, the package is not pip-installed,
+    or its import failed, which verl logs only at DEBUG): verl's own ``validate_config`` would then pass
+    without the off_grpo checks, and main_ppo would not know them; also 1 if the installed verl does not
+    take the plugin's patches.
+    """
+    from omegaconf import OmegaConf
+
+    code, error, config = validate(overrides)
+    if code:
+        print(error, file=sys.stderr)
+        return code
     print(OmegaConf.to_yaml(config))
     print("# composed and validated: verl's validate_config + off_grpo checks passed", file=sys.stderr)
     for note in local_path_notes(config, path_hints):
@@ -340,25 +392,78 @@ def dry_run(overrides: list[str], path_hints: dict[str, str] | None = None) -> i
     return 0
 
 
+#: exit code of a usage error (BSD sysexits' EX_USAGE): argparse's own 2 is the plugin's checks' code here
+EX_USAGE = 64
+_OVERRIDES_ONLY = ("hydra overrides only (key=value), not hydra's flags (--cfg, --config-name, ...); hydra's "
+                   "composition without the checks is main_ppo's --cfg job: python -m verl.trainer.main_ppo "
+                   "--config-path \"$(python -m verl_offgrpo config-dir)\" --config-name off_grpo_trainer "
+                   "<overrides> --cfg job")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors on exit code :data:`EX_USAGE`, not 2 (the plugin's checks' code)."""
+
+    def error(self, message):
+        if "unrecognized arguments" in message:
+            message += "; compose and check take " + _OVERRIDES_ONLY
+        self.print_usage(sys.stderr)
+        self.exit(EX_USAGE, f"{self.prog}: error: {message}\n")
+
+
+#: verl's import-time noise this CLI drops (main_ppo's own output keeps it): the optional training engines
+#: that are not installed, and the platform lines of a machine without an accelerator (a dry run is for one)
+_QUIET_WARNINGS = (r"\w+ engine is not available: ", r"verl\.workers\.engine\Z")
+#: verl's note that a non-GAE estimator runs without a critic: always true for the plugin's estimators
+_QUIET_CRITIC_NOTE = r"Disabled critic as algorithm\.adv_estimator != gae"
+_QUIET_PLATFORM = ("verl.plugin.platform.platform_manager",
+                   ("No supported accelerator detected", "Platform '%s' (%s) is registered but not available"))
+
+
+def _quiet_verl_imports() -> None:
+    """Filters for :data:`_QUIET_WARNINGS`, :data:`_QUIET_CRITIC_NOTE` and :data:`_QUIET_PLATFORM`, set before
+    verl is imported; nothing else of verl's or the plugin's output is hidden."""
+    import logging
+    import warnings
+
+    message, module = _QUIET_WARNINGS
+    warnings.filterwarnings("ignore", message=message, category=UserWarning, module=module)
+    warnings.filterwarnings("ignore", message=_QUIET_CRITIC_NOTE, category=UserWarning)
+    name, prefixes = _QUIET_PLATFORM
+    logging.getLogger(name).addFilter(lambda record: not str(record.msg).startswith(prefixes))
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verl_offgrpo", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="python -m verl_offgrpo", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    p_check = sub.add_parser("check", help="list the plugin's registrations and patches; exit 1 if the config "
-                             "(shipped yaml + overrides) needs something missing")
-    p_check.add_argument("overrides", nargs="*", help="hydra overrides of the shipped yaml, e.g. trainer.use_v1=false")
+    p_check = sub.add_parser(
+        "check", help="the plugin's registrations, patches and versions; exit 1 if the plugin is not usable or the "
+        "config needs a package that is missing; with overrides, also compose's validation of the shipped yaml + "
+        "overrides (compose's one-line error and exit code 2/3/4; no yaml)",
+        description="Self-check: the plugin's registrations, patches and versions, for the shipped yaml (+ overrides); "
+        "exit 1 if the plugin is not usable here or the config needs a package that is missing. Given overrides, "
+        "check also validates the config exactly as compose does (same one-line error, same exit code 2/3/4; the "
+        "yaml is not printed); without overrides the config is not validated (the shipped yaml alone is not "
+        "runnable). Takes " + _OVERRIDES_ONLY)
+    p_check.add_argument("overrides", nargs="*", help="hydra overrides of the shipped yaml, as for compose/main_ppo")
     sub.add_parser("config-dir", help="print the directory of the shipped yaml")
-    p_compose = sub.add_parser("compose", help="compose + validate the training config (no GPU), print it")
+    p_compose = sub.add_parser(
+        "compose", help="compose + validate the training config (no GPU), print it",
+        description="Compose the shipped yaml + overrides and validate it as main_ppo's driver does, without Ray or "
+        "a GPU: exit 0 and the yaml on stdout, or one line on stderr: 1 the plugin is not usable here, 2 the "
+        "plugin's checks, 3 a ??? value still unset, 4 hydra or verl's validate_config; 64 a usage error. "
+        + "Takes " + _OVERRIDES_ONLY)
     p_compose.add_argument("--path-hint", action="append", default=[], nargs=2, metavar=("PATH", "TEXT"),
                            help="what the note about PATH says in parentheses if PATH does not exist here "
                            "(the recipes: how to make their data); repeatable")
-    p_compose.add_argument("overrides", nargs="*", help="hydra overrides, as for main_ppo")
+    p_compose.add_argument("overrides", nargs="*", help="hydra overrides, as for main_ppo (no --cfg/--config-name)")
     args = parser.parse_args(argv)
-    if args.command == "check":
-        return check(args.overrides)
     if args.command == "config-dir":
         print(config_dir())
         return 0
+    _quiet_verl_imports()
+    if args.command == "check":
+        return check(args.overrides)
     return dry_run(args.overrides, dict(args.path_hint))
 
 
