@@ -32,6 +32,7 @@ from verl.workers.rollout.replica import RolloutReplica
 
 import verl_offgrpo
 from verl_offgrpo.config import V0_MANAGER_FQN, SyncConfigError, check_sync_config
+from verl_offgrpo.patches import tracking_merge
 from verl_offgrpo.sync import register_sync_hooks
 from verl_offgrpo.sync import lagged_manager as cm
 from verl_offgrpo.sync import vllm_sleep
@@ -777,7 +778,7 @@ def test_v0_guard_stops_a_run_whose_engine_disagrees_right_after_a_sync(ray_loca
         from verl_offgrpo.sync.alpha_guard import LAGGED_OVER_LIMIT
 
         assert manager.step_metrics(1)["off_grpo/weights_verified"] == 1.0
-        assert cm._PENDING_LOG_METRICS[2][LAGGED_OVER_LIMIT] == 1.0
+        assert tracking_merge.PENDING_METRICS[2][LAGGED_OVER_LIMIT] == 1.0
 
 
 def test_v0_manager_without_trainer_is_an_error(ray_local):
