@@ -111,7 +111,6 @@ def test_all_code_that_replaces_verl_attributes_lives_in_the_patches_package():
     import re
 
     allowed = {
-        "sync/bound_monitor_v0.py",  # ray_trainer.compute_advantage: installed by the lagged manager
         "sync/vllm_sleep.py",  # one server instance's _resolve_sleep_level, at run time of a selected job
     }
     pattern = re.compile(r"^\s*(verl_config|core_algos|engine_cls|tracking\.\w+|ray_trainer|cls)\.\w+\s*=", re.M)
@@ -301,6 +300,7 @@ def test_check_lists_every_patch_with_its_target_and_whether_it_is_live(procs):
     assert "BucketedWeightSender.__init__: not live" in out  # only in a selecting job's Ray processes
     assert "verl.workers.engine.base.BaseEngine.train_batch: live" in out  # imported by check, then read off
     assert "verl.utils.tracking.Tracking.log: not live" in out  # only once a v0 lagged manager is built
+    assert "verl.trainer.ppo.ray_trainer.compute_advantage: not live" in out  # likewise
     assert "applied when" not in out
     assert "selects the plugin: yes; trainer: V1 off_grpo_sync" in out
 
