@@ -50,7 +50,7 @@ def compose_cfg(*overrides):
 # ----------------------------------------------------------------------------- fakes
 class FakeWorkerExtension:
     """Stands for verl's ``vLLMColocateWorkerExtension``: the plugin's post-import hook gives it the
-    served-weights method (:func:`served_weights.install_worker_method`), vLLM mixes it into its workers."""
+    served-weights method (:func:`verl_offgrpo.patches.served_weights_worker.install_worker_method`), vLLM mixes it into its workers."""
 
 
 class FakeVLLMWorker(FakeWorkerExtension):
@@ -101,7 +101,7 @@ class FakeVLLMServer:
     (one ulp in one element of that rank's first tensor right after the server's n-th weights wake)."""
 
     def __init__(self, free_cache_engine=True, level1_sleep_s=0.0, tp=1, force_level2=False, perturb_at_wake=None):
-        from verl_offgrpo.sync import served_weights
+        from verl_offgrpo.patches import served_weights_worker
 
         self.config = SimpleNamespace(free_cache_engine=free_cache_engine)
         self.level1_sleep_s = level1_sleep_s  # what copying the weights to host memory takes
@@ -117,7 +117,7 @@ class FakeVLLMServer:
         self.weight_wakes = 0
         self.rpcs = []  # (method, action, step, rank) of each collective_rpc, per worker
         # what the plugin's post-import hook does in vLLM's worker processes
-        served_weights.install_worker_method(SimpleNamespace(__name__="fake", vLLMColocateWorkerExtension=FakeWorkerExtension))
+        served_weights_worker.install_worker_method(SimpleNamespace(__name__="fake", vLLMColocateWorkerExtension=FakeWorkerExtension))
         self.workers = [FakeVLLMWorker(rank) for rank in range(tp)]
 
     def _resolve_sleep_level(self):

@@ -43,18 +43,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import re
 import time
 from typing import Any, Iterable, Optional
 
-logger = logging.getLogger(__name__)
-
 #: the worker-extension method the manager calls through ``collective_rpc``
 RPC_METHOD = "off_grpo_served_weights"
-#: verl's module defining the worker extension class that vLLM mixes into its workers
-WORKER_EXTENSION_MODULE = "verl.workers.rollout.vllm_rollout.utils"
-WORKER_EXTENSION_CLASS = "vLLMColocateWorkerExtension"
 #: attribute of a vLLM worker holding its record (fingerprint of α and the step it was synced after)
 RECORD_ATTR = "_off_grpo_alpha_record"
 #: words per chunk: bounds the temporary device memory at 2 × 4 B × CHUNK = 32 MiB
@@ -190,26 +184,6 @@ def _describe(diff: dict) -> str:
     if diff["served"] is None:
         return f"{diff['name']} (no longer served)"
     return f"{diff['name']} (bit-sum {diff['recorded'][2]} -> {diff['served'][2]}, weighted {diff['recorded'][3]} -> {diff['served'][3]})"
-
-
-def _worker_method(self, action: str, step: Optional[int] = None, replica: Optional[int] = None) -> dict:
-    return served_weights_rpc(self, action, step=step, replica=replica)
-
-
-def install_worker_method(module) -> None:
-    """Post-import hook of :data:`WORKER_EXTENSION_MODULE`: give its worker extension class
-    :data:`RPC_METHOD` (vLLM mixes that class into every worker, so ``collective_rpc`` finds it)."""
-    cls = getattr(module, WORKER_EXTENSION_CLASS, None)
-    if not isinstance(cls, type):
-        # not an import error for everyone: only the check fails, at the first sync, with this hint
-        logger.warning(
-            "verl-offgrpo: %s lacks %s; the served-weights check was written for verl 0.9.1's vLLM worker "
-            "extension and will fail (set algorithm.off_grpo.verify_served_weights=false to run without it).",
-            module.__name__, WORKER_EXTENSION_CLASS,
-        )  # fmt: skip
-        return
-    if getattr(cls, RPC_METHOD, None) is not _worker_method:
-        setattr(cls, RPC_METHOD, _worker_method)
 
 
 # ----------------------------------------------------------------------------- driver side
