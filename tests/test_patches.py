@@ -155,6 +155,22 @@ def test_the_vllm_server_members_the_sleep_override_relies_on_are_in_verls_sourc
     assert ("verl_offgrpo.sync.vllm_sleep", "vllm") in patches.INTERNALS_MODULES
 
 
+def test_the_v1_trainer_modes_reliance_on_verls_trainer_is_declared_and_checked():
+    """Every private member of verl's trainer that ``OffGRPOSyncTrainer`` overrides is in its
+    ``VERL_INTERNALS``, which preflight checks (all present in the installed verl)."""
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from verl_offgrpo.sync import trainer_v1
+
+    assert ("verl_offgrpo.sync.trainer_v1", "transfer_queue") in patches.INTERNALS_MODULES
+    overridden = {name for name in vars(trainer_v1.OffGRPOSyncTrainer) if hasattr(PPOTrainerSync, name)
+                  and name not in ("_abc_impl", "trainer_mode") and not name.startswith("__")}  # trainer_mode: an instance attr
+    declared = {name.rpartition(".")[2] for name in trainer_v1.VERL_INTERNALS}
+    assert overridden <= declared, overridden - declared
+    for name in trainer_v1.VERL_INTERNALS:
+        assert patches.target_problem(name) is None
+
+
 # ----------------------------------------------------------------------------- guards
 @pytest.mark.parametrize(("version", "ok"), [("0.9.1", True), ("0.9.7", True), ("0.9.2.dev0", True),
                                              ("0.9.0", False), ("0.10.0", False), ("1.0.0", False)])
@@ -335,6 +351,8 @@ def test_check_lists_every_patch_with_its_target_and_whether_it_is_live(procs):
     assert "applied when" not in out
     assert "verl internals relied on at run time" in out
     assert "    verl_offgrpo.sync.vllm_sleep: not checked here (needs vllm)" in out  # no vllm on the CPU
+    assert "      verl.trainer.ppo.v1.trainer_sync.PPOTrainerSync._setup: present" in out
+    assert "ReplayBuffer._sync_metadata_from_transfer_queue: present" in out
     assert "selects the plugin: yes; trainer: V1 off_grpo_sync" in out
 
 

@@ -15,7 +15,7 @@ lagged checkpoint manager. A job that selects nothing runs verl's code unchanged
 not installed, or passes every call straight to verl's original.
 
 Code that must reach into verl at run time, where no import-time patch can (an override on one
-server object), stays in its own module and names the verl attributes it relies on in
+server object, a subclass of verl's V1 trainer), stays in its own module and names the verl attributes it relies on in
 ``VERL_INTERNALS``; :data:`INTERNALS_MODULES` lists those modules, and :func:`preflight` checks their
 names as it checks the patches' targets.
 
@@ -68,6 +68,7 @@ PATCH_MODULES = (
 #: import it).
 INTERNALS_MODULES = (
     ("verl_offgrpo.sync.vllm_sleep", "vllm"),  # one vLLMHttpServer object's _resolve_sleep_level
+    ("verl_offgrpo.sync.trainer_v1", "transfer_queue"),  # a subclass of verl's V1 sync trainer (private members)
 )
 
 
