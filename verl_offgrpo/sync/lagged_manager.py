@@ -59,7 +59,7 @@ from . import served_weights
 from .alpha_guard import ServedPolicyError, check_served_policy
 from .schedule import FIRST, REPEAT, SlotDecision, SyncSchedule, validation_follows
 from .window import WINDOW
-from .vllm_sleep import empty_device_cache, keep_weights_across_sleep, policy_servers
+from .vllm_sleep import empty_device_cache, keep_weights_across_sleep, replica_servers
 
 logger = logging.getLogger(__name__)
 
@@ -256,7 +256,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         workers = getattr(self.actor_wg, "workers", None) or []
         reports = ray.get([worker.__ray_call__.remote(empty_device_cache, keep_if_fits) for worker in workers])
         emptied = time.perf_counter()
-        await asyncio.gather(*[server.wake_up.remote(tags=["weights"]) for server in policy_servers(self.replicas)])
+        await asyncio.gather(*[server.wake_up.remote(tags=["weights"]) for server in replica_servers(self.replicas)])
         weights_woken = time.perf_counter()
         await self.resume_kv_cache_replicas()
         done = time.perf_counter()

@@ -202,25 +202,16 @@ def parse_payload(error: BaseException | str) -> Optional[dict]:
         return None
 
 
-def leader_servers(replicas) -> list:
-    """The server of node rank 0 of each replica: the one that owns vLLM's engine (``collective_rpc``)."""
-    servers = []
-    for replica in replicas:
-        handles = getattr(replica, "servers", None)
-        if not handles:
-            raise RuntimeError(f"verl-offgrpo: rollout replica {type(replica).__name__} has no launched servers.")
-        servers.append(handles[0])
-    return servers
-
-
 async def call_replicas(replicas, action: str, step: Optional[int]) -> list[tuple[int, BaseException]]:
     """``action`` on every TP worker of every replica (verl's ``vLLMHttpServer.collective_rpc``, as its
     weight sync uses); returns the failures as ``(replica index, error)``."""
     import asyncio
 
+    from .vllm_sleep import replica_servers
+
     refs = [
         server.collective_rpc.remote(RPC_METHOD, kwargs={"action": action, "step": step, "replica": index})
-        for index, server in enumerate(leader_servers(replicas))
+        for index, server in enumerate(replica_servers(replicas, leaders_only=True))
     ]
     results = await asyncio.gather(*refs, return_exceptions=True)
     return [(index, result) for index, result in enumerate(results) if isinstance(result, BaseException)]

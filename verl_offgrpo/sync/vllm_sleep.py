@@ -77,21 +77,21 @@ def read_server_state(server: Any) -> dict:
     }
 
 
-def policy_servers(replicas) -> list:
+def replica_servers(replicas, leaders_only: bool = False) -> list:
+    """The launched servers of the policy ``replicas`` (verl's ``RolloutReplica.servers``), every one, or
+    with ``leaders_only`` the first of each replica: node rank 0, which owns vLLM's engine (``collective_rpc``)."""
     servers = []
     for replica in replicas:
         handles = getattr(replica, "servers", None)
         if not handles:
-            raise RuntimeError(
-                f"verl-offgrpo: rollout replica {type(replica).__name__} has no launched servers; cannot keep α."
-            )
-        servers.extend(handles)
+            raise RuntimeError(f"verl-offgrpo: rollout replica {type(replica).__name__} has no launched servers.")
+        servers.extend(handles[:1] if leaders_only else handles)
     return servers
 
 
 def keep_weights_across_sleep(replicas, level: int = 1) -> list[dict]:
     """Driver side: make every server of ``replicas`` sleep at ``level``; verify and return their reports."""
-    servers = policy_servers(replicas)
+    servers = replica_servers(replicas)
     reports = ray.get([server.__ray_call__.remote(override_sleep_level, level) for server in servers])
     for report in reports:
         if report["sleep_level"] != level:
