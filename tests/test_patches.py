@@ -111,9 +111,7 @@ def test_all_code_that_replaces_verl_attributes_lives_in_the_patches_package():
     import re
 
     allowed = {
-        "sync/lagged_manager.py",  # Tracking.log merge: installed by the lagged manager (selected jobs)
-        "sync/bound_monitor_v0.py",  # ray_trainer.compute_advantage: installed by the lagged manager
-        "sync/vllm_sleep.py",  # one server instance's _resolve_sleep_level, at run time of a selected job
+        "sync/vllm_sleep.py",  # one server instance's _resolve_sleep_level, at run time (its VERL_INTERNALS)
     }
     pattern = re.compile(r"^\s*(verl_config|core_algos|engine_cls|tracking\.\w+|ray_trainer|cls)\.\w+\s*=", re.M)
     offenders = []
@@ -124,6 +122,53 @@ def test_all_code_that_replaces_verl_attributes_lives_in_the_patches_package():
         if pattern.search(path.read_text()):
             offenders.append(rel)
     assert offenders == []
+
+
+def test_preflight_checks_the_verl_internals_that_code_outside_the_patches_relies_on(monkeypatch):
+    """A module of ``INTERNALS_MODULES`` whose ``VERL_INTERNALS`` names a missing verl attribute stops a
+    selecting job before Ray (one line), like a missing patch target; a module whose package is not
+    installed is left unchecked."""
+    reach = type(sys)("fake_reach")
+    reach.VERL_INTERNALS = ("verl.utils.config.validate_config", "verl.utils.config._no_such_internal")
+    monkeypatch.setitem(sys.modules, "fake_reach", reach)
+    monkeypatch.setattr(patches, "INTERNALS_MODULES", (("fake_reach", "pytest"), ("fake_unchecked", "no_such_package")))
+    problems = patches.preflight()
+    assert problems == [f"verl-offgrpo: verl attribute relied on by fake_reach verl.utils.config._no_such_internal "
+                        f"is missing from verl {verl.__version__} (AttributeError: module 'verl.utils.config' has no "
+                        "attribute '_no_such_internal')"]
+    with pytest.raises(PatchError, match="^verl-offgrpo: verl attribute relied on by fake_reach verl.utils.config._no"):
+        _validate(shipped_config())
+
+
+def test_the_vllm_server_members_the_sleep_override_relies_on_are_in_verls_source():
+    """vllm is not installed here, so preflight cannot import verl's server module: read its source instead."""
+    import ast
+
+    from verl_offgrpo.sync import vllm_sleep
+
+    module, _, cls_name = vllm_sleep.SERVER_CLASS.rpartition(".")
+    path = Path(verl.__file__).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    cls = next(n for n in ast.parse(path.read_text()).body if isinstance(n, ast.ClassDef) and n.name == cls_name)
+    members = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    assert vllm_sleep.VERL_INTERNALS == tuple(f"{vllm_sleep.SERVER_CLASS}.{m}" for m in vllm_sleep.SERVER_MEMBERS)
+    assert set(vllm_sleep.SERVER_MEMBERS) <= members
+    assert ("verl_offgrpo.sync.vllm_sleep", "vllm") in patches.INTERNALS_MODULES
+
+
+def test_the_v1_trainer_modes_reliance_on_verls_trainer_is_declared_and_checked():
+    """Every private member of verl's trainer that ``OffGRPOSyncTrainer`` overrides is in its
+    ``VERL_INTERNALS``, which preflight checks (all present in the installed verl)."""
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from verl_offgrpo.sync import trainer_v1
+
+    assert ("verl_offgrpo.sync.trainer_v1", "transfer_queue") in patches.INTERNALS_MODULES
+    overridden = {name for name in vars(trainer_v1.OffGRPOSyncTrainer) if hasattr(PPOTrainerSync, name)
+                  and name not in ("_abc_impl", "trainer_mode") and not name.startswith("__")}  # trainer_mode: an instance attr
+    declared = {name.rpartition(".")[2] for name in trainer_v1.VERL_INTERNALS}
+    assert overridden <= declared, overridden - declared
+    for name in trainer_v1.VERL_INTERNALS:
+        assert patches.target_problem(name) is None
 
 
 # ----------------------------------------------------------------------------- guards
@@ -301,7 +346,13 @@ def test_check_lists_every_patch_with_its_target_and_whether_it_is_live(procs):
     assert "advantage estimator red_drop: registered" in out and "policy loss rec: registered" in out
     assert "BucketedWeightSender.__init__: not live" in out  # only in a selecting job's Ray processes
     assert "verl.workers.engine.base.BaseEngine.train_batch: live" in out  # imported by check, then read off
+    assert "verl.utils.tracking.Tracking.log: not live" in out  # only once a v0 lagged manager is built
+    assert "verl.trainer.ppo.ray_trainer.compute_advantage: not live" in out  # likewise
     assert "applied when" not in out
+    assert "verl internals relied on at run time" in out
+    assert "    verl_offgrpo.sync.vllm_sleep: not checked here (needs vllm)" in out  # no vllm on the CPU
+    assert "      verl.trainer.ppo.v1.trainer_sync.PPOTrainerSync._setup: present" in out
+    assert "ReplayBuffer._sync_metadata_from_transfer_queue: present" in out
     assert "selects the plugin: yes; trainer: V1 off_grpo_sync" in out
 
 

@@ -128,10 +128,10 @@ def test_registered_under_red_drop():
 
 def test_v0_bound_monitor_reports_the_dropped_fraction():
     """v0: verl's compute_advantage wrapped by the plugin hands off_grpo/red_drop/dropped_frac to the step."""
-    from verl_offgrpo.sync.bound_monitor_v0 import wrap_compute_advantage
+    from verl_offgrpo.patches import v0_advantage_metrics as v0
+    from verl_offgrpo.patches.v0_advantage_metrics import wrap_compute_advantage
 
     got = []
-    import verl_offgrpo.sync.bound_monitor_v0 as v0
 
     v0._SINK[:] = [got.append]
     try:

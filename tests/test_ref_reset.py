@@ -209,7 +209,7 @@ def test_fsdp_layout_mismatch_raises(gloo_world_1):
         copy_params_into_(wrap_fsdp1(TinyPolicy(1), wrap_blocks=False), wrap_fsdp1(TinyPolicy(0)))
 
 
-def test_worker_entry_rejects_missing_ref_and_lora():
+def test_worker_entry_rejects_missing_ref_and_non_fsdp():
     from verl_offgrpo.ref_reset.worker import reset_reference_on_worker
 
     w = fake_arr_worker(TinyPolicy(0), TinyPolicy(1), "fsdp")
@@ -218,10 +218,6 @@ def test_worker_entry_rejects_missing_ref_and_lora():
         reset_reference_on_worker(w)
     w = fake_arr_worker(TinyPolicy(0), TinyPolicy(1), "megatron")
     with pytest.raises(RefResetError, match="only FSDP"):
-        reset_reference_on_worker(w)
-    w = fake_arr_worker(TinyPolicy(0), TinyPolicy(1), "fsdp")
-    w.actor.engine._is_lora = True
-    with pytest.raises(RefResetError, match="LoRA"):
         reset_reference_on_worker(w)
 
 
@@ -445,9 +441,7 @@ def fake_arr_worker(actor_module, ref_module, strategy):
     """Stand-in for verl's ActorRolloutRefWorker: .actor/.ref TrainingWorkers with an .engine each."""
 
     def engine(module):
-        return types.SimpleNamespace(
-            module=module, engine_config=types.SimpleNamespace(strategy=strategy), device_mesh=None, _is_lora=False
-        )
+        return types.SimpleNamespace(module=module, engine_config=types.SimpleNamespace(strategy=strategy), device_mesh=None)
 
     return types.SimpleNamespace(
         actor=types.SimpleNamespace(engine=engine(actor_module)), ref=types.SimpleNamespace(engine=engine(ref_module))

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from verl_offgrpo.patches import served_weights_worker
 from verl_offgrpo.sync import served_weights as sw
 
 
@@ -90,8 +91,8 @@ class Worker(Extension):
 
 def test_worker_method_records_and_checks_and_the_driver_reads_the_error():
     module = SimpleNamespace(__name__="fake", vLLMColocateWorkerExtension=Extension)
-    sw.install_worker_method(module)
-    sw.install_worker_method(module)  # idempotent
+    served_weights_worker.install_worker_method(module)
+    served_weights_worker.install_worker_method(module)  # idempotent
     worker = Worker(rank=1)
     method = getattr(worker, sw.RPC_METHOD)
     with pytest.raises(sw.ServedWeightsMismatch, match="rank 1 has no record"):
@@ -125,8 +126,8 @@ def test_worker_method_records_and_checks_and_the_driver_reads_the_error():
 
 def test_install_warns_on_a_module_without_the_extension(caplog):
     """Not an import error in every verl process: a warning, and the check then fails at the first sync."""
-    with caplog.at_level("WARNING", logger=sw.__name__):
-        sw.install_worker_method(SimpleNamespace(__name__="verl.workers.rollout.vllm_rollout.utils"))
+    with caplog.at_level("WARNING", logger=served_weights_worker.__name__):
+        served_weights_worker.install_worker_method(SimpleNamespace(__name__="verl.workers.rollout.vllm_rollout.utils"))
     assert "verify_served_weights=false" in caplog.text
 
 

@@ -32,6 +32,7 @@ from verl.workers.rollout.replica import RolloutReplica
 
 import verl_offgrpo
 from verl_offgrpo.config import V0_MANAGER_FQN, SyncConfigError, check_sync_config
+from verl_offgrpo.patches import tracking_merge
 from verl_offgrpo.sync import register_sync_hooks
 from verl_offgrpo.sync import lagged_manager as cm
 from verl_offgrpo.sync import vllm_sleep
@@ -49,7 +50,7 @@ def compose_cfg(*overrides):
 # ----------------------------------------------------------------------------- fakes
 class FakeWorkerExtension:
     """Stands for verl's ``vLLMColocateWorkerExtension``: the plugin's post-import hook gives it the
-    served-weights method (:func:`served_weights.install_worker_method`), vLLM mixes it into its workers."""
+    served-weights method (:func:`verl_offgrpo.patches.served_weights_worker.install_worker_method`), vLLM mixes it into its workers."""
 
 
 class FakeVLLMWorker(FakeWorkerExtension):
@@ -100,7 +101,7 @@ class FakeVLLMServer:
     (one ulp in one element of that rank's first tensor right after the server's n-th weights wake)."""
 
     def __init__(self, free_cache_engine=True, level1_sleep_s=0.0, tp=1, force_level2=False, perturb_at_wake=None):
-        from verl_offgrpo.sync import served_weights
+        from verl_offgrpo.patches import served_weights_worker
 
         self.config = SimpleNamespace(free_cache_engine=free_cache_engine)
         self.level1_sleep_s = level1_sleep_s  # what copying the weights to host memory takes
@@ -116,7 +117,7 @@ class FakeVLLMServer:
         self.weight_wakes = 0
         self.rpcs = []  # (method, action, step, rank) of each collective_rpc, per worker
         # what the plugin's post-import hook does in vLLM's worker processes
-        served_weights.install_worker_method(SimpleNamespace(__name__="fake", vLLMColocateWorkerExtension=FakeWorkerExtension))
+        served_weights_worker.install_worker_method(SimpleNamespace(__name__="fake", vLLMColocateWorkerExtension=FakeWorkerExtension))
         self.workers = [FakeVLLMWorker(rank) for rank in range(tp)]
 
     def _resolve_sleep_level(self):
@@ -777,7 +778,7 @@ def test_v0_guard_stops_a_run_whose_engine_disagrees_right_after_a_sync(ray_loca
         from verl_offgrpo.sync.alpha_guard import LAGGED_OVER_LIMIT
 
         assert manager.step_metrics(1)["off_grpo/weights_verified"] == 1.0
-        assert cm._PENDING_LOG_METRICS[2][LAGGED_OVER_LIMIT] == 1.0
+        assert tracking_merge.PENDING_METRICS[2][LAGGED_OVER_LIMIT] == 1.0
 
 
 def test_v0_manager_without_trainer_is_an_error(ray_local):

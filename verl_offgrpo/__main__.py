@@ -139,6 +139,17 @@ def check(overrides: list[str] | None = None) -> int:
         if targets[0].endswith("train_batch") and not live and missing[targets[0]] is None and not patches.disabled():
             problems.append("verl's BaseEngine.train_batch was imported here without the plugin's wrap")
 
+    # verl attributes that code outside the patches relies on at run time (patches.INTERNALS_MODULES)
+    internals, import_problems = patches.verl_internals()
+    problems.extend(import_problems)
+    packages = dict(patches.INTERNALS_MODULES)
+    internal_rows = {}
+    for name, targets in internals.items():
+        internal_rows[name] = [(target, _prove(target)) for target in targets or ()]
+        for target, why in internal_rows[name]:
+            if why is not None:
+                problems.append(f"verl attribute {target}, relied on by {name}, is missing: {why}")
+
     vllm_version = _dist_version("vllm")
     if vllm_version is None:
         notes.append("vLLM is not installed: enough for this check and the CPU tests; training needs "
@@ -170,6 +181,14 @@ def check(overrides: list[str] | None = None) -> int:
                 state += f"; target not importable here ({why})"
             print(f"    {target}: {state}", file=out)
         print(f"      {when}", file=out)
+    print("  verl internals relied on at run time (attribute: present in this verl?):", file=out)
+    for name, rows_of_module in internal_rows.items():
+        if internals[name] is None:
+            print(f"    {name}: not checked here (needs {packages[name]})", file=out)
+            continue
+        print(f"    {name}:", file=out)
+        for target, why in rows_of_module:
+            print(f"      {target}: {'present' if why is None else 'MISSING (' + why + ')'}", file=out)
     for note in notes:
         print(f"  note: {note}", file=out)
     print(f"  config file: {os.path.join(config_dir(), CONFIG_NAME + '.yaml')}", file=out)

@@ -26,8 +26,7 @@ import numpy as np
 import torch
 
 from verl_offgrpo.groups import group_ids
-
-LOG_BOUND = 20.0
+from verl_offgrpo.policy_loss import LOG_RATIO_BOUND
 
 
 def tv_estimates(rprime: torch.Tensor, response_mask: torch.Tensor) -> dict[str, float]:
@@ -37,10 +36,10 @@ def tv_estimates(rprime: torch.Tensor, response_mask: torch.Tensor) -> dict[str,
     n_tok = mask.sum().clamp(min=1)
     tv_token = 0.5 * ((safe - 1).abs() * mask).sum() / n_tok
     log_rprime = torch.log(safe.clamp(min=1e-300))  # 0 on padding
-    log_seq = log_rprime.sum(-1).clamp(-LOG_BOUND, LOG_BOUND)
+    log_seq = log_rprime.sum(-1).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
     rows = mask.any(-1)
     tv_seq = 0.5 * (torch.exp(log_seq) - 1).abs()[rows].mean() if bool(rows.any()) else torch.tensor(0.0)
-    abs_log = (log_rprime.clamp(-LOG_BOUND, LOG_BOUND).abs() * mask).sum() / n_tok
+    abs_log = (log_rprime.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND).abs() * mask).sum() / n_tok
     return {"off_grpo/bound/tv_token": float(tv_token), "off_grpo/bound/tv_seq": float(tv_seq),
             "off_grpo/bound/mean_abs_log_rprime": float(abs_log)}  # fmt: skip
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from verl_offgrpo.bound_monitor import bound_metrics
-from verl_offgrpo.groups import group_ids, red_drop_rows, zero_variance_rows  # noqa: F401  (group_ids: re-exported)
+from verl_offgrpo.groups import red_drop_rows, zero_variance_rows
 
 
 def zero_rows_nested(nested: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:

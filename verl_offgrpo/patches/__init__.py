@@ -14,6 +14,11 @@ A job *selects* the plugin (:mod:`.selection`) when its config names the ``off_g
 lagged checkpoint manager. A job that selects nothing runs verl's code unchanged: a patch either is
 not installed, or passes every call straight to verl's original.
 
+Code that must reach into verl at run time, where no import-time patch can (an override on one
+server object, a subclass of verl's V1 trainer), stays in its own module and names the verl attributes it relies on in
+``VERL_INTERNALS``; :data:`INTERNALS_MODULES` lists those modules, and :func:`preflight` checks their
+names as it checks the patches' targets.
+
 A verl version outside :data:`VERL_VERSIONS`, or a patch target that is missing, is an error
 (:class:`PatchError`, one line) when the plugin is selected and a :class:`PatchWarning` otherwise.
 
@@ -26,6 +31,7 @@ This package imports nothing from verl at import time.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 import warnings
@@ -52,6 +58,17 @@ PATCH_MODULES = (
     "verl_offgrpo.patches.ipc_socket",
     "verl_offgrpo.patches.served_weights_worker",
     "verl_offgrpo.patches.final_outputs",
+    "verl_offgrpo.patches.tracking_merge",
+    "verl_offgrpo.patches.v0_advantage_metrics",
+)
+
+#: Modules outside this package that reach into verl at run time, where no import-time patch can; each
+#: names the verl attributes it relies on (written for :data:`VERL_VERSIONS`) in ``VERL_INTERNALS``.
+#: ``(module, package)``: they are checked only where ``package`` is installed (verl's modules they name
+#: import it).
+INTERNALS_MODULES = (
+    ("verl_offgrpo.sync.vllm_sleep", "vllm"),  # one vLLMHttpServer object's _resolve_sleep_level
+    ("verl_offgrpo.sync.trainer_v1", "transfer_queue"),  # a subclass of verl's V1 sync trainer (private members)
 )
 
 
@@ -129,13 +146,29 @@ def resolve(target: str):
     raise ImportError(f"no module of {target!r} can be imported")
 
 
-def target_problem(target: str) -> str | None:
+def target_problem(target: str, what: str = "patch target") -> str | None:
     """One line if ``target`` cannot be found in the installed verl, else None."""
     try:
         resolve(target)
     except Exception as err:  # noqa: BLE001 - ImportError, AttributeError, or a module that fails to import
-        return f"verl-offgrpo: patch target {target} is missing from verl {verl_version()} ({type(err).__name__}: {err})"
+        return f"verl-offgrpo: {what} {target} is missing from verl {verl_version()} ({type(err).__name__}: {err})"
     return None
+
+
+def verl_internals() -> tuple[dict[str, tuple[str, ...] | None], list[str]]:
+    """The ``VERL_INTERNALS`` of each module of :data:`INTERNALS_MODULES` (None where its package is not
+    installed: not checked here), and one problem line for each module that cannot be imported."""
+    names, problems = {}, []
+    for name, package in INTERNALS_MODULES:
+        names[name] = None
+        if importlib.util.find_spec(package) is None:
+            continue
+        try:
+            names[name] = tuple(importlib.import_module(name).VERL_INTERNALS)
+        except Exception as err:  # noqa: BLE001 - a problem of the installed verl, reported as such
+            problems.append(f"verl-offgrpo: {name} cannot be imported with verl {verl_version()} "
+                            f"({type(err).__name__}: {err})")
+    return names, problems
 
 
 def complain(message: str, selected: bool) -> None:
@@ -151,8 +184,8 @@ def patch_modules() -> list:
 
 
 def preflight(versions: str = VERL_VERSIONS) -> list[str]:
-    """What a selected job needs from verl and does not find: the version range and every patch
-    target (this imports the targets' verl modules; the weight-transfer module needs vllm and is only
+    """What a selected job needs from verl and does not find: the version range, every patch target and
+    every name of :data:`INTERNALS_MODULES` (this imports their verl modules; those that need vllm are only
     checked where vllm is installed). Empty when everything is there."""
     problems = []
     version = version_problem(versions)
@@ -161,6 +194,13 @@ def preflight(versions: str = VERL_VERSIONS) -> list[str]:
     for module in patch_modules():
         for target in getattr(module, "preflight_targets", lambda: module.TARGETS)():
             problem = target_problem(target)
+            if problem:
+                problems.append(problem)
+    internals, import_problems = verl_internals()
+    problems.extend(import_problems)
+    for name, targets in internals.items():
+        for target in targets or ():
+            problem = target_problem(target, f"verl attribute relied on by {name}")
             if problem:
                 problems.append(problem)
     return problems

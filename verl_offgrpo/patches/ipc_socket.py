@@ -11,8 +11,8 @@ and the Ray job id does not tell jobs apart: every fresh Ray cluster (each ``mai
 starts its own, the default) numbers its driver's job ``01000000``. Two jobs on different GPUs of
 one host therefore share the path. The later bind replaces the earlier socket file, so a receiver
 can connect to the *other* job's sender: one vLLM loads the other job's weights (α silently wrong)
-while the other job's sender waits forever for its peer (seen: jobs side by side hung in
-``BucketedWeightSender._init_buffer``).
+while the other job's sender, whose receiver never connects, waits for its peer without end (a
+blocking ZMQ REQ/REP handshake without a timeout, in ``BucketedWeightSender._init_buffer``).
 
 Fix, applied to both ends when :data:`WEIGHT_TRANSFER_MODULE` is imported (a post-import hook that the
 entry point installs only in the processes of a job that selects the plugin, ``VERL_OFFGRPO_JOB=1``,

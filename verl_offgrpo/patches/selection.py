@@ -16,9 +16,6 @@ from verl_offgrpo import ESTIMATOR_NAMES, LOSS_NAMES, TRAINER_MODE
 from verl_offgrpo.config.off_grpo import AUTO
 from verl_offgrpo.config.off_grpo import config_value as _get
 
-#: the v0 trainer's lagged checkpoint manager, as named in ``rollout.checkpoint_manager_class``
-V0_MANAGER_CLASS = "LaggedCheckpointManager"
-
 
 def _sync_period_selects(value: Any) -> bool:
     if value is None:

@@ -11,7 +11,9 @@ Written for verl 0.9.1 (:data:`VERL_VERSIONS`): adds ``vLLMColocateWorkerExtensi
 from __future__ import annotations
 
 import importlib.util
+import logging
 import sys
+from typing import Optional
 
 from verl_offgrpo.patches import VERL_VERSIONS, complain, job_selected, version_problem
 
@@ -21,7 +23,36 @@ TARGETS = (f"{MODULE}.{CLASS}",)
 WHEN = ("vLLM workers of a selecting job (VERL_OFFGRPO_JOB=1): the worker extension gains the served-weights "
         "check's RPC method; not installed in other jobs")
 
-__all__ = ["TARGETS", "VERL_VERSIONS", "WHEN", "install", "live"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["TARGETS", "VERL_VERSIONS", "WHEN", "install", "install_worker_method", "live", "worker_method"]
+
+
+def worker_method(self, action: str, step: Optional[int] = None, replica: Optional[int] = None) -> dict:
+    """The method the extension class gains (:data:`~verl_offgrpo.sync.served_weights.RPC_METHOD`): runs
+    :func:`~verl_offgrpo.sync.served_weights.served_weights_rpc` on the vLLM worker ``self``."""
+    from verl_offgrpo.sync.served_weights import served_weights_rpc
+
+    return served_weights_rpc(self, action, step=step, replica=replica)
+
+
+def install_worker_method(module) -> None:
+    """Post-import hook of :data:`MODULE`: give its worker extension class :data:`CLASS` the method
+    :func:`worker_method` as ``RPC_METHOD`` (vLLM mixes that class into every worker, so ``collective_rpc``
+    finds it); idempotent."""
+    from verl_offgrpo.sync.served_weights import RPC_METHOD
+
+    cls = getattr(module, CLASS, None)
+    if not isinstance(cls, type):
+        # not an import error for everyone: only the check fails, at the first sync, with this hint
+        logger.warning(
+            "verl-offgrpo: %s lacks %s; the served-weights check was written for verl 0.9.1's vLLM worker "
+            "extension and will fail (set algorithm.off_grpo.verify_served_weights=false to run without it).",
+            module.__name__, CLASS,
+        )  # fmt: skip
+        return
+    if getattr(cls, RPC_METHOD, None) is not worker_method:
+        setattr(cls, RPC_METHOD, worker_method)
 
 
 def preflight_targets() -> tuple[str, ...]:
@@ -30,11 +61,11 @@ def preflight_targets() -> tuple[str, ...]:
 
 
 def live() -> bool:
-    from verl_offgrpo.sync.served_weights import RPC_METHOD, _worker_method
+    from verl_offgrpo.sync.served_weights import RPC_METHOD
 
     module = sys.modules.get(MODULE)
     cls = getattr(module, CLASS, None) if module is not None else None
-    return cls is not None and getattr(cls, RPC_METHOD, None) is _worker_method
+    return cls is not None and getattr(cls, RPC_METHOD, None) is worker_method
 
 
 def install() -> None:
@@ -45,6 +76,5 @@ def install() -> None:
     if problem is not None:
         complain(problem, True)
     from verl_offgrpo.patches.post_import import on_import
-    from verl_offgrpo.sync.served_weights import install_worker_method
 
     on_import(MODULE, CLASS, install_worker_method)

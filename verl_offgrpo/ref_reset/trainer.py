@@ -87,7 +87,6 @@ def _reset(trainer: Any, verify: bool) -> dict:
     if verify:
         diffs = [r.get("max_abs_diff") for r in reports if r.get("max_abs_diff") is not None]
         metrics["off_grpo/ref_reset_max_abs_diff"] = max(diffs) if diffs else 0.0
-    trainer._off_grpo_ref_reset_reports = reports
     return metrics
 
 

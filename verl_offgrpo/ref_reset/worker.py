@@ -66,8 +66,6 @@ def _check_engine(engine: Any, who: str) -> None:
             f"only FSDP engines ({SUPPORTED_STRATEGIES}) are supported (not Megatron, VeOmni, TorchTitan, "
             "AutoModel, fsdp_turbo)."
         )
-    if getattr(engine, "_is_lora", False):
-        raise RefResetError(f"verl-offgrpo ref reset: the {who} model uses LoRA; not supported.")
 
 
 def _mesh_signature(engine: Any):

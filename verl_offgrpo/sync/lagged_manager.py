@@ -33,15 +33,15 @@ Every step also reports ``timing_s/off_grpo_sleep``, the replicas' sleep after i
 V1 merges them through the
 trainer's ``_pending_sync_metrics`` (read by ``PPOTrainer._consume_sync_metrics`` right after
 ``on_step_end``). v0 has no channel from the manager to its local ``metrics`` dict: the manager
-keeps them by step (``metrics_by_step``, ``last_metrics``) and, for v0 only, wraps
-``verl.utils.tracking.Tracking.log`` in the trainer process once, so the ``logger.log(data=metrics,
-step=s)`` of step s also carries the manager's metrics of step s (keys already present win).
+keeps them by step (``metrics_by_step``, ``last_metrics``) and, for v0 only, has the patch
+:mod:`verl_offgrpo.patches.tracking_merge` wrap verl's ``Tracking.log`` in the trainer process, so the
+``logger.log(data=metrics, step=s)`` of step s also carries the manager's metrics of step s (keys
+already present win).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import sys
 import time
@@ -54,16 +54,14 @@ from verl.utils.ray_utils import auto_await
 
 from ..config import advisories_silenced, check_sync_config, check_window_config
 from ..config import config_value as _get
+from ..patches import tracking_merge, v0_advantage_metrics
 from . import served_weights
 from .alpha_guard import ServedPolicyError, check_served_policy
 from .schedule import FIRST, REPEAT, SlotDecision, SyncSchedule, validation_follows
 from .window import WINDOW
-from .vllm_sleep import empty_device_cache, keep_weights_across_sleep, policy_servers
+from .vllm_sleep import empty_device_cache, keep_weights_across_sleep, replica_servers
 
 logger = logging.getLogger(__name__)
-
-#: v0 only: metrics of a step waiting for ``Tracking.log(step=...)`` in this process.
-_PENDING_LOG_METRICS: dict[int, dict] = {}
 
 #: the warning, once per run, when ``empty_cache_on_skip=if_needed`` had to empty a worker's cache:
 #: formatted with the least free fraction of device memory and ``rollout.gpu_memory_utilization``
@@ -75,25 +73,6 @@ CACHE_EMPTIED_HINT = (
     "fit in less, rollout.gpu_memory_utilization below %.2f keeps the cache and the skipped slot is the "
     "wake alone. Shown once; off_grpo/skip_min_free_frac and off_grpo/skip_cache_emptied_frac log every skip."
 )
-
-
-def install_tracking_merge() -> None:
-    """Wrap ``Tracking.log`` (once per process) to merge the manager's metrics of the logged step."""
-    from verl.utils import tracking
-
-    original = tracking.Tracking.log
-    if getattr(original, "__off_grpo_wrapped__", False):
-        return
-
-    @functools.wraps(original)
-    def log(self, data, step, backend=None):
-        extra = _PENDING_LOG_METRICS.pop(step, None)
-        if extra:
-            data = {**extra, **data}
-        return original(self, data=data, step=step, backend=backend)
-
-    log.__off_grpo_wrapped__ = True
-    tracking.Tracking.log = log
 
 
 def find_calling_trainer(skip: Any = None, depth: int = 8) -> Any:
@@ -165,10 +144,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         self.last_metrics: dict = {}
         self.cache_emptied_hint_shown = False
         if trainer_kind == "v0":
-            install_tracking_merge()
-            from . import bound_monitor_v0
-
-            bound_monitor_v0.install(self._stash_v0_step_metrics)
+            tracking_merge.apply()
+            v0_advantage_metrics.apply(self._stash_v0_step_metrics)
         logger.info(
             "verl-offgrpo: lagged sync v=%d keep_weights=%s free_cache_engine=%s (%s trainer)",
             self.knobs.sync_period,
@@ -246,7 +223,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
     def _record(self, step: int, metrics: dict) -> None:
         """Add ``metrics`` to step ``step``'s (v0: also to what ``Tracking.log(step=step)`` merges);
         forget steps more than 8 older."""
-        stores = [self.metrics_by_step] + ([_PENDING_LOG_METRICS] if self.trainer_kind == "v0" else [])
+        stores = [self.metrics_by_step] + ([tracking_merge.PENDING_METRICS] if self.trainer_kind == "v0" else [])
         for store in stores:
             store.setdefault(step, {}).update(metrics)
             for old in [s for s in store if s < step - 8]:
@@ -279,7 +256,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         workers = getattr(self.actor_wg, "workers", None) or []
         reports = ray.get([worker.__ray_call__.remote(empty_device_cache, keep_if_fits) for worker in workers])
         emptied = time.perf_counter()
-        await asyncio.gather(*[server.wake_up.remote(tags=["weights"]) for server in policy_servers(self.replicas)])
+        await asyncio.gather(*[server.wake_up.remote(tags=["weights"]) for server in replica_servers(self.replicas)])
         weights_woken = time.perf_counter()
         await self.resume_kv_cache_replicas()
         done = time.perf_counter()
@@ -362,8 +339,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
     def _stash_v0_step_metrics(self, metrics: dict) -> None:
         """v0: metrics computed during the trainer's current step, logged with that step (after the guard)."""
         step = int(getattr(self.trainer, "global_steps", 0))
-        _PENDING_LOG_METRICS.setdefault(step, {}).update(metrics)
-        _PENDING_LOG_METRICS[step].update(self.check_served_policy(metrics, step))
+        tracking_merge.PENDING_METRICS.setdefault(step, {}).update(metrics)
+        tracking_merge.PENDING_METRICS[step].update(self.check_served_policy(metrics, step))
 
     def step_metrics(self, step: int) -> dict:
         """The metrics of step ``step``: its slot's (none for the first slot or one that did not run)

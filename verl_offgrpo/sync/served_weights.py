@@ -43,18 +43,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import re
 import time
 from typing import Any, Iterable, Optional
 
-logger = logging.getLogger(__name__)
-
 #: the worker-extension method the manager calls through ``collective_rpc``
 RPC_METHOD = "off_grpo_served_weights"
-#: verl's module defining the worker extension class that vLLM mixes into its workers
-WORKER_EXTENSION_MODULE = "verl.workers.rollout.vllm_rollout.utils"
-WORKER_EXTENSION_CLASS = "vLLMColocateWorkerExtension"
 #: attribute of a vLLM worker holding its record (fingerprint of α and the step it was synced after)
 RECORD_ATTR = "_off_grpo_alpha_record"
 #: words per chunk: bounds the temporary device memory at 2 × 4 B × CHUNK = 32 MiB
@@ -192,26 +186,6 @@ def _describe(diff: dict) -> str:
     return f"{diff['name']} (bit-sum {diff['recorded'][2]} -> {diff['served'][2]}, weighted {diff['recorded'][3]} -> {diff['served'][3]})"
 
 
-def _worker_method(self, action: str, step: Optional[int] = None, replica: Optional[int] = None) -> dict:
-    return served_weights_rpc(self, action, step=step, replica=replica)
-
-
-def install_worker_method(module) -> None:
-    """Post-import hook of :data:`WORKER_EXTENSION_MODULE`: give its worker extension class
-    :data:`RPC_METHOD` (vLLM mixes that class into every worker, so ``collective_rpc`` finds it)."""
-    cls = getattr(module, WORKER_EXTENSION_CLASS, None)
-    if not isinstance(cls, type):
-        # not an import error for everyone: only the check fails, at the first sync, with this hint
-        logger.warning(
-            "verl-offgrpo: %s lacks %s; the served-weights check was written for verl 0.9.1's vLLM worker "
-            "extension and will fail (set algorithm.off_grpo.verify_served_weights=false to run without it).",
-            module.__name__, WORKER_EXTENSION_CLASS,
-        )  # fmt: skip
-        return
-    if getattr(cls, RPC_METHOD, None) is not _worker_method:
-        setattr(cls, RPC_METHOD, _worker_method)
-
-
 # ----------------------------------------------------------------------------- driver side
 _PAYLOAD = re.compile(re.escape(PAYLOAD_TAG) + r"(\{.*?\})" + re.escape(PAYLOAD_END), re.S)
 
@@ -228,25 +202,16 @@ def parse_payload(error: BaseException | str) -> Optional[dict]:
         return None
 
 
-def leader_servers(replicas) -> list:
-    """The server of node rank 0 of each replica: the one that owns vLLM's engine (``collective_rpc``)."""
-    servers = []
-    for replica in replicas:
-        handles = getattr(replica, "servers", None)
-        if not handles:
-            raise RuntimeError(f"verl-offgrpo: rollout replica {type(replica).__name__} has no launched servers.")
-        servers.append(handles[0])
-    return servers
-
-
 async def call_replicas(replicas, action: str, step: Optional[int]) -> list[tuple[int, BaseException]]:
     """``action`` on every TP worker of every replica (verl's ``vLLMHttpServer.collective_rpc``, as its
     weight sync uses); returns the failures as ``(replica index, error)``."""
     import asyncio
 
+    from .vllm_sleep import replica_servers
+
     refs = [
         server.collective_rpc.remote(RPC_METHOD, kwargs={"action": action, "step": step, "replica": index})
-        for index, server in enumerate(leader_servers(replicas))
+        for index, server in enumerate(replica_servers(replicas, leaders_only=True))
     ]
     results = await asyncio.gather(*refs, return_exceptions=True)
     return [(index, result) for index, result in enumerate(results) if isinstance(result, BaseException)]

@@ -28,6 +28,10 @@ verl's ``register_trainer`` when ``verl.trainer.ppo.v1`` is imported (see :func:
   samples and sleeps vLLM; the other steps do not touch vLLM, and their sync slots neither transfer
   nor wake (the manager's ``window`` mode). A validation inside a window wakes vLLM with a
   forced sync; ``on_validate_end`` puts it back to sleep. One global step stays one update.
+
+The subclass overrides and calls members of verl's trainer and replay buffer, private ones included:
+:data:`VERL_INTERNALS` names them, and :func:`verl_offgrpo.patches.preflight` checks that they exist
+before a selecting job starts (:data:`verl_offgrpo.patches.INTERNALS_MODULES`).
 """
 
 from __future__ import annotations
@@ -48,6 +52,25 @@ from .lagged_manager import LaggedCheckpointManager
 from .window import WINDOW, WindowSchedule
 
 logger = logging.getLogger(__name__)
+
+_TRAINER = "verl.trainer.ppo.v1.trainer_sync.PPOTrainerSync"
+_REPLAY_BUFFER = "verl.trainer.ppo.v1.replay_buffer.ReplayBuffer"
+#: Written for verl 0.9.1: the class attributes of verl's V1 sync trainer and replay buffer that this
+#: module overrides or calls; :func:`verl_offgrpo.patches.preflight` checks that they exist. It also
+#: relies on instance attributes, which exist only once verl's constructors ran: ``PPOTrainer.trainer_mode``
+#: (assigned in ``__init__``; shadowed here by a property), ``curr_step_profile``, ``global_steps``,
+#: ``total_training_steps``, ``checkpoint_manager`` (verl's ``CheckpointEngineManager``: ``config``,
+#: ``actor_wg``, ``replicas``), ``replay_buffer``, ``_pending_sync_metrics`` (read by
+#: ``_consume_sync_metrics`` right after ``on_step_end``), and ``ReplayBuffer.poll_interval`` and
+#: ``ReplayBuffer.{pending,running,finished,failure}_keys``.
+VERL_INTERNALS = (
+    *(f"{_TRAINER}.{name}" for name in (
+        "_setup", "_build_replay_buffer", "_compute_advantage", "_add_prompts_to_generate",
+        "_stop_rollout_profiling", "_consume_sync_metrics",
+        "prepare_step", "on_sample_begin", "on_sample_end", "on_validate_end", "on_step_end",
+    )),
+    f"{_REPLAY_BUFFER}._sync_metadata_from_transfer_queue",
+)  # fmt: skip
 
 PRESENTED_MODE = "sync"
 #: seconds between the replay buffer's looks at the TransferQueue while a step waits for its groups

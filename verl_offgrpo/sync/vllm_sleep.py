@@ -1,15 +1,18 @@
 """Keep α in vLLM across verl's sleep/wake cycle (``algorithm.off_grpo.keep_weights``).
 
 verl puts every rollout replica to sleep right after generation. For a colocated (hybrid) model,
-``vLLMHttpServer._sleep_hybrid`` sleeps at ``self._resolve_sleep_level()``, which is 2: vLLM discards
-the weights, and a woken engine that did not get a weight sync generates garbage (token 0 forever,
-seen with vLLM 0.24). At level 1 vLLM copies the weights to CPU and restores them on wake.
+``vLLMHttpServer._sleep_hybrid`` sleeps at ``self._resolve_sleep_level()``, which is 2. vLLM's level-2
+sleep discards the weights, so a woken engine that did not get a weight sync would serve garbage. At
+level 1 vLLM copies the weights to CPU and restores them on wake.
 
 ``sleep_level1``: the lagged checkpoint manager calls :func:`override_sleep_level` on each
 ``vLLMHttpServer`` actor of the policy replicas through Ray's ``__ray_call__``. The function runs
 in the server actor's own process and shadows ``_resolve_sleep_level`` on that instance only (a
 patch in the driver would not reach it; reward-model and teacher replicas are untouched). It
-returns what the server now resolves, so the driver can check it took.
+returns what the server now resolves, so the driver can check it took. This is not an import-time
+patch (:mod:`verl_offgrpo.patches`): it acts on chosen server objects, at run time. The verl members
+it relies on are :data:`VERL_INTERNALS`, which :func:`verl_offgrpo.patches.preflight` checks before a
+selecting job starts (where vllm is installed).
 
 ``no_sleep``: ``rollout.free_cache_engine=False``; in verl 0.9.1 this makes ``vLLMHttpServer.sleep``
 and its KV-cache freeing no-ops and the worker's naive ``update_weights`` skips ``resume``: vLLM keeps
@@ -28,12 +31,19 @@ import ray
 from ..accelerator import available_device
 
 SLEEP_LEVEL_ATTR = "_off_grpo_sleep_level"
+#: verl's rollout server class, one of whose instances :func:`override_sleep_level` changes
+SERVER_CLASS = "verl.workers.rollout.vllm_rollout.vllm_async_server.vLLMHttpServer"
+#: the server members it needs: ``_resolve_sleep_level`` (private, shadowed on the instance), the private
+#: ``_sleep_hybrid`` that calls it, and ``sleep``/``wake_up`` (the lagged manager's wake)
+SERVER_MEMBERS = ("_resolve_sleep_level", "_sleep_hybrid", "sleep", "wake_up")
+#: Written for verl 0.9.1: the verl attributes this module overrides (per instance) or relies on;
+#: :func:`verl_offgrpo.patches.preflight` checks they exist (:data:`verl_offgrpo.patches.INTERNALS_MODULES`).
+VERL_INTERNALS = tuple(f"{SERVER_CLASS}.{name}" for name in SERVER_MEMBERS)
 
 
 def override_sleep_level(server: Any, level: int) -> dict:
     """Run inside a ``vLLMHttpServer`` actor (via ``__ray_call__``): sleep at ``level`` from now on."""
-    required = ("_resolve_sleep_level", "_sleep_hybrid", "sleep", "wake_up")
-    missing = [name for name in required if not hasattr(server, name)]
+    missing = [name for name in SERVER_MEMBERS if not hasattr(server, name)]
     if missing:
         raise RuntimeError(
             f"verl-offgrpo: rollout server {type(server).__name__} lacks {missing}; the sleep-level override "
@@ -43,6 +53,8 @@ def override_sleep_level(server: Any, level: int) -> dict:
     def _resolve_sleep_level() -> int:
         return level
 
+    # Replaces verl.workers.rollout.vllm_rollout.vllm_async_server.vLLMHttpServer._resolve_sleep_level
+    # (written for verl 0.9.1) on this one server object, in its own actor process.
     server._resolve_sleep_level = _resolve_sleep_level
     setattr(server, SLEEP_LEVEL_ATTR, level)
     config = getattr(server, "config", None)
@@ -65,21 +77,21 @@ def read_server_state(server: Any) -> dict:
     }
 
 
-def policy_servers(replicas) -> list:
+def replica_servers(replicas, leaders_only: bool = False) -> list:
+    """The launched servers of the policy ``replicas`` (verl's ``RolloutReplica.servers``), every one, or
+    with ``leaders_only`` the first of each replica: node rank 0, which owns vLLM's engine (``collective_rpc``)."""
     servers = []
     for replica in replicas:
         handles = getattr(replica, "servers", None)
         if not handles:
-            raise RuntimeError(
-                f"verl-offgrpo: rollout replica {type(replica).__name__} has no launched servers; cannot keep α."
-            )
-        servers.extend(handles)
+            raise RuntimeError(f"verl-offgrpo: rollout replica {type(replica).__name__} has no launched servers.")
+        servers.extend(handles[:1] if leaders_only else handles)
     return servers
 
 
 def keep_weights_across_sleep(replicas, level: int = 1) -> list[dict]:
     """Driver side: make every server of ``replicas`` sleep at ``level``; verify and return their reports."""
-    servers = policy_servers(replicas)
+    servers = replica_servers(replicas)
     reports = ray.get([server.__ray_call__.remote(override_sleep_level, level) for server in servers])
     for report in reports:
         if report["sleep_level"] != level:

@@ -1,0 +1,92 @@
+"""v0 trainer: ``verl.trainer.ppo.ray_trainer.compute_advantage`` also reports the bound monitor's metrics.
+
+The bound monitor and the zero-variance metric need, per step, the rewards, the ``uid`` groups, the
+``response_mask`` *before* the zero-variance mask edits it, and verl's token IS weights
+``rollout_is_weights`` (r' = π_k/α, present with the shipped yaml's rollout correction). verl 0.9.1
+passes the estimator neither r' nor the mask as it was, so the monitor reads them around the estimator's
+call: the V1 mode right after its ``_compute_advantage`` (:mod:`verl_offgrpo.sync.trainer_v1`), the
+deprecated v0 trainer (``RayPPOTrainer.fit``, which calls the module function ``compute_advantage``)
+through this wrap. For one of the plugin's estimators it keeps a copy of the mask, calls verl's
+function, computes the metrics (:func:`verl_offgrpo.sync.bound_monitor_v0.v0_metrics`, the same as
+V1's) and hands them to the sink the lagged manager gave :func:`apply`, which logs them with the step
+(:mod:`.tracking_merge`). Any other estimator goes straight to verl's ``compute_advantage``.
+
+Installed by the lagged manager for the v0 trainer, in the trainer's process, when it is built: only
+a job that selects the plugin builds it (``rollout.checkpoint_manager_class`` names it). Nothing at
+``import verl``. Written for verl 0.9.1 (:data:`VERL_VERSIONS`): wraps
+``compute_advantage(data, adv_estimator, ..., config=...)``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from typing import Callable
+
+from verl_offgrpo.patches import VERL_VERSIONS
+
+MODULE = "verl.trainer.ppo.ray_trainer"
+TARGETS = (f"{MODULE}.compute_advantage",)
+WHEN = ("trainer process of a v0 job with the lagged checkpoint manager (a selecting job), from when the manager "
+        "is built: for the plugin's estimators, the step also logs the bound monitor; not installed otherwise")
+_WRAPPED = "__off_grpo_wrapped__"
+
+logger = logging.getLogger(__name__)
+
+#: where the wrapper hands its metrics (the latest lagged manager built in this process)
+_SINK: list[Callable[[dict], None]] = []
+
+__all__ = ["TARGETS", "VERL_VERSIONS", "WHEN", "apply", "install", "live", "wrap_compute_advantage"]
+
+
+def wrap_compute_advantage(original: Callable) -> Callable:
+    """``original`` (verl's ``compute_advantage``) that also hands the off_grpo metrics to the sink."""
+    if getattr(original, _WRAPPED, False):
+        return original
+
+    @functools.wraps(original)
+    def compute_advantage(data, adv_estimator, *args, **kwargs):
+        from verl_offgrpo import ESTIMATOR_NAMES
+        from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+        from verl_offgrpo.sync.bound_monitor_v0 import v0_metrics
+
+        config = kwargs.get("config")
+        ours = str(getattr(adv_estimator, "value", adv_estimator)) in ESTIMATOR_NAMES and config is not None
+        mask_before = None
+        if ours and "response_mask" in data.batch.keys():
+            mask_before = data.batch["response_mask"].clone()
+        out = original(data, adv_estimator, *args, **kwargs)
+        if ours and _SINK:
+            try:
+                if mask_before is None:
+                    mask_before = out.batch["response_mask"]
+                _SINK[-1](v0_metrics(out, mask_before, config))
+            except ServedPolicyError:  # the guard: vLLM does not serve the trainer's weights
+                raise
+            except Exception as err:  # noqa: BLE001 - a metric must never stop training; say so once
+                if not getattr(compute_advantage, "_warned", False):
+                    compute_advantage._warned = True
+                    logger.warning("verl-offgrpo: bound monitor (v0) failed: %r", err)
+        return out
+
+    setattr(compute_advantage, _WRAPPED, True)
+    return compute_advantage
+
+
+def apply(sink: Callable[[dict], None]) -> None:
+    """Wrap ``ray_trainer.compute_advantage`` in this process (once); ``sink`` receives from now on."""
+    from verl.trainer.ppo import ray_trainer
+
+    _SINK[:] = [sink]
+    ray_trainer.compute_advantage = wrap_compute_advantage(ray_trainer.compute_advantage)
+
+
+def live() -> bool:
+    """Whether verl's ``ray_trainer.compute_advantage`` carries the wrap in this process."""
+    module = sys.modules.get(MODULE)
+    return module is not None and getattr(getattr(module, "compute_advantage", None), _WRAPPED, False)
+
+
+def install() -> None:
+    """Nothing at ``import verl``: the lagged manager calls :func:`apply` when it is built for the v0 trainer."""
