@@ -493,6 +493,10 @@ def test_cli_usage_errors_exit_64_not_the_plugins_2():
     err = proc.stderr.splitlines()[-1]
     assert "unrecognized arguments: --cfg job; compose and check take hydra overrides only" in err
     assert "--config-name off_grpo_trainer <overrides> --cfg job" in err
+    # an override after --path-hint is no flag: the error says where overrides go instead
+    late = _run("-m", "verl_offgrpo", "compose", *BASE, "--path-hint", "X", "Y", "data.seed=3")
+    assert late.returncode == 64 and late.stderr.splitlines()[-1].endswith(
+        "unrecognized arguments: data.seed=3; put the overrides before compose's --path-hint options")
 
 
 @pytest.mark.slow

@@ -131,13 +131,32 @@ def test_preflight_checks_the_verl_internals_that_code_outside_the_patches_relie
     reach = type(sys)("fake_reach")
     reach.VERL_INTERNALS = ("verl.utils.config.validate_config", "verl.utils.config._no_such_internal")
     monkeypatch.setitem(sys.modules, "fake_reach", reach)
-    monkeypatch.setattr(patches, "INTERNALS_MODULES", (("fake_reach", "pytest"), ("fake_unchecked", "no_such_package")))
+    monkeypatch.setattr(patches, "INTERNALS_MODULES", (("fake_reach", "pytest", None),
+                                                        ("fake_unchecked", "no_such_package", None)))
     problems = patches.preflight()
     assert problems == [f"verl-offgrpo: verl attribute relied on by fake_reach verl.utils.config._no_such_internal "
                         f"is missing from verl {verl.__version__} (AttributeError: module 'verl.utils.config' has no "
                         "attribute '_no_such_internal')"]
     with pytest.raises(PatchError, match="^verl-offgrpo: verl attribute relied on by fake_reach verl.utils.config._no"):
         _validate(shipped_config())
+
+
+def test_preflight_of_a_job_checks_only_what_its_trainer_uses(monkeypatch):
+    """A v0 job does not need the V1 trainer mode's module (nor import verl's V1 trainer), and a V1 job in
+    the plugin's mode does not need the v0-only patch targets; without a config (``check``) both count."""
+    from verl_offgrpo.patches import tracking_merge
+
+    monkeypatch.setitem(sys.modules, "verl_offgrpo.sync.trainer_v1", None)  # cannot be imported
+    monkeypatch.setattr(tracking_merge, "TARGETS", ("verl.utils.tracking.Tracking._no_such_log",))
+    v0, v1 = shipped_config("trainer.use_v1=false"), shipped_config()
+    assert patches.trainer_of(v0) == "v0" and patches.trainer_of(v1) == "v1" and patches.trainer_of(None) is None
+
+    def names(problems):
+        return ["trainer_v1" if "sync.trainer_v1" in p else "tracking" if "_no_such_log" in p else p for p in problems]
+
+    assert names(patches.preflight(config=v0)) == ["tracking"]
+    assert names(patches.preflight(config=v1)) == ["trainer_v1"]
+    assert sorted(names(patches.preflight())) == ["tracking", "trainer_v1"]
 
 
 def test_the_vllm_server_members_the_sleep_override_relies_on_are_in_verls_source():
@@ -152,7 +171,7 @@ def test_the_vllm_server_members_the_sleep_override_relies_on_are_in_verls_sourc
     members = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     assert vllm_sleep.VERL_INTERNALS == tuple(f"{vllm_sleep.SERVER_CLASS}.{m}" for m in vllm_sleep.SERVER_MEMBERS)
     assert set(vllm_sleep.SERVER_MEMBERS) <= members
-    assert ("verl_offgrpo.sync.vllm_sleep", "vllm") in patches.INTERNALS_MODULES
+    assert ("verl_offgrpo.sync.vllm_sleep", "vllm", None) in patches.INTERNALS_MODULES
 
 
 def test_the_v1_trainer_modes_reliance_on_verls_trainer_is_declared_and_checked():
@@ -162,7 +181,7 @@ def test_the_v1_trainer_modes_reliance_on_verls_trainer_is_declared_and_checked(
 
     from verl_offgrpo.sync import trainer_v1
 
-    assert ("verl_offgrpo.sync.trainer_v1", "transfer_queue") in patches.INTERNALS_MODULES
+    assert ("verl_offgrpo.sync.trainer_v1", "transfer_queue", "v1") in patches.INTERNALS_MODULES
     overridden = {name for name in vars(trainer_v1.OffGRPOSyncTrainer) if hasattr(PPOTrainerSync, name)
                   and name not in ("_abc_impl", "trainer_mode") and not name.startswith("__")}  # trainer_mode: an instance attr
     declared = {name.rpartition(".")[2] for name in trainer_v1.VERL_INTERNALS}

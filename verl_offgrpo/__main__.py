@@ -142,7 +142,7 @@ def check(overrides: list[str] | None = None) -> int:
     # verl attributes that code outside the patches relies on at run time (patches.INTERNALS_MODULES)
     internals, import_problems = patches.verl_internals()
     problems.extend(import_problems)
-    packages = dict(patches.INTERNALS_MODULES)
+    packages = {name: package for name, package, _ in patches.INTERNALS_MODULES}
     internal_rows = {}
     for name, targets in internals.items():
         internal_rows[name] = [(target, _prove(target)) for target in targets or ()]
@@ -423,8 +423,10 @@ class _Parser(argparse.ArgumentParser):
     """argparse with usage errors on exit code :data:`EX_USAGE`, not 2 (the plugin's checks' code)."""
 
     def error(self, message):
-        if "unrecognized arguments" in message:
-            message += "; compose and check take " + _OVERRIDES_ONLY
+        if "unrecognized arguments: " in message:
+            flags = [arg for arg in message.split("unrecognized arguments: ", 1)[1].split() if arg.startswith("-")]
+            message += ("; compose and check take " + _OVERRIDES_ONLY if flags
+                        else "; put the overrides before compose's --path-hint options")
         self.print_usage(sys.stderr)
         self.exit(EX_USAGE, f"{self.prog}: error: {message}\n")
 

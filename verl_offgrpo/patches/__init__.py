@@ -64,11 +64,12 @@ PATCH_MODULES = (
 
 #: Modules outside this package that reach into verl at run time, where no import-time patch can; each
 #: names the verl attributes it relies on (written for :data:`VERL_VERSIONS`) in ``VERL_INTERNALS``.
-#: ``(module, package)``: they are checked only where ``package`` is installed (verl's modules they name
-#: import it).
+#: ``(module, package, trainer)``: checked only where ``package`` is installed (verl's modules they name
+#: import it) and, for a job's config, only if it runs that trainer (None: any; :func:`trainer_of`).
 INTERNALS_MODULES = (
-    ("verl_offgrpo.sync.vllm_sleep", "vllm"),  # one vLLMHttpServer object's _resolve_sleep_level
-    ("verl_offgrpo.sync.trainer_v1", "transfer_queue"),  # a subclass of verl's V1 sync trainer (private members)
+    ("verl_offgrpo.sync.vllm_sleep", "vllm", None),  # one vLLMHttpServer object's _resolve_sleep_level
+    # a subclass of verl's V1 sync trainer (private members): the plugin's V1 trainer mode only
+    ("verl_offgrpo.sync.trainer_v1", "transfer_queue", "v1"),
 )
 
 
@@ -155,13 +156,32 @@ def target_problem(target: str, what: str = "patch target") -> str | None:
     return None
 
 
-def verl_internals() -> tuple[dict[str, tuple[str, ...] | None], list[str]]:
+def trainer_of(config) -> str | None:
+    """Which of the plugin's trainers a job's config runs: ``"v0"`` (``trainer.use_v1=false``), ``"v1"`` (the
+    V1 trainer in the plugin's mode ``off_grpo_sync``), ``"other"`` (another V1 mode), or None without a
+    config (every trainer: ``python -m verl_offgrpo check``)."""
+    if config is None:
+        return None
+    from verl_offgrpo import TRAINER_MODE
+    from verl_offgrpo.config.values import config_value
+
+    if config_value(config, "trainer.use_v1", True) is False:
+        return "v0"
+    return "v1" if config_value(config, "trainer.v1.trainer_mode") == TRAINER_MODE else "other"
+
+
+def _for_trainer(needs: str | None, trainer: str | None) -> bool:
+    return needs is None or trainer is None or needs == trainer
+
+
+def verl_internals(trainer: str | None = None) -> tuple[dict[str, tuple[str, ...] | None], list[str]]:
     """The ``VERL_INTERNALS`` of each module of :data:`INTERNALS_MODULES` (None where its package is not
-    installed: not checked here), and one problem line for each module that cannot be imported."""
+    installed or the module serves another trainer than ``trainer``: not checked here), and one problem
+    line for each module that cannot be imported."""
     names, problems = {}, []
-    for name, package in INTERNALS_MODULES:
+    for name, package, needs in INTERNALS_MODULES:
         names[name] = None
-        if importlib.util.find_spec(package) is None:
+        if not _for_trainer(needs, trainer) or importlib.util.find_spec(package) is None:
             continue
         try:
             names[name] = tuple(importlib.import_module(name).VERL_INTERNALS)
@@ -183,20 +203,24 @@ def patch_modules() -> list:
     return [importlib.import_module(name) for name in PATCH_MODULES]
 
 
-def preflight(versions: str = VERL_VERSIONS) -> list[str]:
+def preflight(versions: str = VERL_VERSIONS, config=None) -> list[str]:
     """What a selected job needs from verl and does not find: the version range, every patch target and
     every name of :data:`INTERNALS_MODULES` (this imports their verl modules; those that need vllm are only
-    checked where vllm is installed). Empty when everything is there."""
+    checked where vllm is installed). Given the job's ``config``, only what its trainer uses (a patch
+    module's ``TRAINER``, an internals module's trainer; :func:`trainer_of`). Empty when everything is there."""
+    trainer = trainer_of(config)
     problems = []
     version = version_problem(versions)
     if version:
         problems.append(version)
     for module in patch_modules():
+        if not _for_trainer(getattr(module, "TRAINER", None), trainer):
+            continue
         for target in getattr(module, "preflight_targets", lambda: module.TARGETS)():
             problem = target_problem(target)
             if problem:
                 problems.append(problem)
-    internals, import_problems = verl_internals()
+    internals, import_problems = verl_internals(trainer)
     problems.extend(import_problems)
     for name, targets in internals.items():
         for target in targets or ():

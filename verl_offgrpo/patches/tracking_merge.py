@@ -22,6 +22,8 @@ from verl_offgrpo.patches import VERL_VERSIONS
 
 MODULE = "verl.utils.tracking"
 TARGETS = (f"{MODULE}.Tracking.log",)
+#: used by the v0 trainer only: a job on the V1 trainer does not need its target (:func:`~verl_offgrpo.patches.preflight`)
+TRAINER = "v0"
 WHEN = ("trainer process of a v0 job with the lagged checkpoint manager (a selecting job), from when the manager "
         "is built: Tracking.log(step=s) also logs the manager's metrics of step s; not installed otherwise")
 _WRAPPED = "__off_grpo_wrapped__"
@@ -29,7 +31,7 @@ _WRAPPED = "__off_grpo_wrapped__"
 #: step -> metrics waiting for ``Tracking.log(step=step)`` in this process (filled by the lagged manager)
 PENDING_METRICS: dict[int, dict] = {}
 
-__all__ = ["PENDING_METRICS", "TARGETS", "VERL_VERSIONS", "WHEN", "apply", "install", "live"]
+__all__ = ["PENDING_METRICS", "TARGETS", "TRAINER", "VERL_VERSIONS", "WHEN", "apply", "install", "live"]
 
 
 def apply() -> None:

@@ -28,6 +28,8 @@ from verl_offgrpo.patches import VERL_VERSIONS
 
 MODULE = "verl.trainer.ppo.ray_trainer"
 TARGETS = (f"{MODULE}.compute_advantage",)
+#: used by the v0 trainer only: a job on the V1 trainer does not need its target (:func:`~verl_offgrpo.patches.preflight`)
+TRAINER = "v0"
 WHEN = ("trainer process of a v0 job with the lagged checkpoint manager (a selecting job), from when the manager "
         "is built: for the plugin's estimators, the step also logs the bound monitor; not installed otherwise")
 _WRAPPED = "__off_grpo_wrapped__"
@@ -37,7 +39,7 @@ logger = logging.getLogger(__name__)
 #: where the wrapper hands its metrics (the latest lagged manager built in this process)
 _SINK: list[Callable[[dict], None]] = []
 
-__all__ = ["TARGETS", "VERL_VERSIONS", "WHEN", "apply", "install", "live", "wrap_compute_advantage"]
+__all__ = ["TARGETS", "TRAINER", "VERL_VERSIONS", "WHEN", "apply", "install", "live", "wrap_compute_advantage"]
 
 
 def wrap_compute_advantage(original: Callable) -> Callable:

@@ -3,8 +3,8 @@
 ``main_ppo``'s driver calls ``validate_config`` before it starts Ray. For a config that selects the
 plugin (:func:`.selection.config_selects`):
 
-1. the installed verl must be in :data:`VERL_VERSIONS` and every patch target must exist
-   (:func:`verl_offgrpo.patches.preflight`), else :class:`~verl_offgrpo.patches.PatchError`, one line;
+1. the installed verl must be in :data:`VERL_VERSIONS` and every patch target and verl internal the job's
+   trainer uses must exist (:func:`verl_offgrpo.patches.preflight`), else :class:`~verl_offgrpo.patches.PatchError`, one line;
 2. the estimator and loss names against verl's registries (:mod:`verl_offgrpo.config.names`), then
    :func:`verl_offgrpo.config.validate_off_grpo_config` — before verl's own checks, so a failing
    config never prints verl's "All configuration checks passed successfully!"; for a config not
@@ -14,7 +14,8 @@ plugin (:func:`.selection.config_selects`):
    only where ``final_outputs_only`` is on (:mod:`.job_env`).
 
 Any other config goes straight to verl's ``validate_config``; if it sets ``algorithm.off_grpo`` knobs
-away from their defaults, one warning says they have no effect (:mod:`verl_offgrpo.config.unselected`).
+(composed from the plugin's yaml: away from their defaults), one warning says they have no effect
+(:mod:`verl_offgrpo.config.unselected`).
 ``verl.utils.config`` is already imported by ``import verl`` (verl 0.9.1), so the wrap goes in at once.
 """
 
@@ -48,7 +49,7 @@ def wrap(original):
             return original(config, *args, **kwargs)
         from verl_offgrpo.patches import PatchError, preflight
 
-        problems = preflight()
+        problems = preflight(config=config)
         if problems:
             raise PatchError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
         from verl_offgrpo.config import OffGRPOConfigError, validate_off_grpo_config
