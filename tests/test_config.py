@@ -17,7 +17,7 @@ from verl_offgrpo.config import OffGRPOConfig, OffGRPOConfigError, check_window_
 from _background import started_for
 from _overrides import BASE, shipped_config, validate_as_main_ppo
 
-LOGGER = "verl_offgrpo.config.off_grpo"
+LOGGER = "verl_offgrpo.config"  # the check modules (loss_estimator_checks, window_checks, ...) log below it
 
 V0_MANAGER = "+actor_rollout_ref.rollout.checkpoint_manager_class=verl_offgrpo.sync.checkpoint_manager_v0.LaggedCheckpointManager"
 REC = "actor_rollout_ref.actor.policy_loss.loss_mode=rec"
@@ -331,7 +331,7 @@ def test_window_waves_count_engines_and_vllms_token_budget(caplog):
       "actor_rollout_ref.rollout.data_parallel_size=4"), 10240),  # one replica of 4 GPUs (2 idle): 4 engines
 ])
 def test_window_samples_per_engine(overrides, per_engine):
-    from verl_offgrpo.config.off_grpo import window_samples_per_engine
+    from verl_offgrpo.config.window_checks import window_samples_per_engine
 
     assert window_samples_per_engine(composed(*WINDOW_10, *overrides), 10) == per_engine
 

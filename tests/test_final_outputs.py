@@ -177,7 +177,7 @@ def test_auto_turns_it_on_exactly_where_it_can_hold_and_never_refuses(overrides,
     assert ray_env.get_ppo_ray_runtime_env()["env_vars"][FINAL_OUTPUTS_ENV] == "1"
     config = composed(*overrides)
     assert validate_off_grpo_config(config).final_outputs_only is on  # resolved: a bool, never "auto"
-    with caplog.at_level(logging.INFO, logger="verl_offgrpo.config.off_grpo"):
+    with caplog.at_level(logging.INFO, logger="verl_offgrpo.config.final_outputs_checks"):
         _validate(config)
     env_vars = ray_env.get_ppo_ray_runtime_env()["env_vars"]
     assert env_vars[JOB_ENV] == "1" and (env_vars.get(FINAL_OUTPUTS_ENV) == "1") is on

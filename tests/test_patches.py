@@ -269,7 +269,7 @@ def test_the_shipped_config_selects_the_plugin():
 
 # ----------------------------------------------------------------------------- validate_config
 def test_validate_config_of_a_plain_job_is_verls_alone(monkeypatch, ray_env):
-    import verl_offgrpo.config.off_grpo as validation
+    import verl_offgrpo.config as validation
 
     def must_not_run(config):
         raise AssertionError("the plugin's checks ran for a plain verl config")

@@ -1,7 +1,9 @@
 """The plugin's configuration: :class:`OffGRPOConfig` (every ``algorithm.off_grpo.*`` knob, typed and
-checked) and the start-up checks of the whole composed config (:mod:`.off_grpo`), :class:`RECConfig`
-(the ``rec`` loss's ``actor_rollout_ref.actor.policy_loss.rec.*`` knobs, :mod:`.rec`); beside them the
-shipped ``off_grpo_trainer.yaml``. Imports nothing from verl, torch or the rest of the plugin."""
+checked on its own, :mod:`.off_grpo`), :class:`RECConfig` (the ``rec`` loss's
+``actor_rollout_ref.actor.policy_loss.rec.*`` knobs, :mod:`.rec`), and the start-up checks of the whole
+composed config (:func:`validate_off_grpo_config`, :mod:`.validate`, which runs :mod:`.loss_estimator_checks`,
+:mod:`.window_checks`, :mod:`.sync_checks`, :mod:`.ref_reset_checks` and :mod:`.final_outputs_checks`);
+beside them the shipped ``off_grpo_trainer.yaml``. Imports nothing from verl, torch or the rest of the plugin."""
 
 from .rec import ANCHORS, CLIP_MODES, WEIGHTS, RECConfig
 from .off_grpo import (
@@ -10,17 +12,15 @@ from .off_grpo import (
     ROLLOUT_SCHEDULES,
     V0_MANAGER_FQN,
     OffGRPOConfig,
-    OffGRPOConfigError,
     RefResetConfigError,
     SyncConfigError,
-    advisories_silenced,
-    check_ref_reset_config,
-    check_sync_config,
-    check_window_config,
-    config_value,
-    uses_lora,
-    validate_off_grpo_config,
 )
+from .readers import uses_lora
+from .ref_reset_checks import check_ref_reset_config
+from .sync_checks import check_sync_config
+from .validate import advisories_silenced, validate_off_grpo_config
+from .values import OffGRPOConfigError, config_value
+from .window_checks import check_window_config
 
 __all__ = [
     "ANCHORS",

@@ -14,7 +14,7 @@ from typing import Any
 
 from verl_offgrpo import ESTIMATOR_NAMES, LOSS_NAMES, TRAINER_MODE
 from verl_offgrpo.config.off_grpo import AUTO
-from verl_offgrpo.config.off_grpo import config_value as _get
+from verl_offgrpo.config.values import config_value as _get
 
 
 def _sync_period_selects(value: Any) -> bool:

@@ -1,0 +1,235 @@
+"""The checks of the plugin's losses (``policy_loss.loss_mode`` off_grpo, rec) and estimators
+(``adv_estimator`` off_grpo, red_drop) against the rest of verl's config.
+
+The losses read π_k (verl's recomputed ``old_log_prob``) and, under a lag, r' = π_k/α per token,
+untruncated (``rollout_is=token``, ``rollout_is_threshold=inf``); the clip widths ε are > 0; the SGD
+passes i (``ppo_epochs``) >= 1; the estimators need groups of ``rollout.n`` >= 2, and rows that leave
+the loss (zero-variance groups, RED-Drop) must leave its denominator too (token-mean or token-sum).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME, LOSS_NAMES, RED_DROP_ESTIMATOR_NAME, REC_LOSS_NAME
+
+from .off_grpo import POLICY_LOSS_CONFIG_FQN, PREFIX, OffGRPOConfig
+from .rec import PREFIX as REC_PREFIX
+from .rec import RECConfig
+from .values import OffGRPOConfigError
+from .values import config_value as _get
+from .values import is_int as _is_int
+
+logger = logging.getLogger(__name__)
+
+
+def check_passes(config: Any) -> None:
+    """i, the SGD passes over each batch (verl's ``actor.ppo_epochs``), is >= 1: verl itself accepts 0 and
+    then trains on nothing."""
+    passes = _get(config, "actor_rollout_ref.actor.ppo_epochs")
+    if passes is not None and not (_is_int(passes) and passes >= 1):
+        raise OffGRPOConfigError(
+            f"actor_rollout_ref.actor.ppo_epochs={passes!r} is i, the passes over each batch: it must be an integer "
+            ">= 1 (1 is the paper's setting; 0 would never update the policy)."
+        )
+
+
+def check_group_size(config: Any, estimator: str) -> None:
+    """The plugin's advantages are statistics of each prompt's group of ``rollout.n`` responses."""
+    n = _get(config, "actor_rollout_ref.rollout.n")
+    if _is_int(n) and n < 2:
+        raise OffGRPOConfigError(
+            f"actor_rollout_ref.rollout.n={n} with algorithm.adv_estimator={estimator}: a group of one "
+            "response has no group mean or std to compare against (nor negatives to drop); set "
+            "actor_rollout_ref.rollout.n to the group size, >= 2 (e.g. 8)."
+        )
+
+
+def tell_loss_over_other_estimator(config: Any, loss_mode: str) -> None:
+    estimator = _get(config, "algorithm.adv_estimator")
+    what = (
+        "verl's grpo advantage (r − mean)/(std + 1e-6), without the zero-variance mask"
+        if estimator == "grpo"
+        else f"verl's {estimator!r} advantage"
+    )
+    logger.warning(
+        "off_grpo: policy_loss.loss_mode=%s with algorithm.adv_estimator=%s: the loss runs on "
+        "%s; %s.std_eps, std_unbiased and zero_var_mask do not apply (adv_estimator=%s for the paper's advantage).",
+        loss_mode,
+        estimator,
+        what,
+        PREFIX,
+        ESTIMATOR_NAME,
+    )
+
+
+def _threshold_upper(spec: Any) -> float:
+    """Upper bound of verl's ``rollout_is_threshold`` ("inf", 2.0, or an IcePop "lower_upper" string)."""
+    if isinstance(spec, str) and "_" in spec:
+        return -1.0  # IcePop: tokens outside [lower, upper] are zeroed; never the paper's r'
+    return float(spec)
+
+
+def check_rec_knobs_reach_the_loss(config: Any, loss_mode: Any, rec: RECConfig) -> None:
+    """``policy_loss.rec`` knobs act only in the ``rec`` loss, and reach the actor workers only through the
+    plugin's ``OffGRPOPolicyLossConfig`` (verl's closed ``PolicyLossConfig`` rejects the key in every worker)."""
+    policy_loss = _get(config, "actor_rollout_ref.actor.policy_loss")
+    if _get(policy_loss, "rec") is None:
+        return
+    target = _get(policy_loss, "_target_")
+    if target is not None and not _is_plugin_policy_loss_config(target):
+        raise OffGRPOConfigError(
+            f"{REC_PREFIX} is set but actor_rollout_ref.actor.policy_loss._target_={target}, which has no rec field "
+            f"(every actor worker would fail to build it): set it to {POLICY_LOSS_CONFIG_FQN}."
+        )
+    if loss_mode != REC_LOSS_NAME and rec != RECConfig():
+        changed = ", ".join(f"{f}={getattr(rec, f)}" for f in rec.changed_fields())
+        raise OffGRPOConfigError(
+            f"{REC_PREFIX} sets {changed}, which only the {REC_LOSS_NAME} loss reads, but "
+            f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode}: set loss_mode={REC_LOSS_NAME}, or drop them."
+        )
+
+
+def _is_plugin_policy_loss_config(target: Any) -> bool:
+    """Whether ``target`` (a ``_target_`` string) names the plugin's policy-loss config or a subclass of it."""
+    if str(target) == POLICY_LOSS_CONFIG_FQN:
+        return True
+    try:
+        from hydra.utils import get_class
+
+        mro = get_class(str(target)).__mro__
+    except Exception:  # noqa: BLE001  (an unimportable target: not ours)
+        return False
+    return any(f"{cls.__module__}.{cls.__qualname__}" == POLICY_LOSS_CONFIG_FQN for cls in mro)
+
+
+def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig) -> None:
+    """Checks that apply when ``actor.policy_loss.loss_mode`` is one of the plugin's losses (off_grpo, rec).
+
+    Both read π_k (verl's recomputed ``old_log_prob``); the served-policy guard and the bound monitor read
+    r' = π_k/α per token, untruncated, under a lag; the rec loss reads r' itself with ``rec.anchor`` rprime
+    or alpha.
+    """
+    actor = _get(config, "actor_rollout_ref.actor")
+    eps = {name: _get(actor, name) for name in ("clip_ratio", "clip_ratio_low", "clip_ratio_high")}
+    for name, value in eps.items():
+        if value is not None and not float(value) > 0:
+            raise OffGRPOConfigError(
+                f"actor_rollout_ref.actor.{name} (ε of the {loss_mode} clip window) must be > 0 (got {value!r})."
+            )
+    clip_ratio, low, high = eps.values()
+    # a clip_ratio moved off verl's default (actor.yaml: 0.2, as are clip_ratio_low/high) that no side follows
+    moved = clip_ratio is not None and float(clip_ratio) != 0.2
+    if moved and low is not None and high is not None and float(clip_ratio) not in (float(low), float(high)):
+        logger.warning(
+            "%s: actor_rollout_ref.actor.clip_ratio=%s is not used: clip_ratio_low=%s and clip_ratio_high=%s are set "
+            "(the per-side ε); set those instead.", loss_mode, clip_ratio, low, high,
+        )  # fmt: skip
+    if loss_mode == REC_LOSS_NAME:  # each side falls back to clip_ratio, as the losses' clip_bounds do
+        fallback = 0.2 if clip_ratio is None else float(clip_ratio)
+        rec.check_ring(float(fallback if low is None else low), float(fallback if high is None else high))
+    rc = _get(config, "algorithm.rollout_correction")
+    calculate_log_probs = bool(_get(config, "actor_rollout_ref.rollout.calculate_log_probs", False))
+    if rc is not None and bool(_get(rc, "bypass_mode", False)):
+        raise OffGRPOConfigError(
+            f"loss {loss_mode} needs π_k (verl's recomputed old_log_prob), which bypass mode never computes: "
+            "set algorithm.rollout_correction.bypass_mode=false."
+        )
+    rollout_is = _get(rc, "rollout_is") if rc is not None else None
+    if loss_mode == REC_LOSS_NAME and rec.anchor != "pi_k" and not (calculate_log_probs and rollout_is == "token"):
+        raise OffGRPOConfigError(
+            f"{REC_PREFIX}.anchor={rec.anchor} measures ρ against α, so it needs α's log-probs as r' per token: set "
+            "actor_rollout_ref.rollout.calculate_log_probs=true and algorithm.rollout_correction.rollout_is=token "
+            f"(got {calculate_log_probs!r}, {rollout_is!r}), or {REC_PREFIX}.anchor=pi_k."
+        )
+    if knobs.sync_period > 1:
+        if not calculate_log_probs:
+            raise OffGRPOConfigError(
+                f"{PREFIX}.sync_period={knobs.sync_period} needs α's log-probs from vLLM: "
+                "set actor_rollout_ref.rollout.calculate_log_probs=true."
+            )
+        if rollout_is != "token":
+            raise OffGRPOConfigError(
+                f"{PREFIX}.sync_period={knobs.sync_period} needs r' = π_k/α per token: "
+                f"set algorithm.rollout_correction.rollout_is=token (got {rollout_is!r})."
+            )
+    if rollout_is is not None and rollout_is != "token":
+        raise OffGRPOConfigError(
+            f"loss {loss_mode} uses r' = π_k/α per token: set algorithm.rollout_correction.rollout_is=token "
+            f"(got {rollout_is!r})."
+        )
+    # rec with anchor rprime/alpha reads α itself off r' (ρ = π_θ/π_k·r'): a truncated r' is never α
+    needs_exact_rprime = loss_mode == REC_LOSS_NAME and rec.anchor != "pi_k"
+    if rollout_is == "token" and (needs_exact_rprime or not knobs.allow_truncated_rprime):
+        escape = (f" ({REC_PREFIX}.anchor={rec.anchor} needs α exactly; {REC_PREFIX}.anchor=pi_k does not)"
+                  if needs_exact_rprime else f", or set {PREFIX}.allow_truncated_rprime=true to accept a truncated r'")  # fmt: skip
+        upper = _threshold_upper(_get(rc, "rollout_is_threshold", 2.0))
+        if not math.isinf(upper):
+            raise OffGRPOConfigError(
+                f"loss {loss_mode} needs r' = π_k/α untruncated, but algorithm.rollout_correction.rollout_is_threshold="
+                f"{_get(rc, 'rollout_is_threshold')!r} truncates it: set it to inf{escape}."
+            )
+        if _get(rc, "rollout_rs") is not None:
+            raise OffGRPOConfigError(
+                f"algorithm.rollout_correction.rollout_rs={_get(rc, 'rollout_rs')!r} drops tokens by rejection "
+                f"sampling, which is not the {loss_mode} objective: set it to null{escape}."
+            )
+        if bool(_get(rc, "rollout_is_batch_normalize", False)):
+            raise OffGRPOConfigError(
+                f"algorithm.rollout_correction.rollout_is_batch_normalize=true rescales r': set it to false{escape}."
+            )
+    top_p = float(_get(config, "actor_rollout_ref.rollout.top_p", 1.0))
+    top_k = int(_get(config, "actor_rollout_ref.rollout.top_k", -1))
+    if top_p < 1.0 or top_k > 0:
+        logger.warning(
+            "off_grpo: rollout top_p=%s top_k=%s: vLLM's log-probs of α are taken after top-p/top-k, so "
+            "r' = π_k/α is biased. Use top_p=1.0, top_k=-1 for the paper's ratio.",
+            top_p,
+            top_k,
+        )
+
+
+def check_rows_leaving_denominator(config: Any, knobs: OffGRPOConfig, estimator: str) -> None:
+    """The zero-variance mask and RED-Drop take rows out of the loss, denominators included.
+
+    verl's ``token-mean`` divides by the count of ``loss_mask`` tokens after the mask and ``token-sum``
+    has no denominator; the ``seq-mean-*`` modes divide by ``global_batch_size``, which verl 0.9.1 fixes
+    at ``ppo_mini_batch_size × rollout.n``: masked rows would stay in the denominator and only shrink
+    the step, which is not the paper's removal of the group (or of the dropped samples).
+    """
+    mode = str(_get(config, "actor_rollout_ref.actor.loss_agg_mode", "token-mean"))
+    if not mode.startswith("seq-mean"):
+        return
+    if estimator == RED_DROP_ESTIMATOR_NAME:
+        raise OffGRPOConfigError(
+            f"algorithm.adv_estimator={RED_DROP_ESTIMATOR_NAME} with actor_rollout_ref.actor.loss_agg_mode={mode}: "
+            "verl divides the seq-mean modes by a fixed global_batch_size, so dropped rows would stay in the "
+            "denominator. Use loss_agg_mode=token-mean (or token-sum)."
+        )
+    if knobs.zero_var_mask:
+        raise OffGRPOConfigError(
+            f"{PREFIX}.zero_var_mask=true with actor_rollout_ref.actor.loss_agg_mode={mode}: verl "
+            "divides the seq-mean modes by a fixed global_batch_size, so masked groups would stay in the "
+            f"denominator. Use loss_agg_mode=token-mean (or token-sum), or set {PREFIX}.zero_var_mask=false."
+        )
+
+
+def warn_masked_mini_batch_with_other_loss(config: Any, knobs: OffGRPOConfig, estimator: str) -> None:
+    """With a loss other than the plugin's, a mini-batch whose rows all left the loss logs ``pg_loss`` NaN
+    (verl's 0/0; its gradient is 0). The plugin's losses give exactly 0 there."""
+    loss_mode = _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode")
+    rows_leave = knobs.zero_var_mask or estimator == RED_DROP_ESTIMATOR_NAME
+    if rows_leave and loss_mode not in LOSS_NAMES:
+        what = f"{PREFIX}.zero_var_mask=true" if knobs.zero_var_mask else f"algorithm.adv_estimator={estimator}"
+        logger.warning(
+            "off_grpo: %s with policy_loss.loss_mode=%s: a mini-batch whose rows all left the loss (zero-variance "
+            "groups, dropped rows) has no loss token left, and verl's loss divides by 0 there: its gradient "
+            "is 0, but the step logs actor/pg_loss NaN. loss_mode=%s or %s gives exactly 0.",
+            what,
+            loss_mode,
+            LOSS_NAME,
+            REC_LOSS_NAME,
+        )
+

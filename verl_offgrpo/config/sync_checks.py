@@ -1,0 +1,82 @@
+"""The checks of the lagged sync (``sync_period`` v > 1): whether vLLM can keep serving α = π_{k−v} between
+syncs with a config (vLLM colocated in the hybrid engine, no LoRA, no PD disaggregation, a way to keep
+the weights while it sleeps, and the plugin's V1 trainer mode or v0 checkpoint manager)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verl_offgrpo import TRAINER_MODE
+
+from .off_grpo import PREFIX, V0_MANAGER_FQN, V0_MANAGER_PREFIX, OffGRPOConfig, SyncConfigError
+from .readers import knobs_of, uses_lora, uses_v1, v1_mode
+from .values import OffGRPOConfigError
+from .values import config_value as _get
+
+
+def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPOConfig | None = None) -> OffGRPOConfig:
+    """Raise :class:`SyncConfigError` if the lagged sync cannot keep α in vLLM with ``config``; return the knobs.
+
+    ``trainer``: "v1" or "v0"; default from ``trainer.use_v1``. With ``sync_period == 1`` verl's own sync
+    runs untouched and only the knobs are checked. Also called when the V1 mode or the v0 checkpoint
+    manager is built.
+    """
+    knobs = knobs_of(config, knobs, SyncConfigError)
+    v = knobs.sync_period
+    if v == 1:
+        return knobs
+    if trainer is None:
+        trainer = "v1" if uses_v1(config) else "v0"
+    if trainer not in ("v1", "v0"):
+        raise ValueError(f"trainer must be 'v1' or 'v0', got {trainer!r}")
+    why = f"{PREFIX}.sync_period={v} (vLLM serves the lagged weights α between syncs)"
+    rollout = _get(config, "actor_rollout_ref.rollout")
+    name = _get(rollout, "name", "vllm")
+    if name != "vllm":
+        raise SyncConfigError(f"{why} is implemented for actor_rollout_ref.rollout.name=vllm only (got {name!r}).")
+    if not bool(_get(config, "actor_rollout_ref.hybrid_engine", True)):
+        raise SyncConfigError(f"{why} needs the colocated hybrid engine: actor_rollout_ref.hybrid_engine=true.")
+    if uses_lora(config):
+        raise SyncConfigError(
+            f"{why} is not supported with LoRA (actor_rollout_ref.model.lora.rank / lora_rank / lora_adapter_path): "
+            "vLLM's LoRA adapter path is not known to keep α across sleep; use sync_period=1 or full fine-tuning."
+        )
+    if bool(_get(rollout, "disaggregation.enabled", False)):
+        raise SyncConfigError(f"{why} is not supported with PD-disaggregated rollout.")
+    free_cache_engine = bool(_get(rollout, "free_cache_engine", True))
+    v1_mode_sets_it = trainer == "v1" and v1_mode(config) == TRAINER_MODE
+    if knobs.keep_weights == "no_sleep" and free_cache_engine and not v1_mode_sets_it:
+        raise SyncConfigError(
+            f"{why} with {PREFIX}.keep_weights=no_sleep needs actor_rollout_ref.rollout.free_cache_engine=false "
+            f"(on the V1 trainer, trainer_mode={TRAINER_MODE} sets it itself)."
+        )
+    if knobs.keep_weights == "sleep_level1" and free_cache_engine and not bool(_get(rollout, "enable_sleep_mode", True)):
+        raise SyncConfigError(
+            f"{why}: actor_rollout_ref.rollout.enable_sleep_mode=false cannot sleep vLLM at level 1; set it true, "
+            f"or use {PREFIX}.keep_weights=no_sleep."
+        )
+    if trainer == "v1":
+        if v1_mode(config) != TRAINER_MODE:
+            raise SyncConfigError(
+                f"{why} on the V1 trainer needs trainer.v1.trainer_mode={TRAINER_MODE} (got {v1_mode(config)!r}); "
+                + ("verl's sync mode syncs after every step." if v1_mode(config) == "sync"
+                   else "the async modes sync on their own schedule.")
+            )
+    else:
+        require_plugin_v0_manager(config, SyncConfigError, f"{why} with trainer.use_v1=false needs")
+        backend = _get(rollout, "checkpoint_engine.backend", "naive")
+        if backend != "naive":
+            raise SyncConfigError(
+                f"{why} needs the colocated weight sync: actor_rollout_ref.rollout.checkpoint_engine.backend=naive "
+                f"(got {backend!r})."
+            )
+    return knobs
+
+
+def require_plugin_v0_manager(config: Any, error: type[OffGRPOConfigError], lead: str) -> None:
+    """Raise ``error`` (message ``lead`` + the override to add) unless the v0 trainer's
+    ``rollout.checkpoint_manager_class`` is one of the plugin's (:data:`V0_MANAGER_FQN`, or a class under
+    ``verl_offgrpo.sync.``): it runs the lagged sync and the reference reset's step-end hook."""
+    fqn = _get(config, "actor_rollout_ref.rollout.checkpoint_manager_class")
+    if not (isinstance(fqn, str) and fqn.startswith(V0_MANAGER_PREFIX)):
+        raise error(f"{lead} +actor_rollout_ref.rollout.checkpoint_manager_class={V0_MANAGER_FQN} (got {fqn!r}).")

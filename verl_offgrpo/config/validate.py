@@ -1,0 +1,111 @@
+"""The start-up check of the whole composed config: :func:`validate_off_grpo_config`, which runs the checks
+of what the config selects (:mod:`.loss_estimator_checks`, :mod:`.window_checks`, :mod:`.sync_checks`,
+:mod:`.ref_reset_checks`, :mod:`.final_outputs_checks`) in a fixed order, and :func:`advisories_silenced`
+for re-checks of a config already advised on.
+
+Pure Python over the composed config (a DictConfig, a dict or verl's dataclasses; no verl, torch or Ray
+import), so it runs in ``main_ppo``'s driver before Ray starts: the plugin runs it at the start of
+verl's ``validate_config``, before verl's own checks and their success banner.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any
+
+from verl_offgrpo import ESTIMATOR_NAMES, LOSS_NAME, LOSS_NAMES, RED_DROP_ESTIMATOR_NAME, REC_LOSS_NAME, TRAINER_MODE
+
+from . import final_outputs_checks, loss_estimator_checks, window_checks
+from .final_outputs_checks import resolve_final_outputs
+from .loss_estimator_checks import (
+    check_group_size,
+    check_loss,
+    check_passes,
+    check_rec_knobs_reach_the_loss,
+    check_rows_leaving_denominator,
+    tell_loss_over_other_estimator,
+    warn_masked_mini_batch_with_other_loss,
+)
+from .off_grpo import PREFIX, OffGRPOConfig
+from .readers import uses_v1, v1_mode
+from .rec import RECConfig
+from .ref_reset_checks import check_ref_reset_config
+from .sync_checks import check_sync_config
+from .values import OffGRPOConfigError
+from .values import config_value as _get
+from .window_checks import check_window_config, tell_if_window_runs_in_waves
+
+#: the loggers of the checks' warning and info lines (:func:`advisories_silenced` quiets them)
+_ADVISING_LOGGERS = (loss_estimator_checks.logger, window_checks.logger, final_outputs_checks.logger)
+
+
+def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
+    """Raise :class:`OffGRPOConfigError` for a config the plugin cannot train correctly; return its knobs,
+    ``final_outputs_only`` resolved to true or false.
+
+    ``config`` is the full composed verl config. Checks only what the config selects: one of the plugin's
+    estimators (off_grpo, red_drop), one of its losses (off_grpo, rec), a lag (sync_period > 1), a window,
+    a reference reset.
+    """
+    knobs = OffGRPOConfig.from_algorithm(_get(config, "algorithm"))
+    estimator = _get(config, "algorithm.adv_estimator")
+    loss_mode = _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode")
+    uses_estimator = estimator in ESTIMATOR_NAMES
+    uses_loss = loss_mode in LOSS_NAMES
+    rec = RECConfig.from_policy_loss(_get(config, "actor_rollout_ref.actor.policy_loss"))
+    check_rec_knobs_reach_the_loss(config, loss_mode, rec)
+    if uses_estimator:
+        check_group_size(config, estimator)
+    if uses_loss:
+        check_loss(config, knobs, loss_mode, rec)
+        if not uses_estimator:
+            tell_loss_over_other_estimator(config, loss_mode)
+    elif knobs.sync_period > 1:
+        raise OffGRPOConfigError(
+            f"{PREFIX}.sync_period={knobs.sync_period} trains on samples of a lagged policy α: "
+            f"set actor_rollout_ref.actor.policy_loss.loss_mode={LOSS_NAME} (the off-policy clipped objective) "
+            f"or {REC_LOSS_NAME} (group-relative REINFORCE with a clip mask)."
+        )
+    if uses_estimator or uses_loss:
+        check_passes(config)
+    if uses_estimator:
+        check_rows_leaving_denominator(config, knobs, estimator)
+        warn_masked_mini_batch_with_other_loss(config, knobs, estimator)
+    check_window_config(config, knobs)
+    if uses_estimator or uses_loss or knobs.sync_period > 1:
+        check_sync_config(config, knobs=knobs)
+        if uses_v1(config) and uses_estimator and v1_mode(config) != TRAINER_MODE:
+            if estimator == RED_DROP_ESTIMATOR_NAME:
+                raise OffGRPOConfigError(
+                    f"algorithm.adv_estimator={RED_DROP_ESTIMATOR_NAME} on the V1 trainer needs "
+                    f"trainer.v1.trainer_mode={TRAINER_MODE} (got {v1_mode(config)!r}): it writes the dropped rows "
+                    "back to the TransferQueue's loss_mask; the shipped yaml off_grpo_trainer sets it."
+                )
+            if knobs.zero_var_mask:
+                raise OffGRPOConfigError(
+                    f"{PREFIX}.zero_var_mask=true on the V1 trainer needs trainer.v1.trainer_mode={TRAINER_MODE} "
+                    f"(got {v1_mode(config)!r}): it writes the mask back to the TransferQueue's loss_mask; the "
+                    f"shipped yaml off_grpo_trainer sets it. Or set {PREFIX}.zero_var_mask=false."
+                )
+    if knobs.ref_reset_period > 0:
+        check_ref_reset_config(config, knobs=knobs)
+    knobs = resolve_final_outputs(config, knobs)
+    if knobs.rollout_schedule == "window" and knobs.sync_period > 1:
+        tell_if_window_runs_in_waves(config, knobs.sync_period)
+    return knobs
+
+
+@contextmanager
+def advisories_silenced():
+    """Run checks without their warning lines: for the trainer's own re-checks (TaskRunner, checkpoint
+    manager) of a config the driver's ``validate_config`` already checked and advised on once. Errors
+    still raise."""
+    previous = [(logger, logger.disabled) for logger in _ADVISING_LOGGERS]
+    for logger, _ in previous:
+        logger.disabled = True
+    try:
+        yield
+    finally:
+        for logger, disabled in previous:
+            logger.disabled = disabled
+

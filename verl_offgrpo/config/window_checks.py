@@ -1,0 +1,124 @@
+"""The checks of ``rollout_schedule=window``: whether a config can generate a whole sync window of v steps in
+one generation phase (V1 trainer mode ``off_grpo_sync`` only, whole training batches, no refills), and how
+many samples that puts on each vLLM engine:
+
+    samples per engine = ⌈v · data.train_batch_size · rollout.n / engines⌉,  engines = ⌊GPUs / (TP·DP·PP)⌋ · DP
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from verl_offgrpo import TRAINER_MODE
+
+from .off_grpo import PREFIX, OffGRPOConfig
+from .readers import knobs_of, uses_v1, v1_mode
+from .values import OffGRPOConfigError
+from .values import config_value as _get
+from .values import is_int as _is_int
+
+logger = logging.getLogger(__name__)
+
+
+def check_window_config(config: Any, knobs: OffGRPOConfig | None = None) -> OffGRPOConfig:
+    """Raise :class:`OffGRPOConfigError` if ``rollout_schedule=window`` cannot run with ``config``; return the knobs.
+
+    The window is the V1 trainer mode's: one generation phase samples the prompts of v steps
+    (v × ``data.train_batch_size``), so the dataloader must hand out whole training batches.
+    """
+    knobs = knobs_of(config, knobs)
+    if knobs.rollout_schedule != "window":
+        return knobs
+    why = f"{PREFIX}.rollout_schedule=window"
+    if not uses_v1(config):
+        raise OffGRPOConfigError(
+            f"{why} runs in the V1 trainer mode {TRAINER_MODE} only, not with trainer.use_v1=false: set "
+            f"trainer.use_v1=true, or {PREFIX}.rollout_schedule=per_step."
+        )
+    if v1_mode(config) != TRAINER_MODE:
+        raise OffGRPOConfigError(
+            f"{why} needs trainer.v1.trainer_mode={TRAINER_MODE} (got {v1_mode(config)!r}), or set "
+            f"{PREFIX}.rollout_schedule=per_step."
+        )
+    gen, train = _get(config, "data.gen_batch_size"), _get(config, "data.train_batch_size")
+    if gen is not None and gen != train:
+        raise OffGRPOConfigError(
+            f"{why} samples v × data.train_batch_size prompts per window, so data.gen_batch_size={gen!r} must be "
+            f"unset (null) or equal to data.train_batch_size={train!r}."
+        )
+    k = _get(config, "trainer.v1.sync.parameter_sync_step", 1)
+    if k not in (None, 1):
+        raise OffGRPOConfigError(
+            f"{why} already generates a whole sync window at once: drop trainer.v1.sync.parameter_sync_step={k!r}."
+        )
+    for dotted, what in (
+        ("algorithm.filter_groups.enable", "refill filtered groups"),
+        ("trainer.v1.sampler.sync_refill_failed_groups", "refill failed groups"),
+        ("skip.rollout_tq.enable", "skip rollouts"),
+    ):
+        if _get(config, dotted, False) is True:
+            raise OffGRPOConfigError(
+                f"{why} cannot {what} after the window's one generation phase: set {dotted}=false, or "
+                f"{PREFIX}.rollout_schedule=per_step."
+            )
+    test_freq = _get(config, "trainer.test_freq", -1)
+    if _is_int(test_freq) and test_freq > 0 and not knobs.sync_before_validate:
+        raise OffGRPOConfigError(
+            f"{why} lets vLLM drop α after each window's generation, so validation needs a sync: set "
+            f"{PREFIX}.sync_before_validate=true (or trainer.test_freq=-1)."
+        )
+    if knobs.sync_period == 1:
+        logger.warning("off_grpo: %s with sync_period=1 is on-policy GRPO (a window of one step).", why)
+    save_freq = _get(config, "trainer.save_freq", -1)
+    if knobs.sync_period > 1 and _is_int(save_freq) and save_freq > 0 and save_freq % knobs.sync_period:
+        logger.info(
+            "off_grpo: trainer.save_freq=%d is not a multiple of sync_period=%d, so checkpoints fall inside windows; "
+            "a resume from one starts a new window, and the prompts buffered for the rest of the old one (up to "
+            "%d steps' worth) are not trained on. A multiple of %d avoids that.",
+            save_freq, knobs.sync_period, knobs.sync_period - 1, knobs.sync_period,
+        )
+    return knobs
+
+
+def window_samples_per_engine(config: Any, sync_period: int) -> int | None:
+    """Samples each vLLM engine holds when a window of ``sync_period`` steps is generated at once, or None.
+
+    ⌈v · ``data.train_batch_size`` · ``rollout.n`` / engines⌉, engines = ⌊GPUs / (TP·DP·PP)⌋ · DP: verl
+    builds ⌊GPUs / (TP·DP·PP)⌋ replicas, spreads the requests over them, and each engine (one per
+    data-parallel rank of a replica) has its own ``max_num_seqs``.
+    """
+    rollout = "actor_rollout_ref.rollout"
+    batch, n = _get(config, "data.train_batch_size"), _get(config, f"{rollout}.n", 1)
+    gpus = (_get(config, "trainer.n_gpus_per_node", 1) or 1) * (_get(config, "trainer.nnodes", 1) or 1)
+    tp = _get(config, f"{rollout}.tensor_model_parallel_size", 1) or 1
+    pp = _get(config, f"{rollout}.pipeline_model_parallel_size", 1) or 1
+    dp = _get(config, f"{rollout}.data_parallel_size", 1) or 1
+    if not all(_is_int(x) and x > 0 for x in (batch, n, gpus, tp, pp, dp)):
+        return None
+    return math.ceil(sync_period * batch * n / max(gpus // (tp * dp * pp) * dp, 1))
+
+
+def tell_if_window_runs_in_waves(config: Any, sync_period: int) -> None:
+    """One info line when vLLM's ``max_num_seqs`` cannot hold a window's samples: the window's generation
+    then runs at most ``max_num_seqs`` at a time, ≈ ⌈samples / max_num_seqs⌉ rounds (vLLM refills a
+    finished sequence's slot at once, so the rounds overlap). Information, not a warning: where the
+    engine is already busy at ``max_num_seqs``, one batch per window is not much faster."""
+    per_engine = window_samples_per_engine(config, sync_period)
+    seqs = _get(config, "actor_rollout_ref.rollout.max_num_seqs")
+    if per_engine is None or not _is_int(seqs) or seqs <= 0 or seqs >= per_engine:
+        return
+    rollout = "actor_rollout_ref.rollout"
+    fix = f"{rollout}.max_num_seqs={per_engine}"
+    tokens = _get(config, f"{rollout}.max_num_batched_tokens")
+    if _is_int(tokens) and tokens < per_engine:  # vLLM refuses max_num_batched_tokens < max_num_seqs
+        fix += f" {rollout}.max_num_batched_tokens={per_engine}"
+    logger.info(
+        "off_grpo: a window of %d steps puts %d samples on each vLLM engine, and %s.max_num_seqs=%d runs at most "
+        "%d at a time (≈ %d overlapping rounds). That is fine where the engine is already busy at %d sequences; "
+        "only if it is not, more at once (up to %s, as far as the KV cache allows: vLLM logs its maximum "
+        "concurrency at startup) shortens the window's generation.",
+        sync_period, per_engine, rollout, seqs, seqs, math.ceil(per_engine / seqs), seqs, fix,
+    )
+
