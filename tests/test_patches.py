@@ -17,7 +17,7 @@ from verl_offgrpo import patches
 from verl_offgrpo.patches import JOB_ENV, PatchError, PatchWarning, empty_update, selection
 
 from _background import started_for
-from _overrides import shipped_config, verl_config
+from _overrides import BASE, shipped_config, verl_config
 from _overrides import validate_as_main_ppo as _validate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -346,8 +346,9 @@ sys.exit(main(["check", *sys.argv[1:]]))
     v1 = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=600,
                         cwd=REPO)
     assert v1.returncode == 1 and "needs the TransferQueue package" in v1.stderr, v1.stderr[-2000:]
-    v0 = subprocess.run([sys.executable, "-W", "ignore", "-c", code, "trainer.use_v1=false"], capture_output=True,
-                        text=True, timeout=600, cwd=REPO)
+    # with overrides check also validates the config (as compose): a runnable v0 one
+    v0 = subprocess.run([sys.executable, "-W", "ignore", "-c", code, *BASE, "actor_rollout_ref.rollout.name=vllm",
+                         "trainer.use_v1=false"], capture_output=True, text=True, timeout=600, cwd=REPO)
     assert v0.returncode == 0, v0.stderr[-2000:]
     assert "V1 trainer mode off_grpo_sync: not available (no TransferQueue)" in v0.stdout
 
