@@ -317,24 +317,20 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def _raised_in_plugin(err: BaseException) -> bool:
-    """Whether the innermost frame of ``err``'s traceback inside verl or this package is this package's."""
-    import verl
+def _raised_in_verls_checks(err: BaseException) -> bool:
+    """Whether ``err`` was raised inside verl's own ``validate_config`` (its frame in ``verl/utils/config.py``
+    is on the traceback), not in the plugin's checks that run before it (a plugin bug, even one raised in a
+    verl helper they call)."""
+    import verl.utils.config as verl_config
 
-    import verl_offgrpo
-
-    ours = os.path.dirname(os.path.abspath(verl_offgrpo.__file__)) + os.sep
-    theirs = os.path.dirname(os.path.abspath(verl.__file__)) + os.sep
-    owner = None
+    theirs = os.path.abspath(verl_config.__file__)
     tb = err.__traceback__
     while tb is not None:
-        filename = os.path.abspath(tb.tb_frame.f_code.co_filename)
-        if filename.startswith(ours) and not filename.endswith(os.sep + "__main__.py"):
-            owner = "plugin"
-        elif filename.startswith(theirs):
-            owner = "verl"
+        code = tb.tb_frame.f_code
+        if code.co_name == "validate_config" and os.path.abspath(code.co_filename) == theirs:
+            return True
         tb = tb.tb_next
-    return owner == "plugin"
+    return False
 
 
 def validate(overrides: list[str]):
@@ -375,7 +371,7 @@ def validate(overrides: list[str]):
         cause = err.__cause__ if isinstance(err, HydraException) and err.__cause__ is not None else err
         return 4, f"config error (verl's validate_config): {_one_line(cause) or type(cause).__name__}", config
     except Exception as err:  # anything else verl's checks raise (a key its branch needs is not in the config, ...)
-        if _raised_in_plugin(err):
+        if not _raised_in_verls_checks(err):
             raise  # a bug in the plugin's checks: its traceback
         return 4, f"config error (verl's validate_config): {type(err).__name__}: {_one_line(err)}", config
     missing = missing_values(config)
