@@ -626,3 +626,18 @@ def test_lora_with_lag_rejected():
     cfg.actor_rollout_ref.model.lora_rank = 8
     with pytest.raises(OffGRPOConfigError, match="not supported with LoRA"):
         validate_off_grpo_config(cfg)
+
+
+def test_rec_knobs_the_chosen_mode_never_reads_are_named(caplog):
+    """τ without weight=red_weight and ε′ without clip_mode=ring change nothing: one warning names them."""
+    def told(*overrides):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger=LOGGER):
+            validate(composed(REC, *overrides))
+        return [r.getMessage() for r in caplog.records if "no effect with clip_mode" in r.getMessage()]
+
+    lines = told(f"{REC_KNOB}tau=0.5", f"{REC_KNOB}eps_high_prime=3.0")
+    assert lines == ["off_grpo: actor_rollout_ref.actor.policy_loss.rec sets tau=0.5 (read only with weight=red_weight), "
+                     "eps_high_prime=3.0 (read only with clip_mode=ring): no effect with clip_mode=one-side, weight=none."]
+    assert told(f"{REC_KNOB}tau=0.5", f"{REC_KNOB}weight=red_weight") == []
+    assert told(f"{REC_KNOB}eps_high_prime=3.0", f"{REC_KNOB}clip_mode=ring") == []

@@ -26,6 +26,13 @@ HINT = '--config-name off_grpo_trainer'
     ("algorithm.adv_estimator=red-drop", "did you mean algorithm.adv_estimator=red_drop?"),
     ("algorithm.adv_estimator=GRPO", "did you mean algorithm.adv_estimator=grpo?"),
     ("actor_rollout_ref.actor.ppo_epochs=0", "actor_rollout_ref.actor.ppo_epochs=0 is i, the passes over each batch"),
+    # the paper's method names: the knobs of the rec loss that build them
+    ("actor_rollout_ref.actor.policy_loss.loss_mode=red_weight",
+     "loss_mode='red_weight' is not a registered policy loss: RED-Weight is a weight of the rec loss: set "
+     "actor_rollout_ref.actor.policy_loss.loss_mode=rec actor_rollout_ref.actor.policy_loss.rec.weight=red_weight"),
+    ("algorithm.adv_estimator=RED-Weight", "RED-Weight is a weight of the rec loss"),
+    ("actor_rollout_ref.actor.policy_loss.loss_mode=rec_oneside_nois",
+     "the REC variants are the rec loss's knobs: set actor_rollout_ref.actor.policy_loss.loss_mode=rec and choose"),
 ])  # fmt: skip
 def test_a_typo_or_no_pass_fails_at_startup_in_one_line(override, message, ray_env):
     with pytest.raises(OffGRPOConfigError) as err:
@@ -44,6 +51,8 @@ def test_a_typo_or_no_pass_fails_at_startup_in_one_line(override, message, ray_e
      "actor_rollout_ref.actor.policy_loss.loss_mode='vanilla_v2' is not a registered policy loss in this process "
      "(did you mean vanilla?);"),
     ("algorithm.adv_estimator=grpo_mean", "algorithm.adv_estimator='grpo_mean' is not a registered advantage"),
+    ("actor_rollout_ref.actor.policy_loss.loss_mode=recursive_kl", "actor_rollout_ref.actor.policy_loss.loss_mode="
+     "'recursive_kl' is not a registered policy loss in this process"),  # "rec…" but no REC variant
 ])  # fmt: skip
 def test_an_unknown_name_is_a_warning_not_an_error(override, told, ray_env, caplog):
     """A custom estimator or loss may be registered only where it runs: told, not refused."""
@@ -72,7 +81,14 @@ def test_an_error_for_verls_own_yaml_points_at_the_plugins_where_that_yaml_would
 
 def test_the_ring_error_says_what_to_set(ray_env):
     with pytest.raises(OffGRPOConfigError, match=r"set actor_rollout_ref\.actor\.policy_loss\.rec\.eps_low_prime "
-                                                 r"above 0\.2 \(the default is 0\.6\)"):
+                                                 r"above 0\.2 \(the defaults are 0\.6/2\.0"):
         _validate(shipped_config("actor_rollout_ref.actor.policy_loss.loss_mode=rec",
                                  "actor_rollout_ref.actor.policy_loss.rec.clip_mode=ring",
                                  "actor_rollout_ref.actor.policy_loss.rec.eps_low_prime=0.1"))
+    # the ring over the paper's wider band (0.6, 2.0): both sides in one line, not one per run
+    with pytest.raises(OffGRPOConfigError) as err:
+        _validate(shipped_config("actor_rollout_ref.actor.policy_loss.loss_mode=rec",
+                                 "actor_rollout_ref.actor.policy_loss.rec.clip_mode=ring",
+                                 "actor_rollout_ref.actor.clip_ratio_low=0.6", "actor_rollout_ref.actor.clip_ratio_high=2.0"))
+    assert "eps_low_prime=0.6 must exceed ε_low=0.6; " in str(err.value)
+    assert "eps_high_prime=2.0 must exceed ε_high=2.0" in str(err.value)

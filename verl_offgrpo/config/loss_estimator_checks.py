@@ -90,6 +90,10 @@ def check_rec_knobs_reach_the_loss(config: Any, loss_mode: Any, rec: RECConfig) 
             f"{REC_PREFIX} sets {changed}, which only the {REC_LOSS_NAME} loss reads, but "
             f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode}: set loss_mode={REC_LOSS_NAME}, or drop them."
         )
+    idle = rec.idle_knobs() if loss_mode == REC_LOSS_NAME else []
+    if idle:
+        logger.warning("off_grpo: %s sets %s: no effect with clip_mode=%s, weight=%s.",
+                       REC_PREFIX, ", ".join(idle), rec.clip_mode, rec.weight)
 
 
 def _is_plugin_policy_loss_config(target: Any) -> bool:

@@ -8,6 +8,8 @@ registered in the driver (the caller reads verl's registries; nothing here impor
 
 * not registered, but the same as a registered name up to case, ``-`` and ``_`` (``off-grpo``, ``offgrpo``
   for ``off_grpo``): an error naming it;
+* a name of Yao et al.'s methods that this plugin builds from the ``rec`` loss's knobs (``red_weight``,
+  ``rec_oneside_nois``, ...): an error saying which knobs (:func:`rec_variant_hint`);
 * any other unregistered name: a warning (with the closest registered name, if any), since a custom estimator
   or loss may be registered only in the processes that use it (e.g. ``actor_rollout_ref.model.external_lib``
   is imported by the workers, after this check).
@@ -50,9 +52,31 @@ def check_registered_names(config: Any, estimators: Iterable[str], losses: Itera
                 f"{key}={name!r} is not a registered {what}: did you mean {key}={same[0]}? "
                 f"(verl would fail at {when}, after the first rollout)"
             )
+        hint = rec_variant_hint(str(name))
+        if hint:
+            raise OffGRPOConfigError(f"{key}={name!r} is not a registered {what}: {hint}")
         close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.8)
         logger.warning(
             "%s=%r is not a registered %s in this process%s; verl looks it up at %s and fails there unless it is "
             "registered in the trainer's processes by then. Registered: %s.", key, name, what,
             f" (did you mean {close[0]}?)" if close else "", when, ", ".join(known),
         )
+
+
+#: spellings (:func:`spelling`) of the paper's method names that start the plugin's REC variants
+REC_VARIANT_PREFIXES = ("reconeside", "rectwoside", "recring")
+_REC_LOSS = "actor_rollout_ref.actor.policy_loss"
+
+
+def rec_variant_hint(name: str) -> str | None:
+    """For a paper method name used as an estimator or loss (RED-Weight, REC-OneSide-NoIS, ...): the knobs
+    that select it here; None for any other name."""
+    spelt = spelling(name)
+    if spelt == "redweight":
+        return (f"RED-Weight is a weight of the rec loss: set {_REC_LOSS}.loss_mode=rec "
+                f"{_REC_LOSS}.rec.weight=red_weight (README 'Which loss when').")
+    if spelt.startswith(REC_VARIANT_PREFIXES):
+        return (f"the REC variants are the rec loss's knobs: set {_REC_LOSS}.loss_mode=rec and choose "
+                f"{_REC_LOSS}.rec.clip_mode (one-side, two-side, ring) and {_REC_LOSS}.rec.weight (none, is, "
+                "red_weight) (README 'Which loss when').")
+    return None

@@ -88,16 +88,33 @@ class RECConfig:
             object.__setattr__(self, name, float(getattr(self, name)))  # an integer in the yaml reads as float
 
     def check_ring(self, eps_low: float, eps_high: float) -> None:
-        """With ``clip_mode=ring``, ε′ must lie outside the ε band (else the ring overlaps the band)."""
+        """With ``clip_mode=ring``, ε′ must lie outside the ε band (else the ring overlaps the band); both
+        sides are said in one line."""
         if self.clip_mode != "ring":
             return
-        for side, prime, eps in (("low", self.eps_low_prime, eps_low), ("high", self.eps_high_prime, eps_high)):
-            if not prime > eps:
-                raise OffGRPOConfigError(
-                    f"{PREFIX}.eps_{side}_prime={prime!r} must exceed ε_{side}={eps!r} "
-                    f"(actor_rollout_ref.actor.clip_ratio_{side}) for clip_mode=ring: the ring lies outside the band; "
-                    f"set {PREFIX}.eps_{side}_prime above {eps!r} (the default is {getattr(type(self), 'eps_' + side + '_prime')})."
-                )
+        bad = [(side, prime, eps) for side, prime, eps in (("low", self.eps_low_prime, eps_low),
+                                                            ("high", self.eps_high_prime, eps_high)) if not prime > eps]
+        if not bad:
+            return
+        default = type(self)()
+        raise OffGRPOConfigError(
+            "clip_mode=ring needs ε′ outside the band (actor_rollout_ref.actor.clip_ratio_low/high): "
+            + "; ".join(f"{PREFIX}.eps_{side}_prime={prime!r} must exceed ε_{side}={eps!r}" for side, prime, eps in bad)
+            + ": set " + " ".join(f"{PREFIX}.eps_{side}_prime above {eps!r}" for side, _, eps in bad)
+            + f" (the defaults are {default.eps_low_prime}/{default.eps_high_prime}, the paper's wider clip band)."
+        )
+
+    def idle_knobs(self) -> list[str]:
+        """Knobs changed from their defaults that the chosen mode never reads: τ without ``weight=red_weight``,
+        ε′ without ``clip_mode=ring``."""
+        default, idle = type(self)(), []
+        if self.weight != "red_weight" and self.tau != default.tau:
+            idle.append(f"tau={self.tau} (read only with weight=red_weight)")
+        for side in ("low", "high"):
+            name = f"eps_{side}_prime"
+            if self.clip_mode != "ring" and getattr(self, name) != getattr(default, name):
+                idle.append(f"{name}={getattr(self, name)} (read only with clip_mode=ring)")
+        return idle
 
     def changed_fields(self) -> list[str]:
         """The knobs that differ from their defaults, in declaration order."""
