@@ -641,3 +641,16 @@ def test_rec_knobs_the_chosen_mode_never_reads_are_named(caplog):
                      "eps_high_prime=3.0 (read only with clip_mode=ring): no effect with clip_mode=one-side, weight=none."]
     assert told(f"{REC_KNOB}tau=0.5", f"{REC_KNOB}weight=red_weight") == []
     assert told(f"{REC_KNOB}eps_high_prime=3.0", f"{REC_KNOB}clip_mode=ring") == []
+
+
+def test_rec_anchored_at_pi_k_with_one_step_per_batch_says_rho_is_one(caplog):
+    """anchor=pi_k, i = 1 and one mini-batch per batch: ρ = π_θ/π_k = 1 at the only optimizer step."""
+    def told(*overrides):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger=LOGGER):
+            validate(composed(REC, f"{REC_KNOB}anchor=pi_k", "data.train_batch_size=64", *overrides))
+        return [r.getMessage() for r in caplog.records if "ρ = π_θ/π_k = 1" in r.getMessage()]
+
+    assert len(told("actor_rollout_ref.actor.ppo_mini_batch_size=64")) == 1
+    assert told("actor_rollout_ref.actor.ppo_mini_batch_size=16") == []  # four steps: θ moves within the batch
+    assert told("actor_rollout_ref.actor.ppo_mini_batch_size=64", "actor_rollout_ref.actor.ppo_epochs=2") == []

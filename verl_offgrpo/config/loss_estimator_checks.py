@@ -184,6 +184,13 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
             raise OffGRPOConfigError(
                 f"algorithm.rollout_correction.rollout_is_batch_normalize=true rescales r': set it to false{escape}."
             )
+    if loss_mode == REC_LOSS_NAME and rec.anchor == "pi_k" and _one_optimizer_step_per_batch(config):
+        logger.warning(
+            "rec: %s.anchor=pi_k with one optimizer step per batch (ppo_epochs=1, ppo_mini_batch_size = "
+            "data.train_batch_size): ρ = π_θ/π_k = 1 whenever the gradient is taken, so the clip mask and "
+            "weight=is do nothing (plain group-relative REINFORCE); anchor=alpha measures ρ against the sampler.",
+            REC_PREFIX,
+        )
     top_p = float(_get(config, "actor_rollout_ref.rollout.top_p", 1.0))
     top_k = int(_get(config, "actor_rollout_ref.rollout.top_k", -1))
     if top_p < 1.0 or top_k > 0:
@@ -193,6 +200,13 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
             top_p,
             top_k,
         )
+
+
+def _one_optimizer_step_per_batch(config: Any) -> bool:
+    """i = 1 and one mini-batch per batch (verl counts both sizes in prompts): θ = π_k at the only step."""
+    epochs = _get(config, "actor_rollout_ref.actor.ppo_epochs", 1)
+    mini, batch = _get(config, "actor_rollout_ref.actor.ppo_mini_batch_size"), _get(config, "data.train_batch_size")
+    return epochs == 1 and mini is not None and mini == batch
 
 
 def check_rows_leaving_denominator(config: Any, knobs: OffGRPOConfig, estimator: str) -> None:
