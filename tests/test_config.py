@@ -147,6 +147,8 @@ REJECTED = [
     ([REC, f"{REC_KNOB}clip_mode=ring", "actor_rollout_ref.actor.clip_ratio_high=2.5"],
      "eps_high_prime=2.0 must exceed ε_high=2.5"),
     ([REC, f"{REC_KNOB}weight=red_weight", f"{REC_KNOB}tau=0"], r"rec.tau \(τ of RED-Weight\) must be > 0"),
+    ([REC, f"{REC_KNOB}clip_mode=ring", f"{REC_KNOB}eps_low_prime='0.7'"],
+     r"rec.eps_low_prime must be a number \(got the string '0.7'\): drop the quotes"),
     ([REC, f"{REC_KNOB}clip_mode=sideways"], "rec.clip_mode must be one of"),
     (["+algorithm.off_grpo.sync_perod=3"], "'sync_perod': did you mean 'sync_period'"),
     ([REC, f"{REC_KNOB}weight=importance_sampling"], "rec.weight must be one of"),

@@ -70,6 +70,12 @@ class RECConfig:
             value = getattr(self, name)
             if value not in choices:
                 raise OffGRPOConfigError(f"{PREFIX}.{name} must be one of {choices} (got {value!r}).")
+        for name in ("tau", "eps_low_prime", "eps_high_prime"):
+            value = getattr(self, name)
+            if isinstance(value, str):  # a quoted number in an override ('0.7'): say that, not the range
+                raise OffGRPOConfigError(
+                    f"{PREFIX}.{name} must be a number (got the string {value!r}): drop the quotes."
+                )
         if not (_finite(self.tau) and self.tau > 0):
             raise OffGRPOConfigError(
                 f"{PREFIX}.tau (τ of RED-Weight) must be > 0 (got {self.tau!r}); the default is 1.0."
