@@ -14,8 +14,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .off_grpo import POLICY_LOSS_CONFIG_FQN, PREFIX, OffGRPOConfig
+from .off_grpo import PREFIX, OffGRPOConfig
 from .values import config_value, is_dict_config
+from .yaml_hint import composed_from_plugin_yaml
 
 __all__ = ["knobs_without_effect", "unselected_knobs_message"]
 
@@ -27,7 +28,7 @@ def knobs_without_effect(config: Any) -> list[str]:
     if node is None or not (isinstance(node, dict) or is_dict_config(node)):
         return []
     defaults = {f.name: f.default for f in dataclasses.fields(OffGRPOConfig)}
-    plugin_yaml = str(config_value(config, "actor_rollout_ref.actor.policy_loss._target_")) == POLICY_LOSS_CONFIG_FQN
+    plugin_yaml = composed_from_plugin_yaml(config)
     named = []
     for key in node:
         value = node[key]

@@ -15,10 +15,16 @@ from .off_grpo import POLICY_LOSS_CONFIG_FQN
 from .values import config_value
 
 
+def composed_from_plugin_yaml(config) -> bool:
+    """Whether ``config`` was composed from the plugin's yaml: its ``policy_loss._target_`` is the plugin's
+    dataclass (verl's ``ppo_trainer`` names verl's own)."""
+    return str(config_value(config, "actor_rollout_ref.actor.policy_loss._target_")) == POLICY_LOSS_CONFIG_FQN
+
+
 def shipped_yaml_hint(config, message: str) -> str | None:
-    """For a config not composed from the plugin's yaml (another ``policy_loss._target_``) whose error names a
+    """For a config not composed from the plugin's yaml (:func:`composed_from_plugin_yaml`) whose error names a
     setting that yaml would change: where all of them are set at once."""
-    if str(config_value(config, "actor_rollout_ref.actor.policy_loss._target_")) == POLICY_LOSS_CONFIG_FQN:
+    if composed_from_plugin_yaml(config):
         return None
     if not any(key in message and config_value(config, key) != value for key, value in _yaml_settings()):
         return None
