@@ -163,11 +163,11 @@ def trainer_of(config) -> str | None:
     if config is None:
         return None
     from verl_offgrpo import TRAINER_MODE
-    from verl_offgrpo.config.values import config_value
+    from verl_offgrpo.config.readers import uses_v1, v1_mode  # the start-up checks' own reading
 
-    if config_value(config, "trainer.use_v1", True) is False:
+    if not uses_v1(config):
         return "v0"
-    return "v1" if config_value(config, "trainer.v1.trainer_mode") == TRAINER_MODE else "other"
+    return "v1" if v1_mode(config) == TRAINER_MODE else "other"
 
 
 def _for_trainer(needs: str | None, trainer: str | None) -> bool:
