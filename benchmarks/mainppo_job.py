@@ -338,13 +338,22 @@ def bootstrap_interval(first: list[float], second: list[float], combine, statist
     return [float(low), float(high)]
 
 
-def memory_summary(samples: list[dict[str, float]], after_s: float | None) -> dict:
-    """Max and median of the samples taken from ``after_s`` on (the first logged step: training only)."""
+def memory_summary(samples: list[dict[str, float]], after_s: float | None,
+                   arrival: dict[int, float] | None = None) -> dict:
+    """Max and median of the samples taken from ``after_s`` on (the first logged step: training only);
+    for each max also ``max_at_s`` (seconds after launch) and, with ``arrival`` (step → seconds after
+    launch at which its metrics appeared), ``max_in_step``: the step that was running then (the first
+    step logged after the sample), so a peak can be put in a window's generation step or elsewhere."""
     out = {}
     for key in ("gpu_mib", "host_mib", "storage_mib"):
-        xs = sorted(v[key] for v in samples if key in v and (after_s is None or v["t"] >= after_s))
-        if xs:
-            out[key] = {"max": xs[-1], "median": xs[len(xs) // 2], "n": len(xs)}
+        kept = [v for v in samples if key in v and (after_s is None or v["t"] >= after_s)]
+        if kept:
+            xs = sorted(v[key] for v in kept)
+            peak = max(kept, key=lambda v: v[key])
+            out[key] = {"max": xs[-1], "median": xs[len(xs) // 2], "n": len(xs), "max_at_s": round(peak["t"], 1)}
+            later = [step for step, t in (arrival or {}).items() if t >= peak["t"]]
+            if later:
+                out[key]["max_in_step"] = min(later)
     return out
 
 
@@ -409,7 +418,7 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
         "step_arrival_s": {str(k): round(v, 1) for k, v in sorted(arrival.items())},
         "stalled": stalled,
         "stack_dump": stack_dir,
-        "memory": memory_summary(mem, min(arrival.values()) if arrival else None),
+        "memory": memory_summary(mem, min(arrival.values()) if arrival else None, arrival),
         "host_before": host_before,
         "host_after": host_after,
     }
