@@ -295,6 +295,23 @@ def test_validate_config_of_a_selecting_job_runs_the_plugins_checks_and_marks_it
     assert job_env.live()
 
 
+def test_a_plain_job_validated_after_a_selecting_one_in_the_same_process_is_not_marked(ray_env):
+    """One driver process (a notebook, a sweep script) validating a plugin job and then a plain one: the
+    plain job's Ray processes must not inherit the plugin's marks (its patches would go live there)."""
+    from verl_offgrpo.config import OffGRPOConfigError
+    from verl_offgrpo.patches import FINAL_OUTPUTS_ENV
+
+    _validate(shipped_config("algorithm.off_grpo.final_outputs_only=true"))
+    assert ray_env.get_ppo_ray_runtime_env()["env_vars"][FINAL_OUTPUTS_ENV] == "1"
+    _validate(verl_config())
+    env_vars = ray_env.get_ppo_ray_runtime_env()["env_vars"]
+    assert JOB_ENV not in env_vars and FINAL_OUTPUTS_ENV not in env_vars
+    _validate(shipped_config())
+    with pytest.raises(OffGRPOConfigError):  # a rejected selecting config after a passing one: unmarked too
+        _validate(shipped_config("actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"))
+    assert JOB_ENV not in ray_env.get_ppo_ray_runtime_env()["env_vars"]
+
+
 # ----------------------------------------------------------------------------- the entry point
 def test_import_verl_loads_no_verl_module_for_the_plugin_and_registers_on_first_use(procs):
     """The entry point imports none of verl's modules (the same ``verl.*`` modules as plain verl), then

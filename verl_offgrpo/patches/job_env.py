@@ -10,7 +10,7 @@ read :data:`~verl_offgrpo.patches.JOB_ENV` instead.
 ``env_vars`` to every actor of the job (TaskRunner, actor workers, vLLM server actors; vLLM's worker
 processes inherit them from the server actor). :func:`mark_job` adds :data:`JOB_ENV` there; the
 ``validate_config`` wrap (:mod:`.validate_config`) calls it for a config that selects the plugin, and
-only then. A driver that does not go through ``validate_config`` before ``ray.init`` (a custom script,
+only then; it first removes the marks an earlier validation in the same process left (:func:`unmark_job`). A driver that does not go through ``validate_config`` before ``ray.init`` (a custom script,
 or a Ray cluster started beforehand, for which ``main_ppo`` builds no runtime env) can set
 ``VERL_OFFGRPO_JOB=1`` (and ``VERL_OFFGRPO_FINAL_OUTPUTS=1``) in its Ray runtime env itself.
 """
@@ -26,7 +26,7 @@ WHEN = ("driver: adds VERL_OFFGRPO_JOB=1 (and VERL_OFFGRPO_FINAL_OUTPUTS=1 with 
         "job's env_vars, only once a selecting config is validated")
 MODULE = "verl.trainer.constants_ppo"
 
-__all__ = ["TARGETS", "VERL_VERSIONS", "WHEN", "install", "live", "mark_job"]
+__all__ = ["TARGETS", "VERL_VERSIONS", "WHEN", "install", "live", "mark_job", "unmark_job"]
 
 
 def mark_job(final_outputs_only: bool = False) -> None:
@@ -40,6 +40,17 @@ def mark_job(final_outputs_only: bool = False) -> None:
         env_vars[FINAL_OUTPUTS_ENV] = "1"
     else:
         env_vars.pop(FINAL_OUTPUTS_ENV, None)
+
+
+def unmark_job() -> None:
+    """Remove :data:`JOB_ENV` and :data:`FINAL_OUTPUTS_ENV` from verl's PPO Ray runtime env: the
+    ``validate_config`` wrap calls it first, so a plain job (or a rejected one) validated in the same
+    driver process after a selecting one is not marked as the plugin's."""
+    from verl.trainer import constants_ppo
+
+    env_vars = constants_ppo.PPO_RAY_RUNTIME_ENV.get("env_vars") or {}
+    for name in (JOB_ENV, FINAL_OUTPUTS_ENV):
+        env_vars.pop(name, None)
 
 
 def live() -> bool:

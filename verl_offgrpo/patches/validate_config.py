@@ -11,7 +11,8 @@ plugin (:func:`.selection.config_selects`):
    composed from the plugin's yaml, the error may end by pointing at it (:mod:`verl_offgrpo.config.yaml_hint`);
 3. verl's original ``validate_config``;
 4. the job's Ray processes are marked as selecting the plugin, and as asking vLLM for final outputs
-   only where ``final_outputs_only`` is on (:mod:`.job_env`).
+   only where ``final_outputs_only`` is on (:mod:`.job_env`). Every validation first removes the marks
+   an earlier one in the same process left, so only a selecting config that passed is marked.
 
 Any other config goes straight to verl's ``validate_config``; if it sets ``algorithm.off_grpo`` knobs
 (composed from the plugin's yaml: away from their defaults), one warning says they have no effect
@@ -42,8 +43,10 @@ def wrap(original):
 
     @functools.wraps(original)
     def validate_config(config, *args, **kwargs):
+        from verl_offgrpo.patches.job_env import mark_job, unmark_job
         from verl_offgrpo.patches.selection import config_selects
 
+        unmark_job()  # a mark left by an earlier selecting config of this process must not reach this job
         if not config_selects(config):
             _warn_unselected_knobs(config)
             return original(config, *args, **kwargs)
@@ -65,8 +68,6 @@ def wrap(original):
                 err.args = (f"{err} {hint}",)
             raise
         result = original(config, *args, **kwargs)
-        from verl_offgrpo.patches.job_env import mark_job
-
         mark_job(final_outputs_only=knobs.final_outputs_only)
         return result
 
