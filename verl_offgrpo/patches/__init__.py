@@ -9,9 +9,10 @@ The modules here replace verl attributes; each one declares
 * ``WHEN``: in which processes, and for which jobs, it acts,
 * ``live()``: whether it is in place in this process, read off the target itself.
 
-A job *selects* the plugin (:mod:`.selection`) when its config names the ``off_grpo`` estimator, the
-``off_grpo`` policy loss, a ``sync_period`` other than 1, the ``off_grpo_sync`` V1 trainer mode or the
-lagged checkpoint manager. A job that selects nothing runs verl's code unchanged: a patch either is
+A job *selects* the plugin (:func:`.selection.config_selects`) when its config names one of the
+plugin's estimators (``off_grpo``, ``red_drop``) or policy losses (``off_grpo``, ``rec``), a
+``sync_period`` other than 1, ``rollout_schedule`` other than ``per_step``, ``final_outputs_only`` true,
+the ``off_grpo_sync`` V1 trainer mode or the lagged checkpoint manager. A job that selects nothing runs verl's code unchanged: a patch either is
 not installed, or passes every call straight to verl's original.
 
 Code that must reach into verl at run time, where no import-time patch can (an override on one
