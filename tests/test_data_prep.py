@@ -477,37 +477,6 @@ def test_arithmetic_needs_rows(tmp_path, args, message):
     assert not out.exists()
 
 
-# ------------------------------------------------------- arithmetic: the learning runs' held-out set
-#: the lab's learning runs' data (benchmarks/learning.py: TASK_N_TRAIN, TASK_N_TEST, TASK_SEED, no twins)
-LEARNING_DATA = dict(task="largest4", n_train=8192, n_test=500, seed=0, twins_in_train=False)
-PINNED_FIRST_TEST_QUESTION = "Which number is the largest: 59, 63, 15, 43? Answer with just the number."
-PINNED_TEST_DIGEST = "fa1d844597b7817f"  # sha256 of the 500 test questions, one a line
-
-
-def _question(row):
-    return row["prompt"][0]["content"]
-
-
-def test_arithmetic_learning_data_is_disjoint_and_deterministic():
-    """The learning runs' held-out set: 500 distinct questions, none of them (nor a reordering of its
-    numbers) a train question, checked here independently of ``check_disjoint``; the same arguments give
-    the same rows (pinned: a change of the generator or of Python's ``random`` shows here), another seed
-    other rows."""
-    import hashlib
-
-    arithmetic = _load_script("arithmetic")
-    splits = arithmetic.make_splits(**LEARNING_DATA)
-    train, test = splits["train"], splits["test"]
-    assert len(train) == 8192 and len({_question(r) for r in test}) == len(test) == 500
-    assert not {_question(r) for r in test} & {_question(r) for r in train}
-    assert not {operands(r) for r in test} & {operands(r) for r in train}
-    assert arithmetic.make_splits(**LEARNING_DATA) == splits
-    digest = hashlib.sha256("\n".join(map(_question, test)).encode()).hexdigest()[:16]
-    assert (_question(test[0]), digest) == (PINNED_FIRST_TEST_QUESTION, PINNED_TEST_DIGEST)
-    other = arithmetic.make_splits(**{**LEARNING_DATA, "seed": 1, "n_train": 10})["test"]
-    assert [_question(r) for r in other] != [_question(r) for r in test]
-
-
 def test_arithmetic_check_disjoint_refuses_repeats_shared_questions_and_twins():
     arithmetic = _load_script("arithmetic")
 

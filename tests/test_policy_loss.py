@@ -217,6 +217,33 @@ def test_kl_and_denominator_exclude_masked_rows():
     assert metric_value(m_masked, "actor/off_grpo/masked_seq_frac") == 0.5
 
 
+def test_the_estimators_zero_variance_mask_reaches_the_loss_denominator_and_the_kl():
+    """The mask as the estimator leaves it, end to end: verl's ``compute_advantage`` (off_grpo, mask on)
+    on rewards (0, 2 | 1, 1), then verl's ``ppo_loss`` on its advantages and response_mask.
+
+    Group a: mean 1, unbiased std² 2, ε = 2 → A = ∓1/2; group z is zero-variance and leaves.
+    Row 1 has r = π_θ/π_k = 1.1 (r' = 1, inside [0.8, 1.2]): f = 1.1·½ = 0.55 a token; row 0 r = 1, f = −½.
+    pg_loss = −(3·0.55 − 3·0.5)/6 = −0.025 (over the 12 tokens it would be −0.0125).
+    KL (low_var_kl, ref = π_k − 0.3): e^{−d} + d − 1 with d = log π_θ − log π_ref, d = 0.3 on row 0 and
+    0.3 + log 1.1 on row 1; the mean over group a's 6 tokens only."""
+    from test_advantage import algo_config, make_batch, run
+
+    out = run(make_batch([0, 2, 1, 1], ["a", "a", "z", "z"]), algo_config(zero_var_mask=True, std_eps=2.0))
+    A, mask = out.batch["advantages"], out.batch["response_mask"]
+    resp_len = mask.shape[1]
+    old = torch.full((4, resp_len), -1.0)
+    log_prob = old.clone()
+    log_prob[1] += math.log(1.1)
+    log_prob.requires_grad_(True)
+    cfg = actor_config(use_kl_loss=True, kl_loss_coef=0.5, kl_loss_type="low_var_kl")
+    _, metrics = call_ppo_loss(cfg, log_prob, old, A, mask, ref_log_prob=old - 0.3)
+    assert metric_value(metrics, "actor/pg_loss") == pytest.approx(-0.025, rel=1e-5)
+    d0, d1 = 0.3, 0.3 + math.log(1.1)
+    kl = (math.exp(-d0) + d0 - 1 + math.exp(-d1) + d1 - 1) / 2
+    assert metric_value(metrics, "kl_loss") == pytest.approx(kl, rel=1e-5)
+    assert metric_value(metrics, "actor/off_grpo/masked_seq_frac") == 0.5
+
+
 @pytest.mark.parametrize("mode", ["seq-mean-token-mean", "seq-mean-token-sum"])
 def test_seq_mean_modes_keep_masked_rows_in_verls_fixed_denominator(mode):
     """Why validation rejects zero_var_mask with the seq-mean modes: verl's trainer passes
@@ -235,8 +262,7 @@ def test_seq_mean_modes_keep_masked_rows_in_verls_fixed_denominator(mode):
 
 def test_a_mini_batch_with_every_row_masked_gives_zero_loss_not_nan():
     """All groups zero-variance under the mask: verl's engine counts 0 tokens in the mini-batch, and
-    0/0 made actor/pg_loss NaN on the GPU (learning run on_policy_mask seed 2, step 40). The loss, the
-    KL term and the gradient are exactly 0 instead."""
+    0/0 made actor/pg_loss NaN. The loss, the KL term and the gradient are exactly 0 instead."""
     log_prob, old, _, _ = random_batch(3, bs=3, resp_len=3)
     none = torch.zeros(3, 3, dtype=torch.int64)
     cfg = actor_config(use_kl_loss=True, kl_loss_coef=0.5, kl_loss_type="low_var_kl")
