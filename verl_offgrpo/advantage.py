@@ -13,7 +13,9 @@ N); ε = ``algorithm.off_grpo.std_eps``. A singleton group takes mean 0 and std 
 negatives outnumber positives, the surplus negatives are dropped at random (:func:`verl_offgrpo.groups.
 red_drop_rows`: seeded by ``algorithm.off_grpo.red_drop_seed`` and the group's uid), and the formula
 above runs over the kept rows K only (mean_K, std_K). With ``norm_adv_by_std_in_grpo=false`` this is the
-paper's A_j = r_j − mean_K(r). Dropped rows have A = 0 and leave the loss like masked groups.
+paper's A_j = r_j − mean_K(r); with it true, std_K follows ``std_unbiased`` (N−1 by default, where the
+reference implementation, Trinity-RFT's ``rec_advantage.py``, takes the population std: set
+``std_unbiased=false`` to match it). Dropped rows have A = 0 and leave the loss like masked groups.
 
 Rows that leave the loss: a zero-variance group (N > 1, all rewards equal: A = 0) with the mask on
 (``algorithm.off_grpo.zero_var_mask``), and RED-Drop's dropped rows. verl's ``compute_advantage`` hands

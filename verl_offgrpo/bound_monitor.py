@@ -12,10 +12,10 @@ watch to choose v:
 * ``off_grpo/bound/mean_abs_log_rprime`` = E_{t∼α}|log r'_t| over response tokens: the statistic of
   the served-policy guard (:mod:`verl_offgrpo.sync.alpha_guard`), the same as the loss's
   ``actor/off_grpo/mean_abs_log_rprime`` but known before the update.
-* ``off_grpo/bound/coef_mean|max`` = mean / max over groups with σ > 0 of (1 − σ_g)/σ_g, σ_g =
-  sqrt(std_g² + ε) the group's reward std (the estimator's own std and ε).
+* ``off_grpo/bound/coef_mean|max`` = mean / max over groups with std_g > 0 of (1 − σ_g)/σ_g, σ_g =
+  sqrt(std_g² + ε) (the estimator's own std and ε; σ_g itself is never 0).
 * ``off_grpo/bound/zero_var_group_frac`` = fraction of groups (N > 1) whose rewards are all equal
-  (σ = 0: masked by the zero-variance mask, excluded from the coefficient).
+  (std_g = 0: masked by the zero-variance mask, excluded from the coefficient).
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ and its gradient stay finite for extreme ratios. verl's ``ppo_loss`` adds the en
 loss of exactly 0, not 0/0; verl's engine then takes no optimizer step (:mod:`verl_offgrpo.patches.empty_update`),
 and ``actor/off_grpo/skipped_optimizer_step_frac`` is the fraction of the step's optimizer steps skipped so.
 
-Metrics other than ``masked_seq_frac`` (a fraction of rows) are means over the micro-batch's loss tokens.
+Metrics other than ``masked_seq_frac`` (a fraction of rows) and ``skipped_optimizer_step_frac`` (a
+fraction of optimizer steps) are means over the micro-batch's loss tokens.
 A micro-batch without one logs each metric's neutral value (clip fractions, ``ppo_kl`` and mean |log r'| 0;
 r' mean and max 1; ``masked_seq_frac`` 1), and verl averages micro-batches with equal weight, so masked
 micro-batches pull a step's value towards those; ``off_grpo/bound/*`` reads every response token of the
