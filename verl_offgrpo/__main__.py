@@ -366,13 +366,14 @@ def validate(overrides: list[str]):
     except MissingMandatoryValue:  # verl read a ??? value: said below
         if not missing_values(config):
             raise
-    except (AssertionError, ValueError, HydraException) as err:  # verl's own validate_config
-        # verl's dataclass checks reach here wrapped in hydra's InstantiationException: say the cause
-        cause = err.__cause__ if isinstance(err, HydraException) and err.__cause__ is not None else err
-        return 4, f"config error (verl's validate_config): {_one_line(cause) or type(cause).__name__}", config
-    except Exception as err:  # anything else verl's checks raise (a key its branch needs is not in the config, ...)
+    except Exception as err:  # verl's own validate_config rejects the config, or the plugin's checks have a bug
         if not _raised_in_verls_checks(err):
-            raise  # a bug in the plugin's checks: its traceback
+            raise  # a bug in the plugin's checks (a bare ValueError too, not a config error of verl's): its traceback
+        if isinstance(err, (AssertionError, ValueError, HydraException)):  # verl's checks of the config
+            # verl's dataclass checks reach here wrapped in hydra's InstantiationException: say the cause
+            cause = err.__cause__ if isinstance(err, HydraException) and err.__cause__ is not None else err
+            return 4, f"config error (verl's validate_config): {_one_line(cause) or type(cause).__name__}", config
+        # anything else verl's checks raise (a key its branch needs is not in the config, ...)
         return 4, f"config error (verl's validate_config): {type(err).__name__}: {_one_line(err)}", config
     missing = missing_values(config)
     if missing:
