@@ -42,7 +42,7 @@ def test_a_value_that_is_no_number_is_the_plugins_error_naming_it(override, mess
 def test_compose_says_a_value_that_is_no_number_as_the_plugins_error(capsys, override, message):
     """The README's first compose command with a bad ε: exit 2 and the plugin's one line (it was exit 4,
     "config error (verl's validate_config): could not convert string to float: 'abc'")."""
-    from verl_offgrpo.__main__ import main
+    from verl_offgrpo.cli.main import main
 
     readme = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct", VLLM, "actor_rollout_ref.rollout.n=8",
               "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
@@ -68,7 +68,7 @@ def test_compose_keeps_the_traceback_of_a_value_or_assertion_error_of_the_plugin
     """A ValueError or AssertionError raised in the plugin's checks is a bug of the plugin's: re-raised, not
     said as verl's validate_config (exit 4) as it was."""
     import verl_offgrpo.config
-    from verl_offgrpo.__main__ import dry_run
+    from verl_offgrpo.cli.compose import dry_run
 
     def broken(config):
         raise error
@@ -85,8 +85,26 @@ def test_compose_keeps_the_traceback_of_a_value_or_assertion_error_of_the_plugin
      "[actor_rollout_ref.rollout] Please set at least one of 'actor_rollout_ref.rollout.log_prob_micro_batch_size'"),
 ], ids=["AssertionError", "ValueError"])
 def test_compose_says_verls_own_assertion_or_value_error_as_verls(capsys, overrides, says):
-    from verl_offgrpo.__main__ import dry_run
+    from verl_offgrpo.cli.compose import dry_run
 
     assert dry_run(overrides) == 4
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("config error")]
     assert len(err) == 1 and err[0].startswith("config error (verl's validate_config): " + says), err
+
+
+def test_python_m_entry_is_thin_and_keeps_its_names():
+    """``verl_offgrpo.__main__`` is the entry of ``verl_offgrpo.cli``: the names scripts and benchmarks import from
+    it stay there; ``config-dir`` answers without importing verl (the CLI's import quieting runs before verl's)."""
+    import subprocess
+    import sys
+
+    from verl_offgrpo import __main__ as entry
+    from verl_offgrpo.cli import compose, main, paths
+
+    assert (entry.main, entry.config_dir, entry.dry_run, entry.local_path_notes) == (
+        main.main, paths.config_dir, compose.dry_run, paths.local_path_notes)
+    code = ("import runpy, sys; sys.argv = ['verl_offgrpo', 'config-dir']\ntry:\n"
+            "    runpy.run_module('verl_offgrpo', run_name='__main__')\nexcept SystemExit as done:\n"
+            "    print(done.code, 'verl' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout == f"{paths.config_dir()}\n0 False\n", proc.stderr[-2000:]
