@@ -15,7 +15,7 @@ def shipped_config(*overrides):
     """The plugin's ``off_grpo_trainer`` yaml with :data:`BASE` and ``overrides``."""
     from hydra import compose, initialize_config_dir
 
-    from verl_offgrpo.__main__ import config_dir
+    from verl_offgrpo.cli.paths import config_dir
 
     with initialize_config_dir(config_dir=config_dir(), version_base=None):
         return compose(config_name="off_grpo_trainer", overrides=BASE + list(overrides))

@@ -11,7 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 import verl  # noqa: F401  (loads the plugin)
-from verl_offgrpo.__main__ import config_dir
+from verl_offgrpo.cli.paths import config_dir
 from verl_offgrpo.config import OffGRPOConfig, OffGRPOConfigError, check_window_config, validate_off_grpo_config
 
 from _background import started_for
@@ -533,7 +533,7 @@ def test_compose_reraises_an_unexpected_error_of_the_plugins_checks(monkeypatch,
     """Only errors of verl's own validate_config are said as config errors: a bug in the plugin's checks keeps
     its traceback, also when it is raised in a verl helper they call."""
     import verl_offgrpo.config
-    from verl_offgrpo.__main__ import dry_run
+    from verl_offgrpo.cli.compose import dry_run
 
     monkeypatch.setattr(verl_offgrpo.config, "validate_off_grpo_config", broken)
     with pytest.raises(error):
@@ -542,7 +542,7 @@ def test_compose_reraises_an_unexpected_error_of_the_plugins_checks(monkeypatch,
 
 def test_compose_says_a_typo_or_bad_syntax_in_one_line(capsys):
     """A key hydra does not know, or an override it cannot parse: exit 4 and one line, no traceback."""
-    from verl_offgrpo.__main__ import dry_run
+    from verl_offgrpo.cli.compose import dry_run
 
     for override, said in (("algorithm.off_grpo.sync_perod=10", "(did you mean algorithm.off_grpo.sync_period?)"),
                            ("actor_rollout_ref.actor.policy_loss.rec.clipmode=ring", "policy_loss.rec.clip_mode?)"),
@@ -554,7 +554,7 @@ def test_compose_says_a_typo_or_bad_syntax_in_one_line(capsys):
 
 def test_compose_says_verls_own_dataclass_error_in_one_line(capsys):
     """verl's ActorConfig check comes wrapped in hydra's InstantiationException: its cause, in one line."""
-    from verl_offgrpo.__main__ import dry_run
+    from verl_offgrpo.cli.compose import dry_run
 
     overrides = [o for o in BASE if "actor.ppo_micro_batch_size_per_gpu" not in o]
     assert dry_run([*overrides, "actor_rollout_ref.rollout.name=vllm"]) == 4
@@ -567,7 +567,7 @@ def test_compose_says_verls_own_dataclass_error_in_one_line(capsys):
 def test_compose_notes_missing_local_paths(tmp_path, capsys):
     """After the checks pass, compose notes (stderr, exit 0) each local data file that does not exist here,
     with its --path-hint; not an existing file, not a remote one; a hub-id-like model path is named as such."""
-    from verl_offgrpo.__main__ import main
+    from verl_offgrpo.cli.main import main
 
     missing, present = tmp_path / "none" / "train.parquet", tmp_path / "test.parquet"
     present.write_bytes(b"")
@@ -590,7 +590,7 @@ def test_local_path_notes_without_hints(tmp_path):
     """No hint: the path is just said to be missing; a missing absolute model path is missing, not a hub id."""
     from omegaconf import OmegaConf
 
-    from verl_offgrpo.__main__ import local_path_notes
+    from verl_offgrpo.cli.paths import local_path_notes
 
     config = OmegaConf.create({"data": {"train_files": str(tmp_path / "a.parquet"), "val_files": "s3://b/c.parquet"},
                                "actor_rollout_ref": {"model": {"path": str(tmp_path / "model")}}})

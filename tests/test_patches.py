@@ -413,7 +413,7 @@ def test_check_fails_when_the_v1_trainer_the_config_uses_lacks_transfer_queue():
 import sys, importlib.util
 real = importlib.util.find_spec
 importlib.util.find_spec = lambda name, *a: None if name.split(".")[0] == "transfer_queue" else real(name, *a)
-from verl_offgrpo.__main__ import main
+from verl_offgrpo.cli.main import main
 sys.exit(main(["check", *sys.argv[1:]]))
 """
     v1 = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=600,

@@ -17,6 +17,7 @@ from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME, LOSS_NAMES, RED_DROP_ESTIMAT
 
 from .off_grpo import POLICY_LOSS_CONFIG_FQN, PREFIX, OffGRPOConfig
 from .rec import PREFIX as REC_PREFIX
+from .readers import as_number, integer_at, number_at
 from .rec import RECConfig
 from .values import OffGRPOConfigError
 from .values import config_value as _get
@@ -66,10 +67,12 @@ def tell_loss_over_other_estimator(config: Any, loss_mode: str) -> None:
 
 
 def _threshold_upper(spec: Any) -> float:
-    """Upper bound of verl's ``rollout_is_threshold`` ("inf", 2.0, or an IcePop "lower_upper" string)."""
+    """Upper bound of verl's ``rollout_is_threshold`` ("inf", 2.0, or an IcePop "lower_upper" string); anything
+    else is the plugin's one-line error."""
     if isinstance(spec, str) and "_" in spec:
         return -1.0  # IcePop: tokens outside [lower, upper] are zeroed; never the paper's r'
-    return float(spec)
+    return float(as_number(spec, "algorithm.rollout_correction.rollout_is_threshold",
+                           "a number (inf: r' untruncated) or verl's IcePop 'lower_upper'"))
 
 
 def check_rec_knobs_reach_the_loss(config: Any, loss_mode: Any, rec: RECConfig) -> None:
@@ -117,9 +120,11 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
     or alpha.
     """
     actor = _get(config, "actor_rollout_ref.actor")
-    eps = {name: _get(actor, name) for name in ("clip_ratio", "clip_ratio_low", "clip_ratio_high")}
+    eps = {name: as_number(_get(actor, name), f"actor_rollout_ref.actor.{name} (ε of the {loss_mode} clip window)",
+                           "a number > 0")
+           for name in ("clip_ratio", "clip_ratio_low", "clip_ratio_high")}
     for name, value in eps.items():
-        if value is not None and not float(value) > 0:
+        if value is not None and not value > 0:
             raise OffGRPOConfigError(
                 f"actor_rollout_ref.actor.{name} (ε of the {loss_mode} clip window) must be > 0 (got {value!r})."
             )
@@ -191,8 +196,8 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
             "weight=is do nothing (plain group-relative REINFORCE); anchor=alpha measures ρ against the sampler.",
             REC_PREFIX,
         )
-    top_p = float(_get(config, "actor_rollout_ref.rollout.top_p", 1.0))
-    top_k = int(_get(config, "actor_rollout_ref.rollout.top_k", -1))
+    top_p = number_at(config, "actor_rollout_ref.rollout.top_p", 1.0)
+    top_k = integer_at(config, "actor_rollout_ref.rollout.top_k", -1)
     if top_p < 1.0 or top_k > 0:
         logger.warning(
             "off_grpo: rollout top_p=%s top_k=%s: vLLM's log-probs of α are taken after top-p/top-k, so "

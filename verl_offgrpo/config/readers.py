@@ -1,5 +1,6 @@
 """Small readers the start-up checks share: a check's knobs (given, or read off the config), which trainer
-and mode the config runs, whether the actor trains LoRA adapters. Read only; each check module decides."""
+and mode the config runs, whether the actor trains LoRA adapters, a number of verl's config (one that is not a
+number is the plugin's one-line error, never a bare ``ValueError``). Read only; each check module decides."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Any
 from .off_grpo import OffGRPOConfig
 from .values import OffGRPOConfigError
 from .values import config_value as _get
+from .values import is_int as _is_int
+from .values import is_number as _is_number
 
 
 def uses_lora(config: Any) -> bool:
@@ -41,3 +44,38 @@ def v1_mode(config: Any) -> Any:
     """The V1 trainer's mode (``trainer.v1.trainer_mode``, verl's default "sync")."""
     return _get(config, "trainer.v1.trainer_mode", "sync")
 
+
+
+def as_number(value: Any, name: str, kind: str = "a number") -> Any:
+    """``value`` (the config's ``name``) as a number, as verl's typed float fields take it: an int or float
+    as it is, a string that reads as one (a quoted ``'0.3'``, the yaml's ``inf``) as a float; None stays None.
+    Anything else (a word, a bool, a list) is an :class:`OffGRPOConfigError` naming ``name`` and the value,
+    which must be ``kind``."""
+    if value is None or _is_number(value):
+        return value
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise OffGRPOConfigError(f"{name} must be {kind} (got {value!r}).")
+
+
+def number_at(config: Any, key: str, default: Any = None) -> Any:
+    """The number at the dotted ``key`` of ``config`` (``default`` when absent), as :func:`as_number` reads it."""
+    return as_number(_get(config, key, default), key)
+
+
+def integer_at(config: Any, key: str, default: Any = None) -> Any:
+    """The integer at the dotted ``key`` of ``config`` (``default`` when absent), as verl's typed int fields take
+    it: an int, or a string that reads as one; anything else is an :class:`OffGRPOConfigError` naming the key
+    and the value."""
+    value = _get(config, key, default)
+    if value is None or _is_int(value):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    raise OffGRPOConfigError(f"{key} must be an integer (got {value!r}).")

@@ -1,0 +1,110 @@
+"""``python -m verl_offgrpo compose/check``: whose error a rejected config gets. The plugin's checks say a value
+they cannot read as the plugin's one-line error (exit 2), never a bare ``ValueError`` that the CLI would
+call verl's; the CLI says "verl's validate_config" (exit 4) only for what verl's own code raised, and keeps
+the traceback of anything else the plugin's checks raise. In-process (``main``/``dry_run``), no subprocess."""
+
+import pytest
+
+import verl  # noqa: F401  (loads the plugin)
+from verl_offgrpo.config import OffGRPOConfigError, validate_off_grpo_config
+
+from _overrides import BASE, shipped_config, validate_as_main_ppo
+
+VLLM = "actor_rollout_ref.rollout.name=vllm"
+#: a value the plugin's loss checks read as a number, set to something that is not one: what the error names
+BAD_NUMBERS = [
+    ("actor_rollout_ref.actor.clip_ratio_high=abc",
+     "actor_rollout_ref.actor.clip_ratio_high (ε of the off_grpo clip window) must be a number > 0 (got 'abc')."),
+    ("actor_rollout_ref.actor.clip_ratio_low=true",
+     "actor_rollout_ref.actor.clip_ratio_low (ε of the off_grpo clip window) must be a number > 0 (got True)."),
+    ("actor_rollout_ref.actor.clip_ratio=[1]",
+     "actor_rollout_ref.actor.clip_ratio (ε of the off_grpo clip window) must be a number > 0 (got [1])."),
+    ("algorithm.rollout_correction.rollout_is_threshold=abc",
+     "algorithm.rollout_correction.rollout_is_threshold must be a number (inf: r' untruncated) or verl's IcePop "
+     "'lower_upper' (got 'abc')."),
+    ("actor_rollout_ref.rollout.top_p=abc", "actor_rollout_ref.rollout.top_p must be a number (got 'abc')."),
+    ("actor_rollout_ref.rollout.top_k=abc", "actor_rollout_ref.rollout.top_k must be an integer (got 'abc')."),
+]
+
+
+@pytest.mark.parametrize("override, message", BAD_NUMBERS, ids=[o for o, _ in BAD_NUMBERS])
+def test_a_value_that_is_no_number_is_the_plugins_error_naming_it(override, message):
+    """Through hydra's composition and the plugin's checks (alone, and in verl's validate_config as main_ppo
+    calls it): an OffGRPOConfigError naming the field and the value, not float()'s bare ValueError."""
+    config = shipped_config(VLLM, override)
+    for validate in (validate_off_grpo_config, validate_as_main_ppo):
+        with pytest.raises(OffGRPOConfigError) as raised:
+            validate(config)
+        assert str(raised.value) == message
+
+
+@pytest.mark.parametrize("override, message", BAD_NUMBERS[:1] + BAD_NUMBERS[3:4], ids=["clip_ratio_high", "threshold"])
+def test_compose_says_a_value_that_is_no_number_as_the_plugins_error(capsys, override, message):
+    """The README's first compose command with a bad ε: exit 2 and the plugin's one line (it was exit 4,
+    "config error (verl's validate_config): could not convert string to float: 'abc'")."""
+    from verl_offgrpo.cli.main import main
+
+    readme = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct", VLLM, "actor_rollout_ref.rollout.n=8",
+              "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
+              "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
+              "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8", "algorithm.off_grpo.sync_period=10"]
+    assert main(["compose", *readme, override]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines()[-1] == f"off_grpo config error: {message}"
+    assert "verl's validate_config" not in captured.err and "Traceback" not in captured.err
+
+
+def test_quoted_numbers_still_pass_as_verls_typed_fields_take_them():
+    """verl's float fields take a quoted number ('0.3'); the yaml's rollout_is_threshold is the string inf."""
+    config = shipped_config(VLLM, "actor_rollout_ref.actor.clip_ratio_high='0.3'", "actor_rollout_ref.rollout.top_p='1.0'",
+                            "actor_rollout_ref.rollout.top_k='-1'")
+    assert config.algorithm.rollout_correction.rollout_is_threshold == "inf"
+    validate_off_grpo_config(config)
+
+
+@pytest.mark.parametrize("error", [ValueError("a bug"), AssertionError("a bug")], ids=["ValueError", "AssertionError"])
+def test_compose_keeps_the_traceback_of_a_value_or_assertion_error_of_the_plugins_checks(monkeypatch, error):
+    """A ValueError or AssertionError raised in the plugin's checks is a bug of the plugin's: re-raised, not
+    said as verl's validate_config (exit 4) as it was."""
+    import verl_offgrpo.config
+    from verl_offgrpo.cli.compose import dry_run
+
+    def broken(config):
+        raise error
+
+    monkeypatch.setattr(verl_offgrpo.config, "validate_off_grpo_config", broken)
+    with pytest.raises(type(error)):
+        dry_run([*BASE, VLLM])
+
+
+@pytest.mark.parametrize("overrides, says", [
+    ([*BASE, VLLM, "trainer.n_gpus_per_node=3"],  # an assert in verl's validate_config itself
+     "real_train_batch_size (4096) must be divisible by minimal possible batch size (3)"),
+    ([o for o in BASE if "rollout.log_prob" not in o] + [VLLM],  # a ValueError of a helper nested in it
+     "[actor_rollout_ref.rollout] Please set at least one of 'actor_rollout_ref.rollout.log_prob_micro_batch_size'"),
+], ids=["AssertionError", "ValueError"])
+def test_compose_says_verls_own_assertion_or_value_error_as_verls(capsys, overrides, says):
+    from verl_offgrpo.cli.compose import dry_run
+
+    assert dry_run(overrides) == 4
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("config error")]
+    assert len(err) == 1 and err[0].startswith("config error (verl's validate_config): " + says), err
+
+
+def test_python_m_entry_is_thin_and_keeps_its_names():
+    """``verl_offgrpo.__main__`` is the entry of ``verl_offgrpo.cli``: the names scripts and benchmarks import from
+    it stay there; ``config-dir`` answers without importing verl (the CLI's import quieting runs before verl's)."""
+    import subprocess
+    import sys
+
+    from verl_offgrpo import __main__ as entry
+    from verl_offgrpo.cli import compose, main, paths
+
+    assert (entry.main, entry.config_dir, entry.dry_run, entry.local_path_notes) == (
+        main.main, paths.config_dir, compose.dry_run, paths.local_path_notes)
+    code = ("import runpy, sys; sys.argv = ['verl_offgrpo', 'config-dir']\ntry:\n"
+            "    runpy.run_module('verl_offgrpo', run_name='__main__')\nexcept SystemExit as done:\n"
+            "    print(done.code, 'verl' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout == f"{paths.config_dir()}\n0 False\n", proc.stderr[-2000:]

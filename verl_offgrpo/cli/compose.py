@@ -1,0 +1,170 @@
+"""``compose``: the shipped yaml + overrides, composed and validated exactly as main_ppo's driver does, without
+Ray or a GPU (:func:`validate`), and printed (:func:`dry_run`); each way it can fail is one line and an exit
+code: 1 the plugin is not usable here, 2 the plugin's checks, 3 a ``???`` value still unset, 4 hydra or verl's
+own ``validate_config``."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+
+from .paths import CONFIG_NAME, config_dir, local_path_notes
+
+
+def compose(overrides: list[str]):
+    """The full training config main_ppo would get from the shipped yaml plus ``overrides``."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=config_dir(), version_base=None):
+        return hydra_compose(config_name=CONFIG_NAME, overrides=list(overrides))
+
+
+def missing_values(config) -> list[str]:
+    """The mandatory values (``???``) still unset in ``config``, outside sections switched off
+    (a node with ``enable: false``, e.g. ``reward.reward_model`` when no reward model is used)."""
+    from omegaconf import OmegaConf
+
+    def switched_off(key: str) -> bool:
+        parts = key.split(".")
+        for depth in range(1, len(parts)):
+            node = OmegaConf.select(config, ".".join(parts[:depth]), throw_on_missing=False)
+            if OmegaConf.is_dict(node) and node.get("enable", None) is False:
+                return True
+        return False
+
+    return sorted(key for key in OmegaConf.missing_keys(config) if not switched_off(key))
+
+
+def _knob_hint(message: str) -> str:
+    """" (did you mean <knob>?)" when hydra could not override a misspelt plugin knob, else ""."""
+    from verl_offgrpo.config import OffGRPOConfig, RECConfig
+    from verl_offgrpo.config.off_grpo import PREFIX
+    from verl_offgrpo.config.rec import PREFIX as REC_PREFIX
+    from verl_offgrpo.config.values import did_you_mean
+
+    found = re.search(r"Could not override '([^']+)'", message)
+    if not found:
+        return ""
+    for prefix, cls in ((PREFIX, OffGRPOConfig), (REC_PREFIX, RECConfig)):
+        if knob := did_you_mean(found.group(1), prefix, cls):
+            return f" (did you mean {knob}?)"
+    return ""
+
+
+@contextlib.contextmanager
+def _plugin_info_on_stderr():
+    """The plugin's info lines (what ``final_outputs_only=auto`` resolved to, a window's rounds) on stderr, as
+    main_ppo's hydra logging shows them; verl's CPU logging setup would drop them here."""
+    import logging
+
+    plugin = logging.getLogger("verl_offgrpo")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    previous = plugin.level, plugin.propagate
+    plugin.addHandler(handler)
+    plugin.setLevel(logging.INFO)
+    plugin.propagate = False  # once, whatever the root logger does
+    try:
+        yield
+    finally:
+        plugin.removeHandler(handler)
+        plugin.setLevel(previous[0])
+        plugin.propagate = previous[1]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _raised_in_verls_checks(err: BaseException) -> bool:
+    """Whether ``err`` was raised inside verl's own ``validate_config`` (its frame in ``verl/utils/config.py``
+    is on the traceback), not in the plugin's checks that run before it (a plugin bug, even one raised in a
+    verl helper they call)."""
+    import verl.utils.config as verl_config
+
+    theirs = os.path.abspath(verl_config.__file__)
+    tb = err.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "validate_config" and os.path.abspath(code.co_filename) == theirs:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def validate(overrides: list[str]):
+    """Compose the shipped yaml + ``overrides`` and validate it exactly as main_ppo's driver does, without Ray
+    or a GPU: ``(exit code, the one-line error or None, the composed config or None)``; the codes as
+    :func:`dry_run`'s. The plugin's info lines and verl's banner go to stderr on the way."""
+    import verl  # noqa: F401  (loads the plugin)
+    import verl.utils.config as verl_config
+    from hydra.errors import HydraException
+    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+
+    from verl_offgrpo.config import OffGRPOConfigError
+    from verl_offgrpo.patches import PatchError
+    from verl_offgrpo.patches import validate_config as validate_config_patch
+
+    try:
+        config = compose(overrides)
+    except (HydraException, OmegaConfBaseException) as err:
+        return 4, f"config error (hydra): {_one_line(err)}{_knob_hint(str(err))}", None
+    if not validate_config_patch.live():
+        return 1, ("verl did not load the verl-offgrpo plugin, so its checks would not run here or in main_ppo; "
+                   "`python -m verl_offgrpo check` shows why."), config
+    try:
+        with contextlib.redirect_stdout(sys.stderr), _plugin_info_on_stderr():  # stdout is the yaml
+            verl_config.validate_config(
+                config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
+            )
+    except OffGRPOConfigError as err:
+        return 2, f"off_grpo config error: {err}", config
+    except PatchError as err:  # the installed verl does not take the plugin's patches: not the config's fault
+        return 1, f"verl-offgrpo cannot run here: {_one_line(err)} (`python -m verl_offgrpo check` lists them)", config
+    except MissingMandatoryValue:  # verl read a ??? value: said below
+        if not missing_values(config):
+            raise
+    except Exception as err:  # verl's own validate_config rejects the config, or the plugin's checks have a bug
+        if not _raised_in_verls_checks(err):
+            raise  # a bug in the plugin's checks (a bare ValueError too, not a config error of verl's): its traceback
+        if isinstance(err, (AssertionError, ValueError, HydraException)):  # verl's checks of the config
+            # verl's dataclass checks reach here wrapped in hydra's InstantiationException: say the cause
+            cause = err.__cause__ if isinstance(err, HydraException) and err.__cause__ is not None else err
+            return 4, f"config error (verl's validate_config): {_one_line(cause) or type(cause).__name__}", config
+        # anything else verl's checks raise (a key its branch needs is not in the config, ...)
+        return 4, f"config error (verl's validate_config): {type(err).__name__}: {_one_line(err)}", config
+    missing = missing_values(config)
+    if missing:
+        return 3, (f"incomplete config: main_ppo needs these mandatory values, still ??? here: {', '.join(missing)} "
+                   "(e.g. actor_rollout_ref.rollout.name=vllm)"), config
+    return 0, None, config
+
+
+def dry_run(overrides: list[str], path_hints: dict[str, str] | None = None) -> int:
+    """Compose and validate exactly as main_ppo's driver does (:func:`validate`), without Ray or a GPU, and
+    print the config; then note, on stderr, the data/model paths that do not exist here
+    (:func:`~verl_offgrpo.cli.paths.local_path_notes`, with ``path_hints``; exit code unchanged).
+
+    Exit 2 for a config the plugin rejects, 3 if a mandatory value (``???``, e.g. ``rollout.name``) is
+    still unset, 4 for a config hydra cannot compose (a typo in a key, bad override syntax) or verl's own
+    ``validate_config`` rejects (any exception it raises); one line each, no traceback. Exit 1 if verl
+    did not load the plugin (``VERL_USE_EXTERNAL_PLUGINS`` leaves it out, the package is not pip-installed,
+    or its import failed, which verl logs only at DEBUG): verl's own ``validate_config`` would then pass
+    without the off_grpo checks, and main_ppo would not know them; also 1 if the installed verl does not
+    take the plugin's patches.
+    """
+    from omegaconf import OmegaConf
+
+    code, error, config = validate(overrides)
+    if code:
+        print(error, file=sys.stderr)
+        return code
+    print(OmegaConf.to_yaml(config))
+    print("# composed and validated: verl's validate_config + off_grpo checks passed", file=sys.stderr)
+    for note in local_path_notes(config, path_hints):
+        print(note, file=sys.stderr)
+    return 0

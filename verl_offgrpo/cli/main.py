@@ -1,0 +1,83 @@
+"""``python -m verl_offgrpo``: self-check, the shipped config's location, a dry composition.
+
+    python -m verl_offgrpo check [overrides]     # registrations, patches (live?), versions; exit 1 if missing;
+                                                 # with overrides, also compose's validation (its exit codes)
+    python -m verl_offgrpo config-dir            # directory of off_grpo_trainer.yaml (for --config-path)
+    python -m verl_offgrpo compose [overrides]   # compose + validate the full training config, print it;
+                                                 # notes data/model paths that do not exist here
+
+Exit codes: 0 fine; 1 the plugin is not usable here (not loaded, a patch or package missing); 2 the
+plugin's checks reject the config; 3 a mandatory ``???`` value is still unset; 4 hydra cannot compose
+the config or verl's ``validate_config`` rejects it; 64 a usage error (an unknown flag: ``compose`` and
+``check`` take hydra overrides only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .compose import dry_run
+from .install_check import check
+from .paths import config_dir
+from .quiet import quiet_verl_imports
+
+#: exit code of a usage error (BSD sysexits' EX_USAGE): argparse's own 2 is the plugin's checks' code here
+EX_USAGE = 64
+_OVERRIDES_ONLY = ("hydra overrides only (key=value), not hydra's flags (--cfg, --config-name, ...); hydra's "
+                   "composition without the checks is main_ppo's --cfg job: python -m verl.trainer.main_ppo "
+                   "--config-path \"$(python -m verl_offgrpo config-dir)\" --config-name off_grpo_trainer "
+                   "<overrides> --cfg job")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors on exit code :data:`EX_USAGE`, not 2 (the plugin's checks' code)."""
+
+    def error(self, message):
+        if "unrecognized arguments: " in message:
+            flags = [arg for arg in message.split("unrecognized arguments: ", 1)[1].split() if arg.startswith("-")]
+            message += ("; compose and check take " + _OVERRIDES_ONLY if flags
+                        else "; put the overrides before compose's --path-hint options")
+        self.print_usage(sys.stderr)
+        self.exit(EX_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``python -m verl_offgrpo``'s parser: the subcommands check, config-dir and compose."""
+    parser = _Parser(prog="python -m verl_offgrpo", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_check = sub.add_parser(
+        "check", help="the plugin's registrations, patches and versions; exit 1 if the plugin is not usable or the "
+        "config needs a package that is missing; with overrides, also compose's validation of the shipped yaml + "
+        "overrides (compose's one-line error and exit code 2/3/4; no yaml)",
+        description="Self-check: the plugin's registrations, patches and versions, for the shipped yaml (+ overrides); "
+        "exit 1 if the plugin is not usable here or the config needs a package that is missing. Given overrides, "
+        "check also validates the config exactly as compose does (same one-line error, same exit code 2/3/4; the "
+        "yaml is not printed); without overrides the config is not validated (the shipped yaml alone is not "
+        "runnable). Takes " + _OVERRIDES_ONLY)
+    p_check.add_argument("overrides", nargs="*", help="hydra overrides of the shipped yaml, as for compose/main_ppo")
+    sub.add_parser("config-dir", help="print the directory of the shipped yaml")
+    p_compose = sub.add_parser(
+        "compose", help="compose + validate the training config (no GPU), print it",
+        description="Compose the shipped yaml + overrides and validate it as main_ppo's driver does, without Ray or "
+        "a GPU: exit 0 and the yaml on stdout, or one line on stderr: 1 the plugin is not usable here, 2 the "
+        "plugin's checks, 3 a ??? value still unset, 4 hydra or verl's validate_config; 64 a usage error. "
+        + "Takes " + _OVERRIDES_ONLY)
+    p_compose.add_argument("--path-hint", action="append", default=[], nargs=2, metavar=("PATH", "TEXT"),
+                           help="what the note about PATH says in parentheses if PATH does not exist here "
+                           "(the recipes: how to make their data); repeatable")
+    p_compose.add_argument("overrides", nargs="*", help="hydra overrides, as for main_ppo (no --cfg/--config-name)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the subcommand of ``argv`` (``sys.argv[1:]`` when None); its exit code."""
+    args = build_parser().parse_args(argv)
+    if args.command == "config-dir":
+        print(config_dir())
+        return 0
+    quiet_verl_imports()  # before verl is imported
+    if args.command == "check":
+        return check(args.overrides)
+    return dry_run(args.overrides, dict(args.path_hint))

@@ -1,0 +1,59 @@
+"""Where the shipped yaml lives, and the notes on the local paths of a composed config (data files, the model)
+that do not exist on this machine."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+
+CONFIG_NAME = "off_grpo_trainer"
+
+
+def config_dir() -> str:
+    """The directory of the shipped ``off_grpo_trainer.yaml`` (for main_ppo's ``--config-path``)."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "config")
+
+
+#: the config keys whose paths verl reads at start-up: data files (a string or a list) and the model
+DATA_PATH_KEYS = ("data.train_files", "data.val_files")
+MODEL_PATH_KEY = "actor_rollout_ref.model.path"
+_REMOTE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # hdfs://, s3://, gs://, ...: not checked here
+_HUB_ID = re.compile(r"^[A-Za-z0-9_][\w.-]*(/[A-Za-z0-9_][\w.-]*)?$")  # "gpt2", "Qwen/Qwen2.5-0.5B-Instruct"
+
+
+def local_path_notes(config, hints: dict[str, str] | None = None) -> list[str]:
+    """One ``note:`` line per local path of ``config`` that does not exist on this machine: the data files
+    (``data.train_files``/``val_files``, a string or a list) and the model (``actor_rollout_ref.model.path``).
+
+    Remote paths (``scheme://``) are not checked. verl passes a model path that is not ``hdfs://`` to
+    transformers unchanged (``verl.utils.fs.copy_to_local``), which takes a name that is not a local directory
+    as a Hugging Face hub id: such a model path is noted as that, not as missing. ``hints`` maps a path to
+    what its note adds in parentheses (the recipes say which data_prep script makes their files)."""
+    from omegaconf import OmegaConf
+
+    hints = hints or {}
+    notes = []
+
+    def paths(key):
+        value = OmegaConf.select(config, key, default=None, throw_on_missing=False)
+        if value is None:
+            return []
+        return [str(p) for p in value] if OmegaConf.is_list(value) or isinstance(value, (list, tuple)) else [str(value)]
+
+    for key in DATA_PATH_KEYS:
+        for path in paths(key):
+            found = glob.glob(path) if glob.has_magic(path) else os.path.exists(path)  # datasets expands globs
+            if not _REMOTE.match(path) and not found:
+                hint = f" ({hints[path]})" if path in hints else ""
+                notes.append(f"note: {key}={path} does not exist here{hint}")
+    for path in paths(MODEL_PATH_KEY):
+        if _REMOTE.match(path) or os.path.isdir(path):
+            continue
+        if _HUB_ID.match(path) and ".." not in path and not os.path.exists(path):
+            notes.append(f"note: {MODEL_PATH_KEY}={path} is not a local directory; verl will try the Hugging Face "
+                         "hub (transformers takes it as a hub id: the local HF cache, else a download)")
+        else:
+            notes.append(f"note: {MODEL_PATH_KEY}={path} does not exist here" if not os.path.exists(path)
+                         else f"note: {MODEL_PATH_KEY}={path} is not a directory")
+    return notes
