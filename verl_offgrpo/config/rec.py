@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .values import OffGRPOConfigError, config_value, is_number, knobs_from_mapping
+from .values import OffGRPOConfigError, config_value, is_number, knobs_from_mapping, quoted_number_error
 
 CLIP_MODES = ("one-side", "two-side", "ring", "none")
 WEIGHTS = ("none", "is", "red_weight")
@@ -71,11 +71,9 @@ class RECConfig:
             if value not in choices:
                 raise OffGRPOConfigError(f"{PREFIX}.{name} must be one of {choices} (got {value!r}).")
         for name in ("tau", "eps_low_prime", "eps_high_prime"):
-            value = getattr(self, name)
-            if isinstance(value, str):  # a quoted number in an override ('0.7'): say that, not the range
-                raise OffGRPOConfigError(
-                    f"{PREFIX}.{name} must be a number (got the string {value!r}): drop the quotes."
-                )
+            quoted = quoted_number_error(f"{PREFIX}.{name}", getattr(self, name))  # '0.7': not the range
+            if quoted is not None:
+                raise quoted
         if not (_finite(self.tau) and self.tau > 0):
             raise OffGRPOConfigError(
                 f"{PREFIX}.tau (τ of RED-Weight) must be > 0 (got {self.tau!r}); the default is 1.0."
