@@ -81,7 +81,7 @@ def test_an_error_for_verls_own_yaml_points_at_the_plugins_where_that_yaml_would
 
 def test_the_ring_error_says_what_to_set(ray_env):
     with pytest.raises(OffGRPOConfigError, match=r"set actor_rollout_ref\.actor\.policy_loss\.rec\.eps_low_prime "
-                                                 r"above 0\.2 \(the defaults are 0\.6/2\.0"):
+                                                 r"in \(0\.2, 1\] \(the defaults are 0\.6/2\.0"):
         _validate(shipped_config("actor_rollout_ref.actor.policy_loss.loss_mode=rec",
                                  "actor_rollout_ref.actor.policy_loss.rec.clip_mode=ring",
                                  "actor_rollout_ref.actor.policy_loss.rec.eps_low_prime=0.1"))
@@ -92,3 +92,18 @@ def test_the_ring_error_says_what_to_set(ray_env):
                                  "actor_rollout_ref.actor.clip_ratio_low=0.6", "actor_rollout_ref.actor.clip_ratio_high=2.0"))
     assert "eps_low_prime=0.6 must exceed ε_low=0.6; " in str(err.value)
     assert "eps_high_prime=2.0 must exceed ε_high=2.0" in str(err.value)
+
+
+RING = ("actor_rollout_ref.actor.policy_loss.loss_mode=rec", "actor_rollout_ref.actor.policy_loss.rec.clip_mode=ring")
+
+
+@pytest.mark.parametrize("low", ["1.0", "1.5"])
+def test_the_ring_error_suggests_a_fix_that_can_work_when_eps_low_leaves_no_room(low, ray_env):
+    """ε′_low lies in (ε_low, 1]: with ε_low ≥ 1 no ε′_low exceeds it, so the fix is a lower ε_low."""
+    with pytest.raises(OffGRPOConfigError) as err:
+        _validate(shipped_config(*RING, f"actor_rollout_ref.actor.clip_ratio_low={low}"))
+    text = str(err.value)
+    assert (f"eps_low_prime=0.6 must exceed ε_low={float(low)}: lower actor_rollout_ref.actor.clip_ratio_low below "
+            "actor_rollout_ref.actor.policy_loss.rec.eps_low_prime=0.6") in text
+    assert "clip_mode=one-side" in text and "eps_low_prime above" not in text and "\n" not in text
+    _validate(shipped_config(*RING, "actor_rollout_ref.actor.clip_ratio_low=0.5"))  # the fix it names passes
