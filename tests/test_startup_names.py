@@ -1,6 +1,6 @@
 """Startup checks a newcomer trips over, through verl's real ``validate_config`` (the plugin's wrap): a
-misspelt estimator or loss fails before Ray instead of after the first rollout; i = 0 is refused; an error
-for a config not composed from the plugin's yaml points at it."""
+misspelt estimator or loss fails before Ray instead of after the first rollout, and a misspelt V1 trainer mode
+instead of inside Ray; i = 0 is refused; an error for a config not composed from the plugin's yaml points at it."""
 
 from __future__ import annotations
 
@@ -107,3 +107,66 @@ def test_the_ring_error_suggests_a_fix_that_can_work_when_eps_low_leaves_no_room
             "actor_rollout_ref.actor.policy_loss.rec.eps_low_prime=0.6") in text
     assert "clip_mode=one-side" in text and "eps_low_prime above" not in text and "\n" not in text
     _validate(shipped_config(*RING, "actor_rollout_ref.actor.clip_ratio_low=0.5"))  # the fix it names passes
+
+
+# ----------------------------------------------------------------------------- the V1 trainer mode
+MODE = "trainer.v1.trainer_mode"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ((f"{MODE}=off_grpo_synch", "algorithm.off_grpo.zero_var_mask=false"),
+     f"{MODE}='off_grpo_synch' is not a registered V1 trainer mode: did you mean {MODE}=off_grpo_sync? (registered: "),
+    # the default zero_var_mask=true needs off_grpo_sync too: the unknown mode is said first, not the mask
+    ((f"{MODE}=off_grpo_synch",), f"{MODE}='off_grpo_synch' is not a registered V1 trainer mode: did you mean"),
+    ((f"{MODE}=async",), f"{MODE}='async' is not a registered V1 trainer mode: did you mean {MODE}=colocate_async "
+                         "(or separate_async, sync)?"),
+    ((f"{MODE}=async", "algorithm.off_grpo.sync_period=4"), f"{MODE}='async' is not a registered V1 trainer mode"),
+    ((f"{MODE}=lagged",), f"{MODE}='lagged' is not a registered V1 trainer mode (registered: "),
+])  # fmt: skip
+def test_an_unknown_trainer_mode_fails_at_startup_first(overrides, message, ray_env):
+    """verl resolves the mode only in Ray's TaskRunner (get_trainer_cls): unknown, it fails before Ray, in
+    one line listing verl's registry."""
+    from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
+
+    with pytest.raises(OffGRPOConfigError) as err:
+        _validate(shipped_config(*overrides))
+    text = str(err.value)
+    assert text.startswith(message) and "\n" not in text
+    assert f"(registered: {', '.join(sorted(TRAINER_REGISTRY))};" in text and "off_grpo_sync" in TRAINER_REGISTRY
+
+
+def test_the_trainer_modes_are_read_from_verls_registry(ray_env, monkeypatch):
+    """A mode registered with verl (another plugin's) passes the mode check; the v0 trainer ignores the mode."""
+    from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
+
+    with pytest.raises(OffGRPOConfigError, match="'my_mode' is not a registered V1 trainer mode"):
+        _validate(shipped_config(f"{MODE}=my_mode", "algorithm.off_grpo.zero_var_mask=false"))
+    monkeypatch.setitem(TRAINER_REGISTRY, "my_mode", TRAINER_REGISTRY["sync"])
+    _validate(shipped_config(f"{MODE}=my_mode", "algorithm.off_grpo.zero_var_mask=false"))
+    _validate(shipped_config("trainer.use_v1=false", f"{MODE}=no_such_mode"))
+
+
+def test_compose_says_an_unknown_trainer_mode_in_one_line(capsys):
+    """The newcomer's trial: compose exited 0 for a mode that fails only inside Ray."""
+    from verl_offgrpo.__main__ import main
+
+    from _overrides import BASE
+
+    for mode in ("off_grpo_synch", "async"):
+        assert main(["compose", *BASE, "actor_rollout_ref.rollout.name=vllm", f"{MODE}={mode}",
+                     "algorithm.off_grpo.zero_var_mask=false"]) == 2
+        err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("off_grpo config error")]
+        assert len(err) == 1 and f"{MODE}={mode!r} is not a registered V1 trainer mode: did you mean" in err[0]
+
+
+@pytest.mark.parametrize("overrides, said", [
+    ((f"{MODE}=colocate_async", "algorithm.off_grpo.zero_var_mask=false", "algorithm.off_grpo.final_outputs_only=true"),
+     "with trainer.v1.trainer_mode='colocate_async': only sync and off_grpo_sync pause vLLM strictly between rollouts"),
+    ((f"{MODE}=separate_async", "algorithm.off_grpo.zero_var_mask=false", "algorithm.off_grpo.sync_period=4"),
+     "(got 'separate_async'); only off_grpo_sync holds α in vLLM for v steps; 'separate_async' syncs on its own "
+     "schedule."),
+])  # fmt: skip
+def test_a_registered_other_mode_is_named_not_called_async(overrides, said, ray_env):
+    with pytest.raises(OffGRPOConfigError) as err:
+        _validate(shipped_config(*overrides))
+    assert said in str(err.value) and "async modes" not in str(err.value) and "asynchronous" not in str(err.value)
