@@ -170,3 +170,30 @@ def test_a_registered_other_mode_is_named_not_called_async(overrides, said, ray_
     with pytest.raises(OffGRPOConfigError) as err:
         _validate(shipped_config(*overrides))
     assert said in str(err.value) and "async modes" not in str(err.value) and "asynchronous" not in str(err.value)
+
+
+# ----------------------------------------------------------------------------- near misses of the plugin's names
+@pytest.mark.parametrize("override, message", [
+    ("algorithm.adv_estimator=redrop", "algorithm.adv_estimator='redrop' is not a registered advantage estimator: "
+                                       "did you mean algorithm.adv_estimator=red_drop? (the plugin's;"),
+    ("actor_rollout_ref.actor.policy_loss.loss_mode=off_grop",
+     "actor_rollout_ref.actor.policy_loss.loss_mode='off_grop' is not a registered policy loss: did you mean "
+     "actor_rollout_ref.actor.policy_loss.loss_mode=off_grpo? (the plugin's;"),
+    ("algorithm.adv_estimator=off_gpro", "algorithm.adv_estimator='off_gpro' is not a registered advantage estimator: "
+                                         "did you mean algorithm.adv_estimator=off_grpo?"),
+])  # fmt: skip
+def test_a_near_miss_of_the_plugins_name_fails_at_startup(override, message, ray_env, caplog):
+    """In a job that selects the plugin (the other name is its), a misspelt plugin name fails in one line,
+    not as a warning followed by verl's failure after the first rollout (nor a note on verl's 'redrop' advantage)."""
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        with pytest.raises(OffGRPOConfigError) as err:
+            _validate(shipped_config(override))
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+
+
+def test_a_name_built_on_the_plugins_stays_a_warning(ray_env, caplog):
+    """off_grpo_v2 may be a custom loss registered only in the workers: told, not refused."""
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo.config.names"):
+        _validate(shipped_config("actor_rollout_ref.actor.policy_loss.loss_mode=off_grpo_v2"))
+    assert "'off_grpo_v2' is not a registered policy loss in this process (did you mean off_grpo?)" in caplog.text
