@@ -1,6 +1,6 @@
 """Startup checks a newcomer trips over, through verl's real ``validate_config`` (the plugin's wrap): a
-misspelt estimator or loss fails before Ray instead of after the first rollout; i = 0 is refused; an error
-for a config not composed from the plugin's yaml points at it."""
+misspelt estimator or loss fails before Ray instead of after the first rollout, and a misspelt V1 trainer mode
+instead of inside Ray; i = 0 is refused; an error for a config not composed from the plugin's yaml points at it."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def test_an_error_for_verls_own_yaml_points_at_the_plugins_where_that_yaml_would
 
 def test_the_ring_error_says_what_to_set(ray_env):
     with pytest.raises(OffGRPOConfigError, match=r"set actor_rollout_ref\.actor\.policy_loss\.rec\.eps_low_prime "
-                                                 r"above 0\.2 \(the defaults are 0\.6/2\.0"):
+                                                 r"in \(0\.2, 1\] \(the defaults are 0\.6/2\.0"):
         _validate(shipped_config("actor_rollout_ref.actor.policy_loss.loss_mode=rec",
                                  "actor_rollout_ref.actor.policy_loss.rec.clip_mode=ring",
                                  "actor_rollout_ref.actor.policy_loss.rec.eps_low_prime=0.1"))
@@ -92,3 +92,108 @@ def test_the_ring_error_says_what_to_set(ray_env):
                                  "actor_rollout_ref.actor.clip_ratio_low=0.6", "actor_rollout_ref.actor.clip_ratio_high=2.0"))
     assert "eps_low_prime=0.6 must exceed ε_low=0.6; " in str(err.value)
     assert "eps_high_prime=2.0 must exceed ε_high=2.0" in str(err.value)
+
+
+RING = ("actor_rollout_ref.actor.policy_loss.loss_mode=rec", "actor_rollout_ref.actor.policy_loss.rec.clip_mode=ring")
+
+
+@pytest.mark.parametrize("low", ["1.0", "1.5"])
+def test_the_ring_error_suggests_a_fix_that_can_work_when_eps_low_leaves_no_room(low, ray_env):
+    """ε′_low lies in (ε_low, 1]: with ε_low ≥ 1 no ε′_low exceeds it, so the fix is a lower ε_low."""
+    with pytest.raises(OffGRPOConfigError) as err:
+        _validate(shipped_config(*RING, f"actor_rollout_ref.actor.clip_ratio_low={low}"))
+    text = str(err.value)
+    assert (f"eps_low_prime=0.6 must exceed ε_low={float(low)}: lower actor_rollout_ref.actor.clip_ratio_low below "
+            "actor_rollout_ref.actor.policy_loss.rec.eps_low_prime=0.6") in text
+    assert "clip_mode=one-side" in text and "eps_low_prime above" not in text and "\n" not in text
+    _validate(shipped_config(*RING, "actor_rollout_ref.actor.clip_ratio_low=0.5"))  # the fix it names passes
+
+
+# ----------------------------------------------------------------------------- the V1 trainer mode
+MODE = "trainer.v1.trainer_mode"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ((f"{MODE}=off_grpo_synch", "algorithm.off_grpo.zero_var_mask=false"),
+     f"{MODE}='off_grpo_synch' is not a registered V1 trainer mode: did you mean {MODE}=off_grpo_sync? (registered: "),
+    # the default zero_var_mask=true needs off_grpo_sync too: the unknown mode is said first, not the mask
+    ((f"{MODE}=off_grpo_synch",), f"{MODE}='off_grpo_synch' is not a registered V1 trainer mode: did you mean"),
+    ((f"{MODE}=async",), f"{MODE}='async' is not a registered V1 trainer mode: did you mean {MODE}=colocate_async "
+                         "(or separate_async, sync)?"),
+    ((f"{MODE}=async", "algorithm.off_grpo.sync_period=4"), f"{MODE}='async' is not a registered V1 trainer mode"),
+    ((f"{MODE}=lagged",), f"{MODE}='lagged' is not a registered V1 trainer mode (registered: "),
+])  # fmt: skip
+def test_an_unknown_trainer_mode_fails_at_startup_first(overrides, message, ray_env):
+    """verl resolves the mode only in Ray's TaskRunner (get_trainer_cls): unknown, it fails before Ray, in
+    one line listing verl's registry."""
+    from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
+
+    with pytest.raises(OffGRPOConfigError) as err:
+        _validate(shipped_config(*overrides))
+    text = str(err.value)
+    assert text.startswith(message) and "\n" not in text
+    assert f"(registered: {', '.join(sorted(TRAINER_REGISTRY))};" in text and "off_grpo_sync" in TRAINER_REGISTRY
+
+
+def test_the_trainer_modes_are_read_from_verls_registry(ray_env, monkeypatch):
+    """A mode registered with verl (another plugin's) passes the mode check; the v0 trainer ignores the mode."""
+    from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
+
+    with pytest.raises(OffGRPOConfigError, match="'my_mode' is not a registered V1 trainer mode"):
+        _validate(shipped_config(f"{MODE}=my_mode", "algorithm.off_grpo.zero_var_mask=false"))
+    monkeypatch.setitem(TRAINER_REGISTRY, "my_mode", TRAINER_REGISTRY["sync"])
+    _validate(shipped_config(f"{MODE}=my_mode", "algorithm.off_grpo.zero_var_mask=false"))
+    _validate(shipped_config("trainer.use_v1=false", f"{MODE}=no_such_mode"))
+
+
+def test_compose_says_an_unknown_trainer_mode_in_one_line(capsys):
+    """The newcomer's trial: compose exited 0 for a mode that fails only inside Ray."""
+    from verl_offgrpo.__main__ import main
+
+    from _overrides import BASE
+
+    for mode in ("off_grpo_synch", "async"):
+        assert main(["compose", *BASE, "actor_rollout_ref.rollout.name=vllm", f"{MODE}={mode}",
+                     "algorithm.off_grpo.zero_var_mask=false"]) == 2
+        err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("off_grpo config error")]
+        assert len(err) == 1 and f"{MODE}={mode!r} is not a registered V1 trainer mode: did you mean" in err[0]
+
+
+@pytest.mark.parametrize("overrides, said", [
+    ((f"{MODE}=colocate_async", "algorithm.off_grpo.zero_var_mask=false", "algorithm.off_grpo.final_outputs_only=true"),
+     "with trainer.v1.trainer_mode='colocate_async': only sync and off_grpo_sync pause vLLM strictly between rollouts"),
+    ((f"{MODE}=separate_async", "algorithm.off_grpo.zero_var_mask=false", "algorithm.off_grpo.sync_period=4"),
+     "(got 'separate_async'); only off_grpo_sync holds α in vLLM for v steps; 'separate_async' syncs on its own "
+     "schedule."),
+])  # fmt: skip
+def test_a_registered_other_mode_is_named_not_called_async(overrides, said, ray_env):
+    with pytest.raises(OffGRPOConfigError) as err:
+        _validate(shipped_config(*overrides))
+    assert said in str(err.value) and "async modes" not in str(err.value) and "asynchronous" not in str(err.value)
+
+
+# ----------------------------------------------------------------------------- near misses of the plugin's names
+@pytest.mark.parametrize("override, message", [
+    ("algorithm.adv_estimator=redrop", "algorithm.adv_estimator='redrop' is not a registered advantage estimator: "
+                                       "did you mean algorithm.adv_estimator=red_drop? (the plugin's;"),
+    ("actor_rollout_ref.actor.policy_loss.loss_mode=off_grop",
+     "actor_rollout_ref.actor.policy_loss.loss_mode='off_grop' is not a registered policy loss: did you mean "
+     "actor_rollout_ref.actor.policy_loss.loss_mode=off_grpo? (the plugin's;"),
+    ("algorithm.adv_estimator=off_gpro", "algorithm.adv_estimator='off_gpro' is not a registered advantage estimator: "
+                                         "did you mean algorithm.adv_estimator=off_grpo?"),
+])  # fmt: skip
+def test_a_near_miss_of_the_plugins_name_fails_at_startup(override, message, ray_env, caplog):
+    """In a job that selects the plugin (the other name is its), a misspelt plugin name fails in one line,
+    not as a warning followed by verl's failure after the first rollout (nor a note on verl's 'redrop' advantage)."""
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        with pytest.raises(OffGRPOConfigError) as err:
+            _validate(shipped_config(override))
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+
+
+def test_a_name_built_on_the_plugins_stays_a_warning(ray_env, caplog):
+    """off_grpo_v2 may be a custom loss registered only in the workers: told, not refused."""
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo.config.names"):
+        _validate(shipped_config("actor_rollout_ref.actor.policy_loss.loss_mode=off_grpo_v2"))
+    assert "'off_grpo_v2' is not a registered policy loss in this process (did you mean off_grpo?)" in caplog.text

@@ -40,3 +40,23 @@ def test_plugin_yaml_names_only_knobs_away_from_their_defaults(caplog):
 @pytest.mark.parametrize("overrides", [(), ("+algorithm.off_grpo.final_outputs_only=false",)])
 def test_plain_verl_config_is_silent(caplog, overrides):
     assert _warnings(caplog, verl_config(*overrides)) == []
+
+
+REC_KNOB = "actor_rollout_ref.actor.policy_loss.rec."
+
+
+def test_rec_knobs_away_from_their_defaults_are_named_too(caplog):
+    """The rec loss's knobs act only with loss_mode=rec, which selects the plugin: here they would drop silently."""
+    told = _warnings(caplog, shipped_config(*PLAIN, f"{REC_KNOB}clip_mode=ring", f"{REC_KNOB}tau=1.0"))
+    assert len(told) == 1
+    assert told[0].startswith(f"verl-offgrpo: {REC_KNOB}clip_mode=ring has no effect: this job does not select")
+    assert "tau" not in told[0] and "(loss_mode=rec for the policy_loss.rec knobs)" in told[0]
+
+
+def test_a_typo_knob_gets_did_you_mean_as_in_a_selecting_job(caplog):
+    told = _warnings(caplog, shipped_config(*PLAIN, "+algorithm.off_grpo.sync_peroid=10", "+algorithm.off_grpo.zzz=1"))
+    assert len(told) == 1
+    assert told[0].startswith("verl-offgrpo: algorithm.off_grpo.sync_peroid=10 (did you mean "
+                              "algorithm.off_grpo.sync_period?), algorithm.off_grpo.zzz=1 (no such knob) has no effect")
+    told = _warnings(caplog, verl_config("+algorithm.off_grpo.zero_var_mak=true"))
+    assert len(told) == 1 and "zero_var_mak=True (did you mean algorithm.off_grpo.zero_var_mask?)" in told[0]

@@ -3,7 +3,8 @@ checked on its own, :mod:`.off_grpo`), :class:`RECConfig` (the ``rec`` loss's
 ``actor_rollout_ref.actor.policy_loss.rec.*`` knobs, :mod:`.rec`), and the start-up checks of the whole
 composed config (:func:`validate_off_grpo_config`, :mod:`.validate`, which runs :mod:`.loss_estimator_checks`,
 :mod:`.window_checks`, :mod:`.sync_checks`, :mod:`.ref_reset_checks` and :mod:`.final_outputs_checks`);
-beside them the shipped ``off_grpo_trainer.yaml``. Imports nothing from verl, torch or the rest of the plugin."""
+the names a config must find registered (:mod:`.names`: estimator and loss; :mod:`.trainer_modes`: the V1
+mode), checked against verl's registries that the caller reads; beside them the shipped ``off_grpo_trainer.yaml``. Imports nothing from verl, torch or the rest of the plugin."""
 
 from .rec import ANCHORS, CLIP_MODES, WEIGHTS, RECConfig
 from .off_grpo import (

@@ -40,10 +40,11 @@ def _final_outputs_problem(config: Any) -> str | None:
         return (f"{PREFIX}.final_outputs_only=true sets vLLM's output kind, but actor_rollout_ref.rollout.name={name!r}: "
                 f"use the vllm rollout or set {PREFIX}.final_outputs_only=false.")
     if uses_v1(config) and v1_mode(config) not in SYNCHRONOUS_V1_MODES:
-        return (f"{PREFIX}.final_outputs_only=true with trainer.v1.trainer_mode={v1_mode(config)!r}: an asynchronous "
-                "trainer pauses vLLM with requests in flight, and verl's pause waits for each one's first output "
-                "(which then comes only at its end) up to its barrier timeout at every sync; use "
-                f"trainer_mode={TRAINER_MODE} or set {PREFIX}.final_outputs_only=false.")
+        return (f"{PREFIX}.final_outputs_only=true with trainer.v1.trainer_mode={v1_mode(config)!r}: only "
+                f"{' and '.join(SYNCHRONOUS_V1_MODES)} pause vLLM strictly between rollouts; any other mode may pause "
+                "it with requests in flight, and verl's pause waits for each one's first output (which then comes "
+                f"only at its end) up to its barrier timeout at every sync; use trainer_mode={TRAINER_MODE} or set "
+                f"{PREFIX}.final_outputs_only=false.")
     return None
 
 

@@ -10,6 +10,9 @@ registered in the driver (the caller reads verl's registries; nothing here impor
   for ``off_grpo``): an error naming it;
 * a name of Yao et al.'s methods that this plugin builds from the ``rec`` loss's knobs (``red_weight``,
   ``rec_oneside_nois``, ...): an error saying which knobs (:func:`rec_variant_hint`);
+* a near miss of one of the plugin's own names (``redrop``, ``off_grop``: :func:`plugin_near_miss`, difflib
+  ratio ≥ 0.8 and not a name built on the plugin's, such as ``off_grpo_v2``): an error naming it, as the check
+  runs only in a job that selects the plugin, whose names register with the plugin itself;
 * any other unregistered name: a warning (with the closest registered name, if any), since a custom estimator
   or loss may be registered only in the processes that use it (e.g. ``actor_rollout_ref.model.external_lib``
   is imported by the workers, after this check).
@@ -22,15 +25,19 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from verl_offgrpo import ESTIMATOR_NAMES, LOSS_NAMES
+
 from .values import OffGRPOConfigError, config_value
 
 logger = logging.getLogger(__name__)
 
-#: (config key, what verl does with it, when verl looks it up)
+#: (config key, what verl does with it, when verl looks it up, the plugin's names of that kind)
 NAMED = (
-    ("algorithm.adv_estimator", "advantage estimator", "the first advantage"),
-    ("actor_rollout_ref.actor.policy_loss.loss_mode", "policy loss", "the first actor update"),
+    ("algorithm.adv_estimator", "advantage estimator", "the first advantage", ESTIMATOR_NAMES),
+    ("actor_rollout_ref.actor.policy_loss.loss_mode", "policy loss", "the first actor update", LOSS_NAMES),
 )
+#: difflib ratio at or above which a name is a near miss of a registered one
+CLOSE = 0.8
 
 
 def spelling(name: str) -> str:
@@ -40,7 +47,7 @@ def spelling(name: str) -> str:
 
 def check_registered_names(config: Any, estimators: Iterable[str], losses: Iterable[str]) -> None:
     """Raise :class:`OffGRPOConfigError` for a misspelt estimator or loss name; warn for an unknown one."""
-    for (key, what, when), known in zip(NAMED, (estimators, losses)):
+    for (key, what, when, plugin_names), known in zip(NAMED, (estimators, losses)):
         name = config_value(config, key)
         name = getattr(name, "value", name)  # verl's AdvantageEstimator enum
         known = sorted(str(k) for k in known)
@@ -55,12 +62,27 @@ def check_registered_names(config: Any, estimators: Iterable[str], losses: Itera
         hint = rec_variant_hint(str(name))
         if hint:
             raise OffGRPOConfigError(f"{key}={name!r} is not a registered {what}: {hint}")
-        close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.8)
+        meant = plugin_near_miss(str(name), plugin_names)
+        if meant:
+            raise OffGRPOConfigError(
+                f"{key}={name!r} is not a registered {what}: did you mean {key}={meant}? (the plugin's; verl would "
+                f"fail at {when}, after the first rollout)"
+            )
+        close = difflib.get_close_matches(str(name), known, n=1, cutoff=CLOSE)
         logger.warning(
             "%s=%r is not a registered %s in this process%s; verl looks it up at %s and fails there unless it is "
             "registered in the trainer's processes by then. Registered: %s.", key, name, what,
             f" (did you mean {close[0]}?)" if close else "", when, ", ".join(known),
         )
+
+
+def plugin_near_miss(name: str, plugin_names: Iterable[str]) -> str | None:
+    """The plugin's name that ``name`` misspells: difflib's closest with ratio ≥ :data:`CLOSE`, unless ``name``
+    contains it (``off_grpo_v2``, ``my_red_drop``: a custom name built on the plugin's, told as unknown only)."""
+    close = difflib.get_close_matches(name, list(plugin_names), n=1, cutoff=CLOSE)
+    if not close or close[0] in name:
+        return None
+    return close[0]
 
 
 #: spellings (:func:`spelling`) of the paper's method names that start the plugin's REC variants

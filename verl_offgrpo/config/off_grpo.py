@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .values import OffGRPOConfigError, config_value, knobs_from_mapping
+from .values import OffGRPOConfigError, config_value, knobs_from_mapping, quoted_number_error
 from .values import is_int as _is_int
 from .values import is_number as _is_number
 
@@ -40,6 +40,10 @@ V0_MANAGER_PREFIX = "verl_offgrpo.sync."
 
 PREFIX = "algorithm.off_grpo"
 
+#: the numeric knobs: integers, and numbers (read as float); a quoted one is told to drop its quotes
+INTEGER_KNOBS = ("red_drop_seed", "sync_period", "ref_reset_period")
+NUMBER_KNOBS = ("std_eps", "max_log_rprime_after_sync", "max_log_rprime_lagged")
+
 
 class SyncConfigError(OffGRPOConfigError):
     """A configuration under which the lagged sync cannot keep α in vLLM."""
@@ -57,7 +61,8 @@ class OffGRPOConfig:
 
     Args:
         std_unbiased (bool, default true): group std with N − 1, as verl's ``grpo``; false: population std (N).
-        std_eps (float, default 1e-6): ε_std, > 0. Larger damps the advantage of nearly uniform groups.
+        std_eps (float, default 1e-6): ε_std, finite and > 0. Larger damps the advantage of nearly uniform
+            groups.
         zero_var_mask (bool, default true): groups whose rewards are all equal leave the loss entirely
             (token-mean denominator, entropy and KL too), not only A = 0 (paper §4). Needs
             ``actor.loss_agg_mode`` token-mean or token-sum.
@@ -142,8 +147,15 @@ class OffGRPOConfig:
                 raise OffGRPOConfigError(
                     f"{PREFIX}.{name} must be true or false (got {value!r}): set {PREFIX}.{name}=true or =false."
                 )
+        for name in INTEGER_KNOBS + NUMBER_KNOBS:
+            quoted = quoted_number_error(f"{PREFIX}.{name}", getattr(self, name),
+                                         "an integer" if name in INTEGER_KNOBS else "a number")
+            if quoted is not None:
+                raise quoted
         if not (_is_number(self.std_eps) and math.isfinite(self.std_eps) and self.std_eps > 0):
-            raise OffGRPOConfigError(f"{PREFIX}.std_eps must be > 0 (got {self.std_eps!r}); the default is 1e-6.")
+            raise OffGRPOConfigError(
+                f"{PREFIX}.std_eps must be finite and > 0 (got {self.std_eps!r}); the default is 1e-6."
+            )
         if not (_is_int(self.sync_period) and self.sync_period >= 1):
             raise OffGRPOConfigError(
                 f"{PREFIX}.sync_period must be an integer >= 1 (got {self.sync_period!r}); 1 is on-policy GRPO."

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .values import OffGRPOConfigError, config_value, is_number, knobs_from_mapping
+from .values import OffGRPOConfigError, config_value, is_number, knobs_from_mapping, quoted_number_error
 
 CLIP_MODES = ("one-side", "two-side", "ring", "none")
 WEIGHTS = ("none", "is", "red_weight")
@@ -71,11 +71,9 @@ class RECConfig:
             if value not in choices:
                 raise OffGRPOConfigError(f"{PREFIX}.{name} must be one of {choices} (got {value!r}).")
         for name in ("tau", "eps_low_prime", "eps_high_prime"):
-            value = getattr(self, name)
-            if isinstance(value, str):  # a quoted number in an override ('0.7'): say that, not the range
-                raise OffGRPOConfigError(
-                    f"{PREFIX}.{name} must be a number (got the string {value!r}): drop the quotes."
-                )
+            quoted = quoted_number_error(f"{PREFIX}.{name}", getattr(self, name))  # '0.7': not the range
+            if quoted is not None:
+                raise quoted
         if not (_finite(self.tau) and self.tau > 0):
             raise OffGRPOConfigError(
                 f"{PREFIX}.tau (τ of RED-Weight) must be > 0 (got {self.tau!r}); the default is 1.0."
@@ -94,8 +92,9 @@ class RECConfig:
             object.__setattr__(self, name, float(getattr(self, name)))  # an integer in the yaml reads as float
 
     def check_ring(self, eps_low: float, eps_high: float) -> None:
-        """With ``clip_mode=ring``, ε′ must lie outside the ε band (else the ring overlaps the band); both
-        sides are said in one line."""
+        """With ``clip_mode=ring``, ε′ must lie outside the ε band (else the ring overlaps the band):
+        ε_low < ε′_low ≤ 1 (ρ ≥ 0: a ring below ρ = 0 keeps nothing) and ε′_high > ε_high. Both sides are said
+        in one line, each with a fix that can work (:meth:`_ring_fix`)."""
         if self.clip_mode != "ring":
             return
         bad = [(side, prime, eps) for side, prime, eps in (("low", self.eps_low_prime, eps_low),
@@ -106,9 +105,20 @@ class RECConfig:
         raise OffGRPOConfigError(
             "clip_mode=ring needs ε′ outside the band (actor_rollout_ref.actor.clip_ratio_low/high): "
             + "; ".join(f"{PREFIX}.eps_{side}_prime={prime!r} must exceed ε_{side}={eps!r}" for side, prime, eps in bad)
-            + ": set " + " ".join(f"{PREFIX}.eps_{side}_prime above {eps!r}" for side, _, eps in bad)
+            + ": " + "; ".join(self._ring_fix(side, prime, eps) for side, prime, eps in bad)
             + f" (the defaults are {default.eps_low_prime}/{default.eps_high_prime}, the paper's wider clip band)."
         )
+
+    @staticmethod
+    def _ring_fix(side: str, prime: float, eps: float) -> str:
+        """What makes one side of the ring valid: ε′_high above ε_high; ε′_low in (ε_low, 1], or, where ε_low ≥ 1
+        leaves ε′_low no room, ε_low below ε′_low."""
+        if side == "high":
+            return f"set {PREFIX}.eps_high_prime above {eps!r}"
+        if eps < 1:
+            return f"set {PREFIX}.eps_low_prime in ({eps!r}, 1]"
+        return (f"lower actor_rollout_ref.actor.clip_ratio_low below {PREFIX}.eps_low_prime={prime!r} (ε′_low is at "
+                f"most 1, so ε_low={eps!r} leaves it no room), or use {PREFIX}.clip_mode=one-side")
 
     def idle_knobs(self) -> list[str]:
         """Knobs changed from their defaults that the chosen mode never reads: τ without ``weight=red_weight``,

@@ -60,7 +60,8 @@ def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPO
             raise SyncConfigError(
                 f"{why} on the V1 trainer needs trainer.v1.trainer_mode={TRAINER_MODE} (got {v1_mode(config)!r}); "
                 + ("verl's sync mode syncs after every step." if v1_mode(config) == "sync"
-                   else "the async modes sync on their own schedule.")
+                   else f"only {TRAINER_MODE} holds α in vLLM for v steps; {v1_mode(config)!r} syncs on its own "
+                   "schedule.")
             )
     else:
         require_plugin_v0_manager(config, SyncConfigError, f"{why} with trainer.use_v1=false needs")

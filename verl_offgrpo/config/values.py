@@ -26,6 +26,19 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def quoted_number_error(dotted: str, value: Any, what: str = "a number") -> OffGRPOConfigError | None:
+    """The error for a number given as a string (``'10'``, ``'0.7'``, ``'inf'``: an override quoted by mistake,
+    which hydra keeps a string): "``dotted`` must be ``what`` (got the string '10'): drop the quotes". None for
+    anything else, a string that is no number included (the knob's own check names it with its rule)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        float(value)
+    except ValueError:
+        return None
+    return OffGRPOConfigError(f"{dotted} must be {what} (got the string {value!r}): drop the quotes.")
+
+
 def is_dict_config(value: Any) -> bool:
     try:
         from omegaconf import DictConfig

@@ -5,7 +5,8 @@ plugin (:func:`.selection.config_selects`):
 
 1. the installed verl must be in :data:`VERL_VERSIONS` and every patch target and verl internal the job's
    trainer uses must exist (:func:`verl_offgrpo.patches.preflight`), else :class:`~verl_offgrpo.patches.PatchError`, one line;
-2. the estimator and loss names against verl's registries (:mod:`verl_offgrpo.config.names`), then
+2. the estimator and loss names and the V1 trainer mode against verl's registries
+   (:mod:`verl_offgrpo.config.names`, :mod:`verl_offgrpo.config.trainer_modes`), then
    :func:`verl_offgrpo.config.validate_off_grpo_config` — before verl's own checks, so a failing
    config never prints verl's "All configuration checks passed successfully!"; for a config not
    composed from the plugin's yaml, the error may end by pointing at it (:mod:`verl_offgrpo.config.yaml_hint`);
@@ -90,12 +91,16 @@ def _warn_unselected_knobs(config) -> None:
 
 def _check_names(config) -> None:
     """The config's estimator and loss against verl 0.9.1's ``core_algos.ADV_ESTIMATOR_REGISTRY`` and
-    ``POLICY_LOSS_REGISTRY`` (read, not replaced; importing ``core_algos`` also registers the plugin's names)."""
+    ``POLICY_LOSS_REGISTRY`` (read, not replaced; importing ``core_algos`` also registers the plugin's names),
+    and its V1 trainer mode against verl's ``TRAINER_REGISTRY`` (:mod:`verl_offgrpo.config.trainer_modes`)."""
     from verl.trainer.ppo import core_algos
 
     from verl_offgrpo.config.names import check_registered_names
+    from verl_offgrpo.config.trainer_modes import check_trainer_mode
+    from verl_offgrpo.sync import registered_v1_modes
 
     check_registered_names(config, core_algos.ADV_ESTIMATOR_REGISTRY, core_algos.POLICY_LOSS_REGISTRY)
+    check_trainer_mode(config, registered_v1_modes)
 
 
 def live() -> bool:

@@ -32,13 +32,19 @@ from ..patches.post_import import on_import
 
 __all__ = [
     "V1_MODULE",
+    "VERL_0_9_1_V1_MODES",
     "register_sync_hooks",
+    "registered_v1_modes",
 ]
 
 #: The module whose import triggers the registration of the V1 trainer mode.
 V1_MODULE = "verl.trainer.ppo.v1"
 
 _lock = threading.Lock()
+
+#: verl 0.9.1's own V1 trainer modes (``verl/trainer/ppo/v1/trainer_{sync,colocate_async,separate_async}.py``):
+#: the answer of :func:`registered_v1_modes` only where verl's registry cannot be imported
+VERL_0_9_1_V1_MODES = ("colocate_async", "separate_async", "sync")
 
 
 def _register_v1_trainer(module=None) -> None:
@@ -68,3 +74,19 @@ def register_sync_hooks() -> None:
     with _lock:
         if importlib.util.find_spec("transfer_queue") is not None:
             on_import(V1_MODULE, "get_trainer_cls", _register_v1_trainer)
+
+
+def registered_v1_modes() -> tuple[str, ...]:
+    """The names ``trainer.v1.trainer_mode`` may take: verl's ``TRAINER_REGISTRY`` once ``verl.trainer.ppo.v1``
+    is imported (which imports verl's modes and, through the hook above, registers the plugin's).
+
+    Where that import fails (no TransferQueue package: the V1 trainer cannot run here anyway, and
+    ``python -m verl_offgrpo check`` says so), verl 0.9.1's modes plus the plugin's."""
+    from verl_offgrpo import TRAINER_MODE
+
+    try:
+        import verl.trainer.ppo.v1  # noqa: F401  (verl's modes register at import; the hook adds the plugin's)
+        from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
+    except Exception:  # noqa: BLE001 - not importable here: the names of the verl the plugin is written for
+        return tuple(sorted((*VERL_0_9_1_V1_MODES, TRAINER_MODE)))
+    return tuple(sorted(TRAINER_REGISTRY))
