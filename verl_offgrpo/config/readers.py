@@ -45,20 +45,12 @@ def v1_mode(config: Any) -> Any:
     return _get(config, "trainer.v1.trainer_mode", "sync")
 
 
-
 def as_number(value: Any, name: str, kind: str = "a number") -> Any:
     """``value`` (the config's ``name``) as a number, as verl's typed float fields take it: an int or float
     as it is, a string that reads as one (a quoted ``'0.3'``, the yaml's ``inf``) as a float; None stays None.
     Anything else (a word, a bool, a list) is an :class:`OffGRPOConfigError` naming ``name`` and the value,
     which must be ``kind``."""
-    if value is None or _is_number(value):
-        return value
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            pass
-    raise OffGRPOConfigError(f"{name} must be {kind} (got {value!r}).")
+    return _coerced(value, name, kind, _is_number, float)
 
 
 def number_at(config: Any, key: str, default: Any = None) -> Any:
@@ -70,12 +62,16 @@ def integer_at(config: Any, key: str, default: Any = None) -> Any:
     """The integer at the dotted ``key`` of ``config`` (``default`` when absent), as verl's typed int fields take
     it: an int, or a string that reads as one; anything else is an :class:`OffGRPOConfigError` naming the key
     and the value."""
-    value = _get(config, key, default)
-    if value is None or _is_int(value):
+    return _coerced(_get(config, key, default), key, "an integer", _is_int, int)
+
+
+def _coerced(value: Any, name: str, kind: str, accepts, parse) -> Any:
+    """``value`` as it is where ``accepts`` it (or None), else a string ``parse`` reads, else the one-line error."""
+    if value is None or accepts(value):
         return value
     if isinstance(value, str):
         try:
-            return int(value)
+            return parse(value)
         except ValueError:
             pass
-    raise OffGRPOConfigError(f"{key} must be an integer (got {value!r}).")
+    raise OffGRPOConfigError(f"{name} must be {kind} (got {value!r}).")
