@@ -847,6 +847,11 @@ def main(argv=None) -> int:
     earlier = mainppo_job.read_merge(args.merge)
     if earlier and (why := incompatible(result, earlier)):  # before any GPU work
         raise SystemExit(f"--merge {args.merge}: {why}; use another --out/--merge or the same settings")
+    clash = mainppo_job.plain_jobs_side_by_side(
+        {f"{name}:{seed}": job_overrides(args, name, seed, Path("/model"), Path("/data")) for name, seed in jobs},
+        bool(args.gpus) and len(args.gpus.split(",")) > 1)
+    if clash:  # before any GPU work
+        raise SystemExit(f"--jobs: {clash}")
     model_dir = Path(args.model_path) if args.model_path else model_from_gguf(args.model, work)
     data_dir = build_task(work / (f"arith_{args.task}_{args.n_test}" + ("_twins" if args.twins_in_train else "")),
                           args.task, n_test=args.n_test, twins_in_train=args.twins_in_train)

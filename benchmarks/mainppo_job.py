@@ -493,6 +493,35 @@ def pack_logs(out: Path, max_files: int = DEVICE_RETURN_FILES) -> Path | None:
 ON_GPUS_STAGGER_S = 15.0
 
 
+def selects_plugin(overrides: list[str]) -> bool:
+    """Whether a job of the plugin's yaml with these hydra ``overrides`` selects the plugin
+    (:func:`verl_offgrpo.patches.selection.config_selects` on the yaml's own values with the overrides on top):
+    verl's stock PPO jobs (``bigbatch``) do not, and then run plain verl, unpatched."""
+    from omegaconf import OmegaConf
+
+    from verl_offgrpo.patches.selection import config_selects
+
+    config = OmegaConf.load(REPO / "verl_offgrpo" / "config" / "off_grpo_trainer.yaml")
+    config.pop("defaults", None)
+    OmegaConf.set_struct(config, False)
+    for item in overrides:
+        key, _, value = item.lstrip("+").partition("=")
+        if not item.startswith("~"):
+            OmegaConf.update(config, key, OmegaConf.from_dotlist([f"v={value}"]).v, merge=True)
+    return config_selects(config)
+
+
+def plain_jobs_side_by_side(job_overrides: dict[str, list[str]], concurrent: bool) -> str | None:
+    """Why these jobs cannot run at the same time on one host, or None: two jobs that do not select the
+    plugin run verl 0.9.1's weight transfer unpatched, and its IPC socket path is the same for every fresh
+    Ray cluster (``verl_offgrpo/patches/ipc_socket.py``): one vLLM could load the other job's weights."""
+    plain = [name for name, overrides in job_overrides.items() if not selects_plugin(overrides)]
+    if concurrent and len(plain) > 1:
+        return (f"jobs {', '.join(plain)} run plain verl side by side: verl 0.9.1 gives them the same weight-transfer "
+                "socket (patches/ipc_socket.py); run them in separate commands")
+    return None
+
+
 def on_gpus(jobs: list, gpus: list[str] | None, run: Callable[[Any, dict[str, str]], Any],
             stagger_s: float | None = None) -> list:
     """``[run(job, env_extra) for job in jobs]``; with ``gpus``, the jobs run concurrently, each alone

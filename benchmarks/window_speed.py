@@ -282,6 +282,12 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     jobs = parse_jobs(args.jobs)
+    placeholder = Path("/model"), Path("/data")
+    clash = mainppo_job.plain_jobs_side_by_side(
+        {name: job_overrides(args, name, kind, v, *placeholder, full) for name, kind, v, full in jobs},
+        bool(args.gpus) and len(args.gpus.split(",")) > args.n_gpus)
+    if clash:
+        p.error(clash)
     for flag, items in (("--job-extra", args.job_extra), ("--job-env", args.job_env)):
         unknown = {name for name, _ in parse_job_extras(items, flag)} - {job[0] for job in jobs}
         if unknown:

@@ -1981,6 +1981,7 @@ def test_window_speed_jobs_compose_and_pass_the_startup_checks(tmp_path, shape, 
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
     from verl_offgrpo.__main__ import config_dir
+    from verl_offgrpo.patches.selection import config_selects
 
     args = argparse.Namespace(steps=40, lr=1e-6, batch=32, n=4, response_length=512, micro_batch=8, gpu_mem=0.4,
                               shape=shape, tp=tp, n_gpus=n_gpus, offload=offload,
@@ -1991,6 +1992,8 @@ def test_window_speed_jobs_compose_and_pass_the_startup_checks(tmp_path, shape, 
         with initialize_config_dir(config_dir=config_dir(), version_base=None):
             cfg = compose(config_name="off_grpo_trainer", overrides=overrides)
         assert cfg.trainer.n_gpus_per_node == n_gpus and cfg.actor_rollout_ref.rollout.tensor_model_parallel_size == tp
+        # the drivers' cheap reading of "plain verl" agrees with the composed config (bigbatch alone is plain)
+        assert mainppo_job.selects_plugin(overrides) is config_selects(cfg) is (kind != "bigbatch")
         assert cfg.actor_rollout_ref.actor.fsdp_config.param_offload is offload
         assert cfg.actor_rollout_ref.rollout.enforce_eager is False  # --extra comes last
         assert cfg.actor_rollout_ref.rollout.ignore_eos is (shape is not None)
@@ -2054,3 +2057,23 @@ def test_window_speed_full_window_raises_vllms_token_budget_with_it(tmp_path):
     overrides = window_speed.job_overrides(args, "w10f", "window", 10, tmp_path / "m", tmp_path / "d", True)
     assert "actor_rollout_ref.rollout.max_num_seqs=10240" in overrides
     assert "actor_rollout_ref.rollout.max_num_batched_tokens=10240" in overrides
+
+
+def test_plain_verl_jobs_are_refused_side_by_side_before_any_gpu_work(tmp_path, monkeypatch):
+    """Two jobs that do not select the plugin (verl's stock large-batch PPO) would share verl 0.9.1's
+    weight-transfer socket on one host: both drivers refuse to run them at once, and allow it one after
+    the other (one GPU entry) or beside plugin jobs."""
+    monkeypatch.setattr(learning, "smollm2_from_gguf", lambda *_: pytest.fail("converted the model before the check"))
+    with pytest.raises(SystemExit, match="bigbatch_v10:0, bigbatch_v10:1 run plain verl side by side"):
+        learning.main(["--out", str(tmp_path / "o"), "--work", str(tmp_path / "w"), "--jobs", "bigbatch_v10:0,bigbatch_v10:1",
+                       "--gpus", "0,1"])  # fmt: skip
+    with pytest.raises(SystemExit):
+        window_speed.main(["--out", str(tmp_path / "o"), "--work", str(tmp_path / "w"), "--gsm8k", str(tmp_path),
+                           "--jobs", "b4=bigbatch:4,b10=bigbatch:10", "--gpus", "0,1"])  # fmt: skip
+    args = argparse.Namespace(steps=40, lr=1e-6, batch=32, n=4, response_length=512, micro_batch=8, gpu_mem=0.4,
+                              shape=None, tp=1, n_gpus=1, offload=False, extra=[], job_extra=[])  # fmt: skip
+    jobs = {name: window_speed.job_overrides(args, name, kind, v, tmp_path, tmp_path, full)
+            for name, kind, v, full in window_speed.parse_jobs("b4=bigbatch:4,b10=bigbatch:10,w10=window:10")}
+    assert mainppo_job.plain_jobs_side_by_side(jobs, concurrent=False) is None
+    assert mainppo_job.plain_jobs_side_by_side({k: jobs[k] for k in ("b4", "w10")}, concurrent=True) is None
+    assert "b4, b10" in mainppo_job.plain_jobs_side_by_side(jobs, concurrent=True)

@@ -50,7 +50,12 @@ def test_every_config_composes_over_verls_config_and_passes_the_startup_checks(t
     spec = learning.CONFIGS[name]
     extra = (["actor_rollout_ref.model.enable_gradient_checkpointing=False",
               "actor_rollout_ref.actor.use_torch_compile=False"] if name == "reuse_i10" else [])  # fmt: skip
-    cfg = _compose(learning.job_overrides(_args(trainer=trainer, extra=extra), name, 0, tmp_path / "m", tmp_path / "d"))
+    overrides = learning.job_overrides(_args(trainer=trainer, extra=extra), name, 0, tmp_path / "m", tmp_path / "d")
+    cfg = _compose(overrides)
+    from verl_offgrpo.patches.selection import config_selects
+
+    # the driver's cheap reading of "plain verl" (two such jobs must not run side by side) agrees with hydra
+    assert mainppo_job.selects_plugin(overrides) is config_selects(cfg) is (name != "bigbatch_v10")
 
     per = spec.updates_per_step
     assert cfg.algorithm.off_grpo.sync_period == spec.v and cfg.actor_rollout_ref.actor.ppo_epochs == spec.i
