@@ -3,6 +3,8 @@ they cannot read as the plugin's one-line error (exit 2), never a bare ``ValueEr
 call verl's; the CLI says "verl's validate_config" (exit 4) only for what verl's own code raised, and keeps
 the traceback of anything else the plugin's checks raise. In-process (``main``/``dry_run``), no subprocess."""
 
+import re
+
 import pytest
 
 import verl  # noqa: F401  (loads the plugin)
@@ -55,10 +57,16 @@ def test_compose_says_a_value_that_is_no_number_as_the_plugins_error(capsys, ove
     assert "verl's validate_config" not in captured.err and "Traceback" not in captured.err
 
 
-def test_quoted_numbers_still_pass_as_verls_typed_fields_take_them():
-    """verl's float fields take a quoted number ('0.3'); the yaml's rollout_is_threshold is the string inf."""
-    config = shipped_config(VLLM, "actor_rollout_ref.actor.clip_ratio_high='0.3'", "actor_rollout_ref.rollout.top_p='1.0'",
-                            "actor_rollout_ref.rollout.top_k='-1'")
+def test_quoted_numbers_in_verls_instantiated_fields_say_drop_the_quotes():
+    """verl builds the actor and rollout configs with hydra's instantiate, which keeps '0.3' a string for the
+    workers to fail on: the plugin says so in one line. rollout_is_threshold, which verl parses from a string
+    (the yaml's is the string inf), still passes."""
+    for override, field in (("actor_rollout_ref.actor.clip_ratio_high='0.3'", "actor_rollout_ref.actor.clip_ratio_high"),
+                            ("actor_rollout_ref.rollout.top_p='1.0'", "actor_rollout_ref.rollout.top_p"),
+                            ("actor_rollout_ref.rollout.top_k='-1'", "actor_rollout_ref.rollout.top_k")):  # fmt: skip
+        with pytest.raises(OffGRPOConfigError, match=rf"^{re.escape(field)}.* \(got the string '.*'\): drop the quotes\.$"):
+            validate_off_grpo_config(shipped_config(VLLM, override))
+    config = shipped_config(VLLM)
     assert config.algorithm.rollout_correction.rollout_is_threshold == "inf"
     validate_off_grpo_config(config)
 

@@ -113,8 +113,10 @@ ALLOWED_FOREIGN_STORES = {
 
 
 def foreign_stores(source: str) -> list[str]:
-    """Statements of ``source`` that write onto another library's objects: an attribute store on a name
-    imported from verl, vllm, torch, ray, hydra or omegaconf (``core_algos.X = …``); a store of a private
+    """Statements of ``source`` that write onto another library's objects: an attribute or item store on
+    anything reached from a name imported from verl, vllm, torch, ray, hydra or omegaconf (``core_algos.X = …``,
+    ``verl.utils.config.f = …``, ``tracking.Tracking.log = …``, ``core_algos.REG["x"] = …``) or from a name
+    ending in ``_cls`` (a class handed over at run time); a store of a private
     attribute on any object but ``self``/``cls`` (``server._x = …``), unless it is the plugin's own
     namespaced mark (``_off_grpo_*``); ``setattr`` on anything but ``self``/``cls`` with a name that is not
     such a mark (a module constant ending in ``_ATTR`` whose value is ``"_off_grpo_…"`` counts as one)."""
@@ -135,11 +137,15 @@ def foreign_stores(source: str) -> list[str]:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
         for target in targets:
             for sub in ast.walk(target):
-                if not (isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store)):
+                if not (isinstance(sub, (ast.Attribute, ast.Subscript)) and isinstance(sub.ctx, ast.Store)):
                     continue
-                base = sub.value.id if isinstance(sub.value, ast.Name) else None
-                private = sub.attr.startswith("_") and not sub.attr.startswith("_off_grpo") and base not in ("self", "cls")
-                if base in imported or private:
+                root = sub.value
+                while isinstance(root, (ast.Attribute, ast.Subscript)):
+                    root = root.value
+                base = root.id if isinstance(root, ast.Name) else None
+                attr = getattr(sub, "attr", "")
+                private = attr.startswith("_") and not attr.startswith("_off_grpo") and base not in ("self", "cls")
+                if base in imported or private or (base or "").endswith("_cls"):
                     found.append(ast.unparse(sub))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" and node.args:
             obj, name = node.args[0], node.args[1] if len(node.args) > 1 else None
@@ -161,6 +167,11 @@ def foreign_stores(source: str) -> list[str]:
         ("A = '_off_grpo_x'\ndef f(w):\n    setattr(w, A, 1)\n    w._off_grpo_y = 2", []),
         ("class C:\n    def f(self):\n        self._x = 1\n        setattr(self, 'y', 2)", []),
         ("def f(obj):\n    obj.public = 1", []),
+        ("import verl.utils.config\nverl.utils.config.validate_config = f", ["verl.utils.config.validate_config"]),
+        ("from verl.utils import tracking\ntracking.Tracking.log = f", ["tracking.Tracking.log"]),
+        ("def f(engine_cls):\n    engine_cls.train_batch = g", ["engine_cls.train_batch"]),
+        ("from verl.trainer.ppo import core_algos\ncore_algos.REG['x'] = f", ["core_algos.REG['x']"]),
+        ("def f(d):\n    d['k'] = 1\n    d.x.y = 2", []),
     ],
 )
 def test_the_foreign_store_scan_finds_what_it_must(source, found):

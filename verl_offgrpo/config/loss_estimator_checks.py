@@ -72,7 +72,7 @@ def _threshold_upper(spec: Any) -> float:
     if isinstance(spec, str) and "_" in spec:
         return -1.0  # IcePop: tokens outside [lower, upper] are zeroed; never the paper's r'
     return float(as_number(spec, "algorithm.rollout_correction.rollout_is_threshold",
-                           "a number (inf: r' untruncated) or verl's IcePop 'lower_upper'"))
+                           "a number (inf: r' untruncated) or verl's IcePop 'lower_upper'", parses_strings=True))
 
 
 def check_rec_knobs_reach_the_loss(config: Any, loss_mode: Any, rec: RECConfig) -> None:

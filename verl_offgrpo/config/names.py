@@ -10,9 +10,9 @@ registered in the driver (the caller reads verl's registries; nothing here impor
   for ``off_grpo``): an error naming it;
 * a name of Yao et al.'s methods that this plugin builds from the ``rec`` loss's knobs (``red_weight``,
   ``rec_oneside_nois``, ...): an error saying which knobs (:func:`rec_variant_hint`);
-* a near miss of one of the plugin's own names (``redrop``, ``off_grop``: :func:`plugin_near_miss`, difflib
-  ratio ≥ 0.8 and not a name built on the plugin's, such as ``off_grpo_v2``): an error naming it, as the check
-  runs only in a job that selects the plugin, whose names register with the plugin itself;
+* a misspelling of one of the plugin's own names (``redrop``, ``off_grop``: :func:`plugin_near_miss`; not a
+  changed letter, ``off_gspo``, nor a name built on the plugin's, ``off_grpo_v2``): an error naming it, as the
+  check runs only in a job that selects the plugin, whose names register with the plugin itself;
 * any other unregistered name: a warning (with the closest registered name, if any), since a custom estimator
   or loss may be registered only in the processes that use it (e.g. ``actor_rollout_ref.model.external_lib``
   is imported by the workers, after this check).
@@ -77,12 +77,27 @@ def check_registered_names(config: Any, estimators: Iterable[str], losses: Itera
 
 
 def plugin_near_miss(name: str, plugin_names: Iterable[str]) -> str | None:
-    """The plugin's name that ``name`` misspells: difflib's closest with ratio ≥ :data:`CLOSE`, unless ``name``
-    contains it (``off_grpo_v2``, ``my_red_drop``: a custom name built on the plugin's, told as unknown only)."""
-    close = difflib.get_close_matches(name, list(plugin_names), n=1, cutoff=CLOSE)
-    if not close or close[0] in name:
-        return None
-    return close[0]
+    """The plugin's name that ``name`` misspells, or None. A misspelling is the same name but for case and
+    ``_``/``-`` (``offgrpo``, ``Off-GRPO``), or, for names of five letters or more, that and one letter left out,
+    added or swapped with its neighbour (``redrop``, ``off_grop``, ``red_dropp``). A changed letter is not one (``off_gspo``,
+    ``off_ppo`` may be custom losses registered only in the workers): those only warn."""
+    for known in plugin_names:
+        if known == name:
+            continue
+        if spelling(known) == spelling(name) or (len(known) >= 5 and _one_slip(spelling(name), spelling(known))):
+            return known
+    return None
+
+
+def _one_slip(a: str, b: str) -> bool:
+    """``a`` is ``b`` with one character deleted or inserted, or two neighbours swapped."""
+    if abs(len(a) - len(b)) == 1:
+        short, long_ = sorted((a, b), key=len)
+        return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+    return False
 
 
 #: spellings (:func:`spelling`) of the paper's method names that start the plugin's REC variants

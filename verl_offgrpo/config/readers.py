@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .off_grpo import OffGRPOConfig
-from .values import OffGRPOConfigError
+from .values import OffGRPOConfigError, quoted_number_error
 from .values import config_value as _get
 from .values import is_int as _is_int
 from .values import is_number as _is_number
@@ -17,9 +17,9 @@ def uses_lora(config: Any) -> bool:
     """Whether the actor trains LoRA adapters: ``model.lora.rank`` (or the older ``lora_rank``) > 0, or an
     adapter path."""
     model = _get(config, "actor_rollout_ref.model")
-    rank = _get(model, "lora.rank", 0) or 0
+    rank = integer_at(model, "lora.rank", 0) or 0
     if rank <= 0:
-        rank = _get(model, "lora_rank", 0) or 0
+        rank = integer_at(model, "lora_rank", 0) or 0
     return rank > 0 or _get(model, "lora_adapter_path") is not None
 
 
@@ -45,12 +45,14 @@ def v1_mode(config: Any) -> Any:
     return _get(config, "trainer.v1.trainer_mode", "sync")
 
 
-def as_number(value: Any, name: str, kind: str = "a number") -> Any:
-    """``value`` (the config's ``name``) as a number, as verl's typed float fields take it: an int or float
-    as it is, a string that reads as one (a quoted ``'0.3'``, the yaml's ``inf``) as a float; None stays None.
-    Anything else (a word, a bool, a list) is an :class:`OffGRPOConfigError` naming ``name`` and the value,
-    which must be ``kind``."""
-    return _coerced(value, name, kind, _is_number, float)
+def as_number(value: Any, name: str, kind: str = "a number", parses_strings: bool = False) -> Any:
+    """``value`` (the config's ``name``) as a number: an int or float as it is; None stays None. A string that
+    reads as a number is the "drop the quotes" error (:func:`.values.quoted_number_error`): verl builds its actor
+    and rollout configs with hydra's ``instantiate``, which keeps a quoted ``'0.3'`` a string for the workers to
+    fail on; only a field that verl itself parses from a string (``parses_strings``: ``rollout_is_threshold``,
+    whose yaml value is ``inf``) reads it as a float. Anything else (a word, a bool, a list) is an
+    :class:`OffGRPOConfigError` naming ``name`` and the value, which must be ``kind``."""
+    return _coerced(value, name, kind, _is_number, float, parses_strings)
 
 
 def number_at(config: Any, key: str, default: Any = None) -> Any:
@@ -59,19 +61,23 @@ def number_at(config: Any, key: str, default: Any = None) -> Any:
 
 
 def integer_at(config: Any, key: str, default: Any = None) -> Any:
-    """The integer at the dotted ``key`` of ``config`` (``default`` when absent), as verl's typed int fields take
-    it: an int, or a string that reads as one; anything else is an :class:`OffGRPOConfigError` naming the key
-    and the value."""
-    return _coerced(_get(config, key, default), key, "an integer", _is_int, int)
+    """The integer at the dotted ``key`` of ``config`` (``default`` when absent): an int; a quoted one is the
+    "drop the quotes" error, anything else an :class:`OffGRPOConfigError` naming the key and the value."""
+    return _coerced(_get(config, key, default), key, "an integer", _is_int, int, False)
 
 
-def _coerced(value: Any, name: str, kind: str, accepts, parse) -> Any:
-    """``value`` as it is where ``accepts`` it (or None), else a string ``parse`` reads, else the one-line error."""
+def _coerced(value: Any, name: str, kind: str, accepts, parse, parses_strings: bool) -> Any:
+    """``value`` as it is where ``accepts`` it (or None); a string ``parse`` reads where ``parses_strings``, else
+    the quoted-number error; else the one-line error."""
     if value is None or accepts(value):
         return value
     if isinstance(value, str):
         try:
-            return parse(value)
+            parsed = parse(value)
         except ValueError:
-            pass
+            parsed = None
+        if parsed is not None:
+            if parses_strings:
+                return parsed
+            raise quoted_number_error(name, value, kind)
     raise OffGRPOConfigError(f"{name} must be {kind} (got {value!r}).")

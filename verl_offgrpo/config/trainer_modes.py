@@ -20,7 +20,7 @@ from typing import Any
 from verl_offgrpo import TRAINER_MODE
 
 from .readers import uses_v1, v1_mode
-from .values import OffGRPOConfigError
+from .values import OffGRPOConfigError, config_value
 
 KEY = "trainer.v1.trainer_mode"
 
@@ -30,7 +30,9 @@ def check_trainer_mode(config: Any, registered: Callable[[], Iterable[str]]) -> 
     the registered modes; it is called only for a config on the V1 trainer (``trainer.use_v1``)."""
     if not uses_v1(config):
         return
-    mode = v1_mode(config)
+    mode = _mode_as_written(config)
+    if mode is _UNSET:
+        return  # ``???``: the caller's missing-value check names it
     known = sorted(str(name) for name in registered())
     if mode in known:
         return
@@ -42,6 +44,24 @@ def check_trainer_mode(config: Any, registered: Callable[[], Iterable[str]]) -> 
         f"{TRAINER_MODE} is the plugin's, which its yaml sets); verl would look it up only in Ray's TaskRunner "
         "(get_trainer_cls) and fail there."
     )
+
+
+_UNSET = object()
+
+
+def _mode_as_written(config: Any) -> Any:
+    """``trainer.v1.trainer_mode`` as the config holds it: an explicit null stays None (verl would look None up
+    in Ray's TaskRunner and fail there), an absent key is verl's default (:func:`.readers.v1_mode`), ``???``
+    is :data:`_UNSET`."""
+    v1 = config_value(config, "trainer.v1")
+    if v1 is None or not hasattr(v1, "get"):
+        return v1_mode(config)
+    try:
+        return v1.get("trainer_mode", v1_mode(config))
+    except Exception as err:  # noqa: BLE001 - omegaconf's MissingMandatoryValue (``???``)
+        if type(err).__name__ != "MissingMandatoryValue":
+            raise
+        return _UNSET
 
 
 def suggestions(name: str, known: list[str]) -> list[str]:

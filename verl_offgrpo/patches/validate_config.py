@@ -44,13 +44,15 @@ def wrap(original):
 
     @functools.wraps(original)
     def validate_config(config, *args, **kwargs):
-        from verl_offgrpo.patches.job_env import mark_job, unmark_job
         from verl_offgrpo.patches.selection import config_selects
 
-        unmark_job()  # a mark left by an earlier selecting config of this process must not reach this job
         if not config_selects(config):
+            _unmark_quietly()
             _warn_unselected_knobs(config)
             return original(config, *args, **kwargs)
+        from verl_offgrpo.patches.job_env import mark_job, unmark_job
+
+        unmark_job()  # a mark left by an earlier selecting config of this process must not outlive a rejection
         from verl_offgrpo.patches import PatchError, preflight
 
         problems = preflight(config=config)
@@ -74,6 +76,17 @@ def wrap(original):
 
     setattr(validate_config, _WRAPPED, True)
     return validate_config
+
+
+def _unmark_quietly() -> None:
+    """:func:`.job_env.unmark_job` for a plain job: a mark left by an earlier selecting config of this process
+    must not reach it, and nothing the plugin does may fail a plain job."""
+    try:
+        from verl_offgrpo.patches.job_env import unmark_job
+
+        unmark_job()
+    except Exception:  # noqa: BLE001 - a plain verl job must not fail on the plugin's account
+        pass
 
 
 def _warn_unselected_knobs(config) -> None:
