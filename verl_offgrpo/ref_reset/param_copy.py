@@ -29,6 +29,9 @@ Three layouts, detected from the modules:
 
 Buffers are not copied (verl's causal LMs have no trained buffers; rotary ``inv_freq`` is identical in
 both models by construction).
+
+The FSDP1 path reads private members of torch's FSDP1 (:data:`TORCH_INTERNALS`), written for torch 2.11;
+the plugin does not replace any of them.
 """
 
 from __future__ import annotations
@@ -210,6 +213,14 @@ def _copy_named_(dst_module: nn.Module, src_module: nn.Module, report: CopyRepor
 
 
 # ----------------------------------------------------------------------------- FSDP1
+#: torch's FSDP1 members the FSDP1 copy reads (torch 2.11; private, so a torch upgrade may move them)
+TORCH_INTERNALS = (
+    "torch.distributed.fsdp.FullyShardedDataParallel._handle",
+    "torch.distributed.fsdp._flat_param.FlatParamHandle.{flat_param,uses_sharded_strategy,needs_unshard,reshard}",
+    "torch.distributed.fsdp._flat_param.FlatParameter.{_fqns,_shapes,_shard_param_infos,_local_shard,_sharded_size}",
+)
+
+
 def _fsdp1_units(module: nn.Module):
     """``[(fqn of the FSDP unit, FlatParamHandle)]`` in traversal order."""
     fsdp1 = _fsdp1_cls()
