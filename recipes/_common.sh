@@ -86,7 +86,7 @@ gsm8k_task() {
         actor_rollout_ref.rollout.gpu_memory_utilization=0.6
         actor_rollout_ref.rollout.n=5
         trainer.total_epochs=15
-        trainer.test_freq=5
+        trainer.test_freq=10
         trainer.save_freq=-1
     )
 }

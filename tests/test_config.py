@@ -298,6 +298,39 @@ def test_window_larger_than_max_num_seqs_says_how_many_waves(caplog):
     assert _wave_lines(caplog, "algorithm.off_grpo.rollout_schedule=window", *ONE_GPU) == []
 
 
+@pytest.mark.parametrize("v, test_freq, longest", [(10, 5, 4), (10, 4, 3), (10, 3, 2), (4, 10, 3), (10, 15, 9)])
+def test_longest_lag_with_validation_syncs_is_what_the_sync_schedule_gives(v, test_freq, longest):
+    """Syncs on the multiples of v and of test_freq: (10, 5) syncs every 5 steps (lag ≤ 4); (10, 4) at
+    0 4 8 10 12 16 20 (≤ 3); (4, 10) at 0 4 8 10 12 16 20 (≤ 3 = v − 1). Checked against the real schedule."""
+    from verl_offgrpo.config.validation_lag import longest_lag
+    from verl_offgrpo.sync.schedule import simulate
+
+    assert longest_lag(v, test_freq) == longest
+    steps = range(1, 3 * v * test_freq + 1)
+    decisions = simulate(v, steps, forced={s for s in steps if s % test_freq == 0})
+    assert max(d.step - d.version_before for d in decisions[1:]) - 1 == longest  # rollout lag of step s+1
+
+
+def test_validation_that_restarts_the_lag_is_told(caplog):
+    """v = 10 with test_freq = 5 (the recipes' 5 once): per_step syncs at every validation, so the lag never
+    passes 4: a warning; the window keeps its samples from α: an info line on the extra transfer."""
+    def told(level, *overrides):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger=LOGGER):
+            validate(composed(*ONE_GPU, *overrides))
+        return [r.getMessage() for r in caplog.records if "test_freq" in r.getMessage() and r.levelno == level]
+
+    lines = told(logging.WARNING, "algorithm.off_grpo.sync_period=10", "trainer.test_freq=5")
+    assert len(lines) == 1 and "samples are at most 4 steps stale, not 9" in lines[0]
+    assert "Set trainer.test_freq to a multiple of 10" in lines[0]
+    lines = told(logging.INFO, *WINDOW_10, "trainer.test_freq=5")
+    assert len(lines) == 1 and "each one costs a weight transfer and a vLLM wake more" in lines[0]
+    for quiet in (("algorithm.off_grpo.sync_period=10", "trainer.test_freq=20"),
+                  ("algorithm.off_grpo.sync_period=4", "trainer.test_freq=10"),  # longest lag still 3 = v − 1
+                  ("algorithm.off_grpo.sync_period=10", "trainer.test_freq=5", "algorithm.off_grpo.sync_before_validate=false")):  # fmt: skip
+        assert told(logging.WARNING, *quiet) == [] and told(logging.INFO, *quiet) == []
+
+
 def test_window_says_when_checkpoints_fall_inside_windows(caplog):
     """save_freq 3 with v = 10: a resume from step 3 starts a new window and skips up to 9 steps' prompts."""
     def told(*overrides):
@@ -360,6 +393,34 @@ def test_window_advice_is_printed_once_per_job(caplog):
     assert len([r for r in caplog.records if "rounds)" in r.getMessage()]) == 1
     with pytest.raises(OffGRPOConfigError, match="trainer.use_v1=false"), advisories_silenced():
         check_window_config(composed(*WINDOW_10, "trainer.use_v1=false"))
+
+
+def test_max_num_seqs_above_the_token_budget_fails_before_vllm_does():
+    """vLLM refuses max_num_batched_tokens < max_num_seqs at startup; raising max_num_seqs for a window alone
+    would pass every check and fail there. Without chunked prefill verl raises the budget to max_model_len."""
+    seqs = "actor_rollout_ref.rollout.max_num_seqs=20480"
+    with pytest.raises(OffGRPOConfigError, match=r"max_num_seqs=20480 is more than .*max_num_batched_tokens=8192, "
+                                                 r"which vLLM refuses at startup: set .*max_num_batched_tokens=20480"):
+        validate(composed(*WINDOW_10, *ONE_GPU, seqs))
+    validate(composed(*WINDOW_10, *ONE_GPU, seqs, "actor_rollout_ref.rollout.max_num_batched_tokens=20480"))
+    no_chunks = ("actor_rollout_ref.rollout.enable_chunked_prefill=false", "actor_rollout_ref.rollout.max_model_len=32768")
+    validate(composed(*WINDOW_10, *ONE_GPU, seqs, *no_chunks))  # verl raises the budget to 32768 itself
+
+
+def test_keep_weights_no_sleep_does_nothing_with_the_window(caplog):
+    """The window never wakes vLLM without a sync: no_sleep must not turn off verl's sleep there (vLLM would
+    hold its weights and KV cache through every update); per_step still gets free_cache_engine=false."""
+    from verl_offgrpo.sync.trainer_v1 import prepare_v1_config
+
+    cfg = composed(*WINDOW_10, *ONE_GPU, "algorithm.off_grpo.keep_weights=no_sleep")
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        validate(cfg)
+    assert "keep_weights=no_sleep does nothing with algorithm.off_grpo.rollout_schedule=window" in caplog.text
+    prepare_v1_config(cfg)
+    assert cfg.actor_rollout_ref.rollout.free_cache_engine is True
+    per_step = composed("algorithm.off_grpo.sync_period=10", *ONE_GPU, "algorithm.off_grpo.keep_weights=no_sleep")
+    prepare_v1_config(per_step)
+    assert per_step.actor_rollout_ref.rollout.free_cache_engine is False
 
 
 def test_window_rules_callable_alone():

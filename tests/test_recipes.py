@@ -129,6 +129,9 @@ def test_recipe_composes_with_intended_knobs(composed, name):
     assert actor["ppo_epochs"] == i
     assert cfg["algorithm"]["off_grpo"]["zero_var_mask"] is mask
     assert cfg["algorithm"]["off_grpo"]["rollout_schedule"] == ("window" if name.endswith("_window") else "per_step")
+    # validation syncs vLLM: a test_freq that is not a multiple of v would restart the lag (per_step) or add
+    # transfers inside windows, and the v = 10 recipes would no longer see the same samples
+    assert cfg["trainer"]["test_freq"] % v == 0
     # shared settings: ε, β with the KL loss
     assert actor["clip_ratio_low"] == actor["clip_ratio_high"] == 0.2
     assert actor["use_kl_loss"] is True

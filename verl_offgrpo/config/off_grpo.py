@@ -86,7 +86,7 @@ class OffGRPOConfig:
             per token (same samples, less server CPU per decode step, most in windows). "auto": on with a vLLM
             rollout and a synchronous trainer, off elsewhere; true: refused where it cannot hold.
         sync_before_validate (bool, default true): sync π before a validation pass, so validation scores
-            the current policy rather than α.
+            the current policy rather than α; each validation is then a sync: keep test_freq a multiple of v.
         keep_weights (str, default "sleep_level1"): how vLLM keeps α between syncs. "sleep_level1": weights
             offloaded to host memory while vLLM sleeps (a host copy per step); "no_sleep": vLLM stays on
             the GPU (no copy, but its weights and KV cache hold GPU memory during the update).

@@ -15,7 +15,7 @@ from typing import Any
 
 from verl_offgrpo import ESTIMATOR_NAMES, LOSS_NAME, LOSS_NAMES, RED_DROP_ESTIMATOR_NAME, REC_LOSS_NAME, TRAINER_MODE
 
-from . import final_outputs_checks, loss_estimator_checks, window_checks
+from . import final_outputs_checks, loss_estimator_checks, validation_lag, window_checks
 from .final_outputs_checks import resolve_final_outputs
 from .loss_estimator_checks import (
     check_group_size,
@@ -33,10 +33,11 @@ from .ref_reset_checks import check_ref_reset_config
 from .sync_checks import check_sync_config
 from .values import OffGRPOConfigError
 from .values import config_value as _get
-from .window_checks import check_window_config, tell_if_window_runs_in_waves
+from .window_checks import check_max_num_seqs_fits_batched_tokens, check_window_config, tell_if_window_runs_in_waves
 
 #: the loggers of the checks' warning and info lines (:func:`advisories_silenced` quiets them)
-_ADVISING_LOGGERS = (loss_estimator_checks.logger, window_checks.logger, final_outputs_checks.logger)
+_ADVISING_LOGGERS = (loss_estimator_checks.logger, window_checks.logger, final_outputs_checks.logger,
+                     validation_lag.logger)
 
 
 def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
@@ -72,6 +73,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
         check_rows_leaving_denominator(config, knobs, estimator)
         warn_masked_mini_batch_with_other_loss(config, knobs, estimator)
     check_window_config(config, knobs)
+    check_max_num_seqs_fits_batched_tokens(config)
     if uses_estimator or uses_loss or knobs.sync_period > 1:
         check_sync_config(config, knobs=knobs)
         if uses_v1(config) and uses_estimator and v1_mode(config) != TRAINER_MODE:
@@ -92,6 +94,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     knobs = resolve_final_outputs(config, knobs)
     if knobs.rollout_schedule == "window" and knobs.sync_period > 1:
         tell_if_window_runs_in_waves(config, knobs.sync_period)
+    validation_lag.tell_if_validation_restarts_the_lag(config, knobs)
     return knobs
 
 

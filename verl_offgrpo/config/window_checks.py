@@ -71,6 +71,11 @@ def check_window_config(config: Any, knobs: OffGRPOConfig | None = None) -> OffG
         )
     if knobs.sync_period == 1:
         logger.warning("off_grpo: %s with sync_period=1 is on-policy GRPO (a window of one step).", why)
+    if knobs.keep_weights == "no_sleep":
+        logger.info(
+            "off_grpo: %s.keep_weights=no_sleep does nothing with %s: vLLM is woken only by a sync and sleeps at "
+            "verl's level between windows, so there is no α to keep.", PREFIX, why,
+        )
     save_freq = _get(config, "trainer.save_freq", -1)
     if knobs.sync_period > 1 and _is_int(save_freq) and save_freq > 0 and save_freq % knobs.sync_period:
         logger.info(
@@ -98,6 +103,31 @@ def window_samples_per_engine(config: Any, sync_period: int) -> int | None:
     if not all(_is_int(x) and x > 0 for x in (batch, n, gpus, tp, pp, dp)):
         return None
     return math.ceil(sync_period * batch * n / max(gpus // (tp * dp * pp) * dp, 1))
+
+
+def check_max_num_seqs_fits_batched_tokens(config: Any) -> None:
+    """vLLM refuses to start when ``max_num_batched_tokens`` < ``max_num_seqs`` (each running sequence needs
+    one token of a step's budget); verl itself raises the budget to ``max_model_len`` (prompt + response when
+    unset) only without chunked prefill. Checked before any GPU work, since raising ``max_num_seqs`` for a
+    window is the advice of :func:`tell_if_window_runs_in_waves`."""
+    rollout = "actor_rollout_ref.rollout"
+    if _get(config, f"{rollout}.name", "vllm") != "vllm":
+        return
+    seqs, tokens = _get(config, f"{rollout}.max_num_seqs"), _get(config, f"{rollout}.max_num_batched_tokens")
+    if not (_is_int(seqs) and _is_int(tokens)):
+        return
+    budget = tokens
+    if not _get(config, f"{rollout}.enable_chunked_prefill", True):
+        model_len = _get(config, f"{rollout}.max_model_len")
+        if not _is_int(model_len):
+            prompt, response = _get(config, "data.max_prompt_length"), _get(config, "data.max_response_length")
+            model_len = prompt + response if _is_int(prompt) and _is_int(response) else 0
+        budget = max(tokens, model_len)
+    if budget < seqs:
+        raise OffGRPOConfigError(
+            f"{rollout}.max_num_seqs={seqs} is more than {rollout}.max_num_batched_tokens={budget}, which vLLM refuses "
+            f"at startup: set {rollout}.max_num_batched_tokens={seqs} (or more) too."
+        )
 
 
 def tell_if_window_runs_in_waves(config: Any, sync_period: int) -> None:

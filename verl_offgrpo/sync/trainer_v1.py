@@ -103,6 +103,7 @@ def prepare_v1_config(config: Any) -> OffGRPOConfig:
     if (
         knobs.sync_period > 1
         and knobs.keep_weights == "no_sleep"
+        and knobs.rollout_schedule != WINDOW  # the window never wakes vLLM without a sync: nothing to keep
         and bool(_get(config, "actor_rollout_ref.rollout.free_cache_engine", True))
     ):
         with open_dict(config):
