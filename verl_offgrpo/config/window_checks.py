@@ -105,25 +105,31 @@ def window_samples_per_engine(config: Any, sync_period: int) -> int | None:
     return math.ceil(sync_period * batch * n / max(gpus // (tp * dp * pp) * dp, 1))
 
 
+def token_budget(config: Any) -> int | None:
+    """The tokens vLLM may schedule in one step: ``rollout.max_num_batched_tokens``, which verl itself raises
+    to ``max_model_len`` (prompt + response when unset) only without chunked prefill; None if not a number.
+    vLLM refuses to start with fewer than ``max_num_seqs`` (each running sequence needs one token of it)."""
+    rollout = "actor_rollout_ref.rollout"
+    tokens = _get(config, f"{rollout}.max_num_batched_tokens")
+    if not _is_int(tokens):
+        return None
+    if _get(config, f"{rollout}.enable_chunked_prefill", True):
+        return tokens
+    model_len = _get(config, f"{rollout}.max_model_len")
+    if not _is_int(model_len):
+        prompt, response = _get(config, "data.max_prompt_length"), _get(config, "data.max_response_length")
+        model_len = prompt + response if _is_int(prompt) and _is_int(response) else 0
+    return max(tokens, model_len)
+
+
 def check_max_num_seqs_fits_batched_tokens(config: Any) -> None:
-    """vLLM refuses to start when ``max_num_batched_tokens`` < ``max_num_seqs`` (each running sequence needs
-    one token of a step's budget); verl itself raises the budget to ``max_model_len`` (prompt + response when
-    unset) only without chunked prefill. Checked before any GPU work, since raising ``max_num_seqs`` for a
-    window is the advice of :func:`tell_if_window_runs_in_waves`."""
+    """vLLM refuses ``max_num_seqs`` above the step's :func:`token_budget` at startup: checked before any GPU
+    work, since raising ``max_num_seqs`` for a window is the advice of :func:`tell_if_window_runs_in_waves`."""
     rollout = "actor_rollout_ref.rollout"
     if _get(config, f"{rollout}.name", "vllm") != "vllm":
         return
-    seqs, tokens = _get(config, f"{rollout}.max_num_seqs"), _get(config, f"{rollout}.max_num_batched_tokens")
-    if not (_is_int(seqs) and _is_int(tokens)):
-        return
-    budget = tokens
-    if not _get(config, f"{rollout}.enable_chunked_prefill", True):
-        model_len = _get(config, f"{rollout}.max_model_len")
-        if not _is_int(model_len):
-            prompt, response = _get(config, "data.max_prompt_length"), _get(config, "data.max_response_length")
-            model_len = prompt + response if _is_int(prompt) and _is_int(response) else 0
-        budget = max(tokens, model_len)
-    if budget < seqs:
+    seqs, budget = _get(config, f"{rollout}.max_num_seqs"), token_budget(config)
+    if _is_int(seqs) and budget is not None and budget < seqs:
         raise OffGRPOConfigError(
             f"{rollout}.max_num_seqs={seqs} is more than {rollout}.max_num_batched_tokens={budget}, which vLLM refuses "
             f"at startup: set {rollout}.max_num_batched_tokens={seqs} (or more) too."
@@ -141,8 +147,8 @@ def tell_if_window_runs_in_waves(config: Any, sync_period: int) -> None:
         return
     rollout = "actor_rollout_ref.rollout"
     fix = f"{rollout}.max_num_seqs={per_engine}"
-    tokens = _get(config, f"{rollout}.max_num_batched_tokens")
-    if _is_int(tokens) and tokens < per_engine:  # vLLM refuses max_num_batched_tokens < max_num_seqs
+    budget = token_budget(config)
+    if budget is not None and budget < per_engine:  # vLLM refuses a token budget below max_num_seqs
         fix += f" {rollout}.max_num_batched_tokens={per_engine}"
     logger.info(
         "off_grpo: a window of %d steps puts %d samples on each vLLM engine, and %s.max_num_seqs=%d runs at most "
