@@ -46,14 +46,12 @@ def wrap(original):
     def validate_config(config, *args, **kwargs):
         from verl_offgrpo.patches.selection import config_selects
 
+        _unmark_quietly()  # an earlier selecting config's mark: only a passing selecting config re-marks
         if not config_selects(config):
-            _unmark_quietly()
             _warn_unselected_knobs(config)
             return original(config, *args, **kwargs)
-        from verl_offgrpo.patches.job_env import mark_job, unmark_job
-
-        unmark_job()  # a mark left by an earlier selecting config of this process must not outlive a rejection
         from verl_offgrpo.patches import PatchError, preflight
+        from verl_offgrpo.patches.job_env import mark_job
 
         problems = preflight(config=config)
         if problems:
@@ -79,8 +77,8 @@ def wrap(original):
 
 
 def _unmark_quietly() -> None:
-    """:func:`.job_env.unmark_job` for a plain job: a mark left by an earlier selecting config of this process
-    must not reach it, and nothing the plugin does may fail a plain job."""
+    """:func:`.job_env.unmark_job` before every validation: a mark left by an earlier selecting config of this
+    process must not reach a plain or rejected job, and nothing the plugin does may fail a plain job."""
     try:
         from verl_offgrpo.patches.job_env import unmark_job
 
