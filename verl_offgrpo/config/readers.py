@@ -17,9 +17,9 @@ def uses_lora(config: Any) -> bool:
     """Whether the actor trains LoRA adapters: ``model.lora.rank`` (or the older ``lora_rank``) > 0, or an
     adapter path."""
     model = _get(config, "actor_rollout_ref.model")
-    rank = integer_at(model, "lora.rank", 0) or 0
+    rank = integer_at(model, "lora.rank", 0)  # the default also stands for null and ???
     if rank <= 0:
-        rank = integer_at(model, "lora_rank", 0) or 0
+        rank = integer_at(model, "lora_rank", 0)
     return rank > 0 or _get(model, "lora_adapter_path") is not None
 
 
