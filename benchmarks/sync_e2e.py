@@ -183,6 +183,9 @@ def build_data(data_dir: Path, n_train=1024, n_val=32, seed=0, constant_from: in
 def overrides(trainer: str, period: int, model_dir: Path, data_dir: Path, steps: int, lr: float, name: str):
     ov = [
         f"algorithm.off_grpo.sync_period={period}",
+        # the lagged per-step sync every committed run measured: the knob's default, auto, would make every
+        # v > 1 job on the V1 trainer a window; window jobs (window_speed, learning's window_v10) set it
+        "algorithm.off_grpo.rollout_schedule=per_step",
         # vLLM's output kind pinned to what every committed run had: the knob's default, auto, would turn it
         # on in the plugin's jobs but not in a plain verl job beside them (bigbatch). An A/B sets it by --extra
         "algorithm.off_grpo.final_outputs_only=false",

@@ -270,6 +270,7 @@ def test_window_with_period_one_is_on_policy(caplog):
 
 
 WINDOW_10 = ("algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=10")
+PER_STEP_10 = ("algorithm.off_grpo.rollout_schedule=per_step", "algorithm.off_grpo.sync_period=10")
 ONE_GPU = ("data.train_batch_size=32", "actor_rollout_ref.rollout.n=8", "trainer.n_gpus_per_node=1",
            "actor_rollout_ref.rollout.tensor_model_parallel_size=1", "actor_rollout_ref.actor.ppo_mini_batch_size=32")
 
@@ -294,7 +295,7 @@ def test_window_larger_than_max_num_seqs_says_how_many_waves(caplog):
     assert "(up to actor_rollout_ref.rollout.max_num_seqs=2560, as far as the KV cache allows" in told[0]
     # a window that fits, per_step, and a window of one step: silent
     assert _wave_lines(caplog, *WINDOW_10, *ONE_GPU, "actor_rollout_ref.rollout.max_num_seqs=2560") == []
-    assert _wave_lines(caplog, "algorithm.off_grpo.sync_period=10", *ONE_GPU) == []
+    assert _wave_lines(caplog, *PER_STEP_10, *ONE_GPU) == []
     assert _wave_lines(caplog, "algorithm.off_grpo.rollout_schedule=window", *ONE_GPU) == []
 
 
@@ -320,14 +321,15 @@ def test_validation_that_restarts_the_lag_is_told(caplog):
             validate(composed(*ONE_GPU, *overrides))
         return [r.getMessage() for r in caplog.records if "test_freq" in r.getMessage() and r.levelno == level]
 
-    lines = told(logging.WARNING, "algorithm.off_grpo.sync_period=10", "trainer.test_freq=5")
+    lines = told(logging.WARNING, *PER_STEP_10, "trainer.test_freq=5")
     assert len(lines) == 1 and "samples are at most 4 steps stale, not 9" in lines[0]
     assert "Set trainer.test_freq to a multiple of 10" in lines[0]
     lines = told(logging.INFO, *WINDOW_10, "trainer.test_freq=5")
     assert len(lines) == 1 and "each one costs a weight transfer and a vLLM wake more" in lines[0]
-    for quiet in (("algorithm.off_grpo.sync_period=10", "trainer.test_freq=20"),
-                  ("algorithm.off_grpo.sync_period=4", "trainer.test_freq=10"),  # longest lag still 3 = v − 1
-                  ("algorithm.off_grpo.sync_period=10", "trainer.test_freq=5", "algorithm.off_grpo.sync_before_validate=false")):  # fmt: skip
+    per_step = "algorithm.off_grpo.rollout_schedule=per_step"
+    for quiet in ((*PER_STEP_10, "trainer.test_freq=20"),
+                  (per_step, "algorithm.off_grpo.sync_period=4", "trainer.test_freq=10"),  # longest lag still 3 = v − 1
+                  (*PER_STEP_10, "trainer.test_freq=5", "algorithm.off_grpo.sync_before_validate=false")):  # fmt: skip
         assert told(logging.WARNING, *quiet) == [] and told(logging.INFO, *quiet) == []
 
 
@@ -344,7 +346,7 @@ def test_window_says_when_checkpoints_fall_inside_windows(caplog):
     assert "up to 9 steps' worth" in lines[0]
     assert told(*WINDOW_10, "trainer.save_freq=20") == []  # checkpoints on window boundaries
     assert told(*WINDOW_10, "trainer.save_freq=-1") == []
-    assert told("algorithm.off_grpo.sync_period=10", "trainer.save_freq=3") == []  # per_step: no buffer
+    assert told(*PER_STEP_10, "trainer.save_freq=3") == []  # per_step: no buffer
 
 
 def test_lag_with_verls_sync_mode_says_it_syncs_every_step():
@@ -418,7 +420,7 @@ def test_keep_weights_no_sleep_does_nothing_with_the_window(caplog):
     assert "keep_weights=no_sleep does nothing with algorithm.off_grpo.rollout_schedule=window" in caplog.text
     prepare_v1_config(cfg)
     assert cfg.actor_rollout_ref.rollout.free_cache_engine is True
-    per_step = composed("algorithm.off_grpo.sync_period=10", *ONE_GPU, "algorithm.off_grpo.keep_weights=no_sleep")
+    per_step = composed(*PER_STEP_10, *ONE_GPU, "algorithm.off_grpo.keep_weights=no_sleep")
     prepare_v1_config(per_step)
     assert per_step.actor_rollout_ref.rollout.free_cache_engine is False
 
@@ -576,7 +578,7 @@ def test_check_cli_with_overrides_passes_or_fails_as_compose():
     assert "check OK" in ok.stdout and "validated as compose validates it: passed" in ok.stdout
     windowed = _run("-m", "verl_offgrpo", "check", *BASE, VLLM, "algorithm.off_grpo.rollout_schedule=windowed")
     assert windowed.returncode == 2 and windowed.stderr.splitlines()[-1] == (
-        "off_grpo config error: algorithm.off_grpo.rollout_schedule must be one of ('per_step', 'window') "
+        "off_grpo config error: algorithm.off_grpo.rollout_schedule must be one of ('auto', 'per_step', 'window') "
         "(got 'windowed').")
     typo = _run("-m", "verl_offgrpo", "check", *BASE, VLLM, "algorithm.off_grpo.sync_perod=10")
     assert typo.returncode == 4 and typo.stderr.splitlines()[-1].startswith("config error (hydra): ")

@@ -324,6 +324,10 @@ def test_a_verl_outside_the_range_leaves_the_engine_alone_with_a_warning_or_stop
         (["+algorithm.off_grpo.final_outputs_only=true"], True),  # else the knob would be ignored unseen
         (["+algorithm.off_grpo.final_outputs_only=maybe"], True),  # for the plugin's checks to refuse
         (["+algorithm.off_grpo.final_outputs_only=0"], True),  # 0 == False, but not a bool: refused, not ignored
+        (["+algorithm.off_grpo.rollout_schedule=auto"], False),  # the default: plain verl stays plain
+        (["+algorithm.off_grpo.rollout_schedule=per_step"], False),
+        (["+algorithm.off_grpo.rollout_schedule=window"], True),
+        (["+algorithm.off_grpo.rollout_schedule=windowed"], True),  # for the plugin's checks to refuse
     ],
 )
 def test_what_selects_the_plugin(overrides, selects):

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from _background import started_for
+from verl_offgrpo.config import validate_off_grpo_config
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = REPO / "recipes"
@@ -26,7 +27,7 @@ GSM8K = {
     "gsm8k_onpolicy": (1, 1, False),
     "gsm8k_onpolicy_zvmask": (1, 1, True),
     "gsm8k_offpolicy_v10": (10, 1, True),
-    "gsm8k_offpolicy_v10_window": (10, 1, True),
+    "gsm8k_offpolicy_v10_per_step": (10, 1, True),
     "gsm8k_reuse_i10": (1, 10, True),
 }
 DEEPSCALER = {
@@ -128,7 +129,10 @@ def test_recipe_composes_with_intended_knobs(composed, name):
     assert cfg["algorithm"]["off_grpo"]["sync_period"] == v
     assert actor["ppo_epochs"] == i
     assert cfg["algorithm"]["off_grpo"]["zero_var_mask"] is mask
-    assert cfg["algorithm"]["off_grpo"]["rollout_schedule"] == ("window" if name.endswith("_window") else "per_step")
+    assert cfg["algorithm"]["off_grpo"]["rollout_schedule"] == ("per_step" if name.endswith("_per_step") else "auto")
+    # auto: the v = 10 recipes generate each window at once on the V1 trainer; per_step stays per step
+    resolved = validate_off_grpo_config(cfg).rollout_schedule
+    assert resolved == ("window" if v > 1 and not name.endswith("_per_step") else "per_step")
     # validation syncs vLLM: a test_freq that is not a multiple of v would restart the lag (per_step) or add
     # transfers inside windows, and the v = 10 recipes would no longer see the same samples
     assert cfg["trainer"]["test_freq"] % v == 0

@@ -852,7 +852,8 @@ def test_v1_no_sleep_sets_free_cache_engine():
     from verl.trainer.ppo.v1 import get_trainer_cls
 
     register_sync_hooks()
-    cfg = compose_cfg("algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.keep_weights=no_sleep")
+    cfg = compose_cfg("algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.rollout_schedule=per_step",
+                      "algorithm.off_grpo.keep_weights=no_sleep")
     get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
     assert cfg.actor_rollout_ref.rollout.free_cache_engine is False
 
@@ -867,14 +868,14 @@ def test_v1_rejects_bad_config_before_any_worker():
 
 
 def v1_trainer_on_fake_cluster(monkeypatch, *overrides, **cluster):
-    """The off_grpo_sync trainer (v=4) whose ``_setup`` leaves what verl's does, minus the GPU work:
+    """The off_grpo_sync trainer (v=4, per step) whose ``_setup`` leaves what verl's does, minus the GPU work:
     the fake cluster's worker group and verl's checkpoint manager over its replicas, asleep.
     Returns ``(trainer, servers, actor worker group)``; ``trainer.init()`` is the caller's."""
     from verl.trainer.ppo.v1 import get_trainer_cls
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
     register_sync_hooks()
-    cfg = compose_cfg("algorithm.off_grpo.sync_period=4", *overrides)
+    cfg = compose_cfg("algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.rollout_schedule=per_step", *overrides)
     trainer = get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
     servers, workers, replicas, wg = make_cluster(**cluster)
     engine_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout.checkpoint_engine)

@@ -79,10 +79,11 @@ class Recorder:
         Recorder.logged.setdefault(step, {}).update(data)
 
 
-def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=0):
-    """verl's V1 ``fit`` of the off_grpo_sync trainer over the fake cluster. Returns a record of what
-    happened: generations (step, prompts, weights served), per-step batches' weights, validations
-    (step, weights), actor updates per step, the sync calls, the logged metrics and the servers' logs."""
+def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=0, schedule="window"):
+    """verl's V1 ``fit`` of the off_grpo_sync trainer over the fake cluster (``schedule``: the
+    ``rollout_schedule`` set, None for the default). Returns a record of what happened: generations (step,
+    prompts, weights served), per-step batches' weights, validations (step, weights), actor updates per
+    step, the sync calls, the logged metrics and the servers' logs."""
     from verl.trainer.ppo.v1 import PPOTrainerSync, get_trainer_cls, trainer_base
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
@@ -92,7 +93,7 @@ def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=
     register_sync_hooks()
     cfg = fakes.compose_cfg(
         "algorithm.off_grpo.sync_period=4",
-        "algorithm.off_grpo.rollout_schedule=window",
+        *([f"algorithm.off_grpo.rollout_schedule={schedule}"] if schedule else []),
         f"data.train_batch_size={B}",
         "trainer.val_before_train=false",
         "trainer.save_freq=-1",
@@ -218,6 +219,16 @@ def test_resume_mid_window_starts_a_shorter_window(ray_local, monkeypatch):
     assert series(rec, "off_grpo/rollout_lag", range(7, 11)) == [1, 2, 0, 1]  # step 6's slot reports none yet
 
 
+def test_the_default_schedule_runs_the_window_at_v_above_one(ray_local, monkeypatch):
+    """rollout_schedule=auto (the default) on the V1 trainer: the trainer and the lagged manager both take
+    the window (one generation per window, vLLM asleep at verl's level 2, never woken without a sync)."""
+    rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=8, schedule=None)
+    assert rec.trainer.windowed and rec.trainer.checkpoint_manager.windowed
+    assert rec.generations == [(1, 4 * B, "pi_0"), (5, 4 * B, "pi_4")]
+    assert rec.syncs == [0, 4, 8]
+    assert [e for e in rec.server_log if e[0] == "sleep"] == [("sleep", 2)] * 3  # init, 2 windows
+
+
 def test_period_one_window_is_per_step(ray_local, monkeypatch):
     rec = run_fit(monkeypatch, "algorithm.off_grpo.sync_period=1", "trainer.test_freq=-1", total=4)
     assert rec.generations == [(s, B, f"pi_{s - 1}") for s in range(1, 5)]
@@ -272,5 +283,42 @@ def test_window_rejects_what_it_cannot_honour_in_the_driver(overrides, match):
 def test_window_with_period_one_is_allowed_and_per_step_is_untouched():
     cfg = fakes.compose_cfg("algorithm.off_grpo.rollout_schedule=window")
     assert check_window_config(cfg).rollout_schedule == "window"
-    cfg = fakes.compose_cfg("algorithm.off_grpo.sync_period=4", "+trainer.v1.sync.parameter_sync_step=2")
+    cfg = fakes.compose_cfg("algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.rollout_schedule=per_step",
+                            "+trainer.v1.sync.parameter_sync_step=2")
     assert check_window_config(cfg).rollout_schedule == "per_step"
+
+
+@pytest.mark.parametrize(
+    "overrides, reason",
+    [
+        ([], None),
+        (["algorithm.off_grpo.sync_period=1"], None),
+        (["trainer.use_v1=false", f"+actor_rollout_ref.rollout.checkpoint_manager_class={fakes.V0_MANAGER_FQN}"],
+         "runs in the V1 trainer mode off_grpo_sync only"),
+        (["algorithm.filter_groups.enable=true"], "cannot refill filtered groups"),
+        (["trainer.test_freq=5", "algorithm.off_grpo.sync_before_validate=false"], "validation needs a sync"),
+        (["data.train_batch_size=6", "+data.gen_batch_size=4"], "data.gen_batch_size=4 must be unset"),
+    ],
+)
+def test_auto_takes_the_window_where_it_can_run_and_says_why_not(caplog, overrides, reason):
+    """The default auto resolves, in the driver's check, to window at v > 1 where an explicit window would
+    pass, else to per_step with one info line giving the window's refusal; never an error of its own."""
+    import logging
+
+    from verl_offgrpo.config import window_checks
+
+    cfg = fakes.compose_cfg("algorithm.off_grpo.sync_period=4", *overrides)
+    assert cfg.algorithm.off_grpo.rollout_schedule == "auto"
+    with caplog.at_level(logging.INFO, logger=window_checks.logger.name):
+        knobs = validate_off_grpo_config(cfg)
+    lines = [r.getMessage() for r in caplog.records if "rollout_schedule=auto" in r.getMessage()]
+    if knobs.sync_period == 1:
+        assert knobs.rollout_schedule == "per_step" and lines == []
+    elif reason is None:
+        assert knobs.rollout_schedule == "window"
+        assert lines == ["off_grpo: algorithm.off_grpo.rollout_schedule=auto generates each window of 4 steps at "
+                         "once (window); algorithm.off_grpo.rollout_schedule=per_step generates every step."]
+    else:
+        assert knobs.rollout_schedule == "per_step"
+        assert len(lines) == 1 and "generates per step at sync_period=4, not once per window: " in lines[0]
+        assert reason in lines[0]

@@ -21,7 +21,7 @@ from .ref_reset_checks import check_ref_reset_config
 from .sync_checks import check_sync_config
 from .validate import advisories_silenced, validate_off_grpo_config
 from .values import OffGRPOConfigError, config_value
-from .window_checks import check_window_config
+from .window_checks import check_window_config, resolve_rollout_schedule
 
 __all__ = [
     "ANCHORS",
@@ -40,6 +40,7 @@ __all__ = [
     "check_ref_reset_config",
     "check_sync_config",
     "check_window_config",
+    "resolve_rollout_schedule",
     "config_value",
     "uses_lora",
     "validate_off_grpo_config",

@@ -30,8 +30,9 @@ POLICY_LOSS_CONFIG_FQN = "verl_offgrpo.policy_loss_config.OffGRPOPolicyLossConfi
 
 KEEP_WEIGHTS_MODES = ("sleep_level1", "no_sleep")
 EMPTY_CACHE_ON_SKIP_MODES = ("always", "if_needed")
-ROLLOUT_SCHEDULES = ("per_step", "window")
-#: ``final_outputs_only``'s default: on where it can hold (:func:`.final_outputs_checks.final_outputs_hold`)
+ROLLOUT_SCHEDULES = ("auto", "per_step", "window")
+#: the default of ``final_outputs_only`` (on where it can hold, :mod:`.final_outputs_checks`) and of
+#: ``rollout_schedule`` (the window where it can run, :func:`.window_checks.resolve_rollout_schedule`)
 AUTO = "auto"
 
 #: the v0 trainer's checkpoint manager class that runs the lagged sync (and the reference reset)
@@ -75,9 +76,9 @@ class OffGRPOConfig:
     Args:
         sync_period (int, default 1): v. 1 is on-policy GRPO; larger saves v − 1 weight syncs out of v but
             trains on staler samples. The first step and the step after a resume always sync.
-        rollout_schedule (str, default "per_step"): "window": the step after a sync generates the batches
-            of its whole window (≤ v steps) at once, one vLLM wake and generation phase per window instead
-            of per step; same samples, one update per step (paper Alg. 1). V1 trainer only.
+        rollout_schedule (str, default "auto"): "window": the step after a sync generates its window's (≤ v)
+            batches at once, one vLLM wake and generation per window; same samples, one update a step (paper
+            Alg. 1; V1 trainer). "per_step": each step generates. "auto": window at v > 1 where it can run.
 
     > The rollout engine between syncs: generating, keeping and checking α (engineering; no paper section)
 
@@ -122,7 +123,7 @@ class OffGRPOConfig:
     zero_var_mask: bool = True
     red_drop_seed: int = 0
     sync_period: int = 1
-    rollout_schedule: str = "per_step"
+    rollout_schedule: str = AUTO
     final_outputs_only: bool | str = "auto"
     sync_before_validate: bool = True
     keep_weights: str = "sleep_level1"

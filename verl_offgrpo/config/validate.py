@@ -33,7 +33,13 @@ from .ref_reset_checks import check_ref_reset_config
 from .sync_checks import check_sync_config
 from .values import OffGRPOConfigError
 from .values import config_value as _get
-from .window_checks import check_max_num_seqs_fits_batched_tokens, check_window_config, tell_if_window_runs_in_waves
+from .window_checks import (
+    check_max_num_seqs_fits_batched_tokens,
+    check_window_config,
+    resolve_rollout_schedule,
+    tell_if_window_runs_in_waves,
+    tell_rollout_schedule,
+)
 
 #: the loggers of the checks' warning and info lines (:func:`advisories_silenced` quiets them)
 _ADVISING_LOGGERS = (loss_estimator_checks.logger, window_checks.logger, final_outputs_checks.logger,
@@ -42,13 +48,14 @@ _ADVISING_LOGGERS = (loss_estimator_checks.logger, window_checks.logger, final_o
 
 def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     """Raise :class:`OffGRPOConfigError` for a config the plugin cannot train correctly; return its knobs,
-    ``final_outputs_only`` resolved to true or false.
+    ``final_outputs_only`` resolved to true or false and ``rollout_schedule`` to per_step or window.
 
     ``config`` is the full composed verl config. Checks only what the config selects: one of the plugin's
     estimators (off_grpo, red_drop), one of its losses (off_grpo, rec), a lag (sync_period > 1), a window,
     a reference reset.
     """
-    knobs = OffGRPOConfig.from_algorithm(_get(config, "algorithm"))
+    requested = OffGRPOConfig.from_algorithm(_get(config, "algorithm"))
+    knobs = resolve_rollout_schedule(config, requested)
     estimator = _get(config, "algorithm.adv_estimator")
     loss_mode = _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode")
     uses_estimator = estimator in ESTIMATOR_NAMES
@@ -92,6 +99,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     if knobs.ref_reset_period > 0:
         check_ref_reset_config(config, knobs=knobs)
     knobs = resolve_final_outputs(config, knobs)
+    tell_rollout_schedule(config, requested)
     if knobs.rollout_schedule == "window" and knobs.sync_period > 1:
         tell_if_window_runs_in_waves(config, knobs.sync_period)
     validation_lag.tell_if_validation_restarts_the_lag(config, knobs)

@@ -1,19 +1,20 @@
 """The checks of ``rollout_schedule=window``: whether a config can generate a whole sync window of v steps in
-one generation phase (V1 trainer mode ``off_grpo_sync`` only, whole training batches, no refills), and how
-many samples that puts on each vLLM engine:
+one generation phase (V1 trainer mode ``off_grpo_sync`` only, whole training batches, no refills), which
+``auto`` (the default) resolves to at v > 1 wherever it can, and how many samples that puts on each vLLM engine:
 
     samples per engine = ⌈v · data.train_batch_size · rollout.n / engines⌉,  engines = ⌊GPUs / (TP·DP·PP)⌋ · DP
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from typing import Any
 
 from verl_offgrpo import TRAINER_MODE
 
-from .off_grpo import PREFIX, OffGRPOConfig
+from .off_grpo import AUTO, PREFIX, OffGRPOConfig
 from .readers import knobs_of, uses_v1, v1_mode
 from .values import OffGRPOConfigError
 from .values import config_value as _get
@@ -22,53 +23,77 @@ from .values import is_int as _is_int
 logger = logging.getLogger(__name__)
 
 
-def check_window_config(config: Any, knobs: OffGRPOConfig | None = None) -> OffGRPOConfig:
-    """Raise :class:`OffGRPOConfigError` if ``rollout_schedule=window`` cannot run with ``config``; return the knobs.
-
-    The window is the V1 trainer mode's: one generation phase samples the prompts of v steps
-    (v × ``data.train_batch_size``), so the dataloader must hand out whole training batches.
+def window_problem(config: Any) -> str | None:
+    """Why ``config`` cannot generate a whole sync window at once (the error of ``rollout_schedule=window``),
+    or None: the window is the V1 trainer mode's, and one generation phase samples the prompts of v steps
+    (v × ``data.train_batch_size``), so the dataloader must hand out whole training batches, nothing may
+    refill a batch after it, and a validation inside a window needs a sync (vLLM drops α after generating).
     """
-    knobs = knobs_of(config, knobs)
-    if knobs.rollout_schedule != "window":
-        return knobs
+    knobs = knobs_of(config, None)
     why = f"{PREFIX}.rollout_schedule=window"
     if not uses_v1(config):
-        raise OffGRPOConfigError(
-            f"{why} runs in the V1 trainer mode {TRAINER_MODE} only, not with trainer.use_v1=false: set "
-            f"trainer.use_v1=true, or {PREFIX}.rollout_schedule=per_step."
-        )
+        return (f"{why} runs in the V1 trainer mode {TRAINER_MODE} only, not with trainer.use_v1=false: set "
+                f"trainer.use_v1=true, or {PREFIX}.rollout_schedule=per_step.")
     if v1_mode(config) != TRAINER_MODE:
-        raise OffGRPOConfigError(
-            f"{why} needs trainer.v1.trainer_mode={TRAINER_MODE} (got {v1_mode(config)!r}), or set "
-            f"{PREFIX}.rollout_schedule=per_step."
-        )
+        return (f"{why} needs trainer.v1.trainer_mode={TRAINER_MODE} (got {v1_mode(config)!r}), or set "
+                f"{PREFIX}.rollout_schedule=per_step.")
     gen, train = _get(config, "data.gen_batch_size"), _get(config, "data.train_batch_size")
     if gen is not None and gen != train:
-        raise OffGRPOConfigError(
-            f"{why} samples v × data.train_batch_size prompts per window, so data.gen_batch_size={gen!r} must be "
-            f"unset (null) or equal to data.train_batch_size={train!r}."
-        )
+        return (f"{why} samples v × data.train_batch_size prompts per window, so data.gen_batch_size={gen!r} must be "
+                f"unset (null) or equal to data.train_batch_size={train!r}.")
     k = _get(config, "trainer.v1.sync.parameter_sync_step", 1)
     if k not in (None, 1):
-        raise OffGRPOConfigError(
-            f"{why} already generates a whole sync window at once: drop trainer.v1.sync.parameter_sync_step={k!r}."
-        )
+        return f"{why} already generates a whole sync window at once: drop trainer.v1.sync.parameter_sync_step={k!r}."
     for dotted, what in (
         ("algorithm.filter_groups.enable", "refill filtered groups"),
         ("trainer.v1.sampler.sync_refill_failed_groups", "refill failed groups"),
         ("skip.rollout_tq.enable", "skip rollouts"),
     ):
         if _get(config, dotted, False) is True:
-            raise OffGRPOConfigError(
-                f"{why} cannot {what} after the window's one generation phase: set {dotted}=false, or "
-                f"{PREFIX}.rollout_schedule=per_step."
-            )
+            return (f"{why} cannot {what} after the window's one generation phase: set {dotted}=false, or "
+                    f"{PREFIX}.rollout_schedule=per_step.")
     test_freq = _get(config, "trainer.test_freq", -1)
     if _is_int(test_freq) and test_freq > 0 and not knobs.sync_before_validate:
-        raise OffGRPOConfigError(
-            f"{why} lets vLLM drop α after each window's generation, so validation needs a sync: set "
-            f"{PREFIX}.sync_before_validate=true (or trainer.test_freq=-1)."
-        )
+        return (f"{why} lets vLLM drop α after each window's generation, so validation needs a sync: set "
+                f"{PREFIX}.sync_before_validate=true (or trainer.test_freq=-1).")
+    return None
+
+
+def resolve_rollout_schedule(config: Any, knobs: OffGRPOConfig | None = None) -> OffGRPOConfig:
+    """``knobs`` with ``rollout_schedule`` resolved from ``auto`` (the default): ``window`` where sync_period > 1
+    and :func:`window_problem` finds nothing, else ``per_step``. Pure over the config, so the driver and the
+    trainer's processes resolve it alike (:func:`tell_rollout_schedule` says which, once, in the driver)."""
+    knobs = knobs_of(config, knobs)
+    if knobs.rollout_schedule != AUTO:
+        return knobs
+    can_window = knobs.sync_period > 1 and window_problem(config) is None
+    return dataclasses.replace(knobs, rollout_schedule="window" if can_window else "per_step")
+
+
+def tell_rollout_schedule(config: Any, requested: OffGRPOConfig) -> None:
+    """One info line at sync_period > 1 when ``rollout_schedule=auto`` was resolved: the window, or per_step
+    and the window's refusal (:func:`window_problem`)."""
+    if requested.rollout_schedule != AUTO or requested.sync_period == 1:
+        return
+    problem = window_problem(config)
+    if problem:
+        logger.info("off_grpo: %s.rollout_schedule=auto generates per step at sync_period=%d, not once per window: %s",
+                    PREFIX, requested.sync_period, problem)
+    else:
+        logger.info("off_grpo: %s.rollout_schedule=auto generates each window of %d steps at once (window); "
+                    "%s.rollout_schedule=per_step generates every step.", PREFIX, requested.sync_period, PREFIX)
+
+
+def check_window_config(config: Any, knobs: OffGRPOConfig | None = None) -> OffGRPOConfig:
+    """Raise :class:`OffGRPOConfigError` if ``rollout_schedule=window`` cannot run with ``config``
+    (:func:`window_problem`); advise on a window's settings; return the knobs, ``auto`` resolved."""
+    knobs = resolve_rollout_schedule(config, knobs)
+    if knobs.rollout_schedule != "window":
+        return knobs
+    problem = window_problem(config)
+    if problem:
+        raise OffGRPOConfigError(problem)
+    why = f"{PREFIX}.rollout_schedule=window"
     if knobs.sync_period == 1:
         logger.warning("off_grpo: %s with sync_period=1 is on-policy GRPO (a window of one step).", why)
     if knobs.keep_weights == "no_sleep":

@@ -11,7 +11,7 @@ The modules here replace verl attributes; each one declares
 
 A job *selects* the plugin (:func:`.selection.config_selects`) when its config names one of the
 plugin's estimators (``off_grpo``, ``red_drop``) or policy losses (``off_grpo``, ``rec``), a
-``sync_period`` other than 1, ``rollout_schedule`` other than ``per_step``, ``final_outputs_only`` true,
+``sync_period`` other than 1, ``rollout_schedule`` other than ``per_step`` or ``auto``, ``final_outputs_only`` true,
 the ``off_grpo_sync`` V1 trainer mode or the lagged checkpoint manager. A job that selects nothing runs verl's code unchanged: a patch either is
 not installed, or passes every call straight to verl's original.
 

@@ -30,7 +30,7 @@ def config_selects(config: Any) -> bool:
     """Whether a full training config (``algorithm``, ``actor_rollout_ref``, ``trainer``) selects the
     plugin: one of its estimators (``off_grpo``, ``red_drop``), one of its policy losses (``off_grpo``,
     ``rec``), ``algorithm.off_grpo.sync_period``
-    set to anything but 1, ``rollout_schedule`` other than ``per_step``, ``final_outputs_only`` true, the
+    set to anything but 1, ``rollout_schedule`` other than ``per_step`` or ``auto``, ``final_outputs_only`` true, the
     ``off_grpo_sync`` V1 trainer mode, or the lagged v0 checkpoint manager."""
     if config is None:
         return False
@@ -43,7 +43,7 @@ def config_selects(config: Any) -> bool:
         return True  # ``algorithm.off_grpo=5``: the plugin's checks must reject it
     if _sync_period_selects(_get(config, "algorithm.off_grpo.sync_period")):
         return True
-    if _get(config, "algorithm.off_grpo.rollout_schedule", "per_step") != "per_step":
+    if _get(config, "algorithm.off_grpo.rollout_schedule", "per_step") not in ("per_step", AUTO):
         return True  # the window schedule (or a typo the plugin's checks must reject)
     final_outputs = _get(config, "algorithm.off_grpo.final_outputs_only", False)
     if not (final_outputs is None or final_outputs is False or final_outputs == AUTO):

@@ -126,7 +126,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         # rollout_schedule=window (V1 only, checked): vLLM generates a whole window right after a sync and
         # sleeps at verl's own level; a skipped slot neither transfers nor wakes (.window)
         with advisories_silenced():
-            check_window_config(full_config, knobs=self.knobs)
+            self.knobs = check_window_config(full_config, knobs=self.knobs)  # rollout_schedule=auto resolved
         self.windowed = self.knobs.rollout_schedule == WINDOW
         if lagged and self.knobs.keep_weights == "sleep_level1" and self.free_cache_engine and not self.windowed:
             self.server_reports = keep_weights_across_sleep(self.replicas, level=1)

@@ -46,7 +46,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from verl_offgrpo import ESTIMATOR_NAMES, TRAINER_MODE
 
-from ..config import OffGRPOConfig, advisories_silenced, validate_off_grpo_config
+from ..config import OffGRPOConfig, advisories_silenced, resolve_rollout_schedule, validate_off_grpo_config
 from ..config import config_value as _get
 from .lagged_manager import LaggedCheckpointManager
 from .window import WINDOW, WindowSchedule
@@ -99,7 +99,8 @@ def wait_for_window(replay_buffer, num_prompts: int, partition_id: str = "train"
 
 def prepare_v1_config(config: Any) -> OffGRPOConfig:
     """Checks (and the one automatic setting) done when the V1 mode is constructed; returns the knobs."""
-    knobs = OffGRPOConfig.from_algorithm(_get(config, "algorithm"))
+    with advisories_silenced():  # the driver's validate_config advised on this config already
+        knobs = resolve_rollout_schedule(config, OffGRPOConfig.from_algorithm(_get(config, "algorithm")))
     if (
         knobs.sync_period > 1
         and knobs.keep_weights == "no_sleep"
