@@ -463,8 +463,12 @@ def memory_summary(samples: list[dict], after_s: float | None, arrival: dict[int
     return out
 
 
+#: seconds between two memory samples of a running job (:func:`launch`): the metrics file is read as often
+MEM_SAMPLE_S = 2.0
+
+
 def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: int, stall_s: float = 120.0,
-           exit_grace_s: float = 60.0):
+           exit_grace_s: float = 60.0, mem_sample_s: float = MEM_SAMPLE_S):
     """Run one training job, watching its metrics file; returns ``(rc, progress)``.
 
     ``rc``: the job's exit status, 124 if killed for a timeout or stall, :data:`EXIT_HANG` if it logged
@@ -474,10 +478,11 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
     at which each step's metrics appeared), ``stalled`` (no new step for ``stall_s`` after the first
     one, or none within the timeout), ``stack_dump`` (folder of per-process stack dumps taken before
     killing a stalled run, when ``env`` has ``OFFGRPO_STACK_DUMP_DIR``), ``memory``
-    (:func:`memory_summary`: max / median of GPU and host memory in use, sampled every 2 s from the
-    first logged step on; GPU memory of the job's ``CUDA_VISIBLE_DEVICES`` only, when ``env`` sets it,
-    also by role of the job's processes; ``storage_mib``, its TransferQueue storage units' resident
-    memory), ``host_before`` and
+    (:func:`memory_summary`: max / median of GPU and host memory in use, sampled every ``mem_sample_s``
+    from the first logged step on, plus the time the sample itself takes (two nvidia-smi calls and a
+    read of ``/proc``), so a shorter peak may be missed; GPU memory of the job's ``CUDA_VISIBLE_DEVICES``
+    only, when ``env`` sets it, also by role of the job's processes; ``storage_mib``, its TransferQueue
+    storage units' resident memory), ``host_before`` and
     ``host_after`` (:func:`host_state` before the launch and after the group is killed).
     """
     console = log_dir / f"{name}.log"
@@ -494,7 +499,7 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
         rc = None
         while rc is None:
             try:
-                rc = proc.wait(timeout=2.0)
+                rc = proc.wait(timeout=mem_sample_s)
             except subprocess.TimeoutExpired:
                 pass
             now = time.time() - start
@@ -694,8 +699,9 @@ def job_timeout(run_timeout: float | None, budget_s: float | None, t0: float, no
 
 
 def run_main_ppo(name: str, job_overrides: list[str], out, log_dir: Path, timeout: float, steps: int,
-                 stall_s: float, **env_extra: str) -> tuple[int, dict, Path]:
-    """One ``main_ppo`` job named ``name``: fresh metrics file, :func:`launch`, logs copied to ``out``.
+                 stall_s: float, mem_sample_s: float = MEM_SAMPLE_S, **env_extra: str) -> tuple[int, dict, Path]:
+    """One ``main_ppo`` job named ``name``: fresh metrics file, :func:`launch` (memory sampled every
+    ``mem_sample_s``), logs copied to ``out``.
 
     Returns ``(rc, progress, jsonl)`` (see :func:`launch`; ``jsonl`` = the job's metrics file).
     """
@@ -703,7 +709,8 @@ def run_main_ppo(name: str, job_overrides: list[str], out, log_dir: Path, timeou
     jsonl.unlink(missing_ok=True)
     stack_dir = log_dir / f"{name}.stacks"
     env = run_env(jsonl, stack_dir=stack_dir, **env_extra)
-    rc, progress = launch(main_ppo_cmd(job_overrides), env, name, log_dir, jsonl, timeout, steps, stall_s)
+    rc, progress = launch(main_ppo_cmd(job_overrides), env, name, log_dir, jsonl, timeout, steps, stall_s,
+                          mem_sample_s=mem_sample_s)
     save_logs(Path(out).resolve(), name, log_dir, stack_dir)
     return rc, progress, jsonl
 

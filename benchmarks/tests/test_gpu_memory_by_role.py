@@ -2,12 +2,17 @@
 on the CPU: nvidia-smi's answers are faked (``subprocess.run``) and so is ``/proc`` (a folder of
 ``PID/stat`` and ``PID/cmdline``, ``mainppo_job.PROC_ROOT``). The expected numbers are summed by hand."""
 
+import json
 import subprocess
+import sys
 import textwrap
 
 import pytest
 
 import mainppo_job  # benchmarks/ is on sys.path (conftest.py)
+import sync_e2e
+import throughput
+import window_speed
 
 #: the job's two GPUs (``-i 0,1``) as nvidia-smi lists them: 120 000 + 71 000 MiB in use
 GPUS = "GPU-a, 120000\nGPU-b, 71000\n"
@@ -144,3 +149,42 @@ def test_memory_summary_keeps_the_roles_at_the_total_peak_and_each_roles_own_max
     gpu = mainppo_job.memory_summary([*samples, {"t": 10.0, "gpu_mib": 150000.0}], after_s=2.0)["gpu_mib"]
     assert gpu["max"] == 150000.0 and gpu["max_by_role"] is None
     assert gpu["by_role"]["actor"] == {"max": 70000.0, "max_at_s": 6.0}
+
+
+def test_launch_samples_memory_at_the_given_interval(tmp_path):
+    """A job that logs its step and lives 3 s more: sampled every 0.25 s, ≥ 6 samples after the step
+    (every 2 s, the default, would give at most 2-3)."""
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent("""\
+        import json, os, time
+        with open(os.environ["VERL_FILE_LOGGER_PATH"], "a") as fh:
+            fh.write(json.dumps({"step": 1, "data": {"timing_s/step": 0.1}}) + "\\n")
+        time.sleep(3)
+    """))
+    jsonl = tmp_path / "m.jsonl"
+    rc, progress = mainppo_job.launch([sys.executable, str(script)], mainppo_job.run_env(jsonl), "job", tmp_path,
+                                      jsonl, timeout=60, steps=1, stall_s=30, mem_sample_s=0.25)  # fmt: skip
+    assert rc == 0 and progress["memory"]["host_mib"]["n"] >= 6
+    assert mainppo_job.MEM_SAMPLE_S == 2.0
+
+
+@pytest.mark.parametrize("flag, expect", [([], 2.0), (["--mem-sample-s", "0.5"], 0.5)])
+def test_window_speed_passes_its_memory_sampling_interval_to_each_job(tmp_path, monkeypatch, capsys, flag, expect):
+    """--mem-sample-s reaches run_main_ppo (default 2 s); the printed summary names who held the GPU peak."""
+    got = []
+    peak = {"actor": 47000.0, "vllm": 94000.0, "other": 500.0}
+
+    def fake_run_main_ppo(name, overrides, out, log_dir, timeout, steps, stall_s, mem_sample_s, **env):
+        got.append(mem_sample_s)
+        return 0, {"startup_s": 1.0, "memory": {"gpu_mib": {"max": 141500.0, "max_by_role": peak}}}, log_dir / "x"
+
+    monkeypatch.setattr(mainppo_job, "run_main_ppo", fake_run_main_ppo)
+    monkeypatch.setattr(mainppo_job, "versions", lambda: {"device": "fake"})
+    monkeypatch.setattr(throughput, "ensure_model", lambda *a: {})
+    monkeypatch.setattr(sync_e2e, "build_data", lambda d: d)
+    assert window_speed.main(["--out", str(tmp_path / "o"), "--work", str(tmp_path / "w"), "--shape", "qwen2.5-1.5b",
+                              "--jobs", "v1=step:1,w10=window:10", *flag]) == 0  # fmt: skip
+    assert got == [expect, expect]
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [p["gpu_mib_max_by_role"] for p in printed] == [peak, peak]
+    assert json.loads((tmp_path / "o" / "window_speed.json").read_text())["args"]["mem_sample_s"] == expect
