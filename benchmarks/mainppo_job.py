@@ -218,10 +218,14 @@ EXIT_HANG = 125
 STORAGE_UNIT_PROCESS = "SimpleStorageUnit"
 
 
+#: where :func:`_procs_stat` reads the processes (a folder of ``PID/stat`` and ``PID/cmdline`` in tests)
+PROC_ROOT = Path("/proc")
+
+
 def _procs_stat() -> Iterator[tuple[Path, str, int, int]]:
     """``(/proc/PID, state, process group, session)`` of every process (none without ``/proc``); a
     process that ends while it is read is left out."""
-    for proc in Path("/proc").glob("[0-9]*"):
+    for proc in PROC_ROOT.glob("[0-9]*"):
         try:
             text = (proc / "stat").read_text()
             state, _ppid, pgrp, session = text[text.rindex(")") + 2 :].split()[:4]
@@ -230,16 +234,27 @@ def _procs_stat() -> Iterator[tuple[Path, str, int, int]]:
             continue
 
 
-def group_rss_mib(group: int, marker: str = STORAGE_UNIT_PROCESS) -> float | None:
-    """Resident memory (MiB) of the processes of process group or session ``group`` whose command
-    line holds ``marker``; None when there is none (or no ``/proc``)."""
-    total, found = 0.0, False
+def _group_cmdlines(group: int) -> Iterator[tuple[Path, str]]:
+    """``(/proc/PID, command line)`` of each process of process group or session ``group`` (a job
+    started in its own session: :func:`launch`; Ray's workers and vLLM's processes stay in it); the
+    command line's NULs as spaces, so a title set with ``setproctitle`` reads as it does in ``ps``."""
     for proc, _state, pgrp, session in _procs_stat():
         if group not in (pgrp, session):
             continue
         try:
-            if marker not in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace"):
-                continue
+            yield proc, (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+        except OSError:  # the process ended while we looked
+            continue
+
+
+def group_rss_mib(group: int, marker: str = STORAGE_UNIT_PROCESS) -> float | None:
+    """Resident memory (MiB) of the processes of process group or session ``group`` whose command
+    line holds ``marker``; None when there is none (or no ``/proc``)."""
+    total, found = 0.0, False
+    for proc, cmdline in _group_cmdlines(group):
+        if marker not in cmdline:
+            continue
+        try:
             rss_pages = int((proc / "statm").read_text().split()[1])
         except (OSError, ValueError, IndexError):  # the process ended while we looked
             continue
@@ -248,23 +263,95 @@ def group_rss_mib(group: int, marker: str = STORAGE_UNIT_PROCESS) -> float | Non
     return total if found else None
 
 
-def memory_sample(gpus: str | None = None, group: int | None = None) -> dict[str, float]:
+#: the roles of a job's processes in its per-process GPU memory (:func:`gpu_mib_by_role`)
+GPU_ROLES = ("actor", "vllm", "other")
+#: Ray actor names (the title ``ray::NAME`` or ``ray::NAME.method``) of verl's FSDP workers: the fused
+#: actor/rollout/ref ``WorkerDict`` (or ``FusedWorker_…``), and the unfused classes
+ACTOR_RAY_NAMES = ("WorkerDict", "FusedWorker", "ActorRollout", "ActorWorker", "TrainingWorker")
+
+
+def process_role(cmdline: str) -> str:
+    """The role of a job's process from its command line's first word, the title Ray and vLLM give
+    their processes: ``vllm`` for vLLM's own processes (``VLLM::EngineCore``, ``VLLM::Worker_TP0``, …:
+    verl 0.9.1 starts vLLM with its ``mp`` executor, so the engine's workers are processes of their own)
+    and verl's Ray actors named after vLLM (``ray::vLLMHttpServer``); ``actor`` for verl's FSDP workers
+    (:data:`ACTOR_RAY_NAMES`); ``other`` for anything else (the driver, ``ray::TaskRunner``, an
+    untitled process). Only the title is read: the driver's arguments name vLLM too."""
+    title = cmdline.split(" ", 1)[0]
+    if title.lower().startswith("vllm::"):
+        return "vllm"
+    if title.startswith("ray::"):
+        name = title[len("ray::"):].split(".", 1)[0]
+        if "vllm" in name.lower():
+            return "vllm"
+        if any(marker in name for marker in ACTOR_RAY_NAMES):
+            return "actor"
+    return "other"
+
+
+def _nvidia_smi(query: str, *extra: str) -> list[list[str]] | None:
+    """``nvidia-smi QUERY --format=csv,noheader,nounits EXTRA…`` as rows of stripped fields; None
+    without nvidia-smi, on an error or an empty answer."""
+    try:
+        out = subprocess.run(["nvidia-smi", query, "--format=csv,noheader,nounits", *extra],
+                             capture_output=True, text=True, timeout=5)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    rows = [[field.strip() for field in line.split(",")] for line in out.stdout.splitlines() if line.strip()]
+    return rows if out.returncode == 0 and rows else None
+
+
+def gpu_mib_by_role(group: int, uuids: set[str] | None = None) -> dict[str, float] | None:
+    """GPU memory (MiB, ``nvidia-smi --query-compute-apps``) of the processes of process group or
+    session ``group``, summed by :func:`process_role` (each role present, 0 where no process of it
+    holds any), on the GPUs ``uuids`` (all with None). A job's total (:func:`memory_sample`'s
+    ``gpu_mib``) does not say whether the FSDP actor or vLLM holds a peak; this does.
+
+    None when no process of the group is in nvidia-smi's list: no list (inside a container nvidia-smi
+    may list no processes), ``used_memory`` unknown (``[N/A]``), or pids of another PID namespace
+    (the host's, which mean nothing in this one). Nothing is guessed then. (On the lab's nvidia-h200
+    machine nvidia-smi listed a CUDA process under the pid ``/proc`` gives it.)"""
+    rows = _nvidia_smi("--query-compute-apps=pid,gpu_uuid,used_memory")
+    used: dict[int, float] = {}
+    for row in rows or []:
+        try:
+            pid, uuid, mib = int(row[0]), row[1], float(row[2])
+        except (ValueError, IndexError):
+            continue
+        if uuids is None or uuid in uuids:
+            used[pid] = used.get(pid, 0.0) + mib  # a process on two of the job's GPUs: both
+    if not used:
+        return None
+    roles, found = dict.fromkeys(GPU_ROLES, 0.0), False
+    for proc, cmdline in _group_cmdlines(group):
+        if int(proc.name) in used:
+            roles[process_role(cmdline)] += used[int(proc.name)]
+            found = True
+    return roles if found else None
+
+
+def memory_sample(gpus: str | None = None, group: int | None = None) -> dict:
     """Used memory now: the GPUs' (``nvidia-smi``, MiB, summed over ``gpus`` = a ``CUDA_VISIBLE_DEVICES``
     list, or over every GPU; absent without nvidia-smi), the host's (MiB) and, with ``group`` (a job's
     process group), ``storage_mib``: the resident memory of its TransferQueue storage units
-    (:func:`group_rss_mib`), where the replay buffer's rollouts wait."""
-    sample: dict[str, float] = {}
+    (:func:`group_rss_mib`), where the replay buffer's rollouts wait, and ``gpu_mib_by_role``: its
+    processes' GPU memory on those GPUs by role (:func:`gpu_mib_by_role`; absent where nvidia-smi
+    lists none of them). The GPUs are picked by ``-i`` (nvidia-smi's indices, as the lab assumes of
+    ``CUDA_VISIBLE_DEVICES``) and matched to the per-process rows by their UUIDs."""
+    sample: dict = {}
     if group is not None:
         storage = group_rss_mib(group)
         if storage is not None:
             sample["storage_mib"] = storage
-    query = ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"]
-    try:
-        out = subprocess.run(query + (["-i", gpus] if gpus else []), capture_output=True, text=True, timeout=5)
-        if out.returncode == 0 and out.stdout.strip():
-            sample["gpu_mib"] = float(sum(float(x) for x in out.stdout.split()))
-    except (OSError, subprocess.SubprocessError, ValueError):
-        pass
+    gpu_rows = _nvidia_smi("--query-gpu=uuid,memory.used", *(["-i", gpus] if gpus else []))
+    if gpu_rows:
+        try:
+            sample["gpu_mib"] = float(sum(float(row[1]) for row in gpu_rows))
+        except (ValueError, IndexError):
+            pass
+        by_role = gpu_mib_by_role(group, {row[0] for row in gpu_rows}) if group is not None else None
+        if by_role is not None:
+            sample["gpu_mib_by_role"] = by_role
     info = _meminfo_mib()
     if "MemTotal" in info and "MemAvailable" in info:
         sample["host_mib"] = info["MemTotal"] - info["MemAvailable"]
@@ -338,27 +425,50 @@ def bootstrap_interval(first: list[float], second: list[float], combine, statist
     return [float(low), float(high)]
 
 
-def memory_summary(samples: list[dict[str, float]], after_s: float | None,
-                   arrival: dict[int, float] | None = None) -> dict:
+def memory_summary(samples: list[dict], after_s: float | None, arrival: dict[int, float] | None = None) -> dict:
     """Max and median of the samples taken from ``after_s`` on (the first logged step: training only);
     for each max also ``max_at_s`` (seconds after launch) and, with ``arrival`` (step → seconds after
     launch at which its metrics appeared), ``max_in_step``: the step that was running then (the first
-    step logged after the sample), so a peak can be put in a window's generation step or elsewhere."""
+    step logged after the sample), so a peak can be put in a window's generation step or elsewhere.
+
+    For the GPUs also who held the memory (the samples' ``gpu_mib_by_role``): ``max_by_role``, the
+    roles' MiB in the sample of the total's max (None if that sample has none), and ``by_role``, each
+    role's own max (with ``max_at_s`` / ``max_in_step``; a role may peak at another moment than the
+    total); ``by_role`` is None when no sample has a per-process reading (nvidia-smi in a container)."""
+
+    def peak(kept: list[dict], value: Callable[[dict], float]) -> tuple[dict, dict]:
+        """The sample of the max and its ``max`` / ``max_at_s`` / ``max_in_step``."""
+        top = max(kept, key=value)
+        at = {"max": value(top), "max_at_s": round(top["t"], 1)}
+        later = [step for step, t in (arrival or {}).items() if t >= top["t"]]
+        if later:
+            at["max_in_step"] = min(later)
+        return top, at
+
     out = {}
     for key in ("gpu_mib", "host_mib", "storage_mib"):
         kept = [v for v in samples if key in v and (after_s is None or v["t"] >= after_s)]
-        if kept:
-            xs = sorted(v[key] for v in kept)
-            peak = max(kept, key=lambda v: v[key])
-            out[key] = {"max": xs[-1], "median": xs[len(xs) // 2], "n": len(xs), "max_at_s": round(peak["t"], 1)}
-            later = [step for step, t in (arrival or {}).items() if t >= peak["t"]]
-            if later:
-                out[key]["max_in_step"] = min(later)
+        if not kept:
+            continue
+        xs = sorted(v[key] for v in kept)
+        top, at = peak(kept, lambda v, key=key: v[key])
+        out[key] = {"max": xs[-1], "median": xs[len(xs) // 2], "n": len(xs), **at}
+        if key == "gpu_mib":
+            with_roles = [v for v in kept if "gpu_mib_by_role" in v]
+            out[key]["max_by_role"] = top.get("gpu_mib_by_role")
+            out[key]["by_role"] = {
+                role: peak(with_roles, lambda v, role=role: v["gpu_mib_by_role"].get(role, 0.0))[1]
+                for role in GPU_ROLES
+            } if with_roles else None  # fmt: skip
     return out
 
 
+#: seconds between two memory samples of a running job (:func:`launch`): the metrics file is read as often
+MEM_SAMPLE_S = 2.0
+
+
 def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: int, stall_s: float = 120.0,
-           exit_grace_s: float = 60.0):
+           exit_grace_s: float = 60.0, mem_sample_s: float = MEM_SAMPLE_S):
     """Run one training job, watching its metrics file; returns ``(rc, progress)``.
 
     ``rc``: the job's exit status, 124 if killed for a timeout or stall, :data:`EXIT_HANG` if it logged
@@ -368,8 +478,10 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
     at which each step's metrics appeared), ``stalled`` (no new step for ``stall_s`` after the first
     one, or none within the timeout), ``stack_dump`` (folder of per-process stack dumps taken before
     killing a stalled run, when ``env`` has ``OFFGRPO_STACK_DUMP_DIR``), ``memory``
-    (max / median of GPU and host memory in use, sampled every 2 s from the first logged step on; GPU
-    memory of the job's ``CUDA_VISIBLE_DEVICES`` only, when ``env`` sets it; ``storage_mib``, its TransferQueue
+    (:func:`memory_summary`: max / median of GPU and host memory in use, sampled every ``mem_sample_s``
+    from the first logged step on, plus the time the sample itself takes (two nvidia-smi calls and a
+    read of ``/proc``), so a shorter peak may be missed; GPU memory of the job's ``CUDA_VISIBLE_DEVICES``
+    only, when ``env`` sets it, also by role of the job's processes; ``storage_mib``, its TransferQueue
     storage units' resident memory), ``host_before`` and
     ``host_after`` (:func:`host_state` before the launch and after the group is killed).
     """
@@ -387,7 +499,7 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
         rc = None
         while rc is None:
             try:
-                rc = proc.wait(timeout=2.0)
+                rc = proc.wait(timeout=mem_sample_s)
             except subprocess.TimeoutExpired:
                 pass
             now = time.time() - start
@@ -587,8 +699,9 @@ def job_timeout(run_timeout: float | None, budget_s: float | None, t0: float, no
 
 
 def run_main_ppo(name: str, job_overrides: list[str], out, log_dir: Path, timeout: float, steps: int,
-                 stall_s: float, **env_extra: str) -> tuple[int, dict, Path]:
-    """One ``main_ppo`` job named ``name``: fresh metrics file, :func:`launch`, logs copied to ``out``.
+                 stall_s: float, mem_sample_s: float = MEM_SAMPLE_S, **env_extra: str) -> tuple[int, dict, Path]:
+    """One ``main_ppo`` job named ``name``: fresh metrics file, :func:`launch` (memory sampled every
+    ``mem_sample_s``), logs copied to ``out``.
 
     Returns ``(rc, progress, jsonl)`` (see :func:`launch`; ``jsonl`` = the job's metrics file).
     """
@@ -596,7 +709,8 @@ def run_main_ppo(name: str, job_overrides: list[str], out, log_dir: Path, timeou
     jsonl.unlink(missing_ok=True)
     stack_dir = log_dir / f"{name}.stacks"
     env = run_env(jsonl, stack_dir=stack_dir, **env_extra)
-    rc, progress = launch(main_ppo_cmd(job_overrides), env, name, log_dir, jsonl, timeout, steps, stall_s)
+    rc, progress = launch(main_ppo_cmd(job_overrides), env, name, log_dir, jsonl, timeout, steps, stall_s,
+                          mem_sample_s=mem_sample_s)
     save_logs(Path(out).resolve(), name, log_dir, stack_dir)
     return rc, progress, jsonl
 

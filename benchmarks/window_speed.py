@@ -23,7 +23,10 @@ records the wall time; it drops the first ``--warmup-windows`` windows of v upda
 ``step``) and reports the mean time per update over the rest, counted in whole windows, with the
 parts (generation, sync slot, the other stages). Speedups are against the job named ``--baseline``,
 with a 90 % bootstrap interval over the per-window means. Also per rollout lag the mean |log π_k/α|
-(``off_grpo/bound/mean_abs_log_rprime``), to compare ``window`` with ``per_step`` at equal lag.
+(``off_grpo/bound/mean_abs_log_rprime``), to compare ``window`` with ``per_step`` at equal lag, and
+each job's memory (``mainppo_job.memory_summary``), sampled every ``--mem-sample-s`` (2 s): the GPU total
+with who held it at its peak (``max_by_role``: the FSDP actor, vLLM, other processes of the job), host
+memory, the TransferQueue storage units.
 
 ``--shape qwen2.5-1.5b`` (or ``qwen2.5-7b``) runs a random-init model of that shape instead
 (``throughput.build_model``) on throughput.py's synthetic task with a fixed response length
@@ -275,6 +278,8 @@ def main(argv=None) -> int:
     p.add_argument("--lr", type=float, default=1e-6)
     p.add_argument("--budget-s", type=float, default=900)
     p.add_argument("--stall-s", type=float, default=300)
+    p.add_argument("--mem-sample-s", type=float, default=mainppo_job.MEM_SAMPLE_S,
+                   help="seconds between two GPU/host memory samples of a job (a shorter peak can be missed)")
     p.add_argument("--machine", default=socket.gethostname())
     args = p.parse_args(argv)
     t0 = time.time()
@@ -316,7 +321,7 @@ def main(argv=None) -> int:
         timeout = mainppo_job.job_timeout(None, args.budget_s, t0, time.time())
         rc, progress, jsonl = mainppo_job.run_main_ppo(
             name, job_overrides(args, name, kind, v, model_dir, data_dir, full), out, log_dir, timeout,
-            -(-args.steps // (v if kind == "bigbatch" else 1)), args.stall_s, **env_extra)
+            -(-args.steps // (v if kind == "bigbatch" else 1)), args.stall_s, args.mem_sample_s, **env_extra)
         metrics, source = mainppo_job.read_metrics(out / "logs", name)
         rows = per_update(metrics, kind, v)
         summary = summarize(name, kind, v, rows, args.warmup_windows)
@@ -343,9 +348,12 @@ def main(argv=None) -> int:
     }  # fmt: skip
     mainppo_job.write_results("window_speed.json", result, out, work)
     for s in summaries:
+        memory = s.get("memory") or {}
         print(json.dumps({k: s.get(k) for k in ("name", "time_per_update_s", "gen_share", "windows_measured",
                                                "speedup_vs_" + args.baseline, "speedup_interval90")}
-                         | {"storage_mib_max": ((s.get("memory") or {}).get("storage_mib") or {}).get("max")}))
+                         | {"storage_mib_max": (memory.get("storage_mib") or {}).get("max"),
+                            "gpu_mib_max": (memory.get("gpu_mib") or {}).get("max"),
+                            "gpu_mib_max_by_role": (memory.get("gpu_mib") or {}).get("max_by_role")}))
     return 0
 
 

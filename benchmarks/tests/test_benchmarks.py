@@ -305,7 +305,7 @@ def test_learning_refuses_an_incomparable_merge_before_any_gpu_work(tmp_path, mo
 def test_memory_summary_only_counts_samples_after_training_started():
     samples = [{"t": 1, "gpu_mib": 100.0}, {"t": 5, "gpu_mib": 900.0, "host_mib": 10.0}, {"t": 7, "gpu_mib": 300.0}]
     assert mainppo_job.memory_summary(samples, after_s=5) == {
-        "gpu_mib": {"max": 900.0, "median": 900.0, "n": 2, "max_at_s": 5},
+        "gpu_mib": {"max": 900.0, "median": 900.0, "n": 2, "max_at_s": 5, "max_by_role": None, "by_role": None},
         "host_mib": {"max": 10.0, "median": 10.0, "n": 1, "max_at_s": 5}}
 
 
@@ -313,7 +313,8 @@ def test_memory_summary_names_the_step_running_at_the_peak():
     """Step 2's metrics appeared at 6 s and step 3's at 9 s: a peak sampled at 7 s was in step 3."""
     samples = [{"t": 5, "gpu_mib": 100.0}, {"t": 7, "gpu_mib": 900.0}, {"t": 10, "gpu_mib": 300.0}]
     summary = mainppo_job.memory_summary(samples, after_s=3, arrival={1: 3.0, 2: 6.0, 3: 9.0})
-    assert summary["gpu_mib"] == {"max": 900.0, "median": 300.0, "n": 3, "max_at_s": 7, "max_in_step": 3}
+    assert summary["gpu_mib"] == {"max": 900.0, "median": 300.0, "n": 3, "max_at_s": 7, "max_in_step": 3,
+                                  "max_by_role": None, "by_role": None}
 
 
 @pytest.mark.parametrize(
@@ -1121,7 +1122,7 @@ def test_memory_sample_reads_only_the_jobs_gpus(monkeypatch):
 
     def fake_run(cmd, **kwargs):
         calls.append(cmd)
-        return subprocess.CompletedProcess(cmd, 0, stdout="1000\n2500\n", stderr="")
+        return subprocess.CompletedProcess(cmd, 0, stdout="GPU-a, 1000\nGPU-b, 2500\n", stderr="")
 
     monkeypatch.setattr(mainppo_job.subprocess, "run", fake_run)
     assert mainppo_job.memory_sample("2,3")["gpu_mib"] == 3500.0
