@@ -88,10 +88,10 @@ class OffGRPOConfig:
             rollout and a synchronous trainer, off elsewhere; true: refused where it cannot hold.
         sync_before_validate (bool, default true): sync π before a validation pass, so validation scores
             the current policy rather than α; each validation is then a sync: keep test_freq a multiple of v.
-        keep_weights (str, default "sleep_level1"): how vLLM keeps α between syncs. "sleep_level1": weights
+        keep_weights (str, default "sleep_level1"): how vLLM keeps α between syncs (per_step). "sleep_level1": weights
             offloaded to host memory while vLLM sleeps (a host copy per step); "no_sleep": vLLM stays on
             the GPU (no copy, but its weights and KV cache hold GPU memory during the update).
-        empty_cache_on_skip (str, default "if_needed"): on a skipped sync, empty torch's cache before vLLM
+        empty_cache_on_skip (str, default "if_needed"): on a skipped sync (per_step), empty torch's cache before vLLM
             wakes only when free memory < ``rollout.gpu_memory_utilization`` × total memory ("if_needed"), or
             every time as verl's own sync does ("always": slower skipped steps, never short of memory).
         verify_served_weights (bool, default true): exact check, in every vLLM worker, that a wake without
