@@ -320,5 +320,6 @@ def test_auto_takes_the_window_where_it_can_run_and_says_why_not(caplog, overrid
                          "once (window); algorithm.off_grpo.rollout_schedule=per_step generates every step."]
     else:
         assert knobs.rollout_schedule == "per_step"
-        assert len(lines) == 1 and "generates per step at sync_period=4, not once per window: " in lines[0]
+        assert len(lines) == 1 and "generates every step at sync_period=4: the window" in lines[0]
+        assert [r.levelno for r in caplog.records if "rollout_schedule=auto" in r.getMessage()] == [logging.WARNING]
         assert reason in lines[0]

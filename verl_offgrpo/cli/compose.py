@@ -140,7 +140,7 @@ def validate(overrides: list[str]):
     missing = missing_values(config)
     if missing:
         return 3, (f"incomplete config: main_ppo needs these mandatory values, still ??? here: {', '.join(missing)} "
-                   "(e.g. actor_rollout_ref.rollout.name=vllm)"), config
+                   f"(set each as an override, e.g. {missing[0]}=...)"), config
     return 0, None, config
 
 

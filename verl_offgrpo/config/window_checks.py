@@ -71,14 +71,17 @@ def resolve_rollout_schedule(config: Any, knobs: OffGRPOConfig | None = None) ->
 
 
 def tell_rollout_schedule(config: Any, requested: OffGRPOConfig) -> None:
-    """One info line at sync_period > 1 when ``rollout_schedule=auto`` was resolved: the window, or per_step
-    and the window's refusal (:func:`window_problem`)."""
+    """One line at sync_period > 1 when ``rollout_schedule=auto`` was resolved: the window (info), or per_step
+    and the window's refusal (:func:`window_problem`; a warning, since the run loses the window's speed)."""
     if requested.rollout_schedule != AUTO or requested.sync_period == 1:
         return
     problem = window_problem(config)
     if problem:
-        logger.info("off_grpo: %s.rollout_schedule=auto generates per step at sync_period=%d, not once per window: %s",
-                    PREFIX, requested.sync_period, problem)
+        logger.warning(
+            "off_grpo: %s.rollout_schedule=auto generates every step at sync_period=%d: the window (one generation "
+            "per sync window, faster where generation is a large part of the step) cannot run here: %s",
+            PREFIX, requested.sync_period, problem,
+        )
     else:
         logger.info("off_grpo: %s.rollout_schedule=auto generates each window of %d steps at once (window); "
                     "%s.rollout_schedule=per_step generates every step.", PREFIX, requested.sync_period, PREFIX)
@@ -179,7 +182,8 @@ def tell_if_window_runs_in_waves(config: Any, sync_period: int) -> None:
         "off_grpo: a window of %d steps puts %d samples on each vLLM engine, and %s.max_num_seqs=%d runs at most "
         "%d at a time (≈ %d overlapping rounds). That is fine where the engine is already busy at %d sequences; "
         "only if it is not, more at once (up to %s, as far as the KV cache allows: vLLM logs its maximum "
-        "concurrency at startup) shortens the window's generation.",
+        "concurrency at startup) shortens the window's generation; vLLM's GPU memory then grows with the batch, "
+        "so watch it in a short run first.",
         sync_period, per_engine, rollout, seqs, seqs, math.ceil(per_engine / seqs), seqs, fix,
     )
 
