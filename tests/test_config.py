@@ -60,7 +60,8 @@ def test_shipped_yaml_wires_estimator_loss_rprime_and_trainer_mode():
          "actor_rollout_ref.actor.use_kl_loss=true"],
         # on-policy without rollout log-probs: r' = 1
         ["actor_rollout_ref.rollout.calculate_log_probs=false", "algorithm.rollout_correction.rollout_is=null"],
-        # no_sleep on the V1 trainer: its mode sets free_cache_engine=false when it is built (test_sync_hooks)
+        # no_sleep on the V1 trainer: per_step's mode sets free_cache_engine=false when it is built
+        # (test_sync_hooks); the window (auto's pick here) has no α to keep and leaves it
         ["algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.keep_weights=no_sleep"],
         # the mask's rows leave token-sum (no denominator); seq-mean is fine without the mask
         ["actor_rollout_ref.actor.loss_agg_mode=token-sum"],
@@ -420,6 +421,9 @@ def test_keep_weights_no_sleep_does_nothing_with_the_window(caplog):
     assert "keep_weights=no_sleep does nothing with algorithm.off_grpo.rollout_schedule=window" in caplog.text
     prepare_v1_config(cfg)
     assert cfg.actor_rollout_ref.rollout.free_cache_engine is True
+    auto = composed("algorithm.off_grpo.sync_period=10", *ONE_GPU, "algorithm.off_grpo.keep_weights=no_sleep")
+    assert prepare_v1_config(auto).rollout_schedule == "window"  # the default resolves before the setting
+    assert auto.actor_rollout_ref.rollout.free_cache_engine is True
     per_step = composed(*PER_STEP_10, *ONE_GPU, "algorithm.off_grpo.keep_weights=no_sleep")
     prepare_v1_config(per_step)
     assert per_step.actor_rollout_ref.rollout.free_cache_engine is False

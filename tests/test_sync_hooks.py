@@ -867,15 +867,15 @@ def test_v1_rejects_bad_config_before_any_worker():
         get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
 
 
-def v1_trainer_on_fake_cluster(monkeypatch, *overrides, **cluster):
-    """The off_grpo_sync trainer (v=4, per step) whose ``_setup`` leaves what verl's does, minus the GPU work:
+def v1_trainer_on_fake_cluster(monkeypatch, *overrides, schedule="per_step", **cluster):
+    """The off_grpo_sync trainer (v=4, ``rollout_schedule=schedule``) whose ``_setup`` leaves what verl's does, minus the GPU work:
     the fake cluster's worker group and verl's checkpoint manager over its replicas, asleep.
     Returns ``(trainer, servers, actor worker group)``; ``trainer.init()`` is the caller's."""
     from verl.trainer.ppo.v1 import get_trainer_cls
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
     register_sync_hooks()
-    cfg = compose_cfg("algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.rollout_schedule=per_step", *overrides)
+    cfg = compose_cfg("algorithm.off_grpo.sync_period=4", f"algorithm.off_grpo.rollout_schedule={schedule}", *overrides)
     trainer = get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
     servers, workers, replicas, wg = make_cluster(**cluster)
     engine_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout.checkpoint_engine)
@@ -924,6 +924,18 @@ def test_v1_hooks_drive_the_lagged_manager(ray_local, monkeypatch):
     trainer.checkpoint_manager.sleep_replicas()
     trainer.checkpoint_manager.update_weights()
     assert len(wg.sync_calls) == 5 and ray.get(servers[0].generate.remote()) == "pi_12"
+
+
+@pytest.mark.parametrize("overrides, windowed", [([], True), (["trainer.test_freq=5", "algorithm.off_grpo.sync_before_validate=false"], False)])
+def test_v1_auto_schedule_agrees_in_the_trainer_and_the_manager(ray_local, monkeypatch, overrides, windowed):
+    """rollout_schedule=auto, resolved separately by the V1 mode and the lagged manager it builds: both take
+    the window, or both fall back to per_step (validation without a sync), and vLLM's sleep follows: verl's
+    level 2 for the window, the level-1 override that keeps α for per_step."""
+    trainer, servers, wg = v1_trainer_on_fake_cluster(monkeypatch, *overrides, schedule="auto")
+    trainer.init()
+    assert trainer.windowed is windowed and trainer.checkpoint_manager.windowed is windowed
+    levels = [st["sleep_level"] for st in ray.get([s.__ray_call__.remote(vllm_sleep.read_server_state) for s in servers])]
+    assert levels == ([2, 2] if windowed else [1, 1])
 
 
 @pytest.mark.slow

@@ -271,6 +271,10 @@ def test_guard_stops_a_window_sampled_from_lost_weights(ray_local, monkeypatch):
         (["algorithm.filter_groups.enable=true"], "filter_groups"),
         (["trainer.test_freq=5", "algorithm.off_grpo.sync_before_validate=false"], "sync_before_validate"),
         (["data.train_batch_size=6", "+data.gen_batch_size=4"], "gen_batch_size"),
+        (["data.train_batch_size=10", "actor_rollout_ref.rollout.n=5",
+          "transfer_queue.backend.SimpleStorage.total_storage_size=199"],
+         r"^algorithm.off_grpo.rollout_schedule=window holds a window's v·B·n = 200 samples .*: raise it \(host memory\), "
+         r"or algorithm.off_grpo.rollout_schedule=per_step\.$"),
     ],
 )
 def test_window_rejects_what_it_cannot_honour_in_the_driver(overrides, match):
@@ -298,6 +302,10 @@ def test_window_with_period_one_is_allowed_and_per_step_is_untouched():
         (["algorithm.filter_groups.enable=true"], "cannot refill filtered groups"),
         (["trainer.test_freq=5", "algorithm.off_grpo.sync_before_validate=false"], "validation needs a sync"),
         (["data.train_batch_size=6", "+data.gen_batch_size=4"], "data.gen_batch_size=4 must be unset"),
+        (["data.train_batch_size=10", "actor_rollout_ref.rollout.n=5",
+          "transfer_queue.backend.SimpleStorage.total_storage_size=199"],
+         "v·B·n = 200 samples at once in verl's TransferQueue, more than "
+         "transfer_queue.backend.SimpleStorage.total_storage_size=199"),
     ],
 )
 def test_auto_takes_the_window_where_it_can_run_and_says_why_not(caplog, overrides, reason):
@@ -316,10 +324,12 @@ def test_auto_takes_the_window_where_it_can_run_and_says_why_not(caplog, overrid
         assert knobs.rollout_schedule == "per_step" and lines == []
     elif reason is None:
         assert knobs.rollout_schedule == "window"
-        assert lines == ["off_grpo: algorithm.off_grpo.rollout_schedule=auto generates each window of 4 steps at "
-                         "once (window); algorithm.off_grpo.rollout_schedule=per_step generates every step."]
+        assert lines == ["off_grpo: algorithm.off_grpo.rollout_schedule=auto: vLLM generates the rollouts of each "
+                         "window of 4 steps at once (window); algorithm.off_grpo.rollout_schedule=per_step generates "
+                         "every step."]
     else:
         assert knobs.rollout_schedule == "per_step"
-        assert len(lines) == 1 and "generates every step at sync_period=4: the window" in lines[0]
+        assert len(lines) == 1 and "generates every step at sync_period=4: the window (vLLM generating" in lines[0]
+        assert "rollout_schedule=per_step" not in lines[0]  # the explicit window's fix: auto already does it
         assert [r.levelno for r in caplog.records if "rollout_schedule=auto" in r.getMessage()] == [logging.WARNING]
         assert reason in lines[0]

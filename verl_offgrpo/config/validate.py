@@ -79,6 +79,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     if uses_estimator:
         check_rows_leaving_denominator(config, knobs, estimator)
         warn_masked_mini_batch_with_other_loss(config, knobs, estimator)
+    tell_rollout_schedule(config, requested)  # before the window's own advisories, which name the window
     check_window_config(config, knobs)
     check_max_num_seqs_fits_batched_tokens(config)
     if uses_estimator or uses_loss or knobs.sync_period > 1:
@@ -99,7 +100,6 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     if knobs.ref_reset_period > 0:
         check_ref_reset_config(config, knobs=knobs)
     knobs = resolve_final_outputs(config, knobs)
-    tell_rollout_schedule(config, requested)
     if knobs.rollout_schedule == "window" and knobs.sync_period > 1:
         tell_if_window_runs_in_waves(config, knobs.sync_period)
     validation_lag.tell_if_validation_restarts_the_lag(config, knobs)

@@ -23,39 +23,48 @@ from .values import is_int as _is_int
 logger = logging.getLogger(__name__)
 
 
-def window_problem(config: Any) -> str | None:
-    """Why ``config`` cannot generate a whole sync window at once (the error of ``rollout_schedule=window``),
-    or None: the window is the V1 trainer mode's, and one generation phase samples the prompts of v steps
-    (v × ``data.train_batch_size``), so the dataloader must hand out whole training batches, nothing may
-    refill a batch after it, and a validation inside a window needs a sync (vLLM drops α after generating).
-    """
+#: where verl's V1 trainer keeps rollouts until their step trains on them (its ``transfer_queue`` yaml)
+STORAGE_SIZE = "transfer_queue.backend.SimpleStorage.total_storage_size"
+
+
+def window_problem(config: Any) -> tuple[str, str] | None:
+    """Why ``config`` cannot generate a whole sync window at once, as (cause, fix), or None: the window is the
+    V1 trainer mode's, and one generation phase samples the prompts of v steps (v × ``data.train_batch_size``),
+    so the dataloader must hand out whole training batches, nothing may refill a batch after it, verl's
+    TransferQueue must hold the window's v·B·n samples, and a validation inside a window needs a sync (vLLM
+    drops α after generating). ``rollout_schedule=window`` raises "<schedule> <cause>: <fix>."; ``auto``
+    falls back to per_step and names the cause."""
     knobs = knobs_of(config, None)
-    why = f"{PREFIX}.rollout_schedule=window"
+    per_step = f"{PREFIX}.rollout_schedule=per_step"
     if not uses_v1(config):
-        return (f"{why} runs in the V1 trainer mode {TRAINER_MODE} only, not with trainer.use_v1=false: set "
-                f"trainer.use_v1=true, or {PREFIX}.rollout_schedule=per_step.")
+        return (f"runs in the V1 trainer mode {TRAINER_MODE} only, not with trainer.use_v1=false",
+                f"set trainer.use_v1=true, or {per_step}")
     if v1_mode(config) != TRAINER_MODE:
-        return (f"{why} needs trainer.v1.trainer_mode={TRAINER_MODE} (got {v1_mode(config)!r}), or set "
-                f"{PREFIX}.rollout_schedule=per_step.")
+        return f"needs trainer.v1.trainer_mode={TRAINER_MODE} (got {v1_mode(config)!r})", f"set it, or {per_step}"
     gen, train = _get(config, "data.gen_batch_size"), _get(config, "data.train_batch_size")
     if gen is not None and gen != train:
-        return (f"{why} samples v × data.train_batch_size prompts per window, so data.gen_batch_size={gen!r} must be "
-                f"unset (null) or equal to data.train_batch_size={train!r}.")
+        return (f"samples v × data.train_batch_size prompts per window, so data.gen_batch_size={gen!r} must be "
+                f"unset (null) or equal to data.train_batch_size={train!r}", f"unset it, or {per_step}")
     k = _get(config, "trainer.v1.sync.parameter_sync_step", 1)
     if k not in (None, 1):
-        return f"{why} already generates a whole sync window at once: drop trainer.v1.sync.parameter_sync_step={k!r}."
+        return (f"does not combine with trainer.v1.sync.parameter_sync_step={k!r} (verl's own batched generation)",
+                "drop that override")
     for dotted, what in (
         ("algorithm.filter_groups.enable", "refill filtered groups"),
         ("trainer.v1.sampler.sync_refill_failed_groups", "refill failed groups"),
         ("skip.rollout_tq.enable", "skip rollouts"),
     ):
         if _get(config, dotted, False) is True:
-            return (f"{why} cannot {what} after the window's one generation phase: set {dotted}=false, or "
-                    f"{PREFIX}.rollout_schedule=per_step.")
+            return f"cannot {what} after the window's one generation phase", f"set {dotted}=false, or {per_step}"
+    n = _get(config, "actor_rollout_ref.rollout.n", 1)
+    size = _get(config, STORAGE_SIZE) if _get(config, "transfer_queue.backend.storage_backend") == "SimpleStorage" else None
+    if all(_is_int(x) for x in (size, train, n)) and knobs.sync_period * train * n > size:
+        return (f"holds a window's v·B·n = {knobs.sync_period * train * n} samples at once in verl's TransferQueue, "
+                f"more than {STORAGE_SIZE}={size}", f"raise it (host memory), or {per_step}")
     test_freq = _get(config, "trainer.test_freq", -1)
     if _is_int(test_freq) and test_freq > 0 and not knobs.sync_before_validate:
-        return (f"{why} lets vLLM drop α after each window's generation, so validation needs a sync: set "
-                f"{PREFIX}.sync_before_validate=true (or trainer.test_freq=-1).")
+        return ("lets vLLM drop α after each window's generation, so validation needs a sync",
+                f"set {PREFIX}.sync_before_validate=true (or trainer.test_freq=-1)")
     return None
 
 
@@ -78,13 +87,14 @@ def tell_rollout_schedule(config: Any, requested: OffGRPOConfig) -> None:
     problem = window_problem(config)
     if problem:
         logger.warning(
-            "off_grpo: %s.rollout_schedule=auto generates every step at sync_period=%d: the window (one generation "
-            "per sync window, faster where generation is a large part of the step) cannot run here: %s",
-            PREFIX, requested.sync_period, problem,
+            "off_grpo: %s.rollout_schedule=auto generates every step at sync_period=%d: the window (vLLM generating "
+            "a sync window's rollouts at once, faster where generation is a large part of the step) %s.",
+            PREFIX, requested.sync_period, problem[0],
         )
     else:
-        logger.info("off_grpo: %s.rollout_schedule=auto generates each window of %d steps at once (window); "
-                    "%s.rollout_schedule=per_step generates every step.", PREFIX, requested.sync_period, PREFIX)
+        logger.info("off_grpo: %s.rollout_schedule=auto: vLLM generates the rollouts of each window of %d steps at "
+                    "once (window); %s.rollout_schedule=per_step generates every step.",
+                    PREFIX, requested.sync_period, PREFIX)
 
 
 def check_window_config(config: Any, knobs: OffGRPOConfig | None = None) -> OffGRPOConfig:
@@ -95,7 +105,7 @@ def check_window_config(config: Any, knobs: OffGRPOConfig | None = None) -> OffG
         return knobs
     problem = window_problem(config)
     if problem:
-        raise OffGRPOConfigError(problem)
+        raise OffGRPOConfigError(f"{PREFIX}.rollout_schedule=window {problem[0]}: {problem[1]}.")
     why = f"{PREFIX}.rollout_schedule=window"
     if knobs.sync_period == 1:
         logger.warning("off_grpo: %s with sync_period=1 is on-policy GRPO (a window of one step).", why)
