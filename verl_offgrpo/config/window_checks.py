@@ -27,14 +27,14 @@ logger = logging.getLogger(__name__)
 STORAGE_SIZE = "transfer_queue.backend.SimpleStorage.total_storage_size"
 
 
-def window_problem(config: Any) -> tuple[str, str] | None:
+def window_problem(config: Any, knobs: OffGRPOConfig | None = None) -> tuple[str, str] | None:
     """Why ``config`` cannot generate a whole sync window at once, as (cause, fix), or None: the window is the
     V1 trainer mode's, and one generation phase samples the prompts of v steps (v × ``data.train_batch_size``),
     so the dataloader must hand out whole training batches, nothing may refill a batch after it, verl's
     TransferQueue must hold the window's v·B·n samples, and a validation inside a window needs a sync (vLLM
     drops α after generating). ``rollout_schedule=window`` raises "<schedule> <cause>: <fix>."; ``auto``
     falls back to per_step and names the cause."""
-    knobs = knobs_of(config, None)
+    knobs = knobs_of(config, knobs)
     per_step = f"{PREFIX}.rollout_schedule=per_step"
     if not uses_v1(config):
         return (f"runs in the V1 trainer mode {TRAINER_MODE} only, not with trainer.use_v1=false",
@@ -75,7 +75,7 @@ def resolve_rollout_schedule(config: Any, knobs: OffGRPOConfig | None = None) ->
     knobs = knobs_of(config, knobs)
     if knobs.rollout_schedule != AUTO:
         return knobs
-    can_window = knobs.sync_period > 1 and window_problem(config) is None
+    can_window = knobs.sync_period > 1 and window_problem(config, knobs) is None
     return dataclasses.replace(knobs, rollout_schedule="window" if can_window else "per_step")
 
 
@@ -84,7 +84,7 @@ def tell_rollout_schedule(config: Any, requested: OffGRPOConfig) -> None:
     and the window's refusal (:func:`window_problem`; a warning, since the run loses the window's speed)."""
     if requested.rollout_schedule != AUTO or requested.sync_period == 1:
         return
-    problem = window_problem(config)
+    problem = window_problem(config, requested)
     if problem:
         logger.warning(
             "off_grpo: %s.rollout_schedule=auto generates every step at sync_period=%d: the window (vLLM generating "
@@ -103,7 +103,7 @@ def check_window_config(config: Any, knobs: OffGRPOConfig | None = None) -> OffG
     knobs = resolve_rollout_schedule(config, knobs)
     if knobs.rollout_schedule != "window":
         return knobs
-    problem = window_problem(config)
+    problem = window_problem(config, knobs)
     if problem:
         raise OffGRPOConfigError(f"{PREFIX}.rollout_schedule=window {problem[0]}: {problem[1]}.")
     why = f"{PREFIX}.rollout_schedule=window"

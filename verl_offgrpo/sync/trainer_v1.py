@@ -99,8 +99,7 @@ def wait_for_window(replay_buffer, num_prompts: int, partition_id: str = "train"
 
 def prepare_v1_config(config: Any) -> OffGRPOConfig:
     """Checks (and the one automatic setting) done when the V1 mode is constructed; returns the knobs."""
-    with advisories_silenced():  # the driver's validate_config advised on this config already
-        knobs = resolve_rollout_schedule(config, OffGRPOConfig.from_algorithm(_get(config, "algorithm")))
+    knobs = resolve_rollout_schedule(config, OffGRPOConfig.from_algorithm(_get(config, "algorithm")))  # logs nothing
     if (
         knobs.sync_period > 1
         and knobs.keep_weights == "no_sleep"
