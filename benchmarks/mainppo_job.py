@@ -247,11 +247,12 @@ def _group_cmdlines(group: int) -> Iterator[tuple[Path, str]]:
             continue
 
 
-def group_rss_mib(group: int, marker: str = STORAGE_UNIT_PROCESS) -> float | None:
+def group_rss_mib(group: int, marker: str = STORAGE_UNIT_PROCESS, procs: list | None = None) -> float | None:
     """Resident memory (MiB) of the processes of process group or session ``group`` whose command
-    line holds ``marker``; None when there is none (or no ``/proc``)."""
+    line holds ``marker``; None when there is none (or no ``/proc``). ``procs``: the group's
+    :func:`_group_cmdlines`, if already read."""
     total, found = 0.0, False
-    for proc, cmdline in _group_cmdlines(group):
+    for proc, cmdline in _group_cmdlines(group) if procs is None else procs:
         if marker not in cmdline:
             continue
         try:
@@ -301,7 +302,7 @@ def _nvidia_smi(query: str, *extra: str) -> list[list[str]] | None:
     return rows if out.returncode == 0 and rows else None
 
 
-def gpu_mib_by_role(group: int, uuids: set[str] | None = None) -> dict[str, float] | None:
+def gpu_mib_by_role(group: int, uuids: set[str] | None = None, procs: list | None = None) -> dict[str, float] | None:
     """GPU memory (MiB, ``nvidia-smi --query-compute-apps``) of the processes of process group or
     session ``group``, summed by :func:`process_role` (each role present, 0 where no process of it
     holds any), on the GPUs ``uuids`` (all with None). A job's total (:func:`memory_sample`'s
@@ -310,7 +311,8 @@ def gpu_mib_by_role(group: int, uuids: set[str] | None = None) -> dict[str, floa
     None when no process of the group is in nvidia-smi's list: no list (inside a container nvidia-smi
     may list no processes), ``used_memory`` unknown (``[N/A]``), or pids of another PID namespace
     (the host's, which mean nothing in this one). Nothing is guessed then. (On the lab's nvidia-h200
-    machine nvidia-smi listed a CUDA process under the pid ``/proc`` gives it.)"""
+    machine nvidia-smi listed a CUDA process under the pid ``/proc`` gives it.) ``procs``: the group's
+    :func:`_group_cmdlines`, if already read."""
     rows = _nvidia_smi("--query-compute-apps=pid,gpu_uuid,used_memory")
     used: dict[int, float] = {}
     for row in rows or []:
@@ -323,7 +325,7 @@ def gpu_mib_by_role(group: int, uuids: set[str] | None = None) -> dict[str, floa
     if not used:
         return None
     roles, found = dict.fromkeys(GPU_ROLES, 0.0), False
-    for proc, cmdline in _group_cmdlines(group):
+    for proc, cmdline in _group_cmdlines(group) if procs is None else procs:
         if int(proc.name) in used:
             roles[process_role(cmdline)] += used[int(proc.name)]
             found = True
@@ -339,8 +341,9 @@ def memory_sample(gpus: str | None = None, group: int | None = None) -> dict:
     lists none of them). The GPUs are picked by ``-i`` (nvidia-smi's indices, as the lab assumes of
     ``CUDA_VISIBLE_DEVICES``) and matched to the per-process rows by their UUIDs."""
     sample: dict = {}
+    procs = list(_group_cmdlines(group)) if group is not None else None  # one pass over /proc a sample
     if group is not None:
-        storage = group_rss_mib(group)
+        storage = group_rss_mib(group, procs=procs)
         if storage is not None:
             sample["storage_mib"] = storage
     gpu_rows = _nvidia_smi("--query-gpu=uuid,memory.used", *(["-i", gpus] if gpus else []))
@@ -349,7 +352,7 @@ def memory_sample(gpus: str | None = None, group: int | None = None) -> dict:
             sample["gpu_mib"] = float(sum(float(row[1]) for row in gpu_rows))
         except (ValueError, IndexError):
             pass
-        by_role = gpu_mib_by_role(group, {row[0] for row in gpu_rows}) if group is not None else None
+        by_role = gpu_mib_by_role(group, {row[0] for row in gpu_rows}, procs) if group is not None else None
         if by_role is not None:
             sample["gpu_mib_by_role"] = by_role
     info = _meminfo_mib()
@@ -452,7 +455,7 @@ def memory_summary(samples: list[dict], after_s: float | None, arrival: dict[int
             continue
         xs = sorted(v[key] for v in kept)
         top, at = peak(kept, lambda v, key=key: v[key])
-        out[key] = {"max": xs[-1], "median": xs[len(xs) // 2], "n": len(xs), **at}
+        out[key] = {**at, "median": xs[len(xs) // 2], "n": len(xs)}
         if key == "gpu_mib":
             with_roles = [v for v in kept if "gpu_mib_by_role" in v]
             out[key]["max_by_role"] = top.get("gpu_mib_by_role")
