@@ -52,48 +52,42 @@ no_sleep`` runs a config with vLLM never sleeping (``<config>+no_sleep``, ``keep
 with ``--extra`` hydra overrides need ``--variant NAME`` and are stored as ``<config>+NAME``. A merge
 refuses another task, other settings, or a config whose definition changed (``incompatible``).
 
-**Plan: one nvidia-h100-x4 lease of ~25 minutes** (staging ~2 min, one detached run of 1 290 s, ~1 min
-to collect). Four jobs, one per GPU, all on the V1 trainer (``--trainer v1``: window_v10 and
-bigbatch_v10 need it, so every pair of configs then differs only in its named knob). Expected reach,
-from the add1 runs four at a time on h100x4 (NOTEBOOK §4, v0 trainer: start-up 250–350 s, 11–12 s an
-update for v = 1 and v = 10, 52 s a global step = 5.2 s an update for reuse_i10; V1 adds up to 2 s a
-step of replay-buffer polling, and largest4's prompts are ~10 tokens longer): ≈ 950 s of training a
-job, so **≈ 70–80 updates** for on_policy, on_policy_mask(_rerun) and off_policy_v10, likely as many
-for window_v10 and bigbatch_v10 (not measured at this size); **reuse_i10 reaches 150** (≈ 800 s).
-150 updates of a v = 1 config take ≈ 1 750 s + start-up: more than one lease, and a checkpoint does
-not outlive its lease (every lease is a fresh machine; an actor checkpoint is GBs, far over what a
-call brings back), so ``--ckpt-dir`` resumes only within one. The statistics therefore use the
-horizon every run reached (``learning_stats.py``'s default). For full 150-update runs of the slow
-configs: one job alone on an ``nvidia-h100-x1`` lease (8.3 s an update measured alone on an H100 with
-v0, ≈ 9.5 s with V1's polling: ≈ 1 430 s + 200 s start-up, about all of a 30-minute lease after its
-~1 min of staging), ``--budget-s 1650`` and ``--jobs CONFIG:SEED`` without ``--gpus``; a one-GPU lease
-counts half its time, so a session holds two.
+**Plan: one 4-GPU lease of ~27 minutes** (staging ~3 min, one detached run of 1 420 s, ~1 min to
+collect), eight jobs, two per GPU, all on the V1 trainer (``--trainer v1``: window_v10 and bigbatch_v10
+need it, so every pair of configs then differs only in its named knob). Measured reach on
+nvidia-h200-x4 (NOTEBOOK §9, §10): start-up 280–350 s, 12.4–13.9 s an update, **69–73 updates** a
+job (reuse_i10: 140). 150 updates of a v = 1 config take ≈ 2 200 s with start-up: more than one
+lease, and a checkpoint does not outlive its lease (every lease is a fresh machine; an actor checkpoint
+is GBs, far over what a call brings back), so ``--ckpt-dir`` resumes only within one. The statistics
+therefore use the horizon every run reached (``learning_stats.py``'s default, 60 updates).
 
     # on the GPU machine, after staging the packs (../shared/gpu/README.md §2, with --with-smollm2):
     python3 -m pip install -q --no-deps --no-build-isolation --no-index --target /tmp/site . && . /tmp/site/env.sh
-    L=h100x4-YYYY-MM-DDx    # the lease's label; J = that lease's jobs (below)
+    L=h200x4-YYYY-MM-DDx    # the lease's label; J = that lease's jobs (below)
     bash benchmarks/detach.sh start /tmp/bg -- python3 benchmarks/learning.py --out /tmp/bg/out --work /tmp/lw \
-        --trainer v1 --budget-s 1290 --stall-s 300 --gpus 0,1,2,3 --jobs $J --machine $L \
+        --trainer v1 --budget-s 1420 --stall-s 300 --gpus 0,0,1,1,2,2,3,3 --jobs $J --machine $L \
         --merge benchmarks/results/learning_largest4/learning.json     # leave --merge out on lease 1
     bash benchmarks/detach.sh wait /tmp/bg 560      # back-to-back calls until it prints "done"
     cp -r /tmp/bg/out/. $OUT/                       # learning.json (merged) + logs/ or logs.tar.gz
 
-Leases (every configuration on seeds 0, 1, 2; the rerun gives the noise floor of each seed):
+Leases (every configuration on seeds 0, 1, 2; the rerun gives the noise floor of each seed). Two jobs
+share a GPU at no measurable cost (NOTEBOOK §10), so a 4-GPU lease runs eight: ``--gpus
+0,0,1,1,2,2,3,3`` (never two ``bigbatch`` jobs at once: ``check_jobs`` refuses them):
 
     1  on_policy_mask:0,off_policy_v10:0,window_v10:0,bigbatch_v10:0      (done: h200x4-2026-11-28, NOTEBOOK §9)
-    2  on_policy:0,reuse_i10:0,on_policy_mask_rerun:0,on_policy_mask:1
-    3  off_policy_v10:1,window_v10:1,bigbatch_v10:1,on_policy_mask_rerun:1
-    4  on_policy:1,reuse_i10:1,on_policy_mask:2,off_policy_v10:2
-    5  window_v10:2,bigbatch_v10:2,on_policy_mask_rerun:2,on_policy:2
-    6  reuse_i10:2, then seed 3 of the configs the intervals leave undecided
+    2  on_policy:0,reuse_i10:0,on_policy_mask_rerun:0,on_policy_mask:1,
+       off_policy_v10:1,window_v10:1,bigbatch_v10:1,on_policy_mask_rerun:1 (done: h200x4-2026-11-28d, §10)
+    3  on_policy:1,reuse_i10:1,on_policy_mask:2,off_policy_v10:2,
+       window_v10:2,bigbatch_v10:2,on_policy_mask_rerun:2,on_policy:2
+    4  reuse_i10:2, then seed 3 of the configs the intervals leave undecided
 
 The REC / RED comparison (issue 33; off_policy_v10 and on_policy_mask are its off_grpo rows at v = 10, 1):
 
-    7  rec_oneside_noIS:0,rec_oneside_wide:0,red_weight:0,rec_oneside_noIS_v1:0
-    8  rec_oneside_wide_v1:0,red_weight_v1:0,rec_oneside_noIS:1,rec_oneside_wide:1
-    9  red_weight:1,rec_oneside_noIS_v1:1,rec_oneside_wide_v1:1,red_weight_v1:1
-    10 rec_oneside_noIS:2,rec_oneside_wide:2,red_weight:2,rec_oneside_noIS_v1:2
-    11 rec_oneside_wide_v1:2,red_weight_v1:2
+    5  rec_oneside_noIS:0,rec_oneside_wide:0,red_weight:0,rec_oneside_noIS_v1:0,
+       rec_oneside_wide_v1:0,red_weight_v1:0,rec_oneside_noIS:1,rec_oneside_wide:1
+    6  red_weight:1,rec_oneside_noIS_v1:1,rec_oneside_wide_v1:1,red_weight_v1:1,
+       rec_oneside_noIS:2,rec_oneside_wide:2,red_weight:2,rec_oneside_noIS_v1:2
+    7  rec_oneside_wide_v1:2,red_weight_v1:2 (with lease 4's jobs)
 
 **Accumulating across sessions.** Each lease's ``learning.json`` already holds the earlier runs (it
 merged the committed file, which travels with the working tree). Back on the CPU: copy it to
