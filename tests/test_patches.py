@@ -484,3 +484,33 @@ def test_the_readme_lists_every_patch_module_with_its_targets():
         for target in module.TARGETS:
             name = next(part for part in reversed(target.split(".")) if not part.startswith("__"))
             assert re.search(rf"\b{name}\b", row), (module.__name__, target)
+
+
+def test_a_package_missing_from_the_environment_is_named_with_its_install_command(tmp_path, monkeypatch):
+    """A bare ``pip install verl`` lacks packages its V1 trainer imports (verl lists them in its verl-core
+    extra): the problem line names the package, not a verl mismatch; a failure inside verl keeps the version."""
+    missing = ModuleNotFoundError("No module named 'cachetools'", name="cachetools")
+    assert patches.import_failure(missing) == (
+        "cannot be imported: the package 'cachetools' is not installed (pip install cachetools; verl lists it in "
+        "its verl-core extra, which verl[vllm] installs)")
+    own = ModuleNotFoundError("No module named 'verl.trainer.gone'", name="verl.trainer.gone")
+    assert patches.missing_package(own) is None
+    assert patches.import_failure(own).startswith(f"cannot be imported with verl {verl.__version__} (ModuleNotFoundError")
+    assert patches.missing_package(ImportError("cannot import name 'x'", name="cachetools")) is None
+    # a patch target whose module imports a package that is not installed
+    (tmp_path / "needs_absent_pkg.py").write_text("import absent_pkg_for_test\nTHING = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert patches.target_problem("needs_absent_pkg.THING") == (
+        "verl-offgrpo: patch target needs_absent_pkg.THING cannot be imported: the package 'absent_pkg_for_test' is "
+        "not installed (pip install absent_pkg_for_test; verl lists it in its verl-core extra, which verl[vllm] installs)")
+
+
+def test_check_reports_a_v1_trainer_that_cannot_be_imported_as_a_problem_line(monkeypatch):
+    """``check`` lists the failed import among its problems (exit 1) instead of dying with a traceback."""
+    from verl_offgrpo.cli import install_check
+
+    monkeypatch.setitem(sys.modules, "verl.trainer.ppo.v1.trainer_base", None)
+    found = install_check._Findings(overrides=[], use_v1=True)
+    install_check._find_registrations(found)
+    assert found.registrations["V1 trainer mode off_grpo_sync"] is None
+    assert [p for p in found.problems if p.startswith("verl's V1 trainer cannot be imported with verl ")], found.problems

@@ -292,6 +292,17 @@ def test_window_with_period_one_is_allowed_and_per_step_is_untouched():
     assert check_window_config(cfg).rollout_schedule == "per_step"
 
 
+def test_a_config_the_lagged_sync_refuses_gets_its_error_with_no_line_on_how_vllm_generates_first(caplog):
+    """SGLang at v > 1 is refused by the sync checks; auto's line ("vLLM generates the rollouts of each
+    window ...") must not come before that error, nor any other advisory."""
+    import logging
+
+    cfg = fakes.compose_cfg("algorithm.off_grpo.sync_period=4", "actor_rollout_ref.rollout.name=sglang")
+    with caplog.at_level(logging.INFO), pytest.raises(OffGRPOConfigError, match="rollout.name=vllm only"):
+        validate_off_grpo_config(cfg)
+    assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("off_grpo")] == []
+
+
 @pytest.mark.parametrize(
     "overrides, reason",
     [

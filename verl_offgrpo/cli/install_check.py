@@ -28,12 +28,12 @@ def _dist_version(name: str) -> str | None:
 def _prove(target: str) -> str | None:
     """Import ``target`` (its module's import runs the plugin's post-import hooks); None if it is
     there, else why not."""
-    from verl_offgrpo.patches import resolve
+    from verl_offgrpo.patches import missing_package, resolve
 
     try:
         resolve(target)
     except Exception as err:  # noqa: BLE001 - reported, not raised
-        return f"{type(err).__name__}: {err}"
+        return missing_package(err) or f"{type(err).__name__}: {err}"
     return None
 
 
@@ -123,9 +123,15 @@ def _find_registrations(found: _Findings) -> None:
                 "+actor_rollout_ref.rollout.checkpoint_manager_class=...)"
             )
     else:
-        from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
+        try:
+            from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
+        except ImportError as err:
+            from verl_offgrpo.patches import import_failure
 
-        found.registrations[f"V1 trainer mode {TRAINER_MODE}"] = TRAINER_MODE in TRAINER_REGISTRY
+            found.registrations[f"V1 trainer mode {TRAINER_MODE}"] = None
+            found.problems.append(f"verl's V1 trainer {import_failure(err)}")
+        else:
+            found.registrations[f"V1 trainer mode {TRAINER_MODE}"] = TRAINER_MODE in TRAINER_REGISTRY
     for name, ok in found.registrations.items():
         if ok is False:
             found.problems.append(f"{name} is not registered with verl")
@@ -140,7 +146,7 @@ def _find_patches(found: _Findings) -> None:
         missing = {target: _prove(target) for target in module.TARGETS}
         for target, why in missing.items():
             if why is not None and target in checked:
-                found.problems.append(f"patch target {target} is missing: {why}")
+                found.problems.append(f"patch target {target}: {why}")
         live = module.live()
         found.patch_rows.append((module.TARGETS, live, missing, module.WHEN))
     for targets, live, missing, _ in found.patch_rows:

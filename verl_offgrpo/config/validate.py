@@ -36,6 +36,7 @@ from .values import config_value as _get
 from .window_checks import (
     check_max_num_seqs_fits_batched_tokens,
     check_window_config,
+    refuse_impossible_window,
     resolve_rollout_schedule,
     tell_if_window_runs_in_waves,
     tell_rollout_schedule,
@@ -79,8 +80,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     if uses_estimator:
         check_rows_leaving_denominator(config, knobs, estimator)
         warn_masked_mini_batch_with_other_loss(config, knobs, estimator)
-    tell_rollout_schedule(config, requested)  # before the window's own advisories, which name the window
-    check_window_config(config, knobs)
+    refuse_impossible_window(config, knobs)  # an explicit window on a trainer without one: its error first
     check_max_num_seqs_fits_batched_tokens(config)
     if uses_estimator or uses_loss or knobs.sync_period > 1:
         check_sync_config(config, knobs=knobs)
@@ -97,6 +97,10 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
                     f"(got {v1_mode(config)!r}): it writes the mask back to the TransferQueue's loss_mask; the "
                     f"shipped yaml off_grpo_trainer sets it. Or set {PREFIX}.zero_var_mask=false."
                 )
+    # after the sync checks, so that no line says how vLLM will generate before an error says it cannot;
+    # before the window's own advisories, which name the window
+    tell_rollout_schedule(config, requested)
+    check_window_config(config, knobs)
     if knobs.ref_reset_period > 0:
         check_ref_reset_config(config, knobs=knobs)
     knobs = resolve_final_outputs(config, knobs)

@@ -97,15 +97,22 @@ def tell_rollout_schedule(config: Any, requested: OffGRPOConfig) -> None:
                     PREFIX, requested.sync_period, PREFIX)
 
 
-def check_window_config(config: Any, knobs: OffGRPOConfig | None = None) -> OffGRPOConfig:
+def refuse_impossible_window(config: Any, knobs: OffGRPOConfig | None = None) -> OffGRPOConfig:
     """Raise :class:`OffGRPOConfigError` if ``rollout_schedule=window`` cannot run with ``config``
-    (:func:`window_problem`); advise on a window's settings; return the knobs, ``auto`` resolved."""
+    (:func:`window_problem`); return the knobs, ``auto`` resolved. Logs nothing."""
     knobs = resolve_rollout_schedule(config, knobs)
+    if knobs.rollout_schedule == "window":
+        problem = window_problem(config, knobs)
+        if problem:
+            raise OffGRPOConfigError(f"{PREFIX}.rollout_schedule=window {problem[0]}: {problem[1]}.")
+    return knobs
+
+
+def check_window_config(config: Any, knobs: OffGRPOConfig | None = None) -> OffGRPOConfig:
+    """:func:`refuse_impossible_window`, then advise on a window's settings; return the knobs, ``auto`` resolved."""
+    knobs = refuse_impossible_window(config, knobs)
     if knobs.rollout_schedule != "window":
         return knobs
-    problem = window_problem(config, knobs)
-    if problem:
-        raise OffGRPOConfigError(f"{PREFIX}.rollout_schedule=window {problem[0]}: {problem[1]}.")
     why = f"{PREFIX}.rollout_schedule=window"
     if knobs.sync_period == 1:
         logger.warning("off_grpo: %s with sync_period=1 is on-policy GRPO (a window of one step).", why)

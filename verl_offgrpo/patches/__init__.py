@@ -153,6 +153,9 @@ def target_problem(target: str, what: str = "patch target") -> str | None:
     try:
         resolve(target)
     except Exception as err:  # noqa: BLE001 - ImportError, AttributeError, or a module that fails to import
+        missing = missing_package(err)
+        if missing:
+            return f"verl-offgrpo: {what} {target} cannot be imported: {missing}"
         return f"verl-offgrpo: {what} {target} is missing from verl {verl_version()} ({type(err).__name__}: {err})"
     return None
 
@@ -187,9 +190,27 @@ def verl_internals(trainer: str | None = None) -> tuple[dict[str, tuple[str, ...
         try:
             names[name] = tuple(importlib.import_module(name).VERL_INTERNALS)
         except Exception as err:  # noqa: BLE001 - a problem of the installed verl, reported as such
-            problems.append(f"verl-offgrpo: {name} cannot be imported with verl {verl_version()} "
-                            f"({type(err).__name__}: {err})")
+            problems.append(f"verl-offgrpo: {name} {import_failure(err)}")
     return names, problems
+
+
+def missing_package(err: Exception) -> str | None:
+    """``"the package 'x' is not installed (pip install x; ...)"`` if ``err`` is an import of a package
+    missing from this environment (verl 0.9.1 lists several that its trainers import only in its
+    ``verl-core`` extra), else None: a failure of verl's own modules is a mismatch with the installed verl."""
+    missing = (getattr(err, "name", None) or "").partition(".")[0]
+    if not isinstance(err, ModuleNotFoundError) or not missing or missing in ("verl", "verl_offgrpo"):
+        return None
+    return (f"the package '{missing}' is not installed (pip install {missing}; verl lists it in its "
+            f"verl-core extra, which verl[vllm] installs)")
+
+
+def import_failure(err: Exception) -> str:
+    """Why an import failed, as the end of one line (:func:`missing_package`, or the error with verl's version)."""
+    missing = missing_package(err)
+    if missing:
+        return f"cannot be imported: {missing}"
+    return f"cannot be imported with verl {verl_version()} ({type(err).__name__}: {err})"
 
 
 def complain(message: str, selected: bool) -> None:
