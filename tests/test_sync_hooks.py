@@ -824,16 +824,18 @@ def test_v1_construction_uses_the_sync_paths():
     from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
     register_sync_hooks()
-    cfg = compose_cfg(
-        "algorithm.off_grpo.sync_period=4",
-        "+trainer.v1.sync.parameter_sync_step=1",
-        "+trainer.v1.off_grpo_sync.parameter_sync_step=3",
-    )
+    cfg = compose_cfg("algorithm.off_grpo.sync_period=4", "+trainer.v1.sync.parameter_sync_step=2")
     trainer = get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
     assert trainer.trainer_mode == "sync"
     assert type(trainer.replay_buffer) is ReplayBuffer and trainer.replay_buffer.trainer_mode == "sync"
-    assert trainer.parameter_sync_step == 1  # read from trainer.v1.sync, not trainer.v1.off_grpo_sync
+    assert trainer.parameter_sync_step == 2  # read from trainer.v1.sync
     assert trainer.off_grpo_knobs.sync_period == 4
+    # verl never reads trainer.v1.off_grpo_sync (the mode presents itself as sync): refused before any worker
+    from verl_offgrpo.config import OffGRPOConfigError
+
+    cfg = compose_cfg("algorithm.off_grpo.sync_period=4", "+trainer.v1.off_grpo_sync.parameter_sync_step=3")
+    with pytest.raises(OffGRPOConfigError, match="trainer.v1.off_grpo_sync.parameter_sync_step=3 is never read"):
+        get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
 
 
 def test_v1_mode_polls_for_finished_groups_faster_than_verls_sync_mode():

@@ -37,6 +37,17 @@ def check_passes(config: Any) -> None:
         )
 
 
+def check_norm_by_std(config: Any, estimator: str) -> None:
+    """The plugin's estimators read ``algorithm.norm_adv_by_std_in_grpo`` (false: Dr.GRPO) as a boolean; a quoted
+    ``'false'`` (a string, hence true) or ``0`` would pick the other advantage unseen."""
+    value = _get(config, "algorithm.norm_adv_by_std_in_grpo")
+    if value is not None and not isinstance(value, bool):
+        raise OffGRPOConfigError(
+            f"algorithm.norm_adv_by_std_in_grpo must be true or false (got {value!r}) with algorithm.adv_estimator="
+            f"{estimator}, which reads it (false: A = r − mean, Dr.GRPO)" + (": drop the quotes." if isinstance(value, str) else ".")
+        )
+
+
 def check_group_size(config: Any, estimator: str) -> None:
     """The plugin's advantages are statistics of each prompt's group of ``rollout.n`` responses."""
     n = _get(config, "actor_rollout_ref.rollout.n")
