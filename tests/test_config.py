@@ -183,6 +183,10 @@ REJECTED = [
      r"trainer.test_freq must be an integer \(got 5.0\)"),
     (["algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.sync_before_validate=false", "trainer.test_freq=2.5"],
      r"trainer.test_freq must be an integer \(got 2.5\)"),
+    # the group size of the plugin's estimators: not a number verl's own checks trip over with a TypeError
+    (["actor_rollout_ref.rollout.n=abc"], r"rollout.n must be an integer >= 2 \(got 'abc'\) with algorithm.adv_estimator=off_grpo"),
+    (["actor_rollout_ref.rollout.n=2.5"], r"rollout.n must be an integer >= 2 \(got 2.5\)"),
+    (["actor_rollout_ref.rollout.n='8'"], r"rollout.n must be an integer \(got the string '8'\): drop the quotes"),
     # the plugin's estimators read it: a quoted 'false' would be true
     (["algorithm.norm_adv_by_std_in_grpo='false'"],
      r"algorithm.norm_adv_by_std_in_grpo must be true or false \(got 'false'"),
