@@ -175,6 +175,21 @@ REJECTED = [
       "algorithm.rollout_correction.rollout_is_threshold=2.0"], r"anchor=rprime needs α exactly"),
     ([REC, f"{REC_KNOB}anchor=alpha", "algorithm.off_grpo.allow_truncated_rprime=true",
       "algorithm.rollout_correction.rollout_is_batch_normalize=true"], r"rescales r'.*anchor=alpha needs α exactly"),
+    # the mode presents itself to verl as "sync": verl reads trainer.v1.sync, never trainer.v1.off_grpo_sync
+    (["algorithm.off_grpo.sync_period=4", "+trainer.v1.off_grpo_sync.parameter_sync_step=3"],
+     r"trainer.v1.off_grpo_sync.parameter_sync_step=3 is never read.*\+trainer.v1.sync.parameter_sync_step=3"),
+    # the lag's forced syncs (and the window's check) must find verl's validation steps: s % test_freq == 0
+    (["algorithm.off_grpo.sync_period=4", "trainer.test_freq=5.0"],
+     r"trainer.test_freq must be an integer \(got 5.0\)"),
+    (["algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.sync_before_validate=false", "trainer.test_freq=2.5"],
+     r"trainer.test_freq must be an integer \(got 2.5\)"),
+    # the group size of the plugin's estimators: not a number verl's own checks trip over with a TypeError
+    (["actor_rollout_ref.rollout.n=abc"], r"rollout.n must be an integer >= 2 \(got 'abc'\) with algorithm.adv_estimator=off_grpo"),
+    (["actor_rollout_ref.rollout.n=2.5"], r"rollout.n must be an integer >= 2 \(got 2.5\)"),
+    (["actor_rollout_ref.rollout.n='8'"], r"rollout.n must be an integer \(got the string '8'\): drop the quotes"),
+    # the plugin's estimators read it: a quoted 'false' would be true
+    (["algorithm.norm_adv_by_std_in_grpo='false'"],
+     r"algorithm.norm_adv_by_std_in_grpo must be true or false \(got 'false'"),
 ]
 
 

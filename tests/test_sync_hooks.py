@@ -716,10 +716,14 @@ def test_v0_bound_monitor_goes_through_verls_compute_advantage_to_the_logger(ray
     assert row["off_grpo/bound/coef_mean"] == pytest.approx((1 - sigma) / sigma)
     assert row["off_grpo/bound/zero_var_group_frac"] == pytest.approx(0.5)
     assert row["off_grpo/zero_var_masked_frac"] == pytest.approx(0.5)
-    # verl's own estimators pass through untouched and log nothing of ours
+    # verl's own estimators (under the plugin's loss) keep verl's advantage and log only the r' terms, which the
+    # served-policy guard reads; over the rows the mask above left (group a: r' [[2, 1], [1, 1]], 4 tokens):
+    # tv_token = ½·1/4, tv_seq = ½·(|2 − 1| + 0)/2, mean |log r'| = log 2 / 4
     ray_trainer.compute_advantage(data, adv_estimator="grpo", num_repeat=2, config=cfg.algorithm)
     tracking.log(data={"actor/x": 2.0}, step=7)
-    assert not any(k.startswith("off_grpo/bound") for k in rows[1][1])
+    ours = {k: v for k, v in rows[1][1].items() if k.startswith("off_grpo/")}
+    assert ours == pytest.approx({"off_grpo/bound/tv_token": 0.125, "off_grpo/bound/tv_seq": 0.25,
+                                  "off_grpo/bound/mean_abs_log_rprime": math.log(2) / 4})
 
 
 @pytest.mark.slow
@@ -820,16 +824,18 @@ def test_v1_construction_uses_the_sync_paths():
     from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
     register_sync_hooks()
-    cfg = compose_cfg(
-        "algorithm.off_grpo.sync_period=4",
-        "+trainer.v1.sync.parameter_sync_step=1",
-        "+trainer.v1.off_grpo_sync.parameter_sync_step=3",
-    )
+    cfg = compose_cfg("algorithm.off_grpo.sync_period=4", "+trainer.v1.sync.parameter_sync_step=2")
     trainer = get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
     assert trainer.trainer_mode == "sync"
     assert type(trainer.replay_buffer) is ReplayBuffer and trainer.replay_buffer.trainer_mode == "sync"
-    assert trainer.parameter_sync_step == 1  # read from trainer.v1.sync, not trainer.v1.off_grpo_sync
+    assert trainer.parameter_sync_step == 2  # read from trainer.v1.sync
     assert trainer.off_grpo_knobs.sync_period == 4
+    # verl never reads trainer.v1.off_grpo_sync (the mode presents itself as sync): refused before any worker
+    from verl_offgrpo.config import OffGRPOConfigError
+
+    cfg = compose_cfg("algorithm.off_grpo.sync_period=4", "+trainer.v1.off_grpo_sync.parameter_sync_step=3")
+    with pytest.raises(OffGRPOConfigError, match="trainer.v1.off_grpo_sync.parameter_sync_step=3 is never read"):
+        get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
 
 
 def test_v1_mode_polls_for_finished_groups_faster_than_verls_sync_mode():
@@ -1085,3 +1091,74 @@ def test_the_earlier_v0_manager_path_still_loads():
     still finds the same class there."""
     old = load_class_from_fqn("verl_offgrpo.sync.checkpoint_manager_v0.LaggedCheckpointManager", "CheckpointEngineManager")
     assert old is cm.LaggedCheckpointManager and V0_MANAGER_FQN == "verl_offgrpo.sync.lagged_manager.LaggedCheckpointManager"
+
+
+# ----------------------------------------------------------------------------- the guard with verl's estimators
+def _garbage_rprime_batch():
+    """Two groups of 2 responses, 2 tokens each, r' = 1e-4 on every token: mean |log r'| = log 1e4 ≈ 9.21 per
+    token, what an engine serving weights other than π_k gives right after a sync."""
+    import numpy as np
+    import torch
+
+    from verl import DataProto
+
+    rewards = torch.zeros(4, 2)
+    rewards[:, 1] = torch.tensor([1.0, 0.0, 1.0, 0.0])
+    return DataProto.from_dict(
+        tensors={"token_level_rewards": rewards, "response_mask": torch.ones(4, 2, dtype=torch.int64),
+                 "rollout_is_weights": torch.full((4, 2), 1e-4)},
+        non_tensors={"uid": np.array(["a", "a", "b", "b"], dtype=object)},
+    )  # fmt: skip
+
+
+def test_v0_guard_also_watches_a_lagged_job_on_verls_estimator(ray_local):
+    """The off_grpo loss over verl's grpo advantage at v=2 (accepted, with a warning): the batch of step 1,
+    sampled right after the first sync, with |log r'| = log 1e4 ≈ 9.21 per token stops the run in verl's
+    compute_advantage, as it does with the plugin's estimator; it was passed on unchecked."""
+    from verl.trainer.ppo import ray_trainer
+
+    from verl_offgrpo.sync.alpha_guard import STATISTIC, ServedPolicyError
+
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=2", "algorithm.adv_estimator=grpo")
+    servers, workers, replicas, wg = make_cluster(n_servers=1)
+    trainer = FakeV0Trainer(cfg, wg)
+    manager = trainer.init_workers(replicas)
+    manager.update_weights(0)
+    trainer.global_steps = 1
+    with pytest.raises(ServedPolicyError, match=r"step 1: .* 9\.21"):
+        ray_trainer.compute_advantage(_garbage_rprime_batch(), adv_estimator="grpo", num_repeat=2, config=cfg.algorithm)
+    assert tracking_merge.PENDING_METRICS[1][STATISTIC] == pytest.approx(math.log(1e4))
+
+
+@pytest.mark.parametrize("schedule", ["window", "per_step"])
+def test_v1_guard_also_watches_a_lagged_job_on_verls_estimator(ray_local, monkeypatch, schedule):
+    """V1, the off_grpo loss over verl's grpo advantage at v=4: _compute_advantage reads r' from the
+    TransferQueue and the guard stops step 1 (lag 0) at mean |log r'| = log 1e4 ≈ 9.21 per token; with the
+    window the exact served-weights check is off, so nothing else would. r' = e^{±0.5} (0.5 per token) passes."""
+    import torch
+    import transfer_queue
+    from verl.trainer.ppo.v1 import PPOTrainerSync
+
+    from verl_offgrpo.sync.alpha_guard import STATISTIC, ServedPolicyError
+
+    trainer, servers, wg = v1_trainer_on_fake_cluster(monkeypatch, "algorithm.adv_estimator=grpo", schedule=schedule)
+    monkeypatch.setattr(PPOTrainerSync, "_compute_advantage", lambda self, batch, metrics: batch, raising=False)
+    mask = torch.nested.as_nested_tensor([torch.ones(2, dtype=torch.int64)] * 4, layout=torch.jagged)
+    store = {"response_mask": mask, "loss_mask": mask}
+    monkeypatch.setattr(transfer_queue, "kv_batch_get",
+                        lambda keys, partition_id, select_fields: {k: store[k] for k in select_fields})
+    batch = SimpleNamespace(keys=["k0", "k1", "k2", "k3"], partition_id="train", tags=[{}] * 4,
+                            fields=["response_mask", "loss_mask", "rollout_is_weights"])
+    trainer.init()
+    assert trainer.checkpoint_manager.verify_weights is (schedule == "per_step")
+    trainer.global_steps = 1
+    store["rollout_is_weights"] = torch.nested.as_nested_tensor([torch.full((2,), 1e-4)] * 4, layout=torch.jagged)
+    metrics = {}
+    with pytest.raises(ServedPolicyError, match=r"step 1: .* 9\.21"):
+        trainer._compute_advantage(batch, metrics)
+    assert metrics[STATISTIC] == pytest.approx(math.log(1e4))
+    honest = [torch.tensor([math.exp(0.5), math.exp(-0.5)])] * 4
+    store["rollout_is_weights"] = torch.nested.as_nested_tensor(honest, layout=torch.jagged)
+    metrics = {}
+    assert trainer._compute_advantage(batch, metrics) is batch
+    assert metrics[STATISTIC] == pytest.approx(0.5)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from verl_offgrpo.bound_monitor import bound_metrics
+from verl_offgrpo.bound_monitor import bound_metrics, tv_estimates
 from verl_offgrpo.groups import red_drop_rows, zero_variance_rows
 
 
@@ -61,6 +61,26 @@ def advantage_step_metrics(
     return metrics, zero_var | dropped
 
 
+def _real_rows(batch, n: int) -> np.ndarray:
+    """Indices of the rows that are samples: verl's ``_balance_batch`` appends rows tagged ``is_padding``
+    (one shared uid, reward 0, no loss token) to make the batch divisible."""
+    tags = getattr(batch, "tags", None) or [{}] * n
+    return np.flatnonzero(np.array([not tag.get("is_padding", False) for tag in tags], dtype=bool))
+
+
+def rprime_metrics_v1(tq, batch) -> dict[str, float]:
+    """V1 trainer, after verl's ``_compute_advantage`` with an estimator not the plugin's (e.g. ``grpo`` under the
+    ``off_grpo`` loss): the r' terms of the bound monitor (:func:`~verl_offgrpo.bound_monitor.tv_estimates`,
+    the served-policy guard's statistic included) over the loss tokens of the real rows; {} without r'."""
+    if batch.fields is None or "rollout_is_weights" not in batch.fields:
+        return {}
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
+                           select_fields=["loss_mask", "rollout_is_weights"])
+    rprime, loss_mask = padded(data["rollout_is_weights"]), padded(data["loss_mask"])
+    picked = torch.as_tensor(_real_rows(batch, len(batch.keys)), device=rprime.device)
+    return tv_estimates(rprime[picked], loss_mask[picked])
+
+
 def after_advantage_v1(tq, batch, algorithm_cfg) -> dict[str, float]:
     """V1 trainer, right after verl's ``_compute_advantage``: rows leaving the loss, and the bound monitor.
 
@@ -92,9 +112,8 @@ def after_advantage_v1(tq, batch, algorithm_cfg) -> dict[str, float]:
     loss_mask = padded(data["loss_mask"])
     # the rows verl's _balance_batch appended to make the batch divisible (one shared uid, reward 0, no
     # loss token) are not samples: they would count as a zero-variance group in the metrics
-    tags = getattr(batch, "tags", None) or [{}] * len(index)
-    real = np.array([not tag.get("is_padding", False) for tag in tags], dtype=bool)
-    picked = torch.as_tensor(np.flatnonzero(real), device=scores.device)
+    real = _real_rows(batch, len(index))
+    picked = torch.as_tensor(real, device=scores.device)
     metrics, real_rows = advantage_step_metrics(
         scores[picked], index[real], loss_mask[picked], rprime[picked] if rprime is not None else None, knobs,
         red_drop=red_drop,

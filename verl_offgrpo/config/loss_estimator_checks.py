@@ -19,7 +19,7 @@ from .off_grpo import POLICY_LOSS_CONFIG_FQN, PREFIX, OffGRPOConfig
 from .rec import PREFIX as REC_PREFIX
 from .readers import as_number, integer_at, number_at
 from .rec import RECConfig
-from .values import OffGRPOConfigError
+from .values import OffGRPOConfigError, quoted_number_error
 from .values import config_value as _get
 from .values import is_int as _is_int
 
@@ -37,9 +37,28 @@ def check_passes(config: Any) -> None:
         )
 
 
+def check_norm_by_std(config: Any, estimator: str) -> None:
+    """The plugin's estimators read ``algorithm.norm_adv_by_std_in_grpo`` (false: Dr.GRPO) as a boolean; a quoted
+    ``'false'`` (a string, hence true) or ``0`` would pick the other advantage unseen."""
+    value = _get(config, "algorithm.norm_adv_by_std_in_grpo")
+    if value is not None and not isinstance(value, bool):
+        raise OffGRPOConfigError(
+            f"algorithm.norm_adv_by_std_in_grpo must be true or false (got {value!r}) with algorithm.adv_estimator="
+            f"{estimator}, which reads it (false: A = r − mean, Dr.GRPO)" + (": drop the quotes." if isinstance(value, str) else ".")
+        )
+
+
 def check_group_size(config: Any, estimator: str) -> None:
     """The plugin's advantages are statistics of each prompt's group of ``rollout.n`` responses."""
     n = _get(config, "actor_rollout_ref.rollout.n")
+    quoted = quoted_number_error("actor_rollout_ref.rollout.n", n, "an integer")
+    if quoted is not None:
+        raise quoted
+    if n is not None and not _is_int(n):
+        raise OffGRPOConfigError(
+            f"actor_rollout_ref.rollout.n must be an integer >= 2 (got {n!r}) with algorithm.adv_estimator={estimator}: "
+            "it is the group size (responses per prompt), e.g. 8."
+        )
     if _is_int(n) and n < 2:
         raise OffGRPOConfigError(
             f"actor_rollout_ref.rollout.n={n} with algorithm.adv_estimator={estimator}: a group of one "

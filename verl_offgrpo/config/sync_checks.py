@@ -12,6 +12,8 @@ from .off_grpo import PREFIX, V0_MANAGER_FQN, V0_MANAGER_PREFIX, OffGRPOConfig, 
 from .readers import knobs_of, uses_lora, uses_v1, v1_mode
 from .values import OffGRPOConfigError
 from .values import config_value as _get
+from .values import is_dict_config
+from .values import is_int as _is_int
 
 
 def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPOConfig | None = None) -> OffGRPOConfig:
@@ -30,6 +32,12 @@ def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPO
     if trainer not in ("v1", "v0"):
         raise ValueError(f"trainer must be 'v1' or 'v0', got {trainer!r}")
     why = f"{PREFIX}.sync_period={v} (vLLM serves the lagged weights α between syncs)"
+    test_freq = _get(config, "trainer.test_freq")
+    if test_freq is not None and not _is_int(test_freq):
+        raise SyncConfigError(
+            f"trainer.test_freq must be an integer (got {test_freq!r}): {why} syncs vLLM before validating, "
+            "at the steps verl validates (s % test_freq == 0); -1: no validation."
+        )
     rollout = _get(config, "actor_rollout_ref.rollout")
     name = _get(rollout, "name", "vllm")
     if name != "vllm":
@@ -81,3 +89,20 @@ def require_plugin_v0_manager(config: Any, error: type[OffGRPOConfigError], lead
     fqn = _get(config, "actor_rollout_ref.rollout.checkpoint_manager_class")
     if not (isinstance(fqn, str) and fqn.startswith(V0_MANAGER_PREFIX)):
         raise error(f"{lead} +actor_rollout_ref.rollout.checkpoint_manager_class={V0_MANAGER_FQN} (got {fqn!r}).")
+
+
+def check_mode_section(config: Any) -> None:
+    """``trainer.v1.off_grpo_sync.*`` is never read: the plugin's mode presents itself to verl as "sync", and verl
+    reads a mode's settings (``parameter_sync_step``, the replay buffer's) from ``trainer.v1.<that name>``."""
+    if not uses_v1(config) or v1_mode(config) != TRAINER_MODE:
+        return
+    section = _get(config, f"trainer.v1.{TRAINER_MODE}")
+    if section is None or ((isinstance(section, dict) or is_dict_config(section)) and not len(section)):
+        return
+    items = list(section.items()) if hasattr(section, "items") else []
+    named = ", ".join(f"trainer.v1.{TRAINER_MODE}.{k}={v}" for k, v in items) or f"trainer.v1.{TRAINER_MODE}={section!r}"
+    example = f" (e.g. +trainer.v1.sync.{items[0][0]}={items[0][1]})" if items else ""
+    raise OffGRPOConfigError(
+        f"{named} is never read: trainer_mode={TRAINER_MODE} runs as verl's sync mode, whose settings verl reads "
+        f"from trainer.v1.sync: set them there{example}."
+    )

@@ -20,6 +20,7 @@ from .final_outputs_checks import resolve_final_outputs
 from .loss_estimator_checks import (
     check_group_size,
     check_loss,
+    check_norm_by_std,
     check_passes,
     check_rec_knobs_reach_the_loss,
     check_rows_leaving_denominator,
@@ -30,7 +31,7 @@ from .off_grpo import PREFIX, OffGRPOConfig
 from .readers import uses_v1, v1_mode
 from .rec import RECConfig
 from .ref_reset_checks import check_ref_reset_config
-from .sync_checks import check_sync_config
+from .sync_checks import check_mode_section, check_sync_config
 from .values import OffGRPOConfigError
 from .values import config_value as _get
 from .window_checks import (
@@ -65,6 +66,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     check_rec_knobs_reach_the_loss(config, loss_mode, rec)
     if uses_estimator:
         check_group_size(config, estimator)
+        check_norm_by_std(config, estimator)
     if uses_loss:
         check_loss(config, knobs, loss_mode, rec)
         if not uses_estimator:
@@ -80,6 +82,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     if uses_estimator:
         check_rows_leaving_denominator(config, knobs, estimator)
         warn_masked_mini_batch_with_other_loss(config, knobs, estimator)
+    check_mode_section(config)
     refuse_impossible_window(config, knobs)  # an explicit window on a trainer without one: its error first
     check_max_num_seqs_fits_batched_tokens(config)
     if uses_estimator or uses_loss or knobs.sync_period > 1:

@@ -9,7 +9,9 @@ deprecated v0 trainer (``RayPPOTrainer.fit``, which calls the module function ``
 through this wrap. For one of the plugin's estimators it keeps a copy of the mask, calls verl's
 function, computes the metrics (:func:`verl_offgrpo.sync.bound_monitor_v0.v0_metrics`, the same as
 V1's) and hands them to the sink the lagged manager gave :func:`apply`, which logs them with the step
-(:mod:`.tracking_merge`). Any other estimator goes straight to verl's ``compute_advantage``.
+(:mod:`.tracking_merge`). Any other estimator (verl's, under the plugin's loss) runs as verl's ``compute_advantage``
+and hands the sink only the r' terms (:func:`~verl_offgrpo.sync.bound_monitor_v0.v0_rprime_metrics`), so the
+served-policy guard checks its batches too.
 
 Installed by the lagged manager for the v0 trainer, in the trainer's process, when it is built: only
 a job that selects the plugin builds it (``rollout.checkpoint_manager_class`` names it). Nothing at
@@ -31,7 +33,8 @@ TARGETS = (f"{MODULE}.compute_advantage",)
 #: used by the v0 trainer only: a job on the V1 trainer does not need its target (:func:`~verl_offgrpo.patches.preflight`)
 TRAINER = "v0"
 WHEN = ("trainer process of a v0 job with the lagged checkpoint manager (a selecting job), from when the manager "
-        "is built: for the plugin's estimators, the step also logs the bound monitor; not installed otherwise")
+        "is built: the step also logs the bound monitor (for verl's estimators its r' terms) and the served-policy guard "
+        "checks it; not installed otherwise")
 _WRAPPED = "__off_grpo_wrapped__"
 
 logger = logging.getLogger(__name__)
@@ -51,7 +54,7 @@ def wrap_compute_advantage(original: Callable) -> Callable:
     def compute_advantage(data, adv_estimator, *args, **kwargs):
         from verl_offgrpo import ESTIMATOR_NAMES
         from verl_offgrpo.sync.alpha_guard import ServedPolicyError
-        from verl_offgrpo.sync.bound_monitor_v0 import v0_metrics
+        from verl_offgrpo.sync.bound_monitor_v0 import v0_metrics, v0_rprime_metrics
 
         config = kwargs.get("config")
         ours = str(getattr(adv_estimator, "value", adv_estimator)) in ESTIMATOR_NAMES and config is not None
@@ -59,11 +62,12 @@ def wrap_compute_advantage(original: Callable) -> Callable:
         if ours and "response_mask" in data.batch.keys():
             mask_before = data.batch["response_mask"].clone()
         out = original(data, adv_estimator, *args, **kwargs)
-        if ours and _SINK:
+        if config is not None and _SINK:
             try:
-                if mask_before is None:
-                    mask_before = out.batch["response_mask"]
-                _SINK[-1](v0_metrics(out, mask_before, config))
+                if ours:
+                    _SINK[-1](v0_metrics(out, out.batch["response_mask"] if mask_before is None else mask_before, config))
+                else:  # verl's estimator under the plugin's loss: r' and the served-policy guard still apply
+                    _SINK[-1](v0_rprime_metrics(out))
             except ServedPolicyError:  # the guard: vLLM does not serve the trainer's weights
                 raise
             except Exception as err:  # noqa: BLE001 - a metric must never stop training; say so once

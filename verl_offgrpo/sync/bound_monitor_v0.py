@@ -29,3 +29,13 @@ def v0_metrics(data: Any, mask_before: Any, algorithm_cfg: Any) -> dict[str, flo
         scores, index, mask_before, rprime, OffGRPOConfig.from_algorithm(algorithm_cfg), red_drop=red_drop
     )
     return metrics
+
+
+def v0_rprime_metrics(data: Any) -> dict[str, float]:
+    """The r' terms of the bound monitor (the served-policy guard's statistic included) of a v0 ``DataProto``
+    whose advantage came from an estimator not the plugin's (verl's do not edit ``response_mask``); {} without r'."""
+    from verl_offgrpo.bound_monitor import tv_estimates
+
+    if "rollout_is_weights" not in data.batch.keys():
+        return {}
+    return tv_estimates(data.batch["rollout_is_weights"], data.batch["response_mask"])

@@ -207,16 +207,19 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
 
     def _compute_advantage(self, batch, metrics: dict):
         """verl's, then the rows that left the loss (zero-variance mask, RED-Drop) on ``loss_mask``/``response_mask``
-        and the bound monitor."""
+        and the bound monitor; with another estimator (verl's, under the plugin's loss) only its r' terms. Either
+        way the served-policy guard checks the batch before the update."""
         import transfer_queue as tq
 
-        from verl_offgrpo.zero_var_mask import after_advantage_v1
+        from verl_offgrpo.zero_var_mask import after_advantage_v1, rprime_metrics_v1
 
         batch = super()._compute_advantage(batch, metrics)
         if self.config.algorithm.adv_estimator in ESTIMATOR_NAMES:
             step_metrics = after_advantage_v1(tq, batch, self.config.algorithm)
-            metrics.update(step_metrics)
-            metrics.update(self.checkpoint_manager.check_served_policy(step_metrics, int(self.global_steps)))
+        else:
+            step_metrics = rprime_metrics_v1(tq, batch)
+        metrics.update(step_metrics)
+        metrics.update(self.checkpoint_manager.check_served_policy(step_metrics, int(self.global_steps)))
         return batch
 
     def on_step_end(self):
