@@ -72,5 +72,5 @@ def unselected_knobs_message(config: Any) -> str | None:
         f"actor_rollout_ref.actor.policy_loss.loss_mode={loss}) and trains plain verl. To use it, set "
         "algorithm.adv_estimator=off_grpo and actor_rollout_ref.actor.policy_loss.loss_mode=off_grpo "
         + ("(loss_mode=rec for the policy_loss.rec knobs) " if rec else "")
-        + "(or start from the plugin's off_grpo_trainer yaml; README 'What it changes in verl')."
+        + "(or start from the plugin's off_grpo_trainer yaml; docs/verl-changes.md)."
     )
