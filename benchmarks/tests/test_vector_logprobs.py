@@ -54,3 +54,22 @@ def test_gpu_script_reports_equality_and_timings(tmp_path):
     for row in got["by_dtype"].values():
         assert row["values_equal"] and row["grads_equal"] and row["max_abs_diff"] == 0.0
         assert row["loop_s"] > 0 and row["chunked_s"] > 0
+
+
+def test_verl_loads_it_in_every_process_that_imports_verl():
+    """``VERL_USE_EXTERNAL_MODULES`` is read at ``import verl`` (Ray's workers included): with the env set, a fresh
+    process's verl dispatches to the chunked version, and says so on stdout (where the job's log keeps it)."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    code = ("import verl\nfrom verl.utils import torch_functional as t\n"
+            "print('V2', t.logprobs_from_logits_v2.__module__)")
+    env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "benchmarks.diag.vector_logprobs",
+           vector_logprobs.ENV: "1", "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, env=env,
+                          cwd=repo, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "verl's logprobs_from_logits_v2 replaced" in done.stdout
+    assert "V2 benchmarks.diag.vector_logprobs" in done.stdout
