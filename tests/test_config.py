@@ -175,9 +175,9 @@ REJECTED = [
       "algorithm.rollout_correction.rollout_is_threshold=2.0"], r"anchor=rprime needs α exactly"),
     ([REC, f"{REC_KNOB}anchor=alpha", "algorithm.off_grpo.allow_truncated_rprime=true",
       "algorithm.rollout_correction.rollout_is_batch_normalize=true"], r"rescales r'.*anchor=alpha needs α exactly"),
-    # the mode presents itself to verl as "sync": verl reads trainer.v1.sync, never trainer.v1.off_grpo_sync
+    # the mode presents itself to verl as "sync": verl's trainer reads trainer.v1.sync, not trainer.v1.off_grpo_sync
     (["algorithm.off_grpo.sync_period=4", "+trainer.v1.off_grpo_sync.parameter_sync_step=3"],
-     r"trainer.v1.off_grpo_sync.parameter_sync_step=3 is never read.*\+trainer.v1.sync.parameter_sync_step=3"),
+     r"trainer.v1.off_grpo_sync.parameter_sync_step=3 is not where verl's trainer reads.*\+trainer.v1.sync.parameter_sync_step=3"),
     # the lag's forced syncs (and the window's check) must find verl's validation steps: s % test_freq == 0
     (["algorithm.off_grpo.sync_period=4", "trainer.test_freq=5.0"],
      r"trainer.test_freq must be an integer \(got 5.0\)"),

@@ -499,12 +499,17 @@ def test_a_package_missing_from_the_environment_is_named_with_its_install_comman
     assert patches.missing_package(own) is None
     assert patches.import_failure(own).startswith(f"cannot be imported with verl {verl.__version__} (ModuleNotFoundError")
     assert patches.missing_package(ImportError("cannot import name 'x'", name="cachetools")) is None
-    # a patch target whose module imports a package that is not installed
-    (tmp_path / "needs_absent_pkg.py").write_text("import absent_pkg_for_test\nTHING = 1\n")
+    # a submodule missing from an installed package is a version mismatch, not an install to do
+    assert patches.missing_package(ModuleNotFoundError("No module named 'json.nope'", name="json.nope")) is None
+    # the distribution's name where it is not the import's
+    assert patches.missing_package(ModuleNotFoundError("", name="transfer_queue")).startswith(
+        "the package 'TransferQueue' is not installed (pip install TransferQueue; verl lists it in its verl-core")
+    # a patch target whose module imports a package that is not installed (and that verl-core does not list)
+    (tmp_path / "needs_absent_pkg.py").write_text("import absent_pkg_for_test.sub\nTHING = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert patches.target_problem("needs_absent_pkg.THING") == (
         "verl-offgrpo: patch target needs_absent_pkg.THING cannot be imported: the package 'absent_pkg_for_test' is "
-        "not installed (pip install absent_pkg_for_test; verl lists it in its verl-core extra, which verl[vllm] installs)")
+        "not installed (pip install absent_pkg_for_test)")
 
 
 def test_check_reports_a_v1_trainer_that_cannot_be_imported_as_a_problem_line(monkeypatch):

@@ -834,7 +834,7 @@ def test_v1_construction_uses_the_sync_paths():
     from verl_offgrpo.config import OffGRPOConfigError
 
     cfg = compose_cfg("algorithm.off_grpo.sync_period=4", "+trainer.v1.off_grpo_sync.parameter_sync_step=3")
-    with pytest.raises(OffGRPOConfigError, match="trainer.v1.off_grpo_sync.parameter_sync_step=3 is never read"):
+    with pytest.raises(OffGRPOConfigError, match="trainer.v1.off_grpo_sync.parameter_sync_step=3 is not where verl's trainer reads"):
         get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
 
 
@@ -1162,3 +1162,57 @@ def test_v1_guard_also_watches_a_lagged_job_on_verls_estimator(ray_local, monkey
     metrics = {}
     assert trainer._compute_advantage(batch, metrics) is batch
     assert metrics[STATISTIC] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("overrides, guarded", [
+    ([], True),  # the shipped yaml: the off_grpo loss, r' untruncated
+    (["actor_rollout_ref.actor.policy_loss.loss_mode=rec"], True),
+    (["algorithm.off_grpo.allow_truncated_rprime=true"], False),  # verl may truncate / reject: not π_k/α
+    (["actor_rollout_ref.actor.policy_loss.loss_mode=vanilla", "algorithm.off_grpo.sync_period=1"], False),
+])
+def test_verls_advantage_is_guarded_only_under_the_plugins_loss_with_exact_rprime(overrides, guarded):
+    from verl_offgrpo.config.readers import guards_verls_advantage
+
+    assert guards_verls_advantage(compose_cfg("algorithm.adv_estimator=grpo", *overrides)) is guarded
+
+
+def test_v1_leaves_verls_weights_alone_where_rprime_is_not_exact_and_survives_a_failing_read(ray_local, monkeypatch,
+                                                                                               caplog):
+    """With ``allow_truncated_rprime`` verl's ``rollout_is_weights`` may be truncated or rejection-sampled, so
+    an honest engine can read far from 1: no r' metric, no guard (a garbage r' of 1e-4 passes). Where r' is
+    exact, a TransferQueue read that fails is one warning, not a stopped run."""
+    import logging
+
+    import torch
+    import transfer_queue
+    from verl.trainer.ppo.v1 import PPOTrainerSync
+
+    from verl_offgrpo.sync.alpha_guard import STATISTIC
+
+    monkeypatch.setattr(PPOTrainerSync, "_compute_advantage", lambda self, batch, metrics: batch, raising=False)
+    store = {"rollout_is_weights": torch.nested.as_nested_tensor([torch.full((2,), 1e-4)] * 4, layout=torch.jagged)}
+    store["response_mask"] = store["loss_mask"] = torch.nested.as_nested_tensor(
+        [torch.ones(2, dtype=torch.int64)] * 4, layout=torch.jagged)
+    batch = SimpleNamespace(keys=["k0", "k1", "k2", "k3"], partition_id="train", tags=[{}] * 4,
+                            fields=["response_mask", "loss_mask", "rollout_is_weights"])
+    monkeypatch.setattr(transfer_queue, "kv_batch_get",
+                        lambda keys, partition_id, select_fields: {k: store[k] for k in select_fields})
+    trainer, _, _ = v1_trainer_on_fake_cluster(monkeypatch, "algorithm.adv_estimator=grpo",
+                                               "algorithm.off_grpo.allow_truncated_rprime=true")
+    trainer.init()
+    trainer.global_steps = 1
+    metrics = {}
+    assert trainer._compute_advantage(batch, metrics) is batch and STATISTIC not in metrics
+
+    def broken(**kwargs):
+        raise RuntimeError("storage unit gone")
+
+    trainer, _, _ = v1_trainer_on_fake_cluster(monkeypatch, "algorithm.adv_estimator=grpo")
+    trainer.init()
+    trainer.global_steps = 1
+    monkeypatch.setattr(transfer_queue, "kv_batch_get", broken)
+    with caplog.at_level(logging.WARNING):
+        for _ in range(2):
+            assert trainer._compute_advantage(batch, metrics := {}) is batch and metrics == {}
+    warned = [r.getMessage() for r in caplog.records if "r' metrics of verl's estimator failed" in r.getMessage()]
+    assert len(warned) == 1 and "storage unit gone" in warned[0]

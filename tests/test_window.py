@@ -301,6 +301,13 @@ def test_a_config_the_lagged_sync_refuses_gets_its_error_with_no_line_on_how_vll
     with caplog.at_level(logging.INFO), pytest.raises(OffGRPOConfigError, match="rollout.name=vllm only"):
         validate_off_grpo_config(cfg)
     assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("off_grpo")] == []
+    # nor before a later check's error: a reference reset without a reference model
+    caplog.clear()
+    cfg = fakes.compose_cfg("algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.ref_reset_period=5",
+                            "actor_rollout_ref.actor.use_kl_loss=false")
+    with caplog.at_level(logging.INFO), pytest.raises(OffGRPOConfigError):
+        validate_off_grpo_config(cfg)
+    assert [r.getMessage() for r in caplog.records if "rollout_schedule" in r.getMessage()] == []
 
 
 @pytest.mark.parametrize(

@@ -146,7 +146,7 @@ def _find_patches(found: _Findings) -> None:
         missing = {target: _prove(target) for target in module.TARGETS}
         for target, why in missing.items():
             if why is not None and target in checked:
-                found.problems.append(f"patch target {target}: {why}")
+                found.problems.append(f"patch target {target} is missing or cannot be imported: {why}")
         live = module.live()
         found.patch_rows.append((module.TARGETS, live, missing, module.WHEN))
     for targets, live, missing, _ in found.patch_rows:

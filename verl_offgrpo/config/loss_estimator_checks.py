@@ -38,13 +38,13 @@ def check_passes(config: Any) -> None:
 
 
 def check_norm_by_std(config: Any, estimator: str) -> None:
-    """The plugin's estimators read ``algorithm.norm_adv_by_std_in_grpo`` (false: Dr.GRPO) as a boolean; a quoted
-    ``'false'`` (a string, hence true) or ``0`` would pick the other advantage unseen."""
+    """The plugin's estimators read ``algorithm.norm_adv_by_std_in_grpo`` (false: Dr.GRPO) as ``bool(value)``: a
+    quoted ``'false'`` (a non-empty string, hence true) would pick the other advantage unseen."""
     value = _get(config, "algorithm.norm_adv_by_std_in_grpo")
-    if value is not None and not isinstance(value, bool):
+    if isinstance(value, str):
         raise OffGRPOConfigError(
             f"algorithm.norm_adv_by_std_in_grpo must be true or false (got {value!r}) with algorithm.adv_estimator="
-            f"{estimator}, which reads it (false: A = r − mean, Dr.GRPO)" + (": drop the quotes." if isinstance(value, str) else ".")
+            f"{estimator}, which reads it (false: A = r − mean, Dr.GRPO): drop the quotes."
         )
 
 

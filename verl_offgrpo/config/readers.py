@@ -81,3 +81,15 @@ def _coerced(value: Any, name: str, kind: str, accepts, parse, parses_strings: b
                 return parsed
             raise quoted_number_error(name, value, kind)
     raise OffGRPOConfigError(f"{name} must be {kind} (got {value!r}).")
+
+
+def guards_verls_advantage(config: Any) -> bool:
+    """Whether a batch whose advantage is verl's (an estimator not the plugin's) still carries r' = π_k/α exactly in
+    ``rollout_is_weights``, so the served-policy guard can read it: the plugin's loss, whose start-up checks then
+    hold r' untruncated (``rollout_is=token``, threshold inf, no rejection sampling, no batch normalisation) unless
+    ``allow_truncated_rprime``. Any other loss, or a truncated r', leaves verl's weights to verl, unguarded."""
+    from verl_offgrpo import LOSS_NAMES
+
+    loss_mode = _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode")
+    return loss_mode in LOSS_NAMES and not bool(_get(config, "algorithm.off_grpo.allow_truncated_rprime", False))
+

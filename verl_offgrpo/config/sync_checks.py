@@ -33,7 +33,7 @@ def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPO
         raise ValueError(f"trainer must be 'v1' or 'v0', got {trainer!r}")
     why = f"{PREFIX}.sync_period={v} (vLLM serves the lagged weights α between syncs)"
     test_freq = _get(config, "trainer.test_freq")
-    if test_freq is not None and not _is_int(test_freq):
+    if test_freq is not None and not _is_int(test_freq):  # 5.0 too: the window's and lag's checks read integers
         raise SyncConfigError(
             f"trainer.test_freq must be an integer (got {test_freq!r}): {why} syncs vLLM before validating, "
             "at the steps verl validates (s % test_freq == 0); -1: no validation."
@@ -92,8 +92,9 @@ def require_plugin_v0_manager(config: Any, error: type[OffGRPOConfigError], lead
 
 
 def check_mode_section(config: Any) -> None:
-    """``trainer.v1.off_grpo_sync.*`` is never read: the plugin's mode presents itself to verl as "sync", and verl
-    reads a mode's settings (``parameter_sync_step``, the replay buffer's) from ``trainer.v1.<that name>``."""
+    """``trainer.v1.off_grpo_sync.*`` is not read by verl's trainer: the plugin's mode presents itself to verl as
+    "sync", and the trainer reads a mode's settings (``parameter_sync_step``, the replay buffer's) from
+    ``trainer.v1.<that name>`` (only verl's rollout-skip utility reads the mode's own name)."""
     if not uses_v1(config) or v1_mode(config) != TRAINER_MODE:
         return
     section = _get(config, f"trainer.v1.{TRAINER_MODE}")
@@ -103,6 +104,6 @@ def check_mode_section(config: Any) -> None:
     named = ", ".join(f"trainer.v1.{TRAINER_MODE}.{k}={v}" for k, v in items) or f"trainer.v1.{TRAINER_MODE}={section!r}"
     example = f" (e.g. +trainer.v1.sync.{items[0][0]}={items[0][1]})" if items else ""
     raise OffGRPOConfigError(
-        f"{named} is never read: trainer_mode={TRAINER_MODE} runs as verl's sync mode, whose settings verl reads "
-        f"from trainer.v1.sync: set them there{example}."
+        f"{named} is not where verl's trainer reads this mode's settings: trainer_mode={TRAINER_MODE} runs as verl's "
+        f"sync mode, configured from trainer.v1.sync: set them there{example}."
     )

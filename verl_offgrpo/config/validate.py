@@ -100,13 +100,13 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
                     f"(got {v1_mode(config)!r}): it writes the mask back to the TransferQueue's loss_mask; the "
                     f"shipped yaml off_grpo_trainer sets it. Or set {PREFIX}.zero_var_mask=false."
                 )
-    # after the sync checks, so that no line says how vLLM will generate before an error says it cannot;
-    # before the window's own advisories, which name the window
-    tell_rollout_schedule(config, requested)
-    check_window_config(config, knobs)
     if knobs.ref_reset_period > 0:
         check_ref_reset_config(config, knobs=knobs)
     knobs = resolve_final_outputs(config, knobs)
+    # after every check that can refuse the job, so that no line says how vLLM will generate before an error
+    # says the job cannot run; before the window's own advisories, which name the window
+    tell_rollout_schedule(config, requested)
+    check_window_config(config, knobs)
     if knobs.rollout_schedule == "window" and knobs.sync_period > 1:
         tell_if_window_runs_in_waves(config, knobs.sync_period)
     validation_lag.tell_if_validation_restarts_the_lag(config, knobs)

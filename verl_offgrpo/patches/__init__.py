@@ -194,15 +194,26 @@ def verl_internals(trainer: str | None = None) -> tuple[dict[str, tuple[str, ...
     return names, problems
 
 
+#: import name → distribution name, where they differ, of packages verl's trainers import
+_DISTRIBUTIONS = {"transfer_queue": "TransferQueue", "zmq": "pyzmq", "yaml": "pyyaml"}
+#: packages verl 0.9.1's trainers import but list only in its ``verl-core`` extra (which ``verl[vllm]`` brings)
+_VERL_CORE_ONLY = frozenset({"transfer_queue", "zmq", "msgspec", "cachetools", "fastapi", "uvicorn", "codetiming",
+                             "mathruler", "qwen_vl_utils", "torchcodec", "nvtx"})
+
+
 def missing_package(err: Exception) -> str | None:
-    """``"the package 'x' is not installed (pip install x; ...)"`` if ``err`` is an import of a package
-    missing from this environment (verl 0.9.1 lists several that its trainers import only in its
-    ``verl-core`` extra), else None: a failure of verl's own modules is a mismatch with the installed verl."""
-    missing = (getattr(err, "name", None) or "").partition(".")[0]
-    if not isinstance(err, ModuleNotFoundError) or not missing or missing in ("verl", "verl_offgrpo"):
+    """``"the package 'x' is not installed (pip install x...)"`` if ``err`` is the import of a top-level package
+    missing from this environment, else None (a missing submodule of an installed package, or a failure of verl's
+    own modules, is a mismatch of versions, not an install to do)."""
+    name = getattr(err, "name", None) or ""
+    top = name.partition(".")[0]
+    if not isinstance(err, ModuleNotFoundError) or not top or top in ("verl", "verl_offgrpo"):
         return None
-    return (f"the package '{missing}' is not installed (pip install {missing}; verl lists it in its "
-            f"verl-core extra, which verl[vllm] installs)")
+    if name != top and importlib.util.find_spec(top) is not None:
+        return None
+    dist = _DISTRIBUTIONS.get(top, top)
+    extra = "; verl lists it in its verl-core extra, which verl[vllm] installs" if top in _VERL_CORE_ONLY else ""
+    return f"the package '{dist}' is not installed (pip install {dist}{extra})"
 
 
 def import_failure(err: Exception) -> str:

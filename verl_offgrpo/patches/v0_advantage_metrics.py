@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 #: where the wrapper hands its metrics (the latest lagged manager built in this process)
 _SINK: list[Callable[[dict], None]] = []
+#: whether that manager's job guards batches of verl's estimators (:func:`~verl_offgrpo.config.readers.guards_verls_advantage`)
+_GUARDS_VERLS: list[bool] = [False]
 
 __all__ = ["TARGETS", "TRAINER", "VERL_VERSIONS", "WHEN", "apply", "install", "live", "wrap_compute_advantage"]
 
@@ -66,7 +68,7 @@ def wrap_compute_advantage(original: Callable) -> Callable:
             try:
                 if ours:
                     _SINK[-1](v0_metrics(out, out.batch["response_mask"] if mask_before is None else mask_before, config))
-                else:  # verl's estimator under the plugin's loss: r' and the served-policy guard still apply
+                elif _GUARDS_VERLS[-1]:  # verl's estimator under the plugin's loss and an exact r': the guard applies
                     _SINK[-1](v0_rprime_metrics(out))
             except ServedPolicyError:  # the guard: vLLM does not serve the trainer's weights
                 raise
@@ -80,11 +82,13 @@ def wrap_compute_advantage(original: Callable) -> Callable:
     return compute_advantage
 
 
-def apply(sink: Callable[[dict], None]) -> None:
-    """Wrap ``ray_trainer.compute_advantage`` in this process (once); ``sink`` receives from now on."""
+def apply(sink: Callable[[dict], None], guards_verls: bool = False) -> None:
+    """Wrap ``ray_trainer.compute_advantage`` in this process (once); ``sink`` receives from now on, for verl's
+    estimators too where ``guards_verls``."""
     from verl.trainer.ppo import ray_trainer
 
     _SINK[:] = [sink]
+    _GUARDS_VERLS[:] = [bool(guards_verls)]
     ray_trainer.compute_advantage = wrap_compute_advantage(ray_trainer.compute_advantage)
 
 

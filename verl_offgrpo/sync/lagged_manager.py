@@ -54,6 +54,7 @@ from verl.utils.ray_utils import auto_await
 
 from ..config import advisories_silenced, check_sync_config, check_window_config
 from ..config import config_value as _get
+from ..config.readers import guards_verls_advantage
 from ..patches import tracking_merge, v0_advantage_metrics
 from . import served_weights
 from .alpha_guard import ServedPolicyError, check_served_policy
@@ -145,7 +146,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         self.cache_emptied_hint_shown = False
         if trainer_kind == "v0":
             tracking_merge.apply()
-            v0_advantage_metrics.apply(self._stash_v0_step_metrics)
+            v0_advantage_metrics.apply(self._stash_v0_step_metrics, guards_verls=guards_verls_advantage(full_config))
         logger.info(
             "verl-offgrpo: lagged sync v=%d keep_weights=%s free_cache_engine=%s (%s trainer)",
             self.knobs.sync_period,

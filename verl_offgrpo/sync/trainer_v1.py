@@ -48,6 +48,7 @@ from verl_offgrpo import ESTIMATOR_NAMES, TRAINER_MODE
 
 from ..config import OffGRPOConfig, advisories_silenced, resolve_rollout_schedule, validate_off_grpo_config
 from ..config import config_value as _get
+from ..config.readers import guards_verls_advantage
 from .lagged_manager import LaggedCheckpointManager
 from .window import WINDOW, WindowSchedule
 
@@ -216,8 +217,17 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
         batch = super()._compute_advantage(batch, metrics)
         if self.config.algorithm.adv_estimator in ESTIMATOR_NAMES:
             step_metrics = after_advantage_v1(tq, batch, self.config.algorithm)
+        elif guards_verls_advantage(self.config):
+            try:
+                step_metrics = rprime_metrics_v1(tq, batch)
+            except Exception as err:  # noqa: BLE001 - a metric of verl's estimator must never stop training
+                if not getattr(self, "_rprime_metrics_warned", False):
+                    self._rprime_metrics_warned = True
+                    logger.warning("verl-offgrpo: r' metrics of verl's estimator failed, served-policy guard "
+                                   "not applied to them: %r", err)
+                return batch
         else:
-            step_metrics = rprime_metrics_v1(tq, batch)
+            return batch
         metrics.update(step_metrics)
         metrics.update(self.checkpoint_manager.check_served_policy(step_metrics, int(self.global_steps)))
         return batch
