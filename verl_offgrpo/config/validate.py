@@ -35,8 +35,8 @@ from .sync_checks import check_mode_section, check_sync_config
 from .values import OffGRPOConfigError
 from .values import config_value as _get
 from .window_checks import (
+    advise_on_window,
     check_max_num_seqs_fits_batched_tokens,
-    check_window_config,
     refuse_impossible_window,
     resolve_rollout_schedule,
     tell_if_window_runs_in_waves,
@@ -106,7 +106,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     # after every check that can refuse the job, so that no line says how vLLM will generate before an error
     # says the job cannot run; before the window's own advisories, which name the window
     tell_rollout_schedule(config, requested)
-    check_window_config(config, knobs)
+    advise_on_window(config, knobs)
     if knobs.rollout_schedule == "window" and knobs.sync_period > 1:
         tell_if_window_runs_in_waves(config, knobs.sync_period)
     validation_lag.tell_if_validation_restarts_the_lag(config, knobs)

@@ -109,10 +109,16 @@ def refuse_impossible_window(config: Any, knobs: OffGRPOConfig | None = None) ->
 
 
 def check_window_config(config: Any, knobs: OffGRPOConfig | None = None) -> OffGRPOConfig:
-    """:func:`refuse_impossible_window`, then advise on a window's settings; return the knobs, ``auto`` resolved."""
+    """:func:`refuse_impossible_window`, then :func:`advise_on_window`; return the knobs, ``auto`` resolved."""
     knobs = refuse_impossible_window(config, knobs)
+    advise_on_window(config, knobs)
+    return knobs
+
+
+def advise_on_window(config: Any, knobs: OffGRPOConfig) -> None:
+    """The advisory lines of a window that :func:`refuse_impossible_window` let through (``knobs`` resolved)."""
     if knobs.rollout_schedule != "window":
-        return knobs
+        return
     why = f"{PREFIX}.rollout_schedule=window"
     if knobs.sync_period == 1:
         logger.warning("off_grpo: %s with sync_period=1 is on-policy GRPO (a window of one step).", why)
@@ -129,7 +135,6 @@ def check_window_config(config: Any, knobs: OffGRPOConfig | None = None) -> OffG
             "%d steps' worth) are not trained on. A multiple of %d avoids that.",
             save_freq, knobs.sync_period, knobs.sync_period - 1, knobs.sync_period,
         )
-    return knobs
 
 
 def window_samples_per_engine(config: Any, sync_period: int) -> int | None:

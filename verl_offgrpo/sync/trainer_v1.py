@@ -122,6 +122,9 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
         self.windowed = self.off_grpo_knobs.rollout_schedule == WINDOW
         self.window_schedule: WindowSchedule | None = None
         self.window_generated = True  # whether this step's rollout ran (always, per_step)
+        # the served-policy guard reads r' off a batch whose advantage is verl's only where r' is exact
+        self.guards_verls_advantage = guards_verls_advantage(config)
+        self.rprime_metrics_warned = False
         super().__init__(config)
 
     # verl assigns self.trainer_mode = config.trainer.v1.trainer_mode; keep presenting "sync".
@@ -217,12 +220,12 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
         batch = super()._compute_advantage(batch, metrics)
         if self.config.algorithm.adv_estimator in ESTIMATOR_NAMES:
             step_metrics = after_advantage_v1(tq, batch, self.config.algorithm)
-        elif guards_verls_advantage(self.config):
+        elif self.guards_verls_advantage:
             try:
                 step_metrics = rprime_metrics_v1(tq, batch)
             except Exception as err:  # noqa: BLE001 - a metric of verl's estimator must never stop training
-                if not getattr(self, "_rprime_metrics_warned", False):
-                    self._rprime_metrics_warned = True
+                if not self.rprime_metrics_warned:
+                    self.rprime_metrics_warned = True
                     logger.warning("verl-offgrpo: r' metrics of verl's estimator failed, served-policy guard "
                                    "not applied to them: %r", err)
                 return batch
