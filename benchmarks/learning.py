@@ -55,14 +55,16 @@ refuses another task, other settings, or a config whose definition changed (``in
 **Plan: one 4-GPU lease of ~27 minutes** (staging ~3 min, one detached run of 1 420 s, ~1 min to
 collect), eight jobs, two per GPU, all on the V1 trainer (``--trainer v1``: window_v10 and bigbatch_v10
 need it, so every pair of configs then differs only in its named knob). Measured reach on
-nvidia-h200-x4 (NOTEBOOK §9, §10): start-up 280–350 s, 12.4–13.9 s an update, **69–73 updates** a
-job (reuse_i10: 140). 150 updates of a v = 1 config take ≈ 2 200 s with start-up: more than one
+nvidia-h200-x4 (NOTEBOOK §9, §10, §12): start-up 270–350 s, then 12.4–13.9 s an update with verl's
+log-prob loop (**69–73 updates** a job), 7.1–7.7 s with ``diag/vector_logprobs.py`` exported
+(**119–127**; reuse_i10 finishes its 150). 150 updates of a v = 1 config still exceed one
 lease, and a checkpoint does not outlive its lease (every lease is a fresh machine; an actor checkpoint
 is GBs, far over what a call brings back), so ``--ckpt-dir`` resumes only within one. The statistics
 therefore use the horizon every run reached (``learning_stats.py``'s default, 60 updates).
 
     # on the GPU machine, after staging the packs (../shared/gpu/README.md §2, with --with-smollm2):
     python3 -m pip install -q --no-deps --no-build-isolation --no-index --target /tmp/site . && . /tmp/site/env.sh
+    export VERL_USE_EXTERNAL_MODULES=benchmarks.diag.vector_logprobs OFFGRPO_VECTOR_LOGPROBS=1   # from lease 3 on
     L=h200x4-YYYY-MM-DDx    # the lease's label; J = that lease's jobs (below)
     bash benchmarks/detach.sh start /tmp/bg -- python3 benchmarks/learning.py --out /tmp/bg/out --work /tmp/lw \
         --trainer v1 --budget-s 1420 --stall-s 300 --gpus 0,0,1,1,2,2,3,3 --jobs $J --machine $L \
@@ -78,8 +80,10 @@ share a GPU at no measurable cost (NOTEBOOK §10), so a 4-GPU lease runs eight: 
     2  on_policy:0,reuse_i10:0,on_policy_mask_rerun:0,on_policy_mask:1,
        off_policy_v10:1,window_v10:1,bigbatch_v10:1,on_policy_mask_rerun:1 (done: h200x4-2026-11-28d, §10)
     3  on_policy:1,reuse_i10:1,on_policy_mask:2,off_policy_v10:2,
-       window_v10:2,bigbatch_v10:2,on_policy_mask_rerun:2,on_policy:2
-    4  reuse_i10:2, then seed 3 of the configs the intervals leave undecided
+       window_v10:2,bigbatch_v10:2,on_policy_mask_rerun:2,on_policy:2 (done: h200x4-2026-11-28e, §12;
+       bigbatch_v10:2 failed at start-up, vLLM found no memory for its cache beside its GPU partner)
+    4  reuse_i10:2,bigbatch_v10:2, then seed 3 of the configs the intervals leave undecided (§12:
+       on_policy_mask:3,on_policy_mask_rerun:3,off_policy_v10:3,window_v10:3,on_policy:3)
 
 The REC / RED comparison (issue 33; off_policy_v10 and on_policy_mask are its off_grpo rows at v = 10, 1):
 
@@ -584,6 +588,8 @@ def rebuild(result: dict, log_dir: Path) -> dict:
         seeds = result["configs"][run["config"]]["seeds"]
         parts = run_parts(run)
         per, columns = run.get("updates_per_step", 1), run_columns(run)
+        if impl := logprobs_impl(log_dir, parts[-1]["tag"]):
+            run["logprobs"] = impl
         if len(parts) > 1:  # a run continued from checkpoints: the parts' curves spliced
             rows, sources = [], []
             for part in parts:
@@ -602,6 +608,18 @@ def rebuild(result: dict, log_dir: Path) -> dict:
             seeds[str(run["seed"])] = [rows[s] for s in sorted(rows)]
             run["metrics_source"] = source
     return result
+
+
+def logprobs_impl(log_dir: Path, tag: str) -> str | None:
+    """How a job computed its log-probs, from its console log: ``"chunked"`` where its actor printed
+    ``[vector-logprobs]`` (``diag/vector_logprobs.py``, bf16 values bitwise equal to verl's loop:
+    NOTEBOOK §11), else ``"verl loop"``; None without a console log. Step times compare only between
+    runs of one kind."""
+    for name in (f"{tag}.log", f"{tag}.log.gz"):
+        if (log_dir / name).exists():
+            text = mainppo_job.read_saved_text(log_dir / name)
+            return "chunked" if "[vector-logprobs]" in text else "verl loop"
+    return None
 
 
 def incompatible(result: dict, earlier: dict) -> str | None:

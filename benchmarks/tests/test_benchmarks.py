@@ -2078,3 +2078,15 @@ def test_plain_verl_jobs_are_refused_side_by_side_before_any_gpu_work(tmp_path, 
     assert mainppo_job.plain_jobs_side_by_side(jobs, concurrent=False) is None
     assert mainppo_job.plain_jobs_side_by_side({k: jobs[k] for k in ("b4", "w10")}, concurrent=True) is None
     assert "b4, b10" in mainppo_job.plain_jobs_side_by_side(jobs, concurrent=True)
+
+
+def test_committed_largest4_results_are_what_the_scripts_derive_from_the_saved_logs():
+    """learning_largest4/learning.json = learning.py --rebuild over raw/learning_largest4; the runs whose
+    actor printed ``[vector-logprobs]`` (NOTEBOOK §12, lease h200x4-2026-11-28e) and only those say so."""
+    results = BENCH / "results"
+    committed = json.loads((results / "learning_largest4" / "learning.json").read_text())
+    rebuilt = learning.rebuild(json.loads(json.dumps(committed)), results / "raw" / "learning_largest4")
+    assert rebuilt == committed
+    chunked = {r["machine"] for r in committed["runs"] if r["logprobs"] == "chunked"}
+    loop = {r["machine"] for r in committed["runs"] if r["logprobs"] == "verl loop"}
+    assert chunked == {"h200x4-2026-11-28e"} and "h200x4-2026-11-28e" not in loop
