@@ -82,7 +82,7 @@ share a GPU at no measurable cost (NOTEBOOK §10), so a 4-GPU lease runs eight: 
     3  on_policy:1,reuse_i10:1,on_policy_mask:2,off_policy_v10:2,
        window_v10:2,bigbatch_v10:2,on_policy_mask_rerun:2,on_policy:2 (done: h200x4-2026-11-28e, §12;
        bigbatch_v10:2 failed at start-up, vLLM found no memory for its cache beside its GPU partner)
-    4  reuse_i10:2,bigbatch_v10:2, then seed 3 of the configs the intervals leave undecided (§12:
+    4  (with --agent-workers 4: NOTEBOOK "Learning, next") reuse_i10:2,bigbatch_v10:2, then seed 3 of the configs the intervals leave undecided (§12:
        on_policy_mask:3,on_policy_mask_rerun:3,off_policy_v10:3,window_v10:3,on_policy:3)
 
 The REC / RED comparison (issue 33; off_policy_v10 and on_policy_mask are its off_grpo rows at v = 10, 1):
@@ -449,6 +449,8 @@ def job_overrides(args, name: str, seed: int, model_dir: Path, data_dir: Path, r
         "trainer.project_name": "offgrpo_learning",
     }
     updates.update(mainppo_job.keep_weights_updates(getattr(args, "keep_weights", "sleep_level1")))
+    if (workers := getattr(args, "agent_workers", 1)) != 1:  # timing only: same samples' distribution
+        updates["actor_rollout_ref.rollout.agent.num_workers"] = workers
     if checkpointed(args, name):
         updates.update({
             "trainer.default_local_dir": Path(args.ckpt_dir) / run_tag(name, seed, args.keep_weights, getattr(args, "variant", None)),
@@ -757,6 +759,7 @@ def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir
         "wall_s": round(time.time() - start, 1),
         "startup_s": progress["startup_s"],
         "extra_overrides": list(args.extra),
+        "agent_workers": args.agent_workers,
         "reward_revision": reward_revision(),
         **mainppo_job.memory_and_host(progress),
         "gpu": (env_extra or {}).get("CUDA_VISIBLE_DEVICES"),
@@ -793,6 +796,9 @@ def main(argv=None) -> int:
     p.add_argument("--response-length", type=int, default=48)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--lr", type=float, default=1e-5)
+    p.add_argument("--agent-workers", type=int, default=1,
+                   help="verl's rollout.agent.num_workers (timing only, recorded per run; every run up to "
+                        "lease 3 had 1, verl's default is 8: NOTEBOOK §12)")
     p.add_argument("--data-seed", type=int, default=1, help="dataloader shuffle seed: the same prompts for all")
     p.add_argument("--run-timeout", type=float, default=None,
                    help="seconds per job (default: what --budget-s leaves, else 560)")

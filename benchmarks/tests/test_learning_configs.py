@@ -224,3 +224,15 @@ def test_the_default_command_runs_the_default_configs_side_by_side_with_their_sc
     assert result["task"] == learning.task_label("largest4", 500, twins_in_train=False)
     assert "no twins in train" in result["task"] and result["configs"]["bigbatch_v10"]["batches"] == 10
     assert [r["step"] for r in result["configs"]["bigbatch_v10"]["seeds"]["0"]] == [0, 10]
+
+
+def test_agent_workers_changes_only_verls_agent_loop_workers(tmp_path):
+    """``--agent-workers`` (timing only, NOTEBOOK §12) sets verl's ``rollout.agent.num_workers`` and nothing
+    else; left at 1 the job is the committed runs' job."""
+    plain = learning.job_overrides(_args(), "off_policy_v10", 0, tmp_path / "m", tmp_path / "d")
+    four = learning.job_overrides(_args(agent_workers=4), "off_policy_v10", 0, tmp_path / "m", tmp_path / "d")
+    assert "actor_rollout_ref.rollout.agent.num_workers=1" in plain
+    assert learning.job_overrides(_args(agent_workers=1), "off_policy_v10", 0, tmp_path / "m", tmp_path / "d") == plain
+    assert set(plain) ^ set(four) == {"actor_rollout_ref.rollout.agent.num_workers=1",
+                                      "actor_rollout_ref.rollout.agent.num_workers=4"}
+    assert _compose(four).actor_rollout_ref.rollout.agent.num_workers == 4
