@@ -17,7 +17,7 @@ from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME, LOSS_NAMES, RED_DROP_ESTIMAT
 
 from .off_grpo import POLICY_LOSS_CONFIG_FQN, PREFIX, OffGRPOConfig
 from .rec import PREFIX as REC_PREFIX
-from .readers import as_number, integer_at, number_at
+from .readers import as_number
 from .rec import RECConfig
 from .values import OffGRPOConfigError, quoted_number_error
 from .values import config_value as _get
@@ -214,15 +214,6 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
             "data.train_batch_size): ρ = π_θ/π_k = 1 whenever the gradient is taken, so the clip mask and "
             "weight=is do nothing (plain group-relative REINFORCE); anchor=alpha measures ρ against the sampler.",
             REC_PREFIX,
-        )
-    top_p = number_at(config, "actor_rollout_ref.rollout.top_p", 1.0)
-    top_k = integer_at(config, "actor_rollout_ref.rollout.top_k", -1)
-    if top_p < 1.0 or top_k > 0:
-        logger.warning(
-            "off_grpo: rollout top_p=%s top_k=%s: vLLM's log-probs of α are taken after top-p/top-k, so "
-            "r' = π_k/α is biased. Use top_p=1.0, top_k=-1 for the paper's ratio.",
-            top_p,
-            top_k,
         )
 
 

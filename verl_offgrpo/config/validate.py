@@ -1,6 +1,6 @@
 """The start-up check of the whole composed config: :func:`validate_off_grpo_config`, which runs the checks
 of what the config selects (:mod:`.loss_estimator_checks`, :mod:`.window_checks`, :mod:`.sync_checks`,
-:mod:`.ref_reset_checks`, :mod:`.final_outputs_checks`) in a fixed order, and :func:`advisories_silenced`
+:mod:`.ref_reset_checks`, :mod:`.final_outputs_checks`, :mod:`.sampler_checks`) in a fixed order, and :func:`advisories_silenced`
 for re-checks of a config already advised on.
 
 Pure Python over the composed config (a DictConfig, a dict or verl's dataclasses; no verl, torch or Ray
@@ -15,7 +15,7 @@ from typing import Any
 
 from verl_offgrpo import ESTIMATOR_NAMES, LOSS_NAME, LOSS_NAMES, RED_DROP_ESTIMATOR_NAME, REC_LOSS_NAME, TRAINER_MODE
 
-from . import final_outputs_checks, loss_estimator_checks, validation_lag, window_checks
+from . import final_outputs_checks, loss_estimator_checks, sampler_checks, validation_lag, window_checks
 from .final_outputs_checks import resolve_final_outputs
 from .loss_estimator_checks import (
     check_group_size,
@@ -31,6 +31,7 @@ from .off_grpo import PREFIX, OffGRPOConfig
 from .readers import uses_v1, v1_mode
 from .rec import RECConfig
 from .ref_reset_checks import check_ref_reset_config
+from .sampler_checks import check_sampler
 from .sync_checks import check_mode_section, check_sync_config
 from .values import OffGRPOConfigError
 from .values import config_value as _get
@@ -45,7 +46,7 @@ from .window_checks import (
 
 #: the loggers of the checks' warning and info lines (:func:`advisories_silenced` quiets them)
 _ADVISING_LOGGERS = (loss_estimator_checks.logger, window_checks.logger, final_outputs_checks.logger,
-                     validation_lag.logger)
+                     validation_lag.logger, sampler_checks.logger)
 
 
 def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
@@ -79,6 +80,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
         )
     if uses_estimator or uses_loss:
         check_passes(config)
+        check_sampler(config)
     if uses_estimator:
         check_rows_leaving_denominator(config, knobs, estimator)
         warn_masked_mini_batch_with_other_loss(config, knobs, estimator)
