@@ -144,7 +144,14 @@ offgrpo_run() {
         esac
     done
     if ((check)); then
-        exec "$PYTHON" -m verl_offgrpo compose "${PATH_HINTS[@]}" "${SHARED_ARGS[@]}" "${TASK_ARGS[@]}" "${recipe[@]}" "${user[@]}" >/dev/null
+        local compose=("$PYTHON" -m verl_offgrpo compose "${PATH_HINTS[@]}" "${SHARED_ARGS[@]}" "${TASK_ARGS[@]}" "${recipe[@]}" "${user[@]}")
+        if ((${#flags[@]} == 2)) && [[ ${flags[0]} == --cfg || ${flags[0]} == -c ]] && [[ ${flags[1]} == job ]]; then
+            exec "${compose[@]}"  # the checked config's yaml on stdout
+        elif ((${#flags[@]})); then
+            echo "recipes: --check takes hydra overrides only (and --cfg job, to print the checked config); ${flags[*]} is main_ppo's: leave --check out" >&2
+            exit 64
+        fi
+        exec "${compose[@]}" >/dev/null
     fi
     local config_dir
     config_dir=$(offgrpo_config_dir)

@@ -53,3 +53,4 @@ def test_plain_verl_keeps_any_logprobs_mode(caplog):
         validate_as_main_ppo(verl_config(f"{ROLLOUT}logprobs_mode=raw_logits", f"{ROLLOUT}temperature=0.6",
                                          f"+{ROLLOUT}repetition_penalty=1.1"))
     assert "logprobs_mode" not in caplog.text and "biased" not in caplog.text
+

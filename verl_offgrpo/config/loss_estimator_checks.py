@@ -118,6 +118,13 @@ def check_rec_knobs_reach_the_loss(config: Any, loss_mode: Any, rec: RECConfig) 
                        REC_PREFIX, ", ".join(idle), rec.clip_mode, rec.weight)
 
 
+def warn_idle_red_drop_seed(knobs: OffGRPOConfig, estimator: Any) -> None:
+    """``red_drop_seed`` is read by the ``red_drop`` estimator only."""
+    if knobs.red_drop_seed != 0 and estimator != RED_DROP_ESTIMATOR_NAME:
+        logger.warning("off_grpo: %s.red_drop_seed=%s: no effect with algorithm.adv_estimator=%s (only %s reads it).",
+                       PREFIX, knobs.red_drop_seed, estimator, RED_DROP_ESTIMATOR_NAME)
+
+
 def _is_plugin_policy_loss_config(target: Any) -> bool:
     """Whether ``target`` (a ``_target_`` string) names the plugin's policy-loss config or a subclass of it."""
     if str(target) == POLICY_LOSS_CONFIG_FQN:
@@ -194,9 +201,12 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
         escape = (f" ({REC_PREFIX}.anchor={rec.anchor} needs α exactly; {REC_PREFIX}.anchor=pi_k does not)"
                   if needs_exact_rprime else f", or set {PREFIX}.allow_truncated_rprime=true to accept a truncated r'")  # fmt: skip
         upper = _threshold_upper(_get(rc, "rollout_is_threshold", 2.0))
+        # rec with anchor=pi_k keeps r' out of its loss; the guard and the bound monitor still read it
+        needs = (f"loss {loss_mode} needs" if loss_mode != REC_LOSS_NAME or needs_exact_rprime else
+                 f"the served-policy guard and the bound monitor need (the loss with {REC_PREFIX}.anchor=pi_k does not)")  # fmt: skip
         if not math.isinf(upper):
             raise OffGRPOConfigError(
-                f"loss {loss_mode} needs r' = π_k/α untruncated, but algorithm.rollout_correction.rollout_is_threshold="
+                f"{needs} r' = π_k/α untruncated, but algorithm.rollout_correction.rollout_is_threshold="
                 f"{_get(rc, 'rollout_is_threshold')!r} truncates it: set it to inf{escape}."
             )
         if _get(rc, "rollout_rs") is not None:

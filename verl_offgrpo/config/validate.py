@@ -25,6 +25,7 @@ from .loss_estimator_checks import (
     check_rec_knobs_reach_the_loss,
     check_rows_leaving_denominator,
     tell_loss_over_other_estimator,
+    warn_idle_red_drop_seed,
     warn_masked_mini_batch_with_other_loss,
 )
 from .off_grpo import PREFIX, OffGRPOConfig
@@ -65,6 +66,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     uses_loss = loss_mode in LOSS_NAMES
     rec = RECConfig.from_policy_loss(_get(config, "actor_rollout_ref.actor.policy_loss"))
     check_rec_knobs_reach_the_loss(config, loss_mode, rec)
+    warn_idle_red_drop_seed(knobs, estimator)
     if uses_estimator:
         check_group_size(config, estimator)
         check_norm_by_std(config, estimator)

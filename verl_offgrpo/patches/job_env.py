@@ -13,6 +13,12 @@ processes inherit them from the server actor). :func:`mark_job` adds :data:`JOB_
 only then; it first removes the marks an earlier validation in the same process left (:func:`unmark_job`). A driver that does not go through ``validate_config`` before ``ray.init`` (a custom script,
 or a Ray cluster started beforehand, for which ``main_ppo`` builds no runtime env) can set
 ``VERL_OFFGRPO_JOB=1`` (and ``VERL_OFFGRPO_FINAL_OUTPUTS=1``) in its Ray runtime env itself.
+
+``main_ppo`` builds that env only when it starts Ray (``run_ppo``: ``if not ray.is_initialized()``), and
+never stops it: a second job in the same process (a hydra ``-m`` sweep, a notebook) runs on the first
+job's env. :func:`running_ray_problem` says when that env would mark the job wrongly (a plain job's
+workers running the plugin's patches, or a selecting job's without them); the ``validate_config`` wrap
+raises it as one line.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ WHEN = ("driver: adds VERL_OFFGRPO_JOB=1 (and VERL_OFFGRPO_FINAL_OUTPUTS=1 with 
         "job's env_vars, only once a selecting config is validated")
 MODULE = "verl.trainer.constants_ppo"
 
-__all__ = ["TARGETS", "VERL_VERSIONS", "WHEN", "install", "live", "mark_job", "unmark_job"]
+__all__ = ["TARGETS", "VERL_VERSIONS", "WHEN", "expected_marks", "install", "live", "mark_job", "running_ray_marks",
+           "running_ray_problem", "unmark_job"]
 
 
 def mark_job(final_outputs_only: bool = False) -> None:
@@ -51,6 +58,42 @@ def unmark_job() -> None:
     env_vars = constants_ppo.PPO_RAY_RUNTIME_ENV.get("env_vars") or {}
     for name in (JOB_ENV, FINAL_OUTPUTS_ENV):
         env_vars.pop(name, None)
+
+
+def expected_marks(selecting: bool, final_outputs_only: bool = False) -> dict[str, str]:
+    """The plugin's env vars a job's Ray processes must carry: none for a plain job."""
+    if not selecting:
+        return {}
+    return {JOB_ENV: "1", **({FINAL_OUTPUTS_ENV: "1"} if final_outputs_only else {})}
+
+
+def running_ray_marks() -> dict[str, str] | None:
+    """The plugin's env vars in the runtime env of the Ray job this process already runs (verl's
+    ``main_ppo`` will reuse it), or None where no Ray runs here (``ray`` not even imported: not started)."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    env_vars = (ray.get_runtime_context().runtime_env or {}).get("env_vars") or {}
+    return {name: env_vars[name] for name in (JOB_ENV, FINAL_OUTPUTS_ENV) if name in env_vars}
+
+
+def running_ray_problem(selecting: bool, final_outputs_only: bool = False) -> str | None:
+    """Why the Ray already running in this process would give this job's workers the wrong marks, or None."""
+    have = running_ray_marks()
+    want = expected_marks(selecting, final_outputs_only)
+    if have is None or have == want:
+        return None
+    if not selecting:
+        effect = "this plain verl job's workers would run the plugin's patches"
+    elif JOB_ENV not in have:
+        effect = "this job's workers would run without the plugin's patches"
+    else:
+        effect = (f"vLLM would get {FINAL_OUTPUTS_ENV}={have.get(FINAL_OUTPUTS_ENV, 'unset')} where this job's "
+                  f"final_outputs_only resolves to {str(final_outputs_only).lower()}")
+    return (f"verl-offgrpo: Ray is already running in this process with the plugin's env vars {have or '{}'} "
+            f"where this job needs {want or '{}'}, and main_ppo passes a job's runtime env only when it "
+            f"starts Ray, so {effect}: run each job in its own process (not a hydra -m sweep), or call "
+            f"ray.shutdown() between jobs, or start Ray with runtime_env={{'env_vars': {want}}}.")
 
 
 def live() -> bool:

@@ -13,7 +13,9 @@ plugin (:func:`.selection.config_selects`):
 3. verl's original ``validate_config``;
 4. the job's Ray processes are marked as selecting the plugin, and as asking vLLM for final outputs
    only where ``final_outputs_only`` is on (:mod:`.job_env`). Every validation first removes the marks
-   an earlier one in the same process left, so only a selecting config that passed is marked.
+   an earlier one in the same process left, so only a selecting config that passed is marked; where Ray
+   already runs in this process with other marks (which ``main_ppo`` would reuse), one line refuses the
+   job, a plain one included (:func:`.job_env.running_ray_problem`).
 
 Any other config goes straight to verl's ``validate_config``; if it sets ``algorithm.off_grpo`` knobs
 (composed from the plugin's yaml: away from their defaults), one warning says they have no effect
@@ -49,9 +51,10 @@ def wrap(original):
         _unmark_quietly()  # an earlier selecting config's mark: only a passing selecting config re-marks
         if not config_selects(config):
             _warn_unselected_knobs(config)
+            _refuse_a_marked_ray(config)
             return original(config, *args, **kwargs)
         from verl_offgrpo.patches import PatchError, preflight
-        from verl_offgrpo.patches.job_env import mark_job
+        from verl_offgrpo.patches.job_env import mark_job, running_ray_problem
 
         problems = preflight(config=config)
         if problems:
@@ -69,6 +72,8 @@ def wrap(original):
                 err.args = (f"{err} {hint}",)
             raise
         result = original(config, *args, **kwargs)
+        if problem := running_ray_problem(True, knobs.final_outputs_only):
+            raise PatchError(problem)
         mark_job(final_outputs_only=knobs.final_outputs_only)
         return result
 
@@ -85,6 +90,21 @@ def _unmark_quietly() -> None:
         unmark_job()
     except Exception:  # noqa: BLE001 - a plain verl job must not fail on the plugin's account
         pass
+
+
+def _refuse_a_marked_ray(config) -> None:
+    """A plain job in a process whose Ray an earlier selecting job started (with the plugin's marks, which
+    main_ppo would reuse): one line, before verl's checks. Nothing else of the plugin's may fail a plain job."""
+    from verl_offgrpo.patches import PatchError
+
+    try:
+        from verl_offgrpo.patches.job_env import running_ray_problem
+
+        problem = running_ray_problem(False)
+    except Exception:  # noqa: BLE001 - a plain verl job must not fail on the plugin's account
+        return
+    if problem is not None:
+        raise PatchError(problem)
 
 
 def _warn_unselected_knobs(config) -> None:
