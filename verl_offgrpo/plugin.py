@@ -33,16 +33,26 @@ def register_algorithms(core_algos=None) -> None:
 
     from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME, RED_DROP_ESTIMATOR_NAME, REC_LOSS_NAME
     from verl_offgrpo.advantage import compute_off_grpo_advantage, compute_red_drop_advantage
+    from verl_offgrpo.config.names import is_plugins
     from verl_offgrpo.policy_loss import compute_policy_loss_off_grpo
     from verl_offgrpo.rec_loss import compute_policy_loss_rec
 
     estimators = ((ESTIMATOR_NAME, compute_off_grpo_advantage), (RED_DROP_ESTIMATOR_NAME, compute_red_drop_advantage))
-    for name, fn in estimators:
-        if core_algos.ADV_ESTIMATOR_REGISTRY.get(name) is not fn:
-            core_algos.register_adv_est(name)(fn)
-    for name, fn in ((LOSS_NAME, compute_policy_loss_off_grpo), (REC_LOSS_NAME, compute_policy_loss_rec)):
-        if core_algos.POLICY_LOSS_REGISTRY.get(name) is not fn:
-            core_algos.register_policy_loss(name)(fn)
+    losses = ((LOSS_NAME, compute_policy_loss_off_grpo), (REC_LOSS_NAME, compute_policy_loss_rec))
+    for registry, register, pairs in ((core_algos.ADV_ESTIMATOR_REGISTRY, core_algos.register_adv_est, estimators),
+                                      (core_algos.POLICY_LOSS_REGISTRY, core_algos.register_policy_loss, losses)):
+        for name, fn in pairs:
+            held = registry.get(name)
+            if held is None or (held is not fn and is_plugins(held)):  # absent, or this package reloaded
+                registry.pop(name, None)
+                register(name)(fn)
+            elif held is not fn:  # another package's: verl would overwrite a loss silently; keep theirs
+                _warn_loudly(f"{name!r} is already registered by {_qualified(held)}, so the plugin's {name} is not "
+                             "(a job naming it runs that one, and the plugin's startup check refuses it)")
+
+
+def _qualified(fn) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
 def _register_algorithms_on_import(core_algos) -> None:

@@ -76,6 +76,26 @@ def check_registered_names(config: Any, estimators: Iterable[str], losses: Itera
         )
 
 
+def is_plugins(fn: Any) -> bool:
+    """Whether a function in verl's estimator or loss registry is one of this package's."""
+    return str(getattr(fn, "__module__", "")).split(".")[0] == "verl_offgrpo"
+
+
+def check_names_are_the_plugins(config: Any, estimators: dict, losses: dict) -> None:
+    """Raise where a plugin name the config uses is registered (in this process) to another package's function:
+    verl keeps the last registration of a loss, so the job would run that one under the plugin's checks."""
+    for (key, what, _, plugin_names), registry in zip(NAMED, (estimators, losses)):
+        name = config_value(config, key)
+        name = getattr(name, "value", name)
+        fn = registry.get(name) if name in plugin_names else None
+        if fn is not None and not is_plugins(fn):
+            raise OffGRPOConfigError(
+                f"{key}={name} is registered in verl by {fn.__module__}.{getattr(fn, '__qualname__', fn)}, not by "
+                f"verl-offgrpo (two packages register the {what} {name!r}; verl keeps the last): rename theirs, "
+                "or uninstall one of them."
+            )
+
+
 def plugin_near_miss(name: str, plugin_names: Iterable[str]) -> str | None:
     """The plugin's name that ``name`` misspells, or None. A misspelling is the same name but for case and
     ``_``/``-`` (``offgrpo``, ``Off-GRPO``), or, for names of five letters or more, that and one letter left out,

@@ -126,11 +126,12 @@ def _check_names(config) -> None:
     and its V1 trainer mode against verl's ``TRAINER_REGISTRY`` (:mod:`verl_offgrpo.config.trainer_modes`)."""
     from verl.trainer.ppo import core_algos
 
-    from verl_offgrpo.config.names import check_registered_names
+    from verl_offgrpo.config.names import check_names_are_the_plugins, check_registered_names
     from verl_offgrpo.config.trainer_modes import check_trainer_mode
     from verl_offgrpo.sync import registered_v1_modes
 
     check_registered_names(config, core_algos.ADV_ESTIMATOR_REGISTRY, core_algos.POLICY_LOSS_REGISTRY)
+    check_names_are_the_plugins(config, core_algos.ADV_ESTIMATOR_REGISTRY, core_algos.POLICY_LOSS_REGISTRY)
     check_trainer_mode(config, registered_v1_modes)
 
 
