@@ -46,3 +46,12 @@ def test_the_plugins_own_registration_is_left_as_is(capsys):
     assert core_algos.POLICY_LOSS_REGISTRY["rec"] is compute_policy_loss_rec
     assert capsys.readouterr().err == ""
     validate_as_main_ppo(shipped_config(*REC))
+
+
+def test_check_fails_on_a_foreign_registration(monkeypatch, capsys):
+    from verl_offgrpo.cli.install_check import _Findings, _find_registrations
+
+    monkeypatch.setitem(core_algos.POLICY_LOSS_REGISTRY, "rec", their_rec_loss)
+    found = _Findings(overrides=[])
+    _find_registrations(found)
+    assert f"policy loss rec is registered by {__name__}.their_rec_loss, not by verl-offgrpo" in found.problems[0]
