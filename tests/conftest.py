@@ -61,6 +61,18 @@ def _hydra_parses_each_yaml_once():
     mp.undo()
 
 
+# ----------------------------------------------------------------------------- subprocesses, in the background
+@pytest.fixture(scope="session", autouse=True)
+def _background_jobs(request, tmp_path_factory):
+    """The selected tests' subprocesses (the modules' ``BACKGROUND_JOBS``), queued before the first test
+    and run one at a time beside the in-process tests (``_background``)."""
+    from _background import start_session
+
+    queue = start_session(request.session, tmp_path_factory)
+    yield queue
+    queue.close()
+
+
 # ----------------------------------------------------------------------------- one local Ray instance
 @pytest.fixture(scope="session", autouse=True)
 def _ray_stops_with_the_session():

@@ -14,7 +14,7 @@ import verl  # noqa: F401  (loads the plugin)
 from verl_offgrpo.cli.paths import config_dir
 from verl_offgrpo.config import OffGRPOConfig, OffGRPOConfigError, check_window_config, validate_off_grpo_config
 
-from _background import started_for
+from _background import module_jobs
 from _overrides import BASE, shipped_config, validate_as_main_ppo
 
 LOGGER = "verl_offgrpo.config"  # the check modules (loss_estimator_checks, window_checks, ...) log below it
@@ -509,19 +509,20 @@ MEGATRON = "actor_rollout_ref.actor.strategy=megatron"
 VERL_NOISE = ("engine is not available", "Disabled critic", "No supported accelerator", "is registered but not available")
 
 
-@pytest.fixture(scope="module", autouse=True)
+#: verl's entry point (~7 s in its own interpreter) and the CLI, run in the background from the session's
+#: start (``_background``): beside the in-process tests
+BACKGROUND_JOBS = {
+    "main_ppo": ("test_main_ppo_rejects_bad_config_before_ray", lambda _: _job(*MAIN_PPO_REJECTS)),
+    "compose_megatron": ("test_compose_cli_says_any_error_of_verls_checks_in_one_line",
+                         lambda _: _job("-m", "verl_offgrpo", "compose", *BASE, VLLM, MEGATRON)),
+    "check_window_on_v0": ("test_check_cli_with_overrides_validates_as_compose",
+                           lambda _: _job("-m", "verl_offgrpo", "check", *BASE, VLLM, *WINDOW_ON_V0)),
+}
+
+
+@pytest.fixture(scope="module")
 def procs(request):
-    """verl's entry point (~7 s in its own interpreter), started with the module (``_background``): it runs
-    beside the module's compositions."""
-    procs = started_for(request, {
-        "main_ppo": ("test_main_ppo_rejects_bad_config_before_ray", lambda: _job(*MAIN_PPO_REJECTS)),
-        "compose_megatron": ("test_compose_cli_says_any_error_of_verls_checks_in_one_line",
-                             lambda: _job("-m", "verl_offgrpo", "compose", *BASE, VLLM, MEGATRON)),
-        "check_window_on_v0": ("test_check_cli_with_overrides_validates_as_compose",
-                               lambda: _job("-m", "verl_offgrpo", "check", *BASE, VLLM, *WINDOW_ON_V0)),
-    })
-    yield procs
-    procs.close()
+    return module_jobs(request)
 
 
 def test_main_ppo_rejects_bad_config_before_ray(procs):

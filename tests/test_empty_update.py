@@ -161,23 +161,21 @@ print(json.dumps({"steps_taken": engine.steps_taken, "norms": norms,
 #: a real step, then a mini-batch without loss tokens
 PLAIN_VERL_MASKS = [[1.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]]
 
-#: the subprocesses of the default run's tests, started together with the module (``_background``)
-JOBS = {
+#: the subprocesses of the default run's tests, run in the background from the session's start (``_background``)
+BACKGROUND_JOBS = {
     "fresh_process_wrap": ("test_the_plugin_wraps_verls_base_engine_in_every_process_that_imports_it",
-                           lambda: dict(args=[sys.executable, "-c", FRESH_PROCESS_WRAP], env=no_job_env(), timeout=300)),
+                           lambda _: dict(args=[sys.executable, "-c", FRESH_PROCESS_WRAP], env=no_job_env(), timeout=300)),
     "plain_verl": ("test_a_job_without_the_plugins_loss_steps_on_an_empty_mini_batch_exactly_as_plain_verl",
-                   lambda: dict(args=[sys.executable, "-c", PLAIN_VERL_SCRIPT, __file__, json.dumps(PLAIN_VERL_MASKS)],
-                                env=no_job_env(VERL_USE_EXTERNAL_PLUGINS="none"), timeout=300)),
+                   lambda _: dict(args=[sys.executable, "-c", PLAIN_VERL_SCRIPT, __file__, json.dumps(PLAIN_VERL_MASKS)],
+                                  env=no_job_env(VERL_USE_EXTERNAL_PLUGINS="none"), timeout=300)),
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def procs(request):
-    from _background import started_for  # here: the subprocesses import this file without tests/ on sys.path
+    from _background import module_jobs  # here: the subprocesses import this file without tests/ on sys.path
 
-    procs = started_for(request, JOBS)
-    yield procs
-    procs.close()
+    return module_jobs(request)
 
 
 def test_a_job_without_the_plugins_loss_steps_on_an_empty_mini_batch_exactly_as_plain_verl(capsys, procs):

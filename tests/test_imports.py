@@ -3,9 +3,10 @@ through verl's import of its registries."""
 
 import ast
 import os
-import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "verl_offgrpo"
 
@@ -103,14 +104,28 @@ def test_registered_modules_do_not_import_verl_at_load():
     assert "verl_offgrpo.groups" in seen and "verl_offgrpo.patches.empty_update" in seen  # the walk went deep
 
 
-def test_importing_a_loss_module_first_still_registers_everything():
+LOSS_MODULE_FIRST = ("import verl_offgrpo.rec_loss\nfrom verl.trainer.ppo import core_algos as c\n"
+                     "print(sorted(n for n in ('off_grpo', 'red_drop') if n in c.ADV_ESTIMATOR_REGISTRY),"
+                     " sorted(n for n in ('off_grpo', 'rec') if n in c.POLICY_LOSS_REGISTRY))")
+#: the fresh interpreter of the last test, run in the background from the session's start (``_background``)
+BACKGROUND_JOBS = {
+    "loss_module_first": ("test_importing_a_loss_module_first_still_registers_everything",
+                          lambda _: dict(args=[sys.executable, "-c", LOSS_MODULE_FIRST], timeout=240,
+                                         env={**os.environ, "VERL_OFFGRPO_JOB": "1"})),
+}
+
+
+@pytest.fixture(scope="module")
+def procs(request):
+    from _background import module_jobs
+
+    return module_jobs(request)
+
+
+def test_importing_a_loss_module_first_still_registers_everything(procs):
     """The symptom: ``import verl_offgrpo.rec_loss`` (it loads ``policy_loss``) before verl, in a job that
     selects the plugin, then verl's registries hold every plugin name."""
-    code = ("import verl_offgrpo.rec_loss\nfrom verl.trainer.ppo import core_algos as c\n"
-            "print(sorted(n for n in ('off_grpo', 'red_drop') if n in c.ADV_ESTIMATOR_REGISTRY),"
-            " sorted(n for n in ('off_grpo', 'rec') if n in c.POLICY_LOSS_REGISTRY))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
-                          env={**os.environ, "VERL_OFFGRPO_JOB": "1"})
+    proc = procs["loss_module_first"]  # LOSS_MODULE_FIRST
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split("\n")[-2] == "['off_grpo', 'red_drop'] ['off_grpo', 'rec']"
     assert "verl-offgrpo" not in proc.stderr

@@ -16,7 +16,7 @@ import verl
 from verl_offgrpo import patches
 from verl_offgrpo.patches import JOB_ENV, PatchError, PatchWarning, empty_update, selection
 
-from _background import started_for
+from _background import module_jobs
 from _overrides import BASE, shipped_config, verl_config
 from _overrides import validate_as_main_ppo as _validate
 
@@ -67,23 +67,21 @@ import verl
 print("VERL_IMPORTED")
 """
 
-#: the subprocesses of the default run's tests, started together with the module (``_background``)
-JOBS = {
+#: the subprocesses of the default run's tests, run in the background from the session's start (``_background``)
+BACKGROUND_JOBS = {
     "import_plain": ("test_import_verl_loads_no_verl_module_for_the_plugin_and_registers_on_first_use",
-                     lambda: python_job(IMPORT_VERL, VERL_USE_EXTERNAL_PLUGINS="none")),
+                     lambda _: python_job(IMPORT_VERL, VERL_USE_EXTERNAL_PLUGINS="none")),
     "import_ours": ("test_import_verl_loads_no_verl_module_for_the_plugin_and_registers_on_first_use",
-                    lambda: python_job(IMPORT_VERL)),
+                    lambda _: python_job(IMPORT_VERL)),
     "broken_entry_point": ("test_an_entry_point_that_fails_to_load_says_so_on_stderr",
-                           lambda: python_job(BROKEN_ENTRY_POINT)),
-    "check": ("test_check_lists_every_patch_with_its_target_and_whether_it_is_live", check_job),
+                           lambda _: python_job(BROKEN_ENTRY_POINT)),
+    "check": ("test_check_lists_every_patch_with_its_target_and_whether_it_is_live", lambda _: check_job()),
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def procs(request):
-    procs = started_for(request, JOBS)
-    yield procs
-    procs.close()
+    return module_jobs(request)
 
 
 @pytest.fixture(autouse=True)

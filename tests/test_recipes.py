@@ -10,13 +10,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
 
-from _background import started_for
+from _background import module_jobs
 from verl_offgrpo.config import validate_off_grpo_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,10 +51,6 @@ def recipe_job(name: str, env_dir: Path, *args: str) -> dict:
     return dict(args=["bash", str(RECIPES / f"{name}.sh"), *args], env=env, timeout=170)
 
 
-def run_recipe(name: str, env_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(capture_output=True, text=True, **recipe_job(name, env_dir, *args))
-
-
 # Hydra takes overrides only before its flags; the recipes move the user's flags last, so both orders work.
 ARGS = {name: ("trainer.total_epochs=2", "--cfg", "job") for name in GSM8K}
 ARGS.update({name: ("--cfg", "job", "trainer.total_epochs=2") for name in DEEPSCALER})
@@ -72,47 +67,69 @@ def _tiered(names):
     return [name if name in DEFAULT_TIER else pytest.param(name, marks=pytest.mark.slow) for name in sorted(names)]
 
 
-class _Compositions:
-    """key -> (env dir, composed config), composed on first use; the default tier's keys together, in
-    parallel (each composition imports verl: ~6 s)."""
+#: every composition's recipe and arguments
+COMPOSITIONS = {name: (name, ARGS[name]) for name in ALL}
+COMPOSITIONS["knob_override"] = KNOB_OVERRIDE
+#: the tests that read a composition
+COMPOSITION_TESTS = ("test_recipe_composes_with_intended_knobs", "test_gsm8k_recipes_data_and_reward",
+                     "test_deepscaler_recipes_data_and_reward", "test_user_override_of_a_recipe_knob_wins")
+_DIRS = {}
 
-    def __init__(self, tmp_path_factory):
-        self.factory, self.cache = tmp_path_factory, {}
-        self.jobs = {name: (name, ARGS[name]) for name in ALL}
-        self.jobs["knob_override"] = KNOB_OVERRIDE
+
+def _env_dir(factory, key) -> Path:
+    """The data/model directory of the composition or check ``key``: a new tmp dir, made once."""
+    if key not in _DIRS:
+        _DIRS[key] = factory.mktemp(key)
+    return _DIRS[key]
+
+
+def _composition_job(key):
+    name, args = COMPOSITIONS[key]
+    return lambda factory: recipe_job(name, _env_dir(factory, key), *args)
+
+
+def _composition_tests(key):
+    """The tests (with parameters) that read composition ``key``."""
+    if key == "knob_override":
+        return ("test_user_override_of_a_recipe_knob_wins",)
+    return tuple(f"{test}[{key}]" for test in COMPOSITION_TESTS[:3])
+
+
+CHECK_TEST = "test_check_flag_runs_the_startup_checks"
+#: the compositions of the selected tests and the ``--check`` runs, in the background from the session's start
+#: (``_background``; each imports verl: ~6 s)
+BACKGROUND_JOBS = {
+    **{key: (_composition_tests(key), _composition_job(key)) for key in COMPOSITIONS},
+    "check_ok": (CHECK_TEST, lambda factory: recipe_job("gsm8k_offpolicy_v10", _env_dir(factory, "check"), "--check")),
+    "check_bad": (CHECK_TEST, lambda factory: recipe_job("gsm8k_offpolicy_v10", _env_dir(factory, "check"), "--check",
+                                                         "actor_rollout_ref.rollout.n=1")),
+}
+
+
+class _Compositions:
+    """key -> (env dir, composed config), from the background jobs."""
+
+    def __init__(self, procs, tmp_path_factory):
+        self.procs, self.factory, self.cache = procs, tmp_path_factory, {}
 
     def __getitem__(self, key):
         if key not in self.cache:
-            keys = [key] + ([k for k in DEFAULT_TIER if k not in self.cache and k != key] if key in DEFAULT_TIER else [])
-            dirs = {k: self.factory.mktemp(k) for k in keys}
-            with ThreadPoolExecutor(len(keys)) as ex:
-                results = dict(zip(keys, ex.map(lambda k: run_recipe(self.jobs[k][0], dirs[k], *self.jobs[k][1]), keys)))
-            for k, res in results.items():
-                assert res.returncode == 0, f"{k}: {res.stderr[-3000:]}"
-                self.cache[k] = (dirs[k], yaml.safe_load(res.stdout))
+            res = self.procs[key]
+            assert res.returncode == 0, f"{key}: {res.stderr[-3000:]}"
+            self.cache[key] = (_env_dir(self.factory, key), yaml.safe_load(res.stdout))
         return self.cache[key]
 
 
 @pytest.fixture(scope="module")
-def composed(tmp_path_factory):
-    return _Compositions(tmp_path_factory)
+def procs(request):
+    procs = module_jobs(request)
+    procs.env_dir = _env_dir(request.getfixturevalue("tmp_path_factory"), "check")
+    return procs
 
 
-CHECK_TEST = "test_check_flag_runs_the_startup_checks"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def procs(request, tmp_path_factory):
-    """The ``--check`` runs, started with the module (``_background``): they overlap the compositions."""
-    env_dir = tmp_path_factory.mktemp("check")
-    procs = started_for(request, {
-        "check_ok": (CHECK_TEST, lambda: recipe_job("gsm8k_offpolicy_v10", env_dir, "--check")),
-        "check_bad": (CHECK_TEST, lambda: recipe_job("gsm8k_offpolicy_v10", env_dir, "--check",
-                                                     "actor_rollout_ref.rollout.n=1")),
-    })
-    procs.env_dir = env_dir
-    yield procs
-    procs.close()
+@pytest.fixture(scope="module")
+def composed(procs, tmp_path_factory):
+    return _Compositions(procs, tmp_path_factory)
 
 
 def test_recipe_set_is_complete():

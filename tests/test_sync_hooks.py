@@ -263,13 +263,14 @@ def ray_local():
 
 
 def release_actors():
-    """End this module's actors, as stopping Ray at the module's end did: the shared workers and every
-    server still alive (a finished test's cluster can stay referenced, e.g. by a reference cycle or the
-    lagged manager's ``Tracking.log`` merge)."""
-    for actor in [*_ACTOR_WORKERS, *(server() for server in _SERVERS_MADE)]:
+    """End this module's actors, as stopping Ray at the module's end did: the shared workers and servers,
+    and every other server still alive (a finished test's cluster can stay referenced, e.g. by a
+    reference cycle or the lagged manager's ``Tracking.log`` merge)."""
+    for actor in [*_ACTOR_WORKERS, *_SERVER_POOL, *(server() for server in _SERVERS_MADE)]:
         if actor is not None:
             ray.kill(actor)
     _ACTOR_WORKERS.clear()
+    _SERVER_POOL.clear()
     _SERVERS_MADE.clear()
 
 
@@ -278,7 +279,14 @@ def release_actors():
 #: reset by :func:`make_cluster` to a new FakeWorker's state (a cluster made later in the same test
 #: takes them over)
 _ACTOR_WORKERS = []
-_SERVERS_MADE = []  # weak references to the servers of this module's clusters (for release_actors)
+#: the fake servers (Ray actors) of this module's clusters, shared the same way: a server process imports
+#: torch (~5 s of CPU), so :func:`make_cluster` takes the first ``n_servers`` of them (starting more when
+#: it needs more) and puts each back in a new FakeVLLMServer's state (:func:`reset_server`)
+_SERVER_POOL = []
+_SERVERS_MADE = []  # weak references to the servers of this module's clusters that are not shared
+#: the fake server class as this module defines it: a test that patches it (test_window's lossy sync) gets
+#: new server actors of the patched class, as Ray pickles the class when it starts an actor
+_SERVER_CLASS_DICT = dict(vars(FakeVLLMServer))
 
 
 def reset_worker(worker):
@@ -290,19 +298,35 @@ def reset_worker(worker):
         device.get_torch_device = vars(device).pop("_get_torch_device_before_test")
 
 
+def reset_server(server, *args, **kwargs):
+    """In a FakeVLLMServer's process: a new FakeVLLMServer's state, built by ``__init__(*args, **kwargs)``
+    on an instance without attributes (the sleep-level override, the weights, the logs and the TP workers
+    of the last cluster are gone)."""
+    server.__dict__.clear()
+    type(server).__init__(server, *args, **kwargs)
+
+
 def make_cluster(n_servers=2, free_cache_engine=True, level1_sleep_s=0.0, **server_kwargs):
     """``server_kwargs``: ``tp`` and the faults of :class:`FakeVLLMServer`, for every server, or a list
-    of per-server dicts as ``per_server=[...]``. The servers are new actors; the workers are this module's
-    two (``_ACTOR_WORKERS``), reset."""
+    of per-server dicts as ``per_server=[...]``. The servers are this module's first ``n_servers``
+    (``_SERVER_POOL``), reset to new servers of these arguments (new actors if the class was patched); the
+    workers are this module's two (``_ACTOR_WORKERS``), reset. A cluster made later in the same test
+    takes them over."""
     server_cls = ray.remote(num_cpus=0)(FakeVLLMServer)
     per_server = server_kwargs.pop("per_server", None) or [{}] * n_servers
-    servers = [server_cls.remote(free_cache_engine, level1_sleep_s, **{**server_kwargs, **per_server[i]})
-               for i in range(n_servers)]  # fmt: skip
-    _SERVERS_MADE.extend(weakref.ref(server) for server in servers)
+    args = [((free_cache_engine, level1_sleep_s), {**server_kwargs, **per_server[i]}) for i in range(n_servers)]
+    if dict(vars(FakeVLLMServer)) == _SERVER_CLASS_DICT:
+        reused = _SERVER_POOL[:n_servers]
+        resets = [server.__ray_call__.remote(reset_server, *a, **kw) for server, (a, kw) in zip(reused, args)]
+        _SERVER_POOL.extend(server_cls.remote(*a, **kw) for a, kw in args[len(reused):])
+        servers = _SERVER_POOL[:n_servers]
+    else:
+        resets, servers = [], [server_cls.remote(*a, **kw) for a, kw in args]
+        _SERVERS_MADE.extend(weakref.ref(server) for server in servers)
     if not _ACTOR_WORKERS:
         _ACTOR_WORKERS.extend(ray.remote(num_cpus=0)(FakeWorker).remote() for _ in range(2))
     workers = list(_ACTOR_WORKERS)
-    ray.get([worker.__ray_call__.remote(reset_worker) for worker in workers])
+    ray.get([*resets, *(worker.__ray_call__.remote(reset_worker) for worker in workers)])
     replicas = [FakeReplica([s]) for s in servers]
     return servers, workers, replicas, FakeActorWG(workers, servers)
 
