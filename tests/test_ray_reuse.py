@@ -71,8 +71,8 @@ def test_matching_marks_pass_and_mark_the_job(running_ray):
     assert _job_marks() == {}
 
 
-def test_no_ray_running_leaves_both_kinds_of_job_alone():
-    assert not ray.is_initialized()
+def test_no_ray_running_leaves_both_kinds_of_job_alone(monkeypatch):
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # whatever another module's fake cluster left
     validate_as_main_ppo(shipped_config())
     validate_as_main_ppo(verl_config())
 
