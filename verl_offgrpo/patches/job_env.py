@@ -15,7 +15,7 @@ or a Ray cluster started beforehand, for which ``main_ppo`` builds no runtime en
 ``VERL_OFFGRPO_JOB=1`` (and ``VERL_OFFGRPO_FINAL_OUTPUTS=1``) in its Ray runtime env itself.
 
 ``main_ppo`` builds that env only when it starts Ray (``run_ppo``: ``if not ray.is_initialized()``), and
-never stops it: a second job in the same process (a hydra ``-m`` sweep, a notebook) runs on the first
+never stops it: a second job in the same process (a hydra ``-m`` sweep, an interactive session) runs on the first
 job's env. :func:`running_ray_problem` says when that env would mark the job wrongly (a plain job's
 workers running the plugin's patches, or a selecting job's without them); the ``validate_config`` wrap
 raises it as one line.
