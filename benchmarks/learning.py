@@ -82,8 +82,9 @@ share a GPU at no measurable cost (NOTEBOOK §10), so a 4-GPU lease runs eight: 
     3  on_policy:1,reuse_i10:1,on_policy_mask:2,off_policy_v10:2,
        window_v10:2,bigbatch_v10:2,on_policy_mask_rerun:2,on_policy:2 (done: h200x4-2026-11-28e, §12;
        bigbatch_v10:2 failed at start-up, vLLM found no memory for its cache beside its GPU partner)
-    4  (with --agent-workers 4: NOTEBOOK "Learning, next") reuse_i10:2,bigbatch_v10:2, then seed 3 of the configs the intervals leave undecided (§12:
-       on_policy_mask:3,on_policy_mask_rerun:3,off_policy_v10:3,window_v10:3,on_policy:3)
+    4  reuse_i10:2,bigbatch_v10:2, then seed 3 of the configs the intervals leave undecided (§12:
+       on_policy_mask:3,on_policy_mask_rerun:3,off_policy_v10:3,window_v10:3,on_policy:3), with
+       --agent-workers 4 (NOTEBOOK "Learning, next")
 
 The REC / RED comparison (issue 33; off_policy_v10 and on_policy_mask are its off_grpo rows at v = 10, 1):
 

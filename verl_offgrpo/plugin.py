@@ -33,7 +33,7 @@ def register_algorithms(core_algos=None) -> None:
 
     from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME, RED_DROP_ESTIMATOR_NAME, REC_LOSS_NAME
     from verl_offgrpo.advantage import compute_off_grpo_advantage, compute_red_drop_advantage
-    from verl_offgrpo.config.names import is_plugins
+    from verl_offgrpo.config.names import is_plugins, qualified_name
     from verl_offgrpo.policy_loss import compute_policy_loss_off_grpo
     from verl_offgrpo.rec_loss import compute_policy_loss_rec
 
@@ -47,12 +47,8 @@ def register_algorithms(core_algos=None) -> None:
                 registry.pop(name, None)
                 register(name)(fn)
             elif held is not fn:  # another package's: verl would overwrite a loss silently; keep theirs
-                _warn_loudly(f"{name!r} is already registered by {_qualified(held)}, so the plugin's {name} is not "
+                _warn_loudly(f"{name!r} is already registered by {qualified_name(held)}, so the plugin's {name} is not "
                              "(a job naming it runs that one, and the plugin's startup check refuses it)")
-
-
-def _qualified(fn) -> str:
-    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
 def _register_algorithms_on_import(core_algos) -> None:

@@ -107,17 +107,16 @@ def _find_registrations(found: _Findings) -> None:
 
     from verl_offgrpo import ESTIMATOR_NAMES, LOSS_NAMES, TRAINER_MODE
 
-    from verl_offgrpo.config.names import is_plugins
+    from verl_offgrpo.config.names import foreign_owner
 
     found.registrations = {}
     for what, registry, names in (("advantage estimator", core_algos.ADV_ESTIMATOR_REGISTRY, ESTIMATOR_NAMES),
                                   ("policy loss", core_algos.POLICY_LOSS_REGISTRY, LOSS_NAMES)):
         for name in names:
-            fn = registry.get(name)
-            found.registrations[f"{what} {name}"] = fn is not None
-            if fn is not None and not is_plugins(fn):
-                found.problems.append(f"{what} {name} is registered by {fn.__module__}.{fn.__qualname__}, not by "
-                                      "verl-offgrpo (another package uses the name)")
+            found.registrations[f"{what} {name}"] = registry.get(name) is not None
+            if owner := foreign_owner(registry, name):
+                found.problems.append(f"{what} {name} is registered by {owner}, not by verl-offgrpo (another "
+                                      "package uses the name)")
     has_tq = importlib.util.find_spec("transfer_queue") is not None
     found.tq_version = (_dist_version("TransferQueue") or "installed") if has_tq else None
     if not has_tq:

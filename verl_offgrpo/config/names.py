@@ -81,16 +81,27 @@ def is_plugins(fn: Any) -> bool:
     return str(getattr(fn, "__module__", "")).split(".")[0] == "verl_offgrpo"
 
 
+def qualified_name(fn: Any) -> str:
+    """``module.qualname`` of a registered function, for the messages that name another package's."""
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def foreign_owner(registry: dict, name: Any) -> str | None:
+    """The qualified name of another package's function registered under ``name``, or None."""
+    fn = registry.get(name)
+    return None if fn is None or is_plugins(fn) else qualified_name(fn)
+
+
 def check_names_are_the_plugins(config: Any, estimators: dict, losses: dict) -> None:
     """Raise where a plugin name the config uses is registered (in this process) to another package's function:
     verl keeps the last registration of a loss, so the job would run that one under the plugin's checks."""
     for (key, what, _, plugin_names), registry in zip(NAMED, (estimators, losses)):
         name = config_value(config, key)
         name = getattr(name, "value", name)
-        fn = registry.get(name) if name in plugin_names else None
-        if fn is not None and not is_plugins(fn):
+        owner = foreign_owner(registry, name) if name in plugin_names else None
+        if owner is not None:
             raise OffGRPOConfigError(
-                f"{key}={name} is registered in verl by {fn.__module__}.{getattr(fn, '__qualname__', fn)}, not by "
+                f"{key}={name} is registered in verl by {owner}, not by "
                 f"verl-offgrpo (two packages register the {what} {name!r}; verl keeps the last): rename theirs, "
                 "or uninstall one of them."
             )

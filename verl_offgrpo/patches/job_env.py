@@ -42,11 +42,8 @@ def mark_job(final_outputs_only: bool = False) -> None:
     from verl.trainer import constants_ppo
 
     env_vars = constants_ppo.PPO_RAY_RUNTIME_ENV.setdefault("env_vars", {})
-    env_vars[JOB_ENV] = "1"
-    if final_outputs_only:
-        env_vars[FINAL_OUTPUTS_ENV] = "1"
-    else:
-        env_vars.pop(FINAL_OUTPUTS_ENV, None)
+    env_vars.pop(FINAL_OUTPUTS_ENV, None)
+    env_vars.update(expected_marks(True, final_outputs_only))
 
 
 def unmark_job() -> None:
