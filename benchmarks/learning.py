@@ -83,8 +83,8 @@ share a GPU at no measurable cost (NOTEBOOK §10), so a 4-GPU lease runs eight: 
        window_v10:2,bigbatch_v10:2,on_policy_mask_rerun:2,on_policy:2 (done: h200x4-2026-11-28e, §12;
        bigbatch_v10:2 failed at start-up, vLLM found no memory for its cache beside its GPU partner)
     4  reuse_i10:2,bigbatch_v10:2, then seed 3 of the configs the intervals leave undecided (§12:
-       on_policy_mask:3,on_policy_mask_rerun:3,off_policy_v10:3,window_v10:3,on_policy:3), with
-       --agent-workers 4 (NOTEBOOK "Learning, next")
+       on_policy_mask_rerun:3,window_v10:3,on_policy:3), with --agent-workers 4 (on_policy_mask:3,
+       off_policy_v10:3 done: h200x1-2026-11-28, NOTEBOOK §13, 150 updates each in 1 400 s)
 
 The REC / RED comparison (issue 33; off_policy_v10 and on_policy_mask are its off_grpo rows at v = 10, 1):
 
@@ -761,6 +761,7 @@ def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir
         "startup_s": progress["startup_s"],
         "extra_overrides": list(args.extra),
         "agent_workers": args.agent_workers,
+        "logprobs": logprobs_impl(log_dir, part_tag(tag, resumed)),  # the whole console log, before save_logs cuts it
         "reward_revision": reward_revision(),
         **mainppo_job.memory_and_host(progress),
         "gpu": (env_extra or {}).get("CUDA_VISIBLE_DEVICES"),
