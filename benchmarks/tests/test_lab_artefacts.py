@@ -31,7 +31,23 @@ def _product_test_module(name: str):
 
 
 sync_hooks = _product_test_module("test_sync_hooks")
-ray_local = sync_hooks.ray_local
+
+
+@pytest.fixture(scope="module")
+def _ray_stops_with_the_module():
+    """Stops the local Ray instance after the fakes' actors are released (set up first, torn down last):
+    the lab modules after this one validate jobs, which the plugin refuses while a Ray without the job's
+    marks runs in the process."""
+    yield
+    ray.shutdown()
+
+
+ray_local_shared = sync_hooks.ray_local
+
+
+@pytest.fixture(scope="module")
+def ray_local(_ray_stops_with_the_module, ray_local_shared):
+    """The product tests' local Ray instance with their fakes, for this module only."""
 compose_cfg, make_cluster, run_v0_loop = sync_hooks.compose_cfg, sync_hooks.make_cluster, sync_hooks.run_v0_loop
 FakeV0Trainer, V0_OVERRIDES, vllm_sleep = sync_hooks.FakeV0Trainer, sync_hooks.V0_OVERRIDES, sync_hooks.vllm_sleep
 
