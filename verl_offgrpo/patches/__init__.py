@@ -59,6 +59,7 @@ PATCH_MODULES = (
     "verl_offgrpo.patches.ipc_socket",
     "verl_offgrpo.patches.served_weights_worker",
     "verl_offgrpo.patches.final_outputs",
+    "verl_offgrpo.patches.chunked_logprobs",
     "verl_offgrpo.patches.tracking_merge",
     "verl_offgrpo.patches.v0_advantage_metrics",
 )
