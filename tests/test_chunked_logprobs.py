@@ -52,7 +52,10 @@ def test_bf16_and_fp16_values_and_gradients_are_verls_bit_for_bit(patched, monke
     monkeypatch.setattr(torch.nn.functional, "log_softmax", lambda x, *a, **k: calls.append(x.shape) or real_log_softmax(x, *a, **k))
     got, got_grad = _values_and_grad(tf.logprobs_from_logits, logits, labels)  # verl's entry point, patched
     n_rows = got.numel()
-    assert calls == [(min(8, n_rows - i), shape[-1]) for i in range(0, n_rows, 8)]  # chunks of rows, not rows
+    if len(shape) == 2:  # chunks of rows, not rows
+        assert calls == [(min(8, n_rows - i), shape[-1]) for i in range(0, n_rows, 8)]
+    else:  # padded: by whole sequences (8 rows < one 13-token sequence: one at a time), each in chunks of 8 rows
+        assert calls == [(8, shape[-1]), (5, shape[-1])] * 3
     calls.clear()
     want, want_grad = _values_and_grad(patched, logits, labels)  # verl's loop itself
     assert len(calls) == shape[0]  # the loop: one call per row of the first dimension
@@ -110,3 +113,19 @@ def test_a_verl_without_the_loop_is_one_line_for_a_selecting_job(monkeypatch):
 
     with pytest.raises(PatchError, match=r"lacks logprobs_from_logits_v2; .*\(set VERL_OFFGRPO_LOGPROBS_LOOP=1 "):
         patch.replace_loop(SimpleNamespace(__name__=patch.MODULE))
+
+
+def test_padded_logits_sliced_as_verl_slices_them_go_by_whole_sequences(patched, monkeypatch):
+    """verl's padded path hands over ``logits[:, -response_length - 1 : -1]`` (not contiguous): two 13-token
+    sequences fit in 32 rows, so groups of two sequences, the same values as the loop."""
+    monkeypatch.setattr(patch, "CHUNK_ROWS", 32)
+    full, _ = _logits((5, 20, 50), torch.bfloat16, seed=3)
+    logits = full.detach()[:, -14:-1]
+    labels = torch.randint(0, 50, (5, 13), generator=torch.Generator().manual_seed(4))
+    assert not logits.is_contiguous()
+    calls = []
+    real_log_softmax = torch.nn.functional.log_softmax
+    monkeypatch.setattr(torch.nn.functional, "log_softmax", lambda x, *a, **k: calls.append(tuple(x.shape)) or real_log_softmax(x, *a, **k))
+    got = tf.logprobs_from_logits(logits, labels)
+    assert calls == [(26, 50), (26, 50), (13, 50)]
+    assert torch.equal(got, patched(logits, labels))

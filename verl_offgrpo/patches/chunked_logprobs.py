@@ -44,20 +44,31 @@ __all__ = ["LOOP_ENV", "TARGETS", "VERL_VERSIONS", "WHEN", "chunked_v2", "instal
 
 
 def logprobs_chunked(logits, labels, chunk_rows: int = CHUNK_ROWS):
-    """log p(labels) from ``logits`` (…, vocabulary), ``chunk_rows`` flattened rows at a time: for bf16/fp16
+    """log p(labels) from ``logits`` (…, vocabulary), about ``chunk_rows`` rows at a time: for bf16/fp16
     ``log_softmax(x_t)[y_t]``, verl's per-row formula; for fp32/fp64 ``x_t[y_t] − logsumexp(x_t)`` (verl's
-    formula, reduced chunk-wise). Shape of ``labels``."""
+    formula, reduced chunk-wise). Padded (batch, sequence, vocabulary) logits go by whole sequences, each
+    group flattened (a copy of one group at most, where verl hands over a slice). Shape of ``labels``."""
+    import torch
+
+    if logits.dim() <= 2:
+        return _rows(logits, labels, chunk_rows)
+    per_sequence = max(1, labels[0].numel()) if len(labels) else 1
+    step = max(1, chunk_rows // per_sequence)
+    parts = [_rows(group.reshape(-1, group.shape[-1]), lab.reshape(-1), chunk_rows)
+             for group, lab in zip(logits.split(step), labels.split(step), strict=True)]
+    return torch.cat(parts).reshape(labels.shape)
+
+
+def _rows(logits, labels, chunk_rows: int):
+    """:func:`logprobs_chunked` of (rows, vocabulary) logits."""
     import torch
     import torch.nn.functional as F
 
-    rows, flat_labels = logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
     if logits.dtype in (torch.float32, torch.float64):
-        picked = torch.gather(rows, dim=-1, index=flat_labels.unsqueeze(-1)).squeeze(-1)
-        out = picked - torch.cat([torch.logsumexp(chunk, dim=-1) for chunk in rows.split(chunk_rows)])
-    else:
-        out = torch.cat([F.log_softmax(chunk, dim=-1).gather(dim=-1, index=lab.unsqueeze(-1)).squeeze(-1)
-                         for chunk, lab in zip(rows.split(chunk_rows), flat_labels.split(chunk_rows), strict=True)])
-    return out.reshape(labels.shape)
+        picked = torch.gather(logits, dim=-1, index=labels.unsqueeze(-1)).squeeze(-1)
+        return picked - torch.cat([torch.logsumexp(chunk, dim=-1) for chunk in logits.split(chunk_rows)])
+    return torch.cat([F.log_softmax(chunk, dim=-1).gather(dim=-1, index=lab.unsqueeze(-1)).squeeze(-1)
+                      for chunk, lab in zip(logits.split(chunk_rows), labels.split(chunk_rows), strict=True)])
 
 
 def chunked_v2(original):
