@@ -210,6 +210,8 @@ REJECTED = [
      r"reads as true: write it without quotes\)\.$"),
     (["algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=4",
       "algorithm.filter_groups.enable='true'"], r"^algorithm.filter_groups.enable must be true or false \(got 'true'"),
+    # verl's first rollout would find -inf (its upper bound must be positive): not "untruncated"
+    (["algorithm.rollout_correction.rollout_is_threshold=-inf"], r"rollout_is_threshold=-inf truncates it: set it to inf"),
     # the message names the whole key
     (["algorithm.off_grpo.sync_period=4", "actor_rollout_ref.model.lora_rank=abc"],
      r"^actor_rollout_ref.model.lora_rank must be an integer \(got 'abc'\)"),

@@ -207,7 +207,7 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
         # rec with anchor=pi_k keeps r' out of its loss; the guard and the bound monitor still read it
         needs = (f"loss {loss_mode} needs" if loss_mode != REC_LOSS_NAME or needs_exact_rprime else
                  f"the served-policy guard and the bound monitor need (the loss with {REC_PREFIX}.anchor=pi_k does not)")  # fmt: skip
-        if not math.isinf(upper):
+        if upper != math.inf:  # -inf: verl refuses it at the first batch (its upper bound must be positive)
             raise OffGRPOConfigError(
                 f"{needs} r' = π_k/α untruncated, but algorithm.rollout_correction.rollout_is_threshold="
                 f"{_get(rc, 'rollout_is_threshold')!r} truncates it: set it to inf{escape}."
