@@ -212,6 +212,11 @@ REJECTED = [
       "algorithm.filter_groups.enable='true'"], r"^algorithm.filter_groups.enable must be true or false \(got 'true'"),
     # verl's first rollout would find -inf (its upper bound must be positive): not "untruncated"
     (["algorithm.rollout_correction.rollout_is_threshold=-inf"], r"rollout_is_threshold=-inf truncates it: set it to inf"),
+    # verl loads the v0 manager by its dotted path only in Ray's TaskRunner
+    (["trainer.use_v1=false", "algorithm.off_grpo.sync_period=4",
+      "+actor_rollout_ref.rollout.checkpoint_manager_class=verl_offgrpo.sync.lagged_manager.LaggedCheckpointManagr"],
+     r"needs actor_rollout_ref.rollout.checkpoint_manager_class=verl_offgrpo.sync.lagged_manager.LaggedCheckpointManager "
+     r"\(got 'verl_offgrpo.sync.lagged_manager.LaggedCheckpointManagr'\)"),
     # the message names the whole key
     (["algorithm.off_grpo.sync_period=4", "actor_rollout_ref.model.lora_rank=abc"],
      r"^actor_rollout_ref.model.lora_rank must be an integer \(got 'abc'\)"),

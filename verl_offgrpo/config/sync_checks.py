@@ -8,7 +8,7 @@ from typing import Any
 
 from verl_offgrpo import TRAINER_MODE
 
-from .off_grpo import PREFIX, V0_MANAGER_FQN, V0_MANAGER_PREFIX, OffGRPOConfig, SyncConfigError
+from .off_grpo import PREFIX, V0_MANAGER_FQN, V0_MANAGER_FQNS, OffGRPOConfig, SyncConfigError
 from .readers import flag_at, knobs_of, uses_lora, uses_v1, v1_mode
 from .values import OffGRPOConfigError
 from .values import config_value as _get
@@ -85,11 +85,13 @@ def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPO
 
 def require_plugin_v0_manager(config: Any, error: type[OffGRPOConfigError], lead: str) -> None:
     """Raise ``error`` (message ``lead`` + the override to add) unless the v0 trainer's
-    ``rollout.checkpoint_manager_class`` is one of the plugin's (:data:`V0_MANAGER_FQN`, or a class under
-    ``verl_offgrpo.sync.``): it runs the lagged sync and the reference reset's step-end hook."""
+    ``rollout.checkpoint_manager_class`` is one of the plugin's dotted paths (:data:`V0_MANAGER_FQNS`; a misspelt
+    one would fail only when Ray's TaskRunner imports it): it runs the lagged sync and the reference reset's
+    step-end hook."""
     fqn = _get(config, "actor_rollout_ref.rollout.checkpoint_manager_class")
-    if not (isinstance(fqn, str) and fqn.startswith(V0_MANAGER_PREFIX)):
-        raise error(f"{lead} +actor_rollout_ref.rollout.checkpoint_manager_class={V0_MANAGER_FQN} (got {fqn!r}).")
+    if fqn not in V0_MANAGER_FQNS:
+        plus = "+" if fqn is None else ""  # verl's yaml has no such key: an override adds it
+        raise error(f"{lead} {plus}actor_rollout_ref.rollout.checkpoint_manager_class={V0_MANAGER_FQN} (got {fqn!r}).")
 
 
 def check_mode_section(config: Any) -> None:
