@@ -217,6 +217,12 @@ REJECTED = [
       "+actor_rollout_ref.rollout.checkpoint_manager_class=verl_offgrpo.sync.lagged_manager.LaggedCheckpointManagr"],
      r"needs actor_rollout_ref.rollout.checkpoint_manager_class=verl_offgrpo.sync.lagged_manager.LaggedCheckpointManager "
      r"\(got 'verl_offgrpo.sync.lagged_manager.LaggedCheckpointManagr'\)"),
+    # what vLLM would refuse when it starts or at its first request, and a temperature π_k cannot divide by
+    (["actor_rollout_ref.rollout.logprobs_mode=processed_logprob"],
+     r"logprobs_mode='processed_logprob' is not a log-prob mode of vLLM's \('processed_logprobs', 'raw_logprobs'\)"),
+    (["actor_rollout_ref.rollout.temperature=0"],
+     r"rollout.temperature must be a number > 0 \(got 0\): π_k divides the actor's logits by it"),
+    (["actor_rollout_ref.rollout.top_p=1.5"], r"rollout.top_p must be a number in \(0, 1\] \(got 1.5\)"),
     # the message names the whole key
     (["algorithm.off_grpo.sync_period=4", "actor_rollout_ref.model.lora_rank=abc"],
      r"^actor_rollout_ref.model.lora_rank must be an integer \(got 'abc'\)"),
