@@ -97,7 +97,7 @@ def check_rec_knobs_reach_the_loss(config: Any, loss_mode: Any, rec: RECConfig) 
     if _get(policy_loss, "rec") is None:
         return
     target = _get(policy_loss, "_target_")
-    if target is not None and not _is_plugin_policy_loss_config(target):
+    if target is not None and not is_plugin_policy_loss_config(target):
         raise OffGRPOConfigError(
             f"{REC_PREFIX} is set but actor_rollout_ref.actor.policy_loss._target_={target}, which has no rec field "
             f"(every actor worker would fail to build it): set it to {POLICY_LOSS_CONFIG_FQN}."
@@ -121,7 +121,7 @@ def warn_idle_red_drop_seed(knobs: OffGRPOConfig, estimator: Any) -> None:
                        PREFIX, knobs.red_drop_seed, estimator, RED_DROP_ESTIMATOR_NAME)
 
 
-def _is_plugin_policy_loss_config(target: Any) -> bool:
+def is_plugin_policy_loss_config(target: Any) -> bool:
     """Whether ``target`` (a ``_target_`` string) names the plugin's policy-loss config or a subclass of it."""
     if str(target) == POLICY_LOSS_CONFIG_FQN:
         return True
