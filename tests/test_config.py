@@ -189,7 +189,43 @@ REJECTED = [
     (["actor_rollout_ref.rollout.n='8'"], r"rollout.n must be an integer \(got the string '8'\): drop the quotes"),
     # the plugin's estimators read it: a quoted 'false' would be true
     (["algorithm.norm_adv_by_std_in_grpo='false'"],
-     r"algorithm.norm_adv_by_std_in_grpo must be true or false \(got 'false'"),
+     r"algorithm.norm_adv_by_std_in_grpo must be true or false \(got 'false', a quoted string, which verl reads as "
+     r"true: write it without quotes\) with algorithm.adv_estimator=off_grpo, which reads it"),
+    # a null is read as verl reads it, not as the check's default: each would pass and fail after the first rollout
+    (["actor_rollout_ref.actor.policy_loss.loss_mode=null"],
+     r"^actor_rollout_ref.actor.policy_loss.loss_mode is null, which is no policy loss: set it \(the plugin's: "
+     r"off_grpo, rec\); verl would fail at the first actor update"),
+    (["algorithm.adv_estimator=null"], r"^algorithm.adv_estimator is null, which is no advantage estimator"),
+    (["actor_rollout_ref.rollout.n=null"], r"rollout.n must be an integer >= 2 \(got None\)"),  # verl: a TypeError
+    (["actor_rollout_ref.actor.ppo_epochs=null"], r"ppo_epochs=None is i, .* must be an integer >= 1"),
+    (["actor_rollout_ref.actor.clip_ratio_low=null", "actor_rollout_ref.actor.clip_ratio=null"],
+     r"clip_ratio_low and clip_ratio are both null: ε_low of the off_grpo clip window needs one of them"),
+    (["algorithm.off_grpo.sync_period=4", "actor_rollout_ref.rollout.name=null"],
+     r"implemented for actor_rollout_ref.rollout.name=vllm only \(got None\)"),
+    # main_ppo runs v0 for a null (the checks read V1) and V1 for a quoted 'false' (verl's `if use_v1:`)
+    (["algorithm.off_grpo.sync_period=4", "trainer.use_v1=null"], r"^trainer.use_v1 must be true or false \(got None\)\.$"),
+    # verl's flags the checks read: a quoted one is true in verl, whatever it says
+    (["algorithm.rollout_correction.bypass_mode='false'"],
+     r"^algorithm.rollout_correction.bypass_mode must be true or false \(got 'false', a quoted string, which verl "
+     r"reads as true: write it without quotes\)\.$"),
+    (["algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=4",
+      "algorithm.filter_groups.enable='true'"], r"^algorithm.filter_groups.enable must be true or false \(got 'true'"),
+    # verl's first rollout would find -inf (its upper bound must be positive): not "untruncated"
+    (["algorithm.rollout_correction.rollout_is_threshold=-inf"], r"rollout_is_threshold=-inf truncates it: set it to inf"),
+    # verl loads the v0 manager by its dotted path only in Ray's TaskRunner
+    (["trainer.use_v1=false", "algorithm.off_grpo.sync_period=4",
+      "+actor_rollout_ref.rollout.checkpoint_manager_class=verl_offgrpo.sync.lagged_manager.LaggedCheckpointManagr"],
+     r"needs actor_rollout_ref.rollout.checkpoint_manager_class=verl_offgrpo.sync.lagged_manager.LaggedCheckpointManager "
+     r"\(got 'verl_offgrpo.sync.lagged_manager.LaggedCheckpointManagr'\)"),
+    # what vLLM would refuse when it starts or at its first request, and a temperature π_k cannot divide by
+    (["actor_rollout_ref.rollout.logprobs_mode=processed_logprob"],
+     r"logprobs_mode='processed_logprob' is not a log-prob mode of vLLM's \('processed_logprobs', 'raw_logprobs'\)"),
+    (["actor_rollout_ref.rollout.temperature=0"],
+     r"rollout.temperature must be a number > 0 \(got 0\): π_k divides the actor's logits by it"),
+    (["actor_rollout_ref.rollout.top_p=1.5"], r"rollout.top_p must be a number in \(0, 1\] \(got 1.5\)"),
+    # the message names the whole key
+    (["algorithm.off_grpo.sync_period=4", "actor_rollout_ref.model.lora_rank=abc"],
+     r"^actor_rollout_ref.model.lora_rank must be an integer \(got 'abc'\)"),
 ]
 
 

@@ -60,3 +60,18 @@ def test_a_typo_knob_gets_did_you_mean_as_in_a_selecting_job(caplog):
                               "algorithm.off_grpo.sync_period?), algorithm.off_grpo.zzz=1 (no such knob) has no effect")
     told = _warnings(caplog, verl_config("+algorithm.off_grpo.zero_var_mak=true"))
     assert len(told) == 1 and "zero_var_mak=True (did you mean algorithm.off_grpo.zero_var_mask?)" in told[0]
+
+
+def test_rec_knobs_on_verls_own_policy_loss_config_say_verl_refuses_them(caplog):
+    """verl's PolicyLossConfig has no rec field: verl's own checks refuse the job, so the line does not say it
+    trains plain verl."""
+    from hydra.errors import InstantiationException
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER), pytest.raises(InstantiationException, match="'rec'"):
+        validate_as_main_ppo(verl_config(f"+{REC_KNOB}clip_mode=ring"))
+    told = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert len(told) == 1 and "trains plain verl" not in told[0]
+    assert (f"{REC_KNOB}clip_mode=ring has no effect: this job does not select the plugin (algorithm.adv_estimator="
+            "grpo, actor_rollout_ref.actor.policy_loss.loss_mode=vanilla) and verl's own PolicyLossConfig "
+            "(policy_loss._target_) has no rec field, so verl refuses the job.") in told[0]

@@ -17,9 +17,9 @@ from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME, LOSS_NAMES, RED_DROP_ESTIMAT
 
 from .off_grpo import POLICY_LOSS_CONFIG_FQN, PREFIX, OffGRPOConfig
 from .rec import PREFIX as REC_PREFIX
-from .readers import as_number
+from .readers import as_number, flag_at
 from .rec import RECConfig
-from .values import OffGRPOConfigError, quoted_number_error
+from .values import OffGRPOConfigError, quoted_number_error, written_value
 from .values import config_value as _get
 from .values import is_int as _is_int
 
@@ -28,9 +28,9 @@ logger = logging.getLogger(__name__)
 
 def check_passes(config: Any) -> None:
     """i, the SGD passes over each batch (verl's ``actor.ppo_epochs``), is >= 1: verl itself accepts 0 and
-    then trains on nothing."""
-    passes = _get(config, "actor_rollout_ref.actor.ppo_epochs")
-    if passes is not None and not (_is_int(passes) and passes >= 1):
+    then trains on nothing (and on a null fails at the first update)."""
+    passes = written_value(config, "actor_rollout_ref.actor.ppo_epochs", 1)
+    if not (_is_int(passes) and passes >= 1):
         raise OffGRPOConfigError(
             f"actor_rollout_ref.actor.ppo_epochs={passes!r} is i, the passes over each batch: it must be an integer "
             ">= 1 (1 is the paper's setting; 0 would never update the policy)."
@@ -39,27 +39,23 @@ def check_passes(config: Any) -> None:
 
 def check_norm_by_std(config: Any, estimator: str) -> None:
     """The plugin's estimators read ``algorithm.norm_adv_by_std_in_grpo`` (false: Dr.GRPO) as ``bool(value)``: a
-    quoted ``'false'`` (a non-empty string, hence true) would pick the other advantage unseen."""
-    value = _get(config, "algorithm.norm_adv_by_std_in_grpo")
-    if isinstance(value, str):
-        raise OffGRPOConfigError(
-            f"algorithm.norm_adv_by_std_in_grpo must be true or false (got {value!r}) with algorithm.adv_estimator="
-            f"{estimator}, which reads it (false: A = r − mean, Dr.GRPO): drop the quotes."
-        )
+    quoted ``'false'`` (a non-empty string, hence true) or a null (false) would pick an advantage unseen."""
+    flag_at(config, "algorithm.norm_adv_by_std_in_grpo", True,
+            f" with algorithm.adv_estimator={estimator}, which reads it (false: A = r − mean, Dr.GRPO)")
 
 
 def check_group_size(config: Any, estimator: str) -> None:
     """The plugin's advantages are statistics of each prompt's group of ``rollout.n`` responses."""
-    n = _get(config, "actor_rollout_ref.rollout.n")
+    n = written_value(config, "actor_rollout_ref.rollout.n", 2)  # verl's yaml sets it: absent, nothing to check
     quoted = quoted_number_error("actor_rollout_ref.rollout.n", n, "an integer")
     if quoted is not None:
         raise quoted
-    if n is not None and not _is_int(n):
+    if not _is_int(n):  # a null too: verl's own checks would fail on it with a TypeError
         raise OffGRPOConfigError(
             f"actor_rollout_ref.rollout.n must be an integer >= 2 (got {n!r}) with algorithm.adv_estimator={estimator}: "
             "it is the group size (responses per prompt), e.g. 8."
         )
-    if _is_int(n) and n < 2:
+    if n < 2:
         raise OffGRPOConfigError(
             f"actor_rollout_ref.rollout.n={n} with algorithm.adv_estimator={estimator}: a group of one "
             "response has no group mean or std to compare against (nor negatives to drop); set "
@@ -101,7 +97,7 @@ def check_rec_knobs_reach_the_loss(config: Any, loss_mode: Any, rec: RECConfig) 
     if _get(policy_loss, "rec") is None:
         return
     target = _get(policy_loss, "_target_")
-    if target is not None and not _is_plugin_policy_loss_config(target):
+    if target is not None and not is_plugin_policy_loss_config(target):
         raise OffGRPOConfigError(
             f"{REC_PREFIX} is set but actor_rollout_ref.actor.policy_loss._target_={target}, which has no rec field "
             f"(every actor worker would fail to build it): set it to {POLICY_LOSS_CONFIG_FQN}."
@@ -125,7 +121,7 @@ def warn_idle_red_drop_seed(knobs: OffGRPOConfig, estimator: Any) -> None:
                        PREFIX, knobs.red_drop_seed, estimator, RED_DROP_ESTIMATOR_NAME)
 
 
-def _is_plugin_policy_loss_config(target: Any) -> bool:
+def is_plugin_policy_loss_config(target: Any) -> bool:
     """Whether ``target`` (a ``_target_`` string) names the plugin's policy-loss config or a subclass of it."""
     if str(target) == POLICY_LOSS_CONFIG_FQN:
         return True
@@ -146,8 +142,9 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
     or alpha.
     """
     actor = _get(config, "actor_rollout_ref.actor")
-    eps = {name: as_number(_get(actor, name), f"actor_rollout_ref.actor.{name} (ε of the {loss_mode} clip window)",
-                           "a number > 0")
+    # absent: verl's ActorConfig default, 0.2 each; a null side falls back to clip_ratio
+    eps = {name: as_number(written_value(actor, name, 0.2),
+                           f"actor_rollout_ref.actor.{name} (ε of the {loss_mode} clip window)", "a number > 0")
            for name in ("clip_ratio", "clip_ratio_low", "clip_ratio_high")}
     for name, value in eps.items():
         if value is not None and not value > 0:
@@ -155,6 +152,12 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
                 f"actor_rollout_ref.actor.{name} (ε of the {loss_mode} clip window) must be > 0 (got {value!r})."
             )
     clip_ratio, low, high = eps.values()
+    for side, value in (("low", low), ("high", high)):
+        if value is None and clip_ratio is None:
+            raise OffGRPOConfigError(
+                f"actor_rollout_ref.actor.clip_ratio_{side} and clip_ratio are both null: ε_{side} of the {loss_mode} "
+                "clip window needs one of them, a number > 0 (verl's default is 0.2)."
+            )
     # a clip_ratio moved off verl's default (actor.yaml: 0.2, as are clip_ratio_low/high) that no side follows
     moved = clip_ratio is not None and float(clip_ratio) != 0.2
     if moved and low is not None and high is not None and float(clip_ratio) not in (float(low), float(high)):
@@ -166,8 +169,8 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
         fallback = 0.2 if clip_ratio is None else float(clip_ratio)
         rec.check_ring(float(fallback if low is None else low), float(fallback if high is None else high))
     rc = _get(config, "algorithm.rollout_correction")
-    calculate_log_probs = bool(_get(config, "actor_rollout_ref.rollout.calculate_log_probs", False))
-    if rc is not None and bool(_get(rc, "bypass_mode", False)):
+    calculate_log_probs = flag_at(config, "actor_rollout_ref.rollout.calculate_log_probs", False)
+    if rc is not None and flag_at(config, "algorithm.rollout_correction.bypass_mode", False):
         raise OffGRPOConfigError(
             f"loss {loss_mode} needs π_k (verl's recomputed old_log_prob), which bypass mode never computes: "
             "set algorithm.rollout_correction.bypass_mode=false."
@@ -204,7 +207,7 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
         # rec with anchor=pi_k keeps r' out of its loss; the guard and the bound monitor still read it
         needs = (f"loss {loss_mode} needs" if loss_mode != REC_LOSS_NAME or needs_exact_rprime else
                  f"the served-policy guard and the bound monitor need (the loss with {REC_PREFIX}.anchor=pi_k does not)")  # fmt: skip
-        if not math.isinf(upper):
+        if upper != math.inf:  # -inf: verl refuses it at the first batch (its upper bound must be positive)
             raise OffGRPOConfigError(
                 f"{needs} r' = π_k/α untruncated, but algorithm.rollout_correction.rollout_is_threshold="
                 f"{_get(rc, 'rollout_is_threshold')!r} truncates it: set it to inf{escape}."
@@ -214,7 +217,7 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
                 f"algorithm.rollout_correction.rollout_rs={_get(rc, 'rollout_rs')!r} drops tokens by rejection "
                 f"sampling, which is not the {loss_mode} objective: set it to null{escape}."
             )
-        if bool(_get(rc, "rollout_is_batch_normalize", False)):
+        if flag_at(config, "algorithm.rollout_correction.rollout_is_batch_normalize", False):
             raise OffGRPOConfigError(
                 f"algorithm.rollout_correction.rollout_is_batch_normalize=true rescales r': set it to false{escape}."
             )

@@ -13,6 +13,7 @@ registered in the driver (the caller reads verl's registries; nothing here impor
 * a misspelling of one of the plugin's own names (``redrop``, ``off_grop``: :func:`plugin_near_miss`; not a
   changed letter, ``off_gspo``, nor a name built on the plugin's, ``off_grpo_v2``): an error naming it, as the
   check runs only in a job that selects the plugin, whose names register with the plugin itself;
+* a null (not an absent key): an error, as verl would look None up after the first rollout;
 * any other unregistered name: a warning (with the closest registered name, if any), since a custom estimator
   or loss may be registered only in the processes that use it (e.g. ``actor_rollout_ref.model.external_lib``
   is imported by the workers, after this check).
@@ -27,7 +28,7 @@ from typing import Any
 
 from verl_offgrpo import ESTIMATOR_NAMES, LOSS_NAMES
 
-from .values import OffGRPOConfigError, config_value
+from .values import OffGRPOConfigError, config_value, written_value
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,11 @@ def check_registered_names(config: Any, estimators: Iterable[str], losses: Itera
         name = config_value(config, key)
         name = getattr(name, "value", name)  # verl's AdvantageEstimator enum
         known = sorted(str(k) for k in known)
+        if name is None and written_value(config, key, "") is None:  # null, not absent: verl looks None up
+            raise OffGRPOConfigError(
+                f"{key} is null, which is no {what}: set it (the plugin's: {', '.join(plugin_names)}); verl would "
+                f"fail at {when}, after the first rollout."
+            )
         if name is None or name in known:
             continue
         same = [k for k in known if spelling(k) == spelling(str(name))]

@@ -37,7 +37,9 @@ AUTO = "auto"
 
 #: the v0 trainer's checkpoint manager class that runs the lagged sync (and the reference reset)
 V0_MANAGER_FQN = "verl_offgrpo.sync.lagged_manager.LaggedCheckpointManager"
-V0_MANAGER_PREFIX = "verl_offgrpo.sync."
+#: the dotted paths that load it (verl imports the class by its path only in Ray's TaskRunner): its own, and
+#: the earlier one that :mod:`verl_offgrpo.sync.checkpoint_manager_v0` keeps
+V0_MANAGER_FQNS = (V0_MANAGER_FQN, "verl_offgrpo.sync.checkpoint_manager_v0.LaggedCheckpointManager")
 
 PREFIX = "algorithm.off_grpo"
 

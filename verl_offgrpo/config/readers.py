@@ -1,13 +1,14 @@
 """Small readers the start-up checks share: a check's knobs (given, or read off the config), which trainer
-and mode the config runs, whether the actor trains LoRA adapters, a number of verl's config (one that is not a
-number is the plugin's one-line error, never a bare ``ValueError``). Read only; each check module decides."""
+and mode the config runs, whether the actor trains LoRA adapters, a number or a flag of verl's config (one that is
+not a number, or not true or false, is the plugin's one-line error, never a bare ``ValueError`` nor a reading
+verl does not share). Read only; each check module decides."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .off_grpo import OffGRPOConfig
-from .values import OffGRPOConfigError, quoted_number_error
+from .values import OffGRPOConfigError, quoted_number_error, written_value
 from .values import config_value as _get
 from .values import is_int as _is_int
 from .values import is_number as _is_number
@@ -16,11 +17,11 @@ from .values import is_number as _is_number
 def uses_lora(config: Any) -> bool:
     """Whether the actor trains LoRA adapters: ``model.lora.rank`` (or the older ``lora_rank``) > 0, or an
     adapter path."""
-    model = _get(config, "actor_rollout_ref.model")
-    rank = integer_at(model, "lora.rank", 0)  # the default also stands for null and ???
+    model = "actor_rollout_ref.model"
+    rank = integer_at(config, f"{model}.lora.rank", 0)  # the default also stands for null and ???
     if rank <= 0:
-        rank = integer_at(model, "lora_rank", 0)
-    return rank > 0 or _get(model, "lora_adapter_path") is not None
+        rank = integer_at(config, f"{model}.lora_rank", 0)
+    return rank > 0 or _get(config, f"{model}.lora_adapter_path") is not None
 
 
 def knobs_of(config: Any, knobs: OffGRPOConfig | None, error: type[OffGRPOConfigError] = OffGRPOConfigError) -> OffGRPOConfig:
@@ -36,8 +37,9 @@ def knobs_of(config: Any, knobs: OffGRPOConfig | None, error: type[OffGRPOConfig
 
 
 def uses_v1(config: Any) -> bool:
-    """The V1 trainer (``trainer.use_v1``, verl's default true) rather than v0."""
-    return bool(_get(config, "trainer.use_v1", True))
+    """The V1 trainer (``trainer.use_v1``, verl's default true) rather than v0 (:func:`flag_at`: main_ppo runs v0
+    for a null, which the default would read as V1)."""
+    return flag_at(config, "trainer.use_v1", True)
 
 
 def v1_mode(config: Any) -> Any:
@@ -60,10 +62,30 @@ def number_at(config: Any, key: str, default: Any = None) -> Any:
     return as_number(_get(config, key, default), key)
 
 
+def flag_at(config: Any, key: str, default: bool, why: str = "") -> bool:
+    """The true or false at the dotted ``key`` of ``config`` (``default`` where it is absent). verl reads its flags
+    as ``if value:``, so a quoted ``'false'`` is true there and a null false, whatever the default: anything but
+    a bool (an int aside, read alike by both) is an :class:`OffGRPOConfigError` naming the key and the value
+    (then ``why``, the clause that says who reads it)."""
+    value = written_value(config, key, default)
+    if isinstance(value, (bool, int)):
+        return bool(value)
+    quoted = isinstance(value, str) and value.strip().lower() in ("true", "false")
+    raise OffGRPOConfigError(
+        f"{key} must be true or false (got {value!r}"
+        + (", a quoted string, which verl reads as true: write it without quotes" if quoted else "") + f"){why}."
+    )
+
+
 def integer_at(config: Any, key: str, default: Any = None) -> Any:
-    """The integer at the dotted ``key`` of ``config`` (``default`` when absent): an int; a quoted one is the
-    "drop the quotes" error, anything else an :class:`OffGRPOConfigError` naming the key and the value."""
-    return _coerced(_get(config, key, default), key, "an integer", _is_int, int, False)
+    """The integer at the dotted ``key`` of ``config`` (``default`` when absent), as :func:`as_integer` reads it."""
+    return as_integer(_get(config, key, default), key)
+
+
+def as_integer(value: Any, name: str) -> Any:
+    """``value`` (the config's ``name``) as an integer: an int as it is, None stays None; a quoted one is the
+    "drop the quotes" error, anything else an :class:`OffGRPOConfigError` naming ``name`` and the value."""
+    return _coerced(value, name, "an integer", _is_int, int, False)
 
 
 def _coerced(value: Any, name: str, kind: str, accepts, parse, parses_strings: bool) -> Any:

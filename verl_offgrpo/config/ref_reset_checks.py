@@ -9,7 +9,7 @@ from typing import Any
 from verl_offgrpo import TRAINER_MODE
 
 from .off_grpo import PREFIX, OffGRPOConfig, RefResetConfigError
-from .readers import knobs_of, uses_lora, uses_v1, v1_mode
+from .readers import flag_at, knobs_of, uses_lora, uses_v1, v1_mode
 from .sync_checks import require_plugin_v0_manager
 from .values import config_value as _get
 
@@ -38,8 +38,8 @@ def check_ref_reset_config(config: Any, *, require_hooks: bool = True, knobs: Of
     if period == 0:
         return 0
     why = f"{PREFIX}.ref_reset_period={period} (π_ref ← π_θ every {period} steps)"
-    use_kl_loss = bool(_get(config, "actor_rollout_ref.actor.use_kl_loss", False))
-    use_kl_in_reward = bool(_get(config, "algorithm.use_kl_in_reward", False))
+    use_kl_loss = flag_at(config, "actor_rollout_ref.actor.use_kl_loss", False)
+    use_kl_in_reward = flag_at(config, "algorithm.use_kl_in_reward", False)
     if not (use_kl_loss or use_kl_in_reward):
         raise RefResetConfigError(
             f"{why} needs a reference model, which verl builds only with actor_rollout_ref.actor.use_kl_loss=true "

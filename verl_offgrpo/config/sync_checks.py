@@ -8,11 +8,11 @@ from typing import Any
 
 from verl_offgrpo import TRAINER_MODE
 
-from .off_grpo import PREFIX, V0_MANAGER_FQN, V0_MANAGER_PREFIX, OffGRPOConfig, SyncConfigError
-from .readers import knobs_of, uses_lora, uses_v1, v1_mode
+from .off_grpo import PREFIX, V0_MANAGER_FQN, V0_MANAGER_FQNS, OffGRPOConfig, SyncConfigError
+from .readers import flag_at, knobs_of, uses_lora, uses_v1, v1_mode
 from .values import OffGRPOConfigError
 from .values import config_value as _get
-from .values import is_dict_config
+from .values import is_dict_config, written_value
 from .values import is_int as _is_int
 
 
@@ -39,26 +39,27 @@ def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPO
             "at the steps verl validates (s % test_freq == 0); -1: no validation."
         )
     rollout = _get(config, "actor_rollout_ref.rollout")
-    name = _get(rollout, "name", "vllm")
+    name = written_value(rollout, "name", "vllm")
     if name != "vllm":
         raise SyncConfigError(f"{why} is implemented for actor_rollout_ref.rollout.name=vllm only (got {name!r}).")
-    if not bool(_get(config, "actor_rollout_ref.hybrid_engine", True)):
+    if not flag_at(config, "actor_rollout_ref.hybrid_engine", True):
         raise SyncConfigError(f"{why} needs the colocated hybrid engine: actor_rollout_ref.hybrid_engine=true.")
     if uses_lora(config):
         raise SyncConfigError(
             f"{why} is not supported with LoRA (actor_rollout_ref.model.lora.rank / lora_rank / lora_adapter_path): "
             "vLLM's LoRA adapter path is not known to keep α across sleep; use sync_period=1 or full fine-tuning."
         )
-    if bool(_get(rollout, "disaggregation.enabled", False)):
+    if flag_at(config, "actor_rollout_ref.rollout.disaggregation.enabled", False):
         raise SyncConfigError(f"{why} is not supported with PD-disaggregated rollout.")
-    free_cache_engine = bool(_get(rollout, "free_cache_engine", True))
+    free_cache_engine = flag_at(config, "actor_rollout_ref.rollout.free_cache_engine", True)
     v1_mode_sets_it = trainer == "v1" and v1_mode(config) == TRAINER_MODE
     if knobs.keep_weights == "no_sleep" and free_cache_engine and not v1_mode_sets_it:
         raise SyncConfigError(
             f"{why} with {PREFIX}.keep_weights=no_sleep needs actor_rollout_ref.rollout.free_cache_engine=false "
             f"(on the V1 trainer, trainer_mode={TRAINER_MODE} sets it itself)."
         )
-    if knobs.keep_weights == "sleep_level1" and free_cache_engine and not bool(_get(rollout, "enable_sleep_mode", True)):
+    sleeps = flag_at(config, "actor_rollout_ref.rollout.enable_sleep_mode", True)
+    if knobs.keep_weights == "sleep_level1" and free_cache_engine and not sleeps:
         raise SyncConfigError(
             f"{why}: actor_rollout_ref.rollout.enable_sleep_mode=false cannot sleep vLLM at level 1; set it true, "
             f"or use {PREFIX}.keep_weights=no_sleep."
@@ -84,11 +85,13 @@ def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPO
 
 def require_plugin_v0_manager(config: Any, error: type[OffGRPOConfigError], lead: str) -> None:
     """Raise ``error`` (message ``lead`` + the override to add) unless the v0 trainer's
-    ``rollout.checkpoint_manager_class`` is one of the plugin's (:data:`V0_MANAGER_FQN`, or a class under
-    ``verl_offgrpo.sync.``): it runs the lagged sync and the reference reset's step-end hook."""
+    ``rollout.checkpoint_manager_class`` is one of the plugin's dotted paths (:data:`V0_MANAGER_FQNS`; a misspelt
+    one would fail only when Ray's TaskRunner imports it): it runs the lagged sync and the reference reset's
+    step-end hook."""
     fqn = _get(config, "actor_rollout_ref.rollout.checkpoint_manager_class")
-    if not (isinstance(fqn, str) and fqn.startswith(V0_MANAGER_PREFIX)):
-        raise error(f"{lead} +actor_rollout_ref.rollout.checkpoint_manager_class={V0_MANAGER_FQN} (got {fqn!r}).")
+    if fqn not in V0_MANAGER_FQNS:
+        plus = "+" if fqn is None else ""  # verl's yaml has no such key: an override adds it
+        raise error(f"{lead} {plus}actor_rollout_ref.rollout.checkpoint_manager_class={V0_MANAGER_FQN} (got {fqn!r}).")
 
 
 def check_mode_section(config: Any) -> None:

@@ -9,6 +9,8 @@ In a config composed from the plugin's yaml (which sets every knob) only knobs a
 named; in any other (verl's own yaml plus ``+algorithm.off_grpo...``) every knob is. ``final_outputs_only=false``
 never is (off is what a job that does not select the plugin gets). A key that is no knob is named with the
 knob it may misspell (difflib, :func:`~.values.closest_knob`), as the checks of a selecting job name it.
+``policy_loss.rec`` knobs on verl's own ``PolicyLossConfig`` (verl's yaml) are not ignored but refused, by verl:
+the line says so rather than that the job trains plain verl.
 Nothing here imports verl.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from .loss_estimator_checks import is_plugin_policy_loss_config
 from .off_grpo import PREFIX, OffGRPOConfig
 from .rec import PREFIX as REC_PREFIX
 from .rec import RECConfig
@@ -66,10 +69,15 @@ def unselected_knobs_message(config: Any) -> str | None:
     estimator = config_value(config, "algorithm.adv_estimator")
     loss = config_value(config, "actor_rollout_ref.actor.policy_loss.loss_mode")
     rec = any(knob.startswith(REC_PREFIX + ".") for knob in named)
+    # verl's own PolicyLossConfig (its ppo_trainer's policy_loss._target_) has no rec field: verl refuses the job
+    target = config_value(config, "actor_rollout_ref.actor.policy_loss._target_")
+    refused = rec and target is not None and not is_plugin_policy_loss_config(target)
+    outcome = ("verl's own PolicyLossConfig (policy_loss._target_) has no rec field, so verl refuses the job"
+               if refused else "trains plain verl")
     return (
         f"verl-offgrpo: {', '.join(named)} has no effect: this job does not select the plugin "
         f"(algorithm.adv_estimator={getattr(estimator, 'value', estimator)}, "
-        f"actor_rollout_ref.actor.policy_loss.loss_mode={loss}) and trains plain verl. To use it, set "
+        f"actor_rollout_ref.actor.policy_loss.loss_mode={loss}) and {outcome}. To use it, set "
         "algorithm.adv_estimator=off_grpo and actor_rollout_ref.actor.policy_loss.loss_mode=off_grpo "
         + ("(loss_mode=rec for the policy_loss.rec knobs) " if rec else "")
         + "(or start from the plugin's off_grpo_trainer yaml; docs/verl-changes.md)."

@@ -62,6 +62,28 @@ def config_value(cfg: Any, dotted: str, default: Any = None) -> Any:
     return default if node is None else node
 
 
+_ABSENT = object()
+
+
+def written_value(cfg: Any, dotted: str, absent: Any = None) -> Any:
+    """``cfg.a.b.c`` as the config holds it: an explicit null stays None (which :func:`config_value` reads as
+    absent, i.e. as the caller's default, where verl reads it as null); ``absent`` where the key, or a section
+    above it, is not there or is ``???``."""
+    parent, _, key = dotted.rpartition(".")
+    node = config_value(cfg, parent) if parent else cfg
+    if node is None:
+        return absent
+    try:
+        value = node.get(key, _ABSENT) if hasattr(node, "get") else getattr(node, key, _ABSENT)
+    except Exception as err:  # noqa: BLE001 - omegaconf's MissingMandatoryValue (``???``)
+        if type(err).__name__ != "MissingMandatoryValue":
+            raise
+        return absent
+    if value is _ABSENT or (isinstance(value, str) and value == "???"):
+        return absent
+    return value
+
+
 def knobs_from_mapping(cls: type, node: Any, prefix: str, example: str) -> Any:
     """``cls(**node)`` for a dataclass of knobs, from a DictConfig, dict, an instance or None (the defaults);
     a node that is not a mapping, or an unknown key, is an :class:`OffGRPOConfigError` naming ``prefix``

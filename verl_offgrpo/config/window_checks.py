@@ -15,7 +15,7 @@ from typing import Any
 from verl_offgrpo import TRAINER_MODE
 
 from .off_grpo import AUTO, PREFIX, OffGRPOConfig
-from .readers import knobs_of, uses_v1, v1_mode
+from .readers import flag_at, knobs_of, uses_v1, v1_mode
 from .values import OffGRPOConfigError
 from .values import config_value as _get
 from .values import is_int as _is_int
@@ -54,7 +54,7 @@ def window_problem(config: Any, knobs: OffGRPOConfig | None = None) -> tuple[str
         ("trainer.v1.sampler.sync_refill_failed_groups", "refill failed groups"),
         ("skip.rollout_tq.enable", "skip rollouts"),
     ):
-        if _get(config, dotted, False) is True:
+        if flag_at(config, dotted, False):
             return f"cannot {what} after the window's one generation phase", f"set {dotted}=false, or {per_step}"
     n = _get(config, "actor_rollout_ref.rollout.n", 1)
     size = _get(config, STORAGE_SIZE) if _get(config, "transfer_queue.backend.storage_backend") == "SimpleStorage" else None
@@ -163,7 +163,7 @@ def token_budget(config: Any) -> int | None:
     tokens = _get(config, f"{rollout}.max_num_batched_tokens")
     if not _is_int(tokens):
         return None
-    if _get(config, f"{rollout}.enable_chunked_prefill", True):
+    if flag_at(config, f"{rollout}.enable_chunked_prefill", True):
         return tokens
     model_len = _get(config, f"{rollout}.max_model_len")
     if not _is_int(model_len):
