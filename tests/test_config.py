@@ -575,6 +575,7 @@ def test_check_cli_with_overrides_validates_as_compose(procs):
     lines = proc.stderr.splitlines()
     assert lines[-1].startswith(WINDOW_ON_V0_SAYS), lines[-1]
     assert "verl-offgrpo 0.1.0 check FAILED" in lines and "validated as compose validates it: FAILED" in proc.stderr
+    assert "patches (" not in proc.stderr and len(lines) <= 6  # the short report: `check -v` lists what was checked
     assert not any(noise in proc.stderr for noise in VERL_NOISE), proc.stderr
 
 
@@ -588,7 +589,7 @@ def test_cli_usage_errors_exit_64_not_the_plugins_2():
     # an override after --path-hint is no flag: the error says where overrides go instead
     late = _run("-m", "verl_offgrpo", "compose", *BASE, "--path-hint", "X", "Y", "data.seed=3")
     assert late.returncode == 64 and late.stderr.splitlines()[-1].endswith(
-        "unrecognized arguments: data.seed=3; put the overrides before compose's --path-hint options")
+        "unrecognized arguments: data.seed=3; put the overrides after the options (check's -v, compose's --path-hint)")
 
 
 @pytest.mark.slow
