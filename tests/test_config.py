@@ -545,12 +545,14 @@ def test_compose_cli_prints_validated_config():
     assert proc.returncode == 0, proc.stderr
     printed = OmegaConf.create(proc.stdout)
     assert printed.algorithm.off_grpo.sync_period == 10 and printed.algorithm.adv_estimator == "off_grpo"
-    bad = _run("-m", "verl_offgrpo", "compose", *BASE, "algorithm.off_grpo.sync_period=0")
+    bad = _run("-m", "verl_offgrpo", "compose", *BASE, VLLM, "algorithm.off_grpo.sync_period=0")
     assert bad.returncode == 2 and "sync_period must be an integer >= 1" in bad.stderr
-    # rollout.name is still ??? in verl's ppo_trainer: not "validated", and says which value is missing
+    # rollout.name is still ??? in verl's ppo_trainer: said alone, before any check ran, not "validated"
     incomplete = _run("-m", "verl_offgrpo", "compose", *BASE)
     assert incomplete.returncode == 3 and "validated" not in incomplete.stderr and incomplete.stdout == ""
-    assert "still ??? here: actor_rollout_ref.rollout.name " in incomplete.stderr
+    assert incomplete.stderr.splitlines() == [
+        "incomplete config: the mandatory value actor_rollout_ref.rollout.name is still ???; set it as an override, "
+        "e.g. actor_rollout_ref.rollout.name=vllm (main_ppo would start Ray, then fail on the first ??? it reads)"]
     assert "reward_model" not in incomplete.stderr  # its section is switched off (enable: false)
 
 
@@ -708,8 +710,9 @@ def test_compose_cli_fails_when_verl_did_not_load_the_plugin():
     """Without the plugin verl's own validate_config passes configs the plugin rejects: compose must not
     print "checks passed" then (it did, with exit 0)."""
     bad_for_the_plugin = ["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"]  # the mask stays on
-    assert _run("-m", "verl_offgrpo", "compose", *BASE, *bad_for_the_plugin).returncode == 2
-    proc = _run("-m", "verl_offgrpo", "compose", *BASE, *bad_for_the_plugin, env={"VERL_USE_EXTERNAL_PLUGINS": "none"})
+    assert _run("-m", "verl_offgrpo", "compose", *BASE, VLLM, *bad_for_the_plugin).returncode == 2
+    proc = _run("-m", "verl_offgrpo", "compose", *BASE, VLLM, *bad_for_the_plugin,
+                env={"VERL_USE_EXTERNAL_PLUGINS": "none"})
     assert proc.returncode == 1 and "did not load the verl-offgrpo plugin" in proc.stderr
     assert "checks passed" not in proc.stderr and proc.stdout == ""
 
