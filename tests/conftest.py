@@ -15,6 +15,21 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 
+# ----------------------------------------------------------------------------- the data beside the repository
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The folder of GSM8K, MATH-500 and AIME24 (``<repo>/../shared/data`` or ``$VERL_OFFGRPO_TEST_DATA``:
+    ``_shared_data``). Where it or one of its files is missing (a clone without ``../shared``), the tests that use
+    it skip with a reason that names the missing path, which the default run's summary prints (``-rs`` in
+    pyproject's addopts)."""
+    from _shared_data import data_dir, missing
+
+    root = data_dir()
+    if why := missing(root):
+        pytest.skip(why)
+    return root
+
+
 # ----------------------------------------------------------------------------- hydra's yaml files, read once
 def _config_file_text(source, config_path: str) -> bytes:
     """The bytes of the yaml file ``source.load_config(config_path)`` reads (file:// and pkg:// sources)."""

@@ -100,6 +100,51 @@ def test_compose_says_verls_own_assertion_or_value_error_as_verls(capsys, overri
     assert len(err) == 1 and err[0].startswith("config error (verl's validate_config): " + says), err
 
 
+#: what compose and check say for the one ??? value of the shipped yaml that no switched-off section holds
+ROLLOUT_NAME_UNSET = ("incomplete config: the mandatory value actor_rollout_ref.rollout.name is still ???; set it "
+                      "as an override, e.g. actor_rollout_ref.rollout.name=vllm (main_ppo would start Ray, then fail "
+                      "on the first ??? it reads)")
+
+
+@pytest.mark.parametrize("overrides", [
+    BASE,  # else runnable
+    [*BASE, "actor_rollout_ref.rollout.n=1"],  # the plugin's checks would reject it (exit 2)
+    [o for o in BASE if "micro_batch" not in o],  # verl's validate_config would reject it (exit 4)
+], ids=["runnable", "plugin_rejects", "verl_rejects"])
+def test_compose_says_a_missing_value_first_and_alone(capsys, overrides):
+    """A mandatory value still ??? is what compose says, first and alone, before the plugin's or verl's checks run
+    (they read it as unset; main_ppo would pass them, start Ray and fail on it): exit 3, one line on stderr,
+    no yaml, no info line or banner of a validation. The ??? of a switched-off section
+    (reward.reward_model.rollout.name) is not named."""
+    from verl_offgrpo.cli.compose import dry_run
+
+    assert dry_run(overrides) == 3
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.splitlines() == [ROLLOUT_NAME_UNSET], captured.err
+
+
+def test_the_missing_values_line_names_each_and_suggests_a_value():
+    from verl_offgrpo.cli.compose import incomplete
+
+    assert incomplete(["data.train_files", "trainer.x"]) == (
+        "incomplete config: the mandatory values data.train_files, trainer.x are still ???; set each as an override, "
+        "e.g. data.train_files=... (main_ppo would start Ray, then fail on the first ??? it reads)")
+
+
+def test_a_missing_value_a_check_reads_in_a_switched_off_section_is_exit_3_not_a_traceback(monkeypatch, capsys):
+    """missing_values leaves out the sections switched off (``enable: false``); should a check read one of their
+    ??? values anyway, compose names it (exit 3), as main_ppo would fail on it, instead of a traceback."""
+    import verl_offgrpo.config
+    from verl_offgrpo.cli.compose import dry_run
+
+    monkeypatch.setattr(verl_offgrpo.config, "validate_off_grpo_config",
+                        lambda config: config.reward.reward_model.rollout.name)
+    assert dry_run([*BASE, VLLM]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith("incomplete config: the mandatory value reward.reward_model.rollout.name is still ???; "
+                              "set it as an override, e.g. reward.reward_model.rollout.name=... "), err
+
+
 def test_python_m_entry_is_thin_and_keeps_its_names():
     """``verl_offgrpo.__main__`` is the entry of ``verl_offgrpo.cli``: the names scripts and benchmarks import from
     it stay there; ``config-dir`` answers without importing verl (the CLI's import quieting runs before verl's)."""

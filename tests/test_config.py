@@ -581,12 +581,14 @@ def test_compose_cli_prints_validated_config():
     assert proc.returncode == 0, proc.stderr
     printed = OmegaConf.create(proc.stdout)
     assert printed.algorithm.off_grpo.sync_period == 10 and printed.algorithm.adv_estimator == "off_grpo"
-    bad = _run("-m", "verl_offgrpo", "compose", *BASE, "algorithm.off_grpo.sync_period=0")
+    bad = _run("-m", "verl_offgrpo", "compose", *BASE, VLLM, "algorithm.off_grpo.sync_period=0")
     assert bad.returncode == 2 and "sync_period must be an integer >= 1" in bad.stderr
-    # rollout.name is still ??? in verl's ppo_trainer: not "validated", and says which value is missing
+    # rollout.name is still ??? in verl's ppo_trainer: said alone, before any check ran, not "validated"
     incomplete = _run("-m", "verl_offgrpo", "compose", *BASE)
     assert incomplete.returncode == 3 and "validated" not in incomplete.stderr and incomplete.stdout == ""
-    assert "still ??? here: actor_rollout_ref.rollout.name " in incomplete.stderr
+    assert incomplete.stderr.splitlines() == [
+        "incomplete config: the mandatory value actor_rollout_ref.rollout.name is still ???; set it as an override, "
+        "e.g. actor_rollout_ref.rollout.name=vllm (main_ppo would start Ray, then fail on the first ??? it reads)"]
     assert "reward_model" not in incomplete.stderr  # its section is switched off (enable: false)
 
 
@@ -611,6 +613,7 @@ def test_check_cli_with_overrides_validates_as_compose(procs):
     lines = proc.stderr.splitlines()
     assert lines[-1].startswith(WINDOW_ON_V0_SAYS), lines[-1]
     assert "verl-offgrpo 0.1.0 check FAILED" in lines and "validated as compose validates it: FAILED" in proc.stderr
+    assert "patches (" not in proc.stderr and len(lines) <= 6  # the short report: `check -v` lists what was checked
     assert not any(noise in proc.stderr for noise in VERL_NOISE), proc.stderr
 
 
@@ -624,7 +627,7 @@ def test_cli_usage_errors_exit_64_not_the_plugins_2():
     # an override after --path-hint is no flag: the error says where overrides go instead
     late = _run("-m", "verl_offgrpo", "compose", *BASE, "--path-hint", "X", "Y", "data.seed=3")
     assert late.returncode == 64 and late.stderr.splitlines()[-1].endswith(
-        "unrecognized arguments: data.seed=3; put the overrides before compose's --path-hint options")
+        "unrecognized arguments: data.seed=3; put the overrides after the options (check's -v, compose's --path-hint)")
 
 
 @pytest.mark.slow
@@ -743,8 +746,9 @@ def test_compose_cli_fails_when_verl_did_not_load_the_plugin():
     """Without the plugin verl's own validate_config passes configs the plugin rejects: compose must not
     print "checks passed" then (it did, with exit 0)."""
     bad_for_the_plugin = ["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"]  # the mask stays on
-    assert _run("-m", "verl_offgrpo", "compose", *BASE, *bad_for_the_plugin).returncode == 2
-    proc = _run("-m", "verl_offgrpo", "compose", *BASE, *bad_for_the_plugin, env={"VERL_USE_EXTERNAL_PLUGINS": "none"})
+    assert _run("-m", "verl_offgrpo", "compose", *BASE, VLLM, *bad_for_the_plugin).returncode == 2
+    proc = _run("-m", "verl_offgrpo", "compose", *BASE, VLLM, *bad_for_the_plugin,
+                env={"VERL_USE_EXTERNAL_PLUGINS": "none"})
     assert proc.returncode == 1 and "did not load the verl-offgrpo plugin" in proc.stderr
     assert "checks passed" not in proc.stderr and proc.stdout == ""
 

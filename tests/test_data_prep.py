@@ -1,12 +1,14 @@
 """data_prep/*.py: offline runs on the shared data, schema, and bad-input errors.
 
-Shared data: <repo>/../shared/data (see its README.md for the fields).
+Shared data: <repo>/../shared/data (see its README.md for the fields), or $VERL_OFFGRPO_TEST_DATA: the
+``shared_data`` fixture (conftest.py); the tests that read it skip, saying why, without it.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -18,12 +20,9 @@ import pyarrow.parquet as pq
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 GSM8K_INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
 BOXED_INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
-
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared data not found at {SHARED}")
 
 ROW_SCHEMA_FIELDS = {
     "data_source": pa.string(),
@@ -71,9 +70,8 @@ def check_common(rows: list[dict], data_source: str, split: str, instruction: st
         assert r["prompt"][0]["content"] == r["extra_info"]["question"] + " " + instruction
 
 
-@needs_shared
-def test_gsm8k_offline(tmp_path):
-    res = run_script("gsm8k", "--local-dir", str(SHARED / "gsm8k"), "--output-dir", str(tmp_path))
+def test_gsm8k_offline(tmp_path, shared_data):
+    res = run_script("gsm8k", "--local-dir", str(shared_data / "gsm8k"), "--output-dir", str(tmp_path))
     assert res.returncode == 0, res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["test.parquet", "train.parquet"]
     for split, count in (("train", 7473), ("test", 1319)):
@@ -81,7 +79,7 @@ def test_gsm8k_offline(tmp_path):
         assert len(rows) == count
         check_schema(schema, {"question", "answer"})
         check_common(rows, "openai/gsm8k", split, GSM8K_INSTRUCTION)
-        raw = read_jsonl(SHARED / "gsm8k" / f"{split}.jsonl")
+        raw = read_jsonl(shared_data / "gsm8k" / f"{split}.jsonl")
         for r, src in zip(rows, raw):
             assert r["extra_info"]["question"] == src["question"]
             assert r["extra_info"]["answer"] == src["answer"]
@@ -97,31 +95,29 @@ def test_gsm8k_offline(tmp_path):
     assert "wrote 7473 rows" in res.stdout and "wrote 1319 rows" in res.stdout
 
 
-@needs_shared
-def test_math500_offline(tmp_path):
-    res = run_script("math500", "--local-dir", str(SHARED / "math500"), "--output-dir", str(tmp_path))
+def test_math500_offline(tmp_path, shared_data):
+    res = run_script("math500", "--local-dir", str(shared_data / "math500"), "--output-dir", str(tmp_path))
     assert res.returncode == 0, res.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["test.parquet"]
     schema, rows = load_rows(tmp_path / "test.parquet")
     assert len(rows) == 500
     check_schema(schema, {"question", "solution", "subject", "level", "unique_id"})
     check_common(rows, "math500", "test", BOXED_INSTRUCTION)
-    raw = read_jsonl(SHARED / "math500" / "test.jsonl")
+    raw = read_jsonl(shared_data / "math500" / "test.jsonl")
     assert [r["reward_model"]["ground_truth"] for r in rows] == [s["answer"] for s in raw]
     assert rows[0]["reward_model"]["ground_truth"] == "\\left( 3, \\frac{\\pi}{2} \\right)"
     assert rows[0]["extra_info"]["subject"] == "Precalculus" and rows[0]["extra_info"]["level"] == 2
     assert sum(r["extra_info"]["subject"] == "Algebra" for r in rows) == 124
 
 
-@needs_shared
-def test_aime24_offline(tmp_path):
-    res = run_script("aime24", "--local-dir", str(SHARED / "aime24"), "--output-dir", str(tmp_path))
+def test_aime24_offline(tmp_path, shared_data):
+    res = run_script("aime24", "--local-dir", str(shared_data / "aime24"), "--output-dir", str(tmp_path))
     assert res.returncode == 0, res.stderr
     schema, rows = load_rows(tmp_path / "test.parquet")
     assert len(rows) == 30
     check_schema(schema, {"question", "answer", "id", "url"})
     check_common(rows, "aime24", "test", BOXED_INSTRUCTION)
-    raw = read_jsonl(SHARED / "aime24" / "test.jsonl")
+    raw = read_jsonl(shared_data / "aime24" / "test.jsonl")
     assert [r["reward_model"]["ground_truth"] for r in rows] == [str(int(s["answer"])) for s in raw]
     by_id = {r["extra_info"]["id"]: r for r in rows}
     assert by_id[67]["reward_model"]["ground_truth"] == "25"  # "025" in the file
@@ -494,3 +490,30 @@ def test_arithmetic_check_disjoint_refuses_repeats_shared_questions_and_twins():
         with pytest.raises(arithmetic.C.DataPrepError, match=message):
             arithmetic.check_disjoint(splits, twins_in_train=twins_in_train)
 
+
+
+def test_without_the_shared_data_its_tests_skip_saying_which_path_is_missing(tmp_path):
+    """A checkout without ``../shared/data`` stays green: the tests that read it (here one of this module's and
+    one of test_rewards.py's module fixtures) skip, and the default run's summary (``-rs`` in pyproject's
+    addopts) names the missing path and the variable that points elsewhere; a folder that lacks some of the
+    files names them."""
+    from _shared_data import missing
+
+    tests = {"tests/test_data_prep.py": "test_aime24_offline",
+             "tests/test_rewards.py": "test_r1_style_response_scores_the_text_after_think"}
+    absent = tmp_path / "absent"
+    env = {**os.environ, "VERL_OFFGRPO_TEST_DATA": str(absent),
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # the tests use no third-party plugin; ~2 s less
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", *(f"{f}::{t}" for f, t in tests.items())],
+                          capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
+    assert done.returncode == 0 and "2 skipped" in done.stdout, done.stdout + done.stderr
+    how = ("the data folder beside the repository, which CI has; or set VERL_OFFGRPO_TEST_DATA to a folder that "
+           "holds it")
+    why = f"shared data not found: {absent} does not exist ({how})"
+    skipped = [line for line in done.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert [re.sub(r":\d+: ", ": ", line, count=1) for line in skipped] == [f"SKIPPED [1] {f}: {why}" for f in tests]
+    assert missing(absent) == why
+    (tmp_path / "partial" / "aime24").mkdir(parents=True)
+    (tmp_path / "partial" / "aime24" / "test.jsonl").write_text("")
+    assert missing(tmp_path / "partial") == (f"shared data incomplete: {tmp_path / 'partial'} lacks gsm8k/train.jsonl, "
+                                             f"gsm8k/test.jsonl, math500/test.jsonl ({how})")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import verl
 
+import verl_offgrpo
 from verl_offgrpo import patches
 from verl_offgrpo.patches import JOB_ENV, PatchError, PatchWarning, empty_update, selection
 
@@ -35,10 +36,24 @@ def run_python(code: str, **env) -> subprocess.CompletedProcess:
     return subprocess.run(capture_output=True, text=True, **python_job(code, **env))
 
 
+#: ``python -m verl_offgrpo check``, then ``check -v``, in one interpreter (one import of verl, ~15 s): each
+#: run's stdout, then a line with its exit code
+CHECK_TWICE = """
+import runpy, sys
+for argv in (["check"], ["check", "-v"]):
+    sys.argv = ["verl_offgrpo", *argv]
+    try:
+        runpy.run_module("verl_offgrpo", run_name="__main__", alter_sys=True)
+    except SystemExit as done:
+        print(f"=== exit {done.code}", flush=True)
+"""
+
+
 def check_job() -> dict:
-    """``python -m verl_offgrpo check``, in a process that is no selecting job's."""
+    """``python -m verl_offgrpo check`` and ``check -v`` (:data:`CHECK_TWICE`), in a process that is no selecting
+    job's."""
     env = {k: v for k, v in os.environ.items() if k not in (JOB_ENV, patches.DISABLE_ENV)}
-    return dict(args=[sys.executable, "-W", "ignore", "-m", "verl_offgrpo", "check"], timeout=600, env=env, cwd=REPO)
+    return dict(args=[sys.executable, "-W", "ignore", "-c", CHECK_TWICE], timeout=600, env=env, cwd=REPO)
 
 
 IMPORT_VERL = """
@@ -75,7 +90,8 @@ BACKGROUND_JOBS = {
                     lambda _: python_job(IMPORT_VERL)),
     "broken_entry_point": ("test_an_entry_point_that_fails_to_load_says_so_on_stderr",
                            lambda _: python_job(BROKEN_ENTRY_POINT)),
-    "check": ("test_check_lists_every_patch_with_its_target_and_whether_it_is_live", lambda _: check_job()),
+    "check": (("test_check_says_its_verdict_in_a_few_lines",
+               "test_check_v_lists_every_patch_with_its_target_and_whether_it_is_live"), lambda _: check_job()),
 }
 
 
@@ -432,17 +448,40 @@ sys.exit(main(["check", *sys.argv[1:]]))
     v1 = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=600,
                         cwd=REPO)
     assert v1.returncode == 1 and "needs the TransferQueue package" in v1.stderr, v1.stderr[-2000:]
-    # with overrides check also validates the config (as compose): a runnable v0 one
-    v0 = subprocess.run([sys.executable, "-W", "ignore", "-c", code, *BASE, "actor_rollout_ref.rollout.name=vllm",
+    # with overrides check also validates the config (as compose): a runnable v0 one; -v lists the registrations
+    v0 = subprocess.run([sys.executable, "-W", "ignore", "-c", code, "-v", *BASE, "actor_rollout_ref.rollout.name=vllm",
                          "trainer.use_v1=false"], capture_output=True, text=True, timeout=600, cwd=REPO)
     assert v0.returncode == 0, v0.stderr[-2000:]
     assert "V1 trainer mode off_grpo_sync: not available (no TransferQueue)" in v0.stdout
 
 
-def test_check_lists_every_patch_with_its_target_and_whether_it_is_live(procs):
-    done = procs["check"]
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = done.stdout
+def _check_runs(done) -> tuple[str, str]:
+    """The stdout of :data:`CHECK_TWICE`'s ``check`` and ``check -v``, each of which exited 0."""
+    runs = re.split(r"^=== exit (\S+)\n", done.stdout, flags=re.M)
+    assert runs[1::2] == ["0", "0"] and runs[-1] == "", (runs, done.stderr[-3000:])
+    return runs[0], runs[2]
+
+
+def test_check_says_its_verdict_in_a_few_lines(procs):
+    """``check`` without -v: the verdict, the versions, the config, the notes (here: no vLLM on the CPU) and one
+    line that counts what was checked and points to ``check -v``; no per-patch listing."""
+    out, verbose = _check_runs(procs["check"])
+    lines = out.splitlines()
+    assert lines[0] == f"verl-offgrpo {verl_offgrpo.__version__} check OK"
+    assert lines[1].startswith(f"  verl {verl.__version__} (patches written for verl>=0.9.1,<0.10); vLLM ")
+    assert lines[2].startswith("  config: off_grpo_trainer.yaml — selects the plugin: yes; trainer: V1 off_grpo_sync;")
+    notes = [line for line in lines if line.startswith("  note: ")]
+    assert lines[3:-1] == notes and len(notes) <= 1
+    targets = sum(len(module.TARGETS) for module in patches.patch_modules())
+    assert re.fullmatch(rf"  5 registrations, {targets} patch targets and \d+ verl attributes checked: "
+                        r"`python -m verl_offgrpo check -v` lists each", lines[-1]), lines[-1]
+    assert len(lines) <= 5
+    assert "patches (" not in out and "registrations:" not in out and "check -v" not in verbose
+    assert verbose.splitlines()[:2] == lines[:2] and lines[2] in verbose.splitlines()  # -v: the same head, and more
+
+
+def test_check_v_lists_every_patch_with_its_target_and_whether_it_is_live(procs):
+    _, out = _check_runs(procs["check"])
     assert f"verl {verl.__version__} (patches written for verl>=0.9.1,<0.10); vLLM " in out
     for module in patches.patch_modules():
         for target in module.TARGETS:

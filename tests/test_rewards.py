@@ -1,7 +1,8 @@
 """verl_offgrpo.rewards: GSM8K via verl's scorer, math sets via math-verify, timeouts, verl loading.
 
-Real answers come from the shared data (<repo>/../shared/data), run through data_prep first so the
-ground truths are exactly what training sees.
+Real answers come from the shared data (<repo>/../shared/data, or $VERL_OFFGRPO_TEST_DATA: the ``shared_data``
+fixture of conftest.py), run through data_prep first so the ground truths are exactly what training sees; the
+tests that read it skip, saying why, without it.
 """
 
 from __future__ import annotations
@@ -22,9 +23,7 @@ from verl_offgrpo.rewards import _worker
 from verl_offgrpo.rewards.math_verify_reward import answer_region, verify_with_alarm
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared data not found at {SHARED}")
 PATHOLOGICAL = "\\boxed{9^{9^{9^{9}}}}"  # sympy tries to evaluate the tower: never finishes
 
 
@@ -41,18 +40,18 @@ def prepared(tmp_path_factory, name: str, local_dir: Path, split: str = "test") 
 
 
 @pytest.fixture(scope="module")
-def gsm8k_test(tmp_path_factory):
-    return prepared(tmp_path_factory, "gsm8k", SHARED / "gsm8k")
+def gsm8k_test(tmp_path_factory, shared_data):
+    return prepared(tmp_path_factory, "gsm8k", shared_data / "gsm8k")
 
 
 @pytest.fixture(scope="module")
-def math500(tmp_path_factory):
-    return {r["extra_info"]["unique_id"]: r for r in prepared(tmp_path_factory, "math500", SHARED / "math500")}
+def math500(tmp_path_factory, shared_data):
+    return {r["extra_info"]["unique_id"]: r for r in prepared(tmp_path_factory, "math500", shared_data / "math500")}
 
 
 @pytest.fixture(scope="module")
-def aime24(tmp_path_factory):
-    return {r["extra_info"]["id"]: r for r in prepared(tmp_path_factory, "aime24", SHARED / "aime24")}
+def aime24(tmp_path_factory, shared_data):
+    return {r["extra_info"]["id"]: r for r in prepared(tmp_path_factory, "aime24", shared_data / "aime24")}
 
 
 def score(row: dict, response: str, **kw) -> float:
@@ -62,7 +61,6 @@ def score(row: dict, response: str, **kw) -> float:
 # ---------------------------------------------------------------- GSM8K (verl's strict scorer)
 
 
-@needs_shared
 def test_gsm8k_every_reference_solution_scores_one(gsm8k_test):
     """The gold worked solution (ending in '#### n') is a perfect response for all 1319 items."""
     assert len(gsm8k_test) == 1319
@@ -70,7 +68,6 @@ def test_gsm8k_every_reference_solution_scores_one(gsm8k_test):
     assert scores == [1.0] * 1319
 
 
-@needs_shared
 def test_gsm8k_correct_wrong_and_format(gsm8k_test):
     janet = gsm8k_test[0]  # ground truth 18
     assert score(janet, "16 - 3 - 4 = 9 eggs, 9 * 2 = 18.\n#### 18") == 1.0
@@ -89,14 +86,12 @@ def test_gsm8k_correct_wrong_and_format(gsm8k_test):
 # ---------------------------------------------------------------- MATH-500 / AIME24 / DeepScaleR (math-verify)
 
 
-@needs_shared
 def test_math500_every_reference_solution_scores_one(math500):
     """Each of the 500 reference solutions (LaTeX, \\boxed{answer} inside) scores 1.0."""
     assert len(math500) == 500
     assert [score(r, r["extra_info"]["solution"]) for r in math500.values()] == [1.0] * 500
 
 
-@needs_shared
 def test_math500_equal_values_written_differently(math500):
     half = math500["test/counting_and_probability/282.json"]
     assert half["reward_model"]["ground_truth"] == "\\frac{1}{2}"
@@ -115,10 +110,9 @@ def test_math500_equal_values_written_differently(math500):
     assert score(root, "\\boxed{2\\sqrt{13}}") == 0.0
 
 
-@needs_shared
-def test_aime24_every_reference_answer_and_leading_zeros(aime24):
+def test_aime24_every_reference_answer_and_leading_zeros(aime24, shared_data):
     """All 30 answers as written in the file (three digits, '025') score 1.0 against ints."""
-    raw = [json.loads(line) for line in (SHARED / "aime24" / "test.jsonl").read_text().splitlines()]
+    raw = [json.loads(line) for line in (shared_data / "aime24" / "test.jsonl").read_text().splitlines()]
     assert [score(aime24[r["id"]], f"The answer is $\\boxed{{{r['answer']}}}$.") for r in raw] == [1.0] * 30
     row = aime24[67]  # answer "025"
     assert score(row, "\\boxed{025}") == 1.0
@@ -127,7 +121,6 @@ def test_aime24_every_reference_answer_and_leading_zeros(aime24):
     assert score(row, "no boxed answer and no number") == 0.0
 
 
-@needs_shared
 def test_r1_style_response_scores_the_text_after_think(aime24):
     row = aime24[67]
     assert score(row, "<think>maybe \\boxed{24}? no.</think>\nThe answer is $\\boxed{25}$.") == 1.0

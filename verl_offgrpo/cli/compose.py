@@ -1,7 +1,7 @@
 """``compose``: the shipped yaml + overrides, composed and validated exactly as main_ppo's driver does, without
 Ray or a GPU (:func:`validate`), and printed (:func:`dry_run`); each way it can fail is one line and an exit
-code: 1 the plugin is not usable here, 2 the plugin's checks, 3 a ``???`` value still unset, 4 hydra or verl's
-own ``validate_config``."""
+code: 1 the plugin is not usable here, 2 the plugin's checks, 3 a ``???`` value still unset (said before the
+checks run), 4 hydra or verl's own ``validate_config``."""
 
 from __future__ import annotations
 
@@ -36,6 +36,24 @@ def missing_values(config) -> list[str]:
         return False
 
     return sorted(key for key in OmegaConf.missing_keys(config) if not switched_off(key))
+
+
+#: what the one line about a ``???`` value suggests setting it to (else ``...``): the plugin runs vLLM only
+EXAMPLE_VALUES = {"actor_rollout_ref.rollout.name": "vllm"}
+
+
+def incomplete(missing: list[str]) -> str:
+    """The one line that names the mandatory values still ``???`` in a composed config. main_ppo cannot run
+    with one: verl's ``validate_config`` does not look for them (``actor_rollout_ref.rollout.name=???`` passes
+    it), so the job fails where it first reads the value (omegaconf's ``MissingMandatoryValue``), after Ray has
+    started."""
+    example = f"{missing[0]}={EXAMPLE_VALUES.get(missing[0], '...')}"
+    if len(missing) == 1:
+        what, how = f"the mandatory value {missing[0]} is", "set it"
+    else:
+        what, how = f"the mandatory values {', '.join(missing)} are", "set each"
+    return (f"incomplete config: {what} still ???; {how} as an override, e.g. {example} (main_ppo would start "
+            "Ray, then fail on the first ??? it reads)")
 
 
 def _knob_hint(message: str) -> str:
@@ -98,7 +116,10 @@ def _raised_in_verls_checks(err: BaseException) -> bool:
 def validate(overrides: list[str]):
     """Compose the shipped yaml + ``overrides`` and validate it exactly as main_ppo's driver does, without Ray
     or a GPU: ``(exit code, the one-line error or None, the composed config or None)``; the codes as
-    :func:`dry_run`'s. The plugin's info lines and verl's banner go to stderr on the way."""
+    :func:`dry_run`'s. The plugin's info lines and verl's banner go to stderr on the way.
+
+    A mandatory value still ``???`` (:func:`missing_values`) is said before any check runs, alone: the config
+    cannot run without it (:func:`incomplete`), and the checks would read it as unset."""
     import verl  # noqa: F401  (loads the plugin)
     import verl.utils.config as verl_config
     from hydra.errors import HydraException
@@ -116,6 +137,9 @@ def validate(overrides: list[str]):
     if not validate_config_patch.live():
         return 1, ("verl did not load the verl-offgrpo plugin, so its checks would not run here or in main_ppo; "
                    "`python -m verl_offgrpo check` shows why."), config
+    missing = missing_values(config)
+    if missing:  # first: the checks would read a ??? as unset, and pass or fail for the wrong reason
+        return 3, incomplete(missing), config
     try:
         with contextlib.redirect_stdout(sys.stderr), _plugin_info_on_stderr():  # stdout is the yaml
             verl_config.validate_config(
@@ -125,9 +149,8 @@ def validate(overrides: list[str]):
         return 2, f"off_grpo config error: {err}", config
     except PatchError as err:  # the installed verl does not take the plugin's patches: not the config's fault
         return 1, f"verl-offgrpo cannot run here: {_one_line(err)} (`python -m verl_offgrpo check` lists them)", config
-    except MissingMandatoryValue:  # verl read a ??? value: said below
-        if not missing_values(config):
-            raise
+    except MissingMandatoryValue as err:  # verl read a ??? that missing_values leaves out (a switched-off section)
+        return 3, incomplete([err.full_key]), config
     except Exception as err:  # verl's own validate_config rejects the config, or the plugin's checks have a bug
         if not _raised_in_verls_checks(err):
             raise  # a bug in the plugin's checks (a bare ValueError too, not a config error of verl's): its traceback
@@ -137,10 +160,6 @@ def validate(overrides: list[str]):
             return 4, f"config error (verl's validate_config): {_one_line(cause) or type(cause).__name__}", config
         # anything else verl's checks raise (a key its branch needs is not in the config, ...)
         return 4, f"config error (verl's validate_config): {type(err).__name__}: {_one_line(err)}", config
-    missing = missing_values(config)
-    if missing:
-        return 3, (f"incomplete config: main_ppo needs these mandatory values, still ??? here: {', '.join(missing)} "
-                   f"(set each as an override, e.g. {missing[0]}=...)"), config
     return 0, None, config
 
 
@@ -149,13 +168,13 @@ def dry_run(overrides: list[str], path_hints: dict[str, str] | None = None) -> i
     print the config; then note, on stderr, the data/model paths that do not exist here
     (:func:`~verl_offgrpo.cli.paths.local_path_notes`, with ``path_hints``; exit code unchanged).
 
-    Exit 2 for a config the plugin rejects, 3 if a mandatory value (``???``, e.g. ``rollout.name``) is
-    still unset, 4 for a config hydra cannot compose (a typo in a key, bad override syntax) or verl's own
-    ``validate_config`` rejects (any exception it raises); one line each, no traceback. Exit 1 if verl
-    did not load the plugin (``VERL_USE_EXTERNAL_PLUGINS`` leaves it out, the package is not pip-installed,
-    or its import failed, which verl logs only at DEBUG): verl's own ``validate_config`` would then pass
-    without the off_grpo checks, and main_ppo would not know them; also 1 if the installed verl does not
-    take the plugin's patches.
+    Exit 3 if a mandatory value (``???``, e.g. ``rollout.name``) is still unset, said before any check runs;
+    2 for a config the plugin rejects, 4 for a config hydra cannot compose (a typo in a key, bad override
+    syntax) or verl's own ``validate_config`` rejects (any exception it raises); one line each, no traceback.
+    Exit 1 if verl did not load the plugin (``VERL_USE_EXTERNAL_PLUGINS`` leaves it out, the package is not
+    pip-installed, or its import failed, which verl logs only at DEBUG): verl's own ``validate_config`` would
+    then pass without the off_grpo checks, and main_ppo would not know them; also 1 if the installed verl does
+    not take the plugin's patches.
     """
     from omegaconf import OmegaConf
 

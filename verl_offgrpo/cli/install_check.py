@@ -1,6 +1,7 @@
 """``check``: whether the plugin is usable in this install, with proof — verl loaded it, its registrations
 and patches are in place, the verl attributes it relies on exist, the packages the config needs are there —
-for the shipped yaml plus overrides (which are then also validated as ``compose`` validates them)."""
+for the shipped yaml plus overrides (which are then also validated as ``compose`` validates them). By default
+the report is the verdict and any problems; ``check -v`` lists everything it checked."""
 
 from __future__ import annotations
 
@@ -182,9 +183,23 @@ def _find_vllm(found: _Findings) -> None:
                            "pip install -e '.[gpu]'")
 
 
-def _report(found: _Findings) -> None:
-    """The report: on stdout when the check passes, else on stderr, with the problems (and the plugin's import
-    error verl hides) and the config's one-line error last."""
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _counts(found: _Findings) -> str:
+    """What the check looked at, counted, for the short report's line that points to ``check -v``."""
+    targets = sum(len(targets) for targets, *_ in found.patch_rows)
+    internals = sum(len(rows) for rows in found.internal_rows.values())
+    return (f"{_plural(len(found.registrations), 'registration')}, {_plural(targets, 'patch target')} and "
+            f"{_plural(internals, 'verl attribute')} checked")
+
+
+def _report(found: _Findings, verbose: bool = False) -> None:
+    """The report: on stdout when the check passes, else on stderr. The verdict, the versions, the config and
+    the notes; then, with ``verbose``, each registration, patch and verl internal the check looked at, else one
+    line counting them (``check -v`` lists them); then, always in full, the problems (and the plugin's import
+    error verl hides) and the config's one-line error, last."""
     from verl_offgrpo import __version__, patches
     from verl_offgrpo.patches.selection import config_selects
 
@@ -195,14 +210,40 @@ def _report(found: _Findings) -> None:
     print(f"verl-offgrpo {__version__} check {status}", file=out)
     print(f"  verl {found.verl_version} (patches written for verl{patches.VERL_VERSIONS}); "
           f"vLLM {found.vllm_version or 'not installed'}; TransferQueue {found.tq_version or 'not installed'}", file=out)
-    if eps:
+    if verbose and eps:
         print(f"  entry point: {eps[0].name} = {eps[0].value}; switch off with {patches.DISABLE_ENV}=1", file=out)
     if config is not None:
-        print(f"  config: {CONFIG_NAME}.yaml{' + ' + ' '.join(overrides) if overrides else ''} — selects the plugin: "
+        given = ""
+        if overrides:
+            given = " + " + (" ".join(overrides) if verbose else _plural(len(overrides), "override"))
+        print(f"  config: {CONFIG_NAME}.yaml{given} — selects the plugin: "
               f"{'yes' if config_selects(config) else 'no'}; trainer: "
               f"{'V1 ' + str(found.mode) if found.use_v1 else 'v0 (use_v1=false)'}; "
               + ("validated as compose validates it: " + ("passed" if not found.config_code else "FAILED (last line)")
                  if overrides else "not validated (`check <overrides>` validates them as compose does)"), file=out)
+    for note in found.notes:
+        print(f"  note: {note}", file=out)
+    if verbose:
+        _report_details(found, out)
+    else:
+        print(f"  {_counts(found)}: `python -m verl_offgrpo check -v` lists each", file=out)
+    if found.problems:
+        print("problems:", file=sys.stderr)
+        for problem in found.problems:
+            print(f"  - {problem}", file=sys.stderr)
+        if not patches.disabled() and not getattr(found.plugin, "ACTIVE", False):
+            print("Importing verl_offgrpo.plugin directly to show the error verl hides:", file=sys.stderr)
+            try:
+                importlib.import_module("verl_offgrpo.plugin")
+            except Exception:  # noqa: BLE001 - the point is to show it
+                traceback.print_exc()
+    if found.config_error is not None and (found.config_code != 1 or not found.problems):  # 1: the problems say why
+        print(found.config_error, file=sys.stderr)
+
+
+def _report_details(found: _Findings, out) -> None:
+    """``check -v``'s listing: each registration, each patch target (live here?) with where it acts, each verl
+    attribute relied on at run time (present?), and the config file."""
     print("  registrations:", file=out)
     for name, ok in found.registrations.items():
         state = {True: "registered", False: "MISSING", None: "not available (no TransferQueue)"}[ok]
@@ -224,26 +265,14 @@ def _report(found: _Findings) -> None:
         print(f"    {name}:", file=out)
         for target, why in rows_of_module:
             print(f"      {target}: {'present' if why is None else 'MISSING (' + why + ')'}", file=out)
-    for note in found.notes:
-        print(f"  note: {note}", file=out)
     print(f"  config file: {os.path.join(config_dir(), CONFIG_NAME + '.yaml')}", file=out)
-    if found.problems:
-        print("problems:", file=sys.stderr)
-        for problem in found.problems:
-            print(f"  - {problem}", file=sys.stderr)
-        if not patches.disabled() and not getattr(found.plugin, "ACTIVE", False):
-            print("Importing verl_offgrpo.plugin directly to show the error verl hides:", file=sys.stderr)
-            try:
-                importlib.import_module("verl_offgrpo.plugin")
-            except Exception:  # noqa: BLE001 - the point is to show it
-                traceback.print_exc()
-    if found.config_error is not None and (found.config_code != 1 or not found.problems):  # 1: the problems say why
-        print(found.config_error, file=sys.stderr)
 
 
-def check(overrides: list[str] | None = None) -> int:
+def check(overrides: list[str] | None = None, verbose: bool = False) -> int:
     """Import verl (which loads the ``verl.plugins`` entry points) and report, with proof, what the
-    plugin registered and patched in this process, for the shipped config plus ``overrides``.
+    plugin registered and patched in this process, for the shipped config plus ``overrides``: by default
+    the verdict, the versions, the config and a count of what was checked; with ``verbose`` (``check -v``)
+    each registration, patch target and verl internal. Problems are printed in full either way.
 
     Exit 1 when the plugin is disabled or not loaded, verl is outside the patches' range, a patch
     target or registration is missing, or the config needs something that is not installed (the V1
@@ -254,5 +283,5 @@ def check(overrides: list[str] | None = None) -> int:
     found = _Findings(overrides=list(overrides or []))
     for find in (_find_plugin_loaded, _find_config, _find_registrations, _find_patches, _find_internals, _find_vllm):
         find(found)
-    _report(found)
+    _report(found, verbose)
     return 1 if found.problems else found.config_code

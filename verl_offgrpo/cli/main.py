@@ -1,10 +1,11 @@
 """``python -m verl_offgrpo``: self-check, the shipped config's location, a dry composition.
 
-    python -m verl_offgrpo check [overrides]     # registrations, patches (live?), versions; exit 1 if missing;
-                                                 # with overrides, also compose's validation (its exit codes)
-    python -m verl_offgrpo config-dir            # directory of off_grpo_trainer.yaml (for --config-path)
-    python -m verl_offgrpo compose [overrides]   # compose + validate the full training config, print it;
-                                                 # notes data/model paths that do not exist here
+    python -m verl_offgrpo check [-v] [overrides]  # the verdict and any problems; exit 1 if the plugin is not
+                                                   # usable here; -v lists each registration, patch (live?) and
+                                                   # verl internal; with overrides, also compose's validation
+    python -m verl_offgrpo config-dir              # directory of off_grpo_trainer.yaml (for --config-path)
+    python -m verl_offgrpo compose [overrides]     # compose + validate the full training config, print it;
+                                                   # notes data/model paths that do not exist here
 
 Exit codes: 0 fine; 1 the plugin is not usable here (not loaded, a patch or package missing); 2 the
 plugin's checks reject the config; 3 a mandatory ``???`` value is still unset; 4 hydra cannot compose
@@ -37,7 +38,7 @@ class _Parser(argparse.ArgumentParser):
         if "unrecognized arguments: " in message:
             flags = [arg for arg in message.split("unrecognized arguments: ", 1)[1].split() if arg.startswith("-")]
             message += ("; compose and check take " + _OVERRIDES_ONLY if flags
-                        else "; put the overrides before compose's --path-hint options")
+                        else "; put the overrides after the options (check's -v, compose's --path-hint)")
         self.print_usage(sys.stderr)
         self.exit(EX_USAGE, f"{self.prog}: error: {message}\n")
 
@@ -48,14 +49,20 @@ def build_parser() -> argparse.ArgumentParser:
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p_check = sub.add_parser(
-        "check", help="the plugin's registrations, patches and versions; exit 1 if the plugin is not usable or the "
-        "config needs a package that is missing; with overrides, also compose's validation of the shipped yaml + "
-        "overrides (compose's one-line error and exit code 2/3/4; no yaml)",
-        description="Self-check: the plugin's registrations, patches and versions, for the shipped yaml (+ overrides); "
+        "check", help="whether the plugin is usable here: the verdict and any problems (-v: each registration, patch "
+        "and verl internal checked); exit 1 if the plugin is not usable or the config needs a package that is missing; "
+        "with overrides, also compose's validation of the shipped yaml + overrides (compose's one-line error and exit "
+        "code 2/3/4; no yaml)",
+        description="Self-check: the plugin's registrations, patches and versions, for the shipped yaml (+ overrides): "
+        "the verdict, the versions, the config and any problems (in full), or with -v everything checked; "
         "exit 1 if the plugin is not usable here or the config needs a package that is missing. Given overrides, "
         "check also validates the config exactly as compose does (same one-line error, same exit code 2/3/4; the "
         "yaml is not printed); without overrides the config is not validated (the shipped yaml alone is not "
         "runnable). Takes " + _OVERRIDES_ONLY)
+    p_check.add_argument("-v", "--verbose", action="store_true",
+                         help="list each registration, patch target (live in this process?) and verl internal the "
+                         "check looked at; by default only the verdict, the versions, the config and any problems "
+                         "(problems are always printed in full)")
     p_check.add_argument("overrides", nargs="*", help="hydra overrides of the shipped yaml, as for compose/main_ppo")
     sub.add_parser("config-dir", help="print the directory of the shipped yaml")
     p_compose = sub.add_parser(
@@ -79,5 +86,5 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     quiet_verl_imports()  # before verl is imported
     if args.command == "check":
-        return check(args.overrides)
+        return check(args.overrides, verbose=args.verbose)
     return dry_run(args.overrides, dict(args.path_hint))
