@@ -1,9 +1,11 @@
 """Hydra overrides and compositions shared by the tests that compose a config (test_config.py,
 test_patches.py, test_final_outputs.py)."""
 
-# what every runnable config needs anyway (verl's own checks)
+# what every runnable config needs anyway (verl's own checks; rollout.name is ??? in verl's yaml, which a selecting
+# job's validation refuses)
 BASE = [
     "actor_rollout_ref.model.path=/models/none",
+    "actor_rollout_ref.rollout.name=vllm",
     "actor_rollout_ref.rollout.n=4",
     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
     "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",

@@ -102,14 +102,18 @@ def test_compose_says_verls_own_assertion_or_value_error_as_verls(capsys, overri
 
 #: what compose and check say for the one ??? value of the shipped yaml that no switched-off section holds
 ROLLOUT_NAME_UNSET = ("incomplete config: the mandatory value actor_rollout_ref.rollout.name is still ???; set it "
-                      "as an override, e.g. actor_rollout_ref.rollout.name=vllm (main_ppo would start Ray, then fail "
-                      "on the first ??? it reads)")
+                      "as an override, e.g. actor_rollout_ref.rollout.name=vllm (verl's own checks pass a ???, so "
+                      "main_ppo would start Ray, then fail on the first ??? it reads)")
+
+
+#: the shipped yaml's rollout.name as verl's yaml leaves it (the tests' BASE sets it)
+UNSET = "actor_rollout_ref.rollout.name=???"
 
 
 @pytest.mark.parametrize("overrides", [
-    BASE,  # else runnable
-    [*BASE, "actor_rollout_ref.rollout.n=1"],  # the plugin's checks would reject it (exit 2)
-    [o for o in BASE if "micro_batch" not in o],  # verl's validate_config would reject it (exit 4)
+    [*BASE, UNSET],  # else runnable
+    [*BASE, "actor_rollout_ref.rollout.n=1", UNSET],  # the plugin's checks would reject it (exit 2)
+    [*(o for o in BASE if "micro_batch" not in o), UNSET],  # verl's validate_config would reject it (exit 4)
 ], ids=["runnable", "plugin_rejects", "verl_rejects"])
 def test_compose_says_a_missing_value_first_and_alone(capsys, overrides):
     """A mandatory value still ??? is what compose says, first and alone, before the plugin's or verl's checks run
@@ -124,11 +128,12 @@ def test_compose_says_a_missing_value_first_and_alone(capsys, overrides):
 
 
 def test_the_missing_values_line_names_each_and_suggests_a_value():
-    from verl_offgrpo.cli.compose import incomplete
+    from verl_offgrpo.config.missing_values import incomplete
 
     assert incomplete(["data.train_files", "trainer.x"]) == (
         "incomplete config: the mandatory values data.train_files, trainer.x are still ???; set each as an override, "
-        "e.g. data.train_files=... (main_ppo would start Ray, then fail on the first ??? it reads)")
+        "e.g. data.train_files=... (verl's own checks pass a ???, so main_ppo would start Ray, then fail on the first "
+        "??? it reads)")
 
 
 def test_a_missing_value_a_check_reads_in_a_switched_off_section_is_exit_3_not_a_traceback(monkeypatch, capsys):

@@ -588,7 +588,8 @@ def test_compose_cli_prints_validated_config():
     assert incomplete.returncode == 3 and "validated" not in incomplete.stderr and incomplete.stdout == ""
     assert incomplete.stderr.splitlines() == [
         "incomplete config: the mandatory value actor_rollout_ref.rollout.name is still ???; set it as an override, "
-        "e.g. actor_rollout_ref.rollout.name=vllm (main_ppo would start Ray, then fail on the first ??? it reads)"]
+        "e.g. actor_rollout_ref.rollout.name=vllm (verl's own checks pass a ???, so main_ppo would start Ray, then fail "
+        "on the first ??? it reads)"]
     assert "reward_model" not in incomplete.stderr  # its section is switched off (enable: false)
 
 
@@ -786,3 +787,17 @@ def test_rec_anchored_at_pi_k_with_one_step_per_batch_says_rho_is_one(caplog):
     assert len(told("actor_rollout_ref.actor.ppo_mini_batch_size=64")) == 1
     assert told("actor_rollout_ref.actor.ppo_mini_batch_size=16") == []  # four steps: θ moves within the batch
     assert told("actor_rollout_ref.actor.ppo_mini_batch_size=64", "actor_rollout_ref.actor.ppo_epochs=2") == []
+
+
+def test_main_ppos_validate_config_refuses_a_selecting_config_with_a_mandatory_value_unset():
+    """verl's checks pass ``rollout.name=???`` (verl's yaml leaves it so) and main_ppo would start Ray; a selecting
+    config stops in the plugin's wrapper, in one line, as ``compose`` says it; a plain config is verl's as before."""
+    from _overrides import shipped_config, validate_as_main_ppo, verl_config
+
+    with pytest.raises(OffGRPOConfigError) as err:
+        validate_as_main_ppo(shipped_config("actor_rollout_ref.rollout.name=???"))
+    assert str(err.value).startswith(
+        "incomplete config: the mandatory value actor_rollout_ref.rollout.name is still ???; set it as an override, "
+        "e.g. actor_rollout_ref.rollout.name=vllm") and "\n" not in str(err.value)
+    validate_as_main_ppo(shipped_config())  # set (the tests' BASE): the same config passes
+    validate_as_main_ppo(verl_config("actor_rollout_ref.rollout.name=???"))  # plain verl: verl's checks pass it

@@ -10,6 +10,7 @@ import os
 import re
 import sys
 
+from verl_offgrpo.config.missing_values import incomplete, missing_values
 from .paths import CONFIG_NAME, config_dir, local_path_notes
 
 
@@ -20,40 +21,6 @@ def compose(overrides: list[str]):
 
     with initialize_config_dir(config_dir=config_dir(), version_base=None):
         return hydra_compose(config_name=CONFIG_NAME, overrides=list(overrides))
-
-
-def missing_values(config) -> list[str]:
-    """The mandatory values (``???``) still unset in ``config``, outside sections switched off
-    (a node with ``enable: false``, e.g. ``reward.reward_model`` when no reward model is used)."""
-    from omegaconf import OmegaConf
-
-    def switched_off(key: str) -> bool:
-        parts = key.split(".")
-        for depth in range(1, len(parts)):
-            node = OmegaConf.select(config, ".".join(parts[:depth]), throw_on_missing=False)
-            if OmegaConf.is_dict(node) and node.get("enable", None) is False:
-                return True
-        return False
-
-    return sorted(key for key in OmegaConf.missing_keys(config) if not switched_off(key))
-
-
-#: what the one line about a ``???`` value suggests setting it to (else ``...``): the plugin runs vLLM only
-EXAMPLE_VALUES = {"actor_rollout_ref.rollout.name": "vllm"}
-
-
-def incomplete(missing: list[str]) -> str:
-    """The one line that names the mandatory values still ``???`` in a composed config. main_ppo cannot run
-    with one: verl's ``validate_config`` does not look for them (``actor_rollout_ref.rollout.name=???`` passes
-    it), so the job fails where it first reads the value (omegaconf's ``MissingMandatoryValue``), after Ray has
-    started."""
-    example = f"{missing[0]}={EXAMPLE_VALUES.get(missing[0], '...')}"
-    if len(missing) == 1:
-        what, how = f"the mandatory value {missing[0]} is", "set it"
-    else:
-        what, how = f"the mandatory values {', '.join(missing)} are", "set each"
-    return (f"incomplete config: {what} still ???; {how} as an override, e.g. {example} (main_ppo would start "
-            "Ray, then fail on the first ??? it reads)")
 
 
 def _knob_hint(message: str) -> str:

@@ -62,6 +62,10 @@ def wrap(original):
         from verl_offgrpo.config import OffGRPOConfigError, validate_off_grpo_config
         from verl_offgrpo.config.yaml_hint import shipped_yaml_hint
 
+        from verl_offgrpo.config.missing_values import incomplete, missing_values
+
+        if missing := missing_values(config):  # the checks would read a ??? as unset; verl's pass it
+            raise OffGRPOConfigError(incomplete(missing))
         # before verl's checks, so a config the plugin rejects never prints verl's success banner
         _check_names(config)
         try:
