@@ -70,6 +70,11 @@ def test_shipped_yaml_wires_estimator_loss_rprime_and_trainer_mode():
         ["algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=4"],
         ["algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=4",
          "data.gen_batch_size=1024"],  # = verl's default train_batch_size
+        # per_step (auto's fallback) with a gen_batch_size that divides the batch; dynamic sampling with any
+        # (verl's V1 trainer then fetches one prompt at a time)
+        ["algorithm.off_grpo.sync_period=4", "data.train_batch_size=512", "data.gen_batch_size=256"],
+        ["algorithm.off_grpo.sync_period=4", "data.train_batch_size=512", "data.gen_batch_size=768",
+         "algorithm.filter_groups.enable=true"],
         # integers where a float is expected are floats
         ["algorithm.off_grpo.std_eps=1", "algorithm.off_grpo.max_log_rprime_lagged=0"],
         # the REC / RED family under the lag, with the mask, guard and monitor on (V1 and v0)
@@ -142,6 +147,10 @@ REJECTED = [
      "rollout_schedule=window needs trainer.v1.trainer_mode=off_grpo_sync"),
     (["algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=4", "data.train_batch_size=64",
       "data.gen_batch_size=32"], r"data.gen_batch_size=32 must be unset \(null\) or equal to data.train_batch_size=64"),
+    # verl's V1 trainer fetches a step's prompts in whole gen_batch_size chunks (at the first step otherwise)
+    (["algorithm.off_grpo.sync_period=4", "data.train_batch_size=64", "data.gen_batch_size=96"],
+     r"^data.gen_batch_size=96 must divide data.train_batch_size=64: verl's V1 trainer fetches each step's prompts "
+     r"in whole gen_batch_size chunks"),
     # RED-Drop: groups to drop from, rows that leave the denominator, the V1 write-back, its seed
     (["algorithm.adv_estimator=red_drop", "actor_rollout_ref.rollout.n=1"],
      r"rollout.n=1 with algorithm.adv_estimator=red_drop.*>= 2"),
@@ -246,6 +255,20 @@ def test_clip_ratio_alone_warns_that_the_per_side_values_win(caplog):
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         validate(composed("actor_rollout_ref.actor.clip_ratio_low=0.3", "actor_rollout_ref.actor.clip_ratio_high=0.3"))
     assert "is not used" not in caplog.text
+
+
+@pytest.mark.parametrize("loss", ["off_grpo", "rec"])
+def test_a_dual_clip_from_a_vanilla_script_warns_that_the_loss_has_none(caplog, loss):
+    """DAPO-style scripts set clip_ratio_c (verl's vanilla dual clip); the off_grpo and rec losses read no such
+    bound: one warning naming it; verl's default 3.0 says nothing."""
+    policy = f"actor_rollout_ref.actor.policy_loss.loss_mode={loss}"
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        validate(composed(policy, "actor_rollout_ref.actor.clip_ratio_c=10.0"))
+    assert f"{loss}: actor_rollout_ref.actor.clip_ratio_c=10.0 is not used: the {loss} loss has no dual clip" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        validate(composed(policy))
+    assert "clip_ratio_c" not in caplog.text
 
 
 @pytest.mark.parametrize("override", ["actor_rollout_ref.rollout.top_p=0.9", "actor_rollout_ref.rollout.top_k=20"])
@@ -379,8 +402,12 @@ def test_validation_that_restarts_the_lag_is_told(caplog):
     lines = told(logging.INFO, *WINDOW_10, "trainer.test_freq=5")
     assert len(lines) == 1 and "each one costs a weight transfer and a vLLM wake more" in lines[0]
     per_step = "algorithm.off_grpo.rollout_schedule=per_step"
+    # v = 4, test_freq = 10: syncs at 4, 8, 10, 12, 16, 20, ...: some periods shorter, the longest lag still 3
+    shorter = (per_step, "algorithm.off_grpo.sync_period=4", "trainer.test_freq=10")
+    assert told(logging.WARNING, *shorter) == []
+    lines = told(logging.INFO, *shorter)
+    assert len(lines) == 1 and "the lag restarts there and some periods are shorter (the longest still gives a lag of 3)" in lines[0]
     for quiet in ((*PER_STEP_10, "trainer.test_freq=20"),
-                  (per_step, "algorithm.off_grpo.sync_period=4", "trainer.test_freq=10"),  # longest lag still 3 = v − 1
                   (*PER_STEP_10, "trainer.test_freq=5", "algorithm.off_grpo.sync_before_validate=false")):  # fmt: skip
         assert told(logging.WARNING, *quiet) == [] and told(logging.INFO, *quiet) == []
 
@@ -395,6 +422,7 @@ def test_window_says_when_checkpoints_fall_inside_windows(caplog):
 
     lines = told(*WINDOW_10, "trainer.save_freq=3")
     assert len(lines) == 1 and "trainer.save_freq=3 is not a multiple of sync_period=10" in lines[0]
+    assert [r.levelno for r in caplog.records if "save_freq" in r.getMessage()] == [logging.WARNING]  # prompts lost
     assert "up to 9 steps' worth" in lines[0]
     assert told(*WINDOW_10, "trainer.save_freq=20") == []  # checkpoints on window boundaries
     assert told(*WINDOW_10, "trainer.save_freq=-1") == []

@@ -270,7 +270,7 @@ def test_guard_stops_a_window_sampled_from_lost_weights(ray_local, monkeypatch):
         (["+trainer.v1.sync.parameter_sync_step=2"], "parameter_sync_step"),
         (["algorithm.filter_groups.enable=true"], "filter_groups"),
         (["trainer.test_freq=5", "algorithm.off_grpo.sync_before_validate=false"], "sync_before_validate"),
-        (["data.train_batch_size=6", "+data.gen_batch_size=4"], "gen_batch_size"),
+        (["data.train_batch_size=6", "+data.gen_batch_size=3"], "gen_batch_size"),
         (["data.train_batch_size=10", "actor_rollout_ref.rollout.n=5",
           "transfer_queue.backend.SimpleStorage.total_storage_size=199"],
          r"^algorithm.off_grpo.rollout_schedule=window holds a window's v·B·n = 200 samples .*: raise it \(host memory\), "
@@ -319,7 +319,10 @@ def test_a_config_the_lagged_sync_refuses_gets_its_error_with_no_line_on_how_vll
          "runs in the V1 trainer mode off_grpo_sync only"),
         (["algorithm.filter_groups.enable=true"], "cannot refill filtered groups"),
         (["trainer.test_freq=5", "algorithm.off_grpo.sync_before_validate=false"], "validation needs a sync"),
-        (["data.train_batch_size=6", "+data.gen_batch_size=4"], "data.gen_batch_size=4 must be unset"),
+        (["data.train_batch_size=6", "+data.gen_batch_size=3"], "data.gen_batch_size=3 must be unset"),
+        # dynamic sampling: verl fetches prompts one at a time (gen_batch_size 1), so the refill is the cause
+        (["algorithm.filter_groups.enable=true", "data.train_batch_size=6", "+data.gen_batch_size=4"],
+         "cannot refill filtered groups"),
         (["data.train_batch_size=10", "actor_rollout_ref.rollout.n=5",
           "transfer_queue.backend.SimpleStorage.total_storage_size=199"],
          "v·B·n = 200 samples at once in verl's TransferQueue, more than "

@@ -165,6 +165,12 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
             "%s: actor_rollout_ref.actor.clip_ratio=%s is not used: clip_ratio_low=%s and clip_ratio_high=%s are set "
             "(the per-side ε); set those instead.", loss_mode, clip_ratio, low, high,
         )  # fmt: skip
+    dual = as_number(written_value(actor, "clip_ratio_c", 3.0), "actor_rollout_ref.actor.clip_ratio_c", "a number")
+    if dual is not None and float(dual) != 3.0:  # verl's default (actor.yaml), which its vanilla loss reads
+        logger.warning(
+            "%s: actor_rollout_ref.actor.clip_ratio_c=%s is not used: the %s loss has no dual clip (verl's vanilla "
+            "loss bounds negative-advantage ratios with it).", loss_mode, dual, loss_mode,
+        )  # fmt: skip
     if loss_mode == REC_LOSS_NAME:  # each side falls back to clip_ratio, as the losses' clip_bounds do
         fallback = 0.2 if clip_ratio is None else float(clip_ratio)
         rec.check_ring(float(fallback if low is None else low), float(fallback if high is None else high))

@@ -38,6 +38,7 @@ from .values import OffGRPOConfigError
 from .values import config_value as _get
 from .window_checks import (
     advise_on_window,
+    check_gen_batch_divides,
     check_max_num_seqs_fits_batched_tokens,
     refuse_impossible_window,
     resolve_rollout_schedule,
@@ -88,6 +89,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
         warn_masked_mini_batch_with_other_loss(config, knobs, estimator)
     check_mode_section(config)
     refuse_impossible_window(config, knobs)  # an explicit window on a trainer without one: its error first
+    check_gen_batch_divides(config)
     check_max_num_seqs_fits_batched_tokens(config)
     if uses_estimator or uses_loss or knobs.sync_period > 1:
         check_sync_config(config, knobs=knobs)

@@ -8,7 +8,7 @@ validation: syncs fall on the multiples of v and of f = test_freq, and a batch i
     max rollout lag = (longest gap between consecutive multiples of v or f) − 1  ≤ v − 1
 
 steps stale; for v = 10, f = 5 the syncs come 5 steps apart, as with v = 5. The plugin warns where that
-maximum is below v − 1.
+maximum is below v − 1, and says so in an info line where only some periods are cut short.
 With ``rollout_schedule=window`` the window keeps its samples from α (the lag runs on), and each
 validation inside a window costs one weight transfer and one vLLM wake more.
 """
@@ -36,7 +36,8 @@ def longest_lag(sync_period: int, test_freq: int) -> int:
 
 def tell_if_validation_restarts_the_lag(config: Any, knobs: OffGRPOConfig) -> None:
     """When ``trainer.test_freq`` is not a multiple of ``sync_period`` and validation syncs vLLM: an info line
-    (window), or a warning (per_step) where that caps the lag below v − 1 (:func:`longest_lag`)."""
+    (window), or for per_step a warning where that caps the lag below v − 1 (:func:`longest_lag`), else an info
+    line."""
     v, test_freq = knobs.sync_period, _get(config, "trainer.test_freq", -1)
     if v <= 1 or not knobs.sync_before_validate or not _is_int(test_freq) or test_freq <= 0 or test_freq % v == 0:
         return
@@ -48,8 +49,13 @@ def tell_if_validation_restarts_the_lag(config: Any, knobs: OffGRPOConfig) -> No
         )
         return
     lag = longest_lag(v, test_freq)
-    if lag >= v - 1:
-        return  # some periods are cut short, but the longest lag is still v − 1
+    if lag >= v - 1:  # some periods are cut short, but the longest lag is still v − 1
+        logger.info(
+            "off_grpo: trainer.test_freq=%d is not a multiple of sync_period=%d: every validation syncs vLLM, so "
+            "the lag restarts there and some periods are shorter (the longest still gives a lag of %d). A multiple "
+            "of %d avoids that.", test_freq, v, v - 1, v,
+        )
+        return
     logger.warning(
         "off_grpo: trainer.test_freq=%d is not a multiple of sync_period=%d: every validation syncs vLLM "
         "(%s.sync_before_validate=true), so the lag restarts there and samples are at most %d steps stale, not "

@@ -27,6 +27,30 @@ logger = logging.getLogger(__name__)
 STORAGE_SIZE = "transfer_queue.backend.SimpleStorage.total_storage_size"
 
 
+#: verl's V1 options that refill a step's groups after its generation (then verl fetches prompts one at a time:
+#: ``data.gen_batch_size`` becomes 1), as (flag, what it does)
+REFILLS = (
+    ("algorithm.filter_groups.enable", "refill filtered groups"),
+    ("trainer.v1.sampler.sync_refill_failed_groups", "refill failed groups"),
+)
+
+
+def check_gen_batch_divides(config: Any) -> None:
+    """verl's V1 sync trainer (the plugin's mode presents itself as it) fetches a step's prompts in whole
+    ``data.gen_batch_size`` chunks, ``train_batch_size / gen_batch_size`` of them, and raises a ``ValueError``
+    at the first step (after Ray, the model and vLLM have started) where that is not a whole number. Refuse it
+    here; with a refill option (:data:`REFILLS`) verl sets gen_batch_size to 1 itself."""
+    if not uses_v1(config) or v1_mode(config) != TRAINER_MODE or any(flag_at(config, f, False) for f, _ in REFILLS):
+        return
+    gen, train = _get(config, "data.gen_batch_size"), _get(config, "data.train_batch_size")
+    if _is_int(gen) and _is_int(train) and (gen <= 0 or train % gen):
+        raise OffGRPOConfigError(
+            f"data.gen_batch_size={gen} must divide data.train_batch_size={train}: verl's V1 trainer fetches each "
+            "step's prompts in whole gen_batch_size chunks and stops at the first step otherwise; set a divisor, or "
+            "unset it (null)."
+        )
+
+
 def window_problem(config: Any, knobs: OffGRPOConfig | None = None) -> tuple[str, str] | None:
     """Why ``config`` cannot generate a whole sync window at once, as (cause, fix), or None: the window is the
     V1 trainer mode's, and one generation phase samples the prompts of v steps (v × ``data.train_batch_size``),
@@ -41,6 +65,9 @@ def window_problem(config: Any, knobs: OffGRPOConfig | None = None) -> tuple[str
                 f"set trainer.use_v1=true, or {per_step}")
     if v1_mode(config) != TRAINER_MODE:
         return f"needs trainer.v1.trainer_mode={TRAINER_MODE} (got {v1_mode(config)!r})", f"set it, or {per_step}"
+    for dotted, what in (*REFILLS, ("skip.rollout_tq.enable", "skip rollouts")):
+        if flag_at(config, dotted, False):
+            return f"cannot {what} after the window's one generation phase", f"set {dotted}=false, or {per_step}"
     gen, train = _get(config, "data.gen_batch_size"), _get(config, "data.train_batch_size")
     if gen is not None and gen != train:
         return (f"samples v × data.train_batch_size prompts per window, so data.gen_batch_size={gen!r} must be "
@@ -49,13 +76,6 @@ def window_problem(config: Any, knobs: OffGRPOConfig | None = None) -> tuple[str
     if k not in (None, 1):
         return (f"does not combine with trainer.v1.sync.parameter_sync_step={k!r} (verl's own batched generation)",
                 "drop that override")
-    for dotted, what in (
-        ("algorithm.filter_groups.enable", "refill filtered groups"),
-        ("trainer.v1.sampler.sync_refill_failed_groups", "refill failed groups"),
-        ("skip.rollout_tq.enable", "skip rollouts"),
-    ):
-        if flag_at(config, dotted, False):
-            return f"cannot {what} after the window's one generation phase", f"set {dotted}=false, or {per_step}"
     n = _get(config, "actor_rollout_ref.rollout.n", 1)
     size = _get(config, STORAGE_SIZE) if _get(config, "transfer_queue.backend.storage_backend") == "SimpleStorage" else None
     if all(_is_int(x) for x in (size, train, n)) and knobs.sync_period * train * n > size:
@@ -129,7 +149,7 @@ def advise_on_window(config: Any, knobs: OffGRPOConfig) -> None:
         )
     save_freq = _get(config, "trainer.save_freq", -1)
     if knobs.sync_period > 1 and _is_int(save_freq) and save_freq > 0 and save_freq % knobs.sync_period:
-        logger.info(
+        logger.warning(
             "off_grpo: trainer.save_freq=%d is not a multiple of sync_period=%d, so checkpoints fall inside windows; "
             "a resume from one starts a new window, and the prompts buffered for the rest of the old one (up to "
             "%d steps' worth) are not trained on. A multiple of %d avoids that.",
