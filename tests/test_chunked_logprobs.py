@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from verl_offgrpo.patches import JOB_ENV, PATCH_MODULES, post_import
+from verl_offgrpo.patches import JOB_ENV, PATCH_MODULES
 from verl_offgrpo.patches import chunked_logprobs as patch
 
 tf = pytest.importorskip("verl.utils.torch_functional")
@@ -96,14 +96,9 @@ def test_not_live_in_this_process():
     ({}, False),  # plain verl
 ])  # fmt: skip
 def test_installed_only_in_a_selecting_job_that_does_not_ask_for_the_loop(monkeypatch, environ, hooked):
-    monkeypatch.delitem(sys.modules, patch.MODULE, raising=False)  # not yet imported: install leaves a hook
-    assert post_import.installed_hook(patch.MODULE) is None
-    try:
-        patch.install(environ)
-        assert (post_import.installed_hook(patch.MODULE) is not None) is hooked
-    finally:
-        if post_import.installed_hook(patch.MODULE) is not None:
-            post_import.installed_hook(patch.MODULE).remove()
+    from _post_import_hooks import install_leaves_a_hook
+
+    assert install_leaves_a_hook(patch, environ, monkeypatch) is hooked
 
 
 def test_a_verl_without_the_loop_is_one_line_for_a_selecting_job(monkeypatch):

@@ -22,7 +22,7 @@ import pytest
 import verl
 
 from verl_offgrpo.config import OffGRPOConfigError, validate_off_grpo_config
-from verl_offgrpo.patches import FINAL_OUTPUTS_ENV, JOB_ENV, PATCH_MODULES, post_import
+from verl_offgrpo.patches import FINAL_OUTPUTS_ENV, JOB_ENV, PATCH_MODULES
 from verl_offgrpo.patches import final_outputs as patch
 
 from _overrides import shipped_config as composed
@@ -140,15 +140,9 @@ def test_the_import_hook_wraps_verls_server_class_with_vllms_final_only(monkeypa
     ({}, False),
 ])  # fmt: skip
 def test_installed_only_in_a_selecting_job_that_asks_for_it(monkeypatch, environ, hooked):
-    monkeypatch.delitem(sys.modules, patch.MODULE, raising=False)
-    hook = post_import.installed_hook(patch.MODULE)
-    assert hook is None
-    try:
-        patch.install(environ)
-        assert (post_import.installed_hook(patch.MODULE) is not None) is hooked
-    finally:
-        if post_import.installed_hook(patch.MODULE) is not None:
-            post_import.installed_hook(patch.MODULE).remove()
+    from _post_import_hooks import install_leaves_a_hook
+
+    assert install_leaves_a_hook(patch, environ, monkeypatch) is hooked
     assert "verl_offgrpo.patches.final_outputs" in PATCH_MODULES
 
 

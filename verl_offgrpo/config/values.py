@@ -47,22 +47,29 @@ def is_dict_config(value: Any) -> bool:
     return isinstance(value, DictConfig)
 
 
+_ABSENT = object()
+
+
+def _child(node: Any, key: str) -> Any:
+    """``node[key]`` of a DictConfig, dict or dataclass as written (a null stays None); :data:`_ABSENT` where the
+    key is not there or is ``???``."""
+    try:
+        value = node.get(key, _ABSENT) if hasattr(node, "get") else getattr(node, key, _ABSENT)
+    except Exception as err:  # noqa: BLE001 - omegaconf's MissingMandatoryValue (``???``)
+        if type(err).__name__ != "MissingMandatoryValue":
+            raise
+        return _ABSENT
+    return _ABSENT if isinstance(value, str) and value == "???" else value
+
+
 def config_value(cfg: Any, dotted: str, default: Any = None) -> Any:
     """``cfg.a.b.c`` of a DictConfig, dict or dataclass; ``default`` when absent, None or ``???``."""
     node = cfg
     for part in dotted.split("."):
-        if node is None:
+        if node is None or node is _ABSENT:
             return default
-        try:
-            node = node.get(part, None) if hasattr(node, "get") else getattr(node, part, None)
-        except Exception as err:  # noqa: BLE001 - omegaconf's MissingMandatoryValue (``???``)
-            if type(err).__name__ != "MissingMandatoryValue":
-                raise
-            return default
-    return default if node is None else node
-
-
-_ABSENT = object()
+        node = _child(node, part)
+    return default if node is None or node is _ABSENT else node
 
 
 def written_value(cfg: Any, dotted: str, absent: Any = None) -> Any:
@@ -71,17 +78,8 @@ def written_value(cfg: Any, dotted: str, absent: Any = None) -> Any:
     above it, is not there or is ``???``."""
     parent, _, key = dotted.rpartition(".")
     node = config_value(cfg, parent) if parent else cfg
-    if node is None:
-        return absent
-    try:
-        value = node.get(key, _ABSENT) if hasattr(node, "get") else getattr(node, key, _ABSENT)
-    except Exception as err:  # noqa: BLE001 - omegaconf's MissingMandatoryValue (``???``)
-        if type(err).__name__ != "MissingMandatoryValue":
-            raise
-        return absent
-    if value is _ABSENT or (isinstance(value, str) and value == "???"):
-        return absent
-    return value
+    value = _ABSENT if node is None else _child(node, key)
+    return absent if value is _ABSENT else value
 
 
 def knobs_from_mapping(cls: type, node: Any, prefix: str, example: str) -> Any:
