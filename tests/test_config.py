@@ -612,7 +612,7 @@ def test_compose_cli_prints_validated_config():
     bad = _run("-m", "verl_offgrpo", "compose", *BASE, VLLM, "algorithm.off_grpo.sync_period=0")
     assert bad.returncode == 2 and "sync_period must be an integer >= 1" in bad.stderr
     # rollout.name is still ??? in verl's ppo_trainer: said alone, before any check ran, not "validated"
-    incomplete = _run("-m", "verl_offgrpo", "compose", *BASE)
+    incomplete = _run("-m", "verl_offgrpo", "compose", *BASE, "actor_rollout_ref.rollout.name=???")
     assert incomplete.returncode == 3 and "validated" not in incomplete.stderr and incomplete.stdout == ""
     assert incomplete.stderr.splitlines() == [
         "incomplete config: the mandatory value actor_rollout_ref.rollout.name is still ???; set it as an override, "
