@@ -111,6 +111,6 @@ def test_level1_control_is_v1_with_a_real_sync_every_step_and_level_1_sleep(ray_
     assert [c[0] for c in wg.sync_calls] == [0, 1, 2, 3] and generated == {s: [f"pi_{s - 1}"] for s in (1, 2, 3)}
     assert ray.get(servers[0].__ray_call__.remote(vllm_sleep.read_server_state))["sleep_level"] == 1
     assert all(manager.step_metrics(s)["timing_s/off_grpo_sleep"] >= 0.1 for s in (1, 2, 3))
-    with pytest.raises(ValueError, match="needs \\+actor_rollout_ref.rollout.checkpoint_manager_class"):  # v > 1: ours only
+    with pytest.raises(ValueError, match="needs actor_rollout_ref.rollout.checkpoint_manager_class=verl_offgrpo.sync.lagged_manager"):  # v > 1: ours only
         FakeV0Trainer(compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=2",
                                   f"actor_rollout_ref.rollout.checkpoint_manager_class={fqn}"), wg).init_workers(replicas)
