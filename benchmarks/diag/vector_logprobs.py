@@ -4,8 +4,8 @@ Without flash-attn (the GPU image carries none) verl 0.9.1's ``logprobs_from_log
 ``verl.utils.torch_functional.logprobs_from_logits_v2``, a Python loop over rows (NOTEBOOK §11). The
 package now replaces it in a selecting job's processes for bf16/fp16 logits
 (``verl_offgrpo.patches.chunked_logprobs``, the same per-token formula on chunks of rows). This lab
-module replaces it with the package's :func:`logprobs_chunked` in **every** job where
-``OFFGRPO_VECTOR_LOGPROBS=1``, fp32 logits included (a chunk-wise logsumexp, equal to the loop's within
+module replaces it with :func:`logprobs_chunked` in **every** job where ``OFFGRPO_VECTOR_LOGPROBS=1``: the
+package's function for bf16/fp16 logits, and for fp32 a chunk-wise logsumexp (equal to the loop's within
 rounding), so that plain-verl jobs beside the plugin's (``bigbatch``) compute alike and print
 ``[vector-logprobs]`` for ``learning.py``'s ``logprobs`` field.
 
@@ -17,10 +17,22 @@ from __future__ import annotations
 
 import os
 
-from verl_offgrpo.patches.chunked_logprobs import CHUNK_ROWS, logprobs_chunked
+import torch
 
+from verl_offgrpo.patches import chunked_logprobs
+
+CHUNK_ROWS = chunked_logprobs.CHUNK_ROWS
 ENV = "OFFGRPO_VECTOR_LOGPROBS"
 __all__ = ["CHUNK_ROWS", "ENV", "install", "logprobs_chunked"]
+
+
+def logprobs_chunked(logits: torch.Tensor, labels: torch.Tensor, chunk_rows: int = CHUNK_ROWS) -> torch.Tensor:
+    """The package's chunked log-probs for bf16/fp16 logits; for fp32/fp64 verl's x_t[y_t] − logsumexp(x_t) with
+    the logsumexp taken chunk-wise (the package leaves those to verl's loop)."""
+    if logits.dtype not in (torch.float32, torch.float64):
+        return chunked_logprobs.logprobs_chunked(logits, labels, chunk_rows)
+    picked = torch.gather(logits, dim=-1, index=labels.unsqueeze(-1)).squeeze(-1)
+    return picked - torch.cat([torch.logsumexp(chunk, dim=-1) for chunk in logits.split(chunk_rows)])
 
 
 def install(environ=os.environ) -> bool:

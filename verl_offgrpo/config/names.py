@@ -49,8 +49,7 @@ def spelling(name: str) -> str:
 def check_registered_names(config: Any, estimators: Iterable[str], losses: Iterable[str]) -> None:
     """Raise :class:`OffGRPOConfigError` for a misspelt estimator or loss name; warn for an unknown one."""
     for (key, what, when, plugin_names), known in zip(NAMED, (estimators, losses)):
-        name = config_value(config, key)
-        name = getattr(name, "value", name)  # verl's AdvantageEstimator enum
+        name = configured_name(config, key)
         known = sorted(str(k) for k in known)
         if name is None and written_value(config, key, "") is None:  # null, not absent: verl looks None up
             raise OffGRPOConfigError(
@@ -82,6 +81,12 @@ def check_registered_names(config: Any, estimators: Iterable[str], losses: Itera
         )
 
 
+def configured_name(config: Any, key: str) -> Any:
+    """The estimator or loss name at ``key`` (verl's ``AdvantageEstimator`` enum read as its value), or None."""
+    name = config_value(config, key)
+    return getattr(name, "value", name)
+
+
 def is_plugins(fn: Any) -> bool:
     """Whether a function in verl's estimator or loss registry is one of this package's."""
     return str(getattr(fn, "__module__", "")).split(".")[0] == "verl_offgrpo"
@@ -102,8 +107,7 @@ def check_names_are_the_plugins(config: Any, estimators: dict, losses: dict) -> 
     """Raise where a plugin name the config uses is registered (in this process) to another package's function:
     verl keeps the last registration of a loss, so the job would run that one under the plugin's checks."""
     for (key, what, _, plugin_names), registry in zip(NAMED, (estimators, losses)):
-        name = config_value(config, key)
-        name = getattr(name, "value", name)
+        name = configured_name(config, key)
         owner = foreign_owner(registry, name) if name in plugin_names else None
         if owner is not None:
             raise OffGRPOConfigError(

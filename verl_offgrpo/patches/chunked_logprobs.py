@@ -44,9 +44,8 @@ __all__ = ["LOOP_ENV", "TARGETS", "VERL_VERSIONS", "WHEN", "chunked_v2", "instal
 
 
 def logprobs_chunked(logits, labels, chunk_rows: int = CHUNK_ROWS):
-    """log p(labels) from ``logits`` (…, vocabulary), about ``chunk_rows`` rows at a time: for bf16/fp16
-    ``log_softmax(x_t)[y_t]``, verl's per-row formula; for fp32/fp64 ``x_t[y_t] − logsumexp(x_t)`` (verl's
-    formula, reduced chunk-wise). Padded (batch, sequence, vocabulary) logits go by whole sequences, each
+    """log p(labels) = ``log_softmax(x_t)[y_t]`` from bf16/fp16 ``logits`` (…, vocabulary), verl's per-row formula,
+    about ``chunk_rows`` rows at a time. Padded (batch, sequence, vocabulary) logits go by whole sequences, each
     group flattened (a copy of one group at most, where verl hands over a slice). Shape of ``labels``."""
     import torch
 
@@ -64,9 +63,6 @@ def _rows(logits, labels, chunk_rows: int):
     import torch
     import torch.nn.functional as F
 
-    if logits.dtype in (torch.float32, torch.float64):
-        picked = torch.gather(logits, dim=-1, index=labels.unsqueeze(-1)).squeeze(-1)
-        return picked - torch.cat([torch.logsumexp(chunk, dim=-1) for chunk in logits.split(chunk_rows)])
     return torch.cat([F.log_softmax(chunk, dim=-1).gather(dim=-1, index=lab.unsqueeze(-1)).squeeze(-1)
                       for chunk, lab in zip(logits.split(chunk_rows), labels.split(chunk_rows), strict=True)])
 
