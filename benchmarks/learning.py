@@ -148,6 +148,7 @@ if str(HERE) not in sys.path:
 
 import mainppo_job  # noqa: E402  (run environment, launch, parsers)
 from verl_offgrpo.config import KEEP_WEIGHTS_MODES  # noqa: E402
+from verl_offgrpo.patches import chunked_logprobs  # noqa: E402
 import sync_e2e  # noqa: E402  (the job's base overrides)
 
 REPO = mainppo_job.REPO
@@ -615,13 +616,13 @@ def rebuild(result: dict, log_dir: Path) -> dict:
 
 def logprobs_impl(log_dir: Path, tag: str) -> str | None:
     """How a job computed its log-probs, from its console log: ``"chunked"`` where its actor printed
-    ``[vector-logprobs]`` (``diag/vector_logprobs.py``, bf16 values bitwise equal to verl's loop:
-    NOTEBOOK §11), else ``"verl loop"``; None without a console log. Step times compare only between
-    runs of one kind."""
+    ``[vector-logprobs]`` (``diag/vector_logprobs.py``) or the package's ``chunked_logprobs.LIVE_MESSAGE``
+    (bf16 values bitwise equal to verl's loop: NOTEBOOK §11), else ``"verl loop"``; None without a console
+    log. Step times compare only between runs of one kind."""
     for name in (f"{tag}.log", f"{tag}.log.gz"):
         if (log_dir / name).exists():
             text = mainppo_job.read_saved_text(log_dir / name)
-            return "chunked" if "[vector-logprobs]" in text else "verl loop"
+            return "chunked" if "[vector-logprobs]" in text or chunked_logprobs.LIVE_MESSAGE in text else "verl loop"
     return None
 
 

@@ -124,3 +124,14 @@ def test_padded_logits_sliced_as_verl_slices_them_go_by_whole_sequences(patched,
     got = tf.logprobs_from_logits(logits, labels)
     assert calls == [(26, 50), (26, 50), (13, 50)]
     assert torch.equal(got, patched(logits, labels))
+
+
+def test_the_first_chunked_call_of_a_process_prints_one_console_line(patched, monkeypatch, capsys):
+    """A run's log says which computation it used: one line at the first bf16 call, none for fp32 (verl's loop)."""
+    monkeypatch.setattr(patch, "_said", False)
+    tf.logprobs_from_logits(*_logits((4, 10), torch.float32))
+    assert patch.LIVE_MESSAGE not in capsys.readouterr().out
+    for _ in range(3):
+        tf.logprobs_from_logits(*_logits((4, 10), torch.bfloat16))
+    out = capsys.readouterr().out
+    assert out.count(patch.LIVE_MESSAGE) == 1 and "VERL_OFFGRPO_LOGPROBS_LOOP=1 keeps the loop" in out

@@ -236,3 +236,16 @@ def test_agent_workers_changes_only_verls_agent_loop_workers(tmp_path):
     assert set(plain) ^ set(four) == {"actor_rollout_ref.rollout.agent.num_workers=1",
                                       "actor_rollout_ref.rollout.agent.num_workers=4"}
     assert _compose(four).actor_rollout_ref.rollout.agent.num_workers == 4
+
+
+@pytest.mark.parametrize("line, want", [
+    ("[vector-logprobs] pid 7: verl's logprobs_from_logits_v2 replaced", "chunked"),  # the lab module
+    (None, "chunked"),  # the package's own patch (its console line)
+    ("(TaskRunner pid=1) step:1 - actor/pg_loss:0.1", "verl loop"),
+])  # fmt: skip
+def test_a_runs_logprobs_field_reads_the_lab_line_or_the_packages_line(tmp_path, line, want):
+    from verl_offgrpo.patches.chunked_logprobs import LIVE_MESSAGE
+
+    (tmp_path / "job.log").write_text(f"start\n(WorkerDict pid=9) {line or LIVE_MESSAGE}\nend\n")
+    assert learning.logprobs_impl(tmp_path, "job") == want
+    assert learning.logprobs_impl(tmp_path, "other") is None
