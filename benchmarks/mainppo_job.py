@@ -171,7 +171,8 @@ def run_env(jsonl: Path, stack_dir: Path | None = None, **extra: str) -> dict:
     """Environment of one main_ppo run: offline, jsonl file logger, the repo's plugin loaded loudly.
 
     With ``stack_dir``, every Python process of the run can dump its stacks on demand
-    (``benchmarks/diag/sitecustomize.py``; see :func:`launch`).
+    (``benchmarks/diag/sitecustomize.py``; see :func:`launch`); with :data:`SHARED_GPU_ENV` ``=1`` in
+    ``extra`` (:func:`on_gpus`), vLLM's sleep tolerates a neighbour on its GPU (``diag/shared_gpu_sleep.py``).
     """
     env = dict(os.environ)
     # every job starts its own local Ray cluster: a RAY_ADDRESS would make side-by-side jobs
@@ -191,6 +192,7 @@ def run_env(jsonl: Path, stack_dir: Path | None = None, **extra: str) -> dict:
     paths = [str(REPO), env.get("PYTHONPATH", "")]
     if stack_dir is not None:
         env["OFFGRPO_STACK_DUMP_DIR"] = str(stack_dir)
+    if stack_dir is not None or env.get(SHARED_GPU_ENV) == "1":
         paths.insert(0, str(REPO / "benchmarks" / "diag"))
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     # load the plugin explicitly in every verl process (errors propagate, unlike entry points,
@@ -637,13 +639,17 @@ def plain_jobs_side_by_side(job_overrides: dict[str, list[str]], concurrent: boo
     return None
 
 
+#: set for jobs that share a GPU (:func:`on_gpus`): ``benchmarks/diag/shared_gpu_sleep.py``
+SHARED_GPU_ENV = "OFFGRPO_SHARED_GPU_SLEEP"
+
+
 def on_gpus(jobs: list, gpus: list[str] | None, run: Callable[[Any, dict[str, str]], Any],
             stagger_s: float | None = None) -> list:
     """``[run(job, env_extra) for job in jobs]``; with ``gpus``, the jobs run concurrently, each alone
     on one entry of ``gpus`` (``env_extra = {"CUDA_VISIBLE_DEVICES": entry}``: one GPU id, or several
     ids for a multi-GPU job; each job starts its own local Ray cluster), at most ``len(gpus)`` at a
-    time, the first wave ``stagger_s`` apart (default :data:`ON_GPUS_STAGGER_S`). Results in the
-    order of ``jobs``.
+    time, the first wave ``stagger_s`` apart (default :data:`ON_GPUS_STAGGER_S`). An entry listed twice
+    (two jobs a GPU) adds :data:`SHARED_GPU_ENV` ``=1``. Results in the order of ``jobs``.
 
     n device sets run n jobs in the device time of one. Their step times are then measured under
     shared CPUs and host memory (:func:`concurrency`).
@@ -660,8 +666,9 @@ def on_gpus(jobs: list, gpus: list[str] | None, run: Callable[[Any, dict[str, st
         gpu = free.get()
         if index < len(gpus):
             time.sleep(index * stagger_s)
+        shared = {SHARED_GPU_ENV: "1"} if gpus.count(gpu) > 1 else {}
         try:
-            return run(job, {"CUDA_VISIBLE_DEVICES": gpu})
+            return run(job, {"CUDA_VISIBLE_DEVICES": gpu, **shared})
         finally:
             free.put(gpu)
 

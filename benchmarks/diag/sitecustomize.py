@@ -61,3 +61,9 @@ if _DIR:
     import threading
 
     threading.Thread(target=_watch, args=(_DIR,), name="offgrpo-stack-dump", daemon=True).start()
+
+# two jobs on one GPU: vLLM's device-wide sleep assertion (diag/shared_gpu_sleep.py)
+if os.environ.get("OFFGRPO_SHARED_GPU_SLEEP") == "1":
+    import shared_gpu_sleep
+
+    shared_gpu_sleep.install()
