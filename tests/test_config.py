@@ -219,6 +219,13 @@ REJECTED = [
      r"reads as true: write it without quotes\)\.$"),
     (["algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=4",
       "algorithm.filter_groups.enable='true'"], r"^algorithm.filter_groups.enable must be true or false \(got 'true'"),
+    # verl 0.9.1's v0 trainer reads no refill option: dynamic sampling would silently not happen
+    (["trainer.use_v1=false", "algorithm.filter_groups.enable=true"],
+     r"^algorithm.filter_groups.enable=true \(refill filtered groups\) is read only by verl's V1 trainer; with "
+     r"trainer.use_v1=false verl 0.9.1 ignores it and trains every group unfiltered: set trainer.use_v1=true, or "
+     r"algorithm.filter_groups.enable=false\.$"),
+    (["trainer.use_v1=false", "trainer.v1.sampler.sync_refill_failed_groups=true"],
+     r"^trainer.v1.sampler.sync_refill_failed_groups=true \(refill failed groups\) is read only by verl's V1"),
     # verl's first rollout would find -inf (its upper bound must be positive): not "untruncated"
     (["algorithm.rollout_correction.rollout_is_threshold=-inf"], r"rollout_is_threshold=-inf truncates it: set it to inf"),
     # verl loads the v0 manager by its dotted path only in Ray's TaskRunner

@@ -1,5 +1,5 @@
 """The start-up check of the whole composed config: :func:`validate_off_grpo_config`, which runs the checks
-of what the config selects (:mod:`.loss_estimator_checks`, :mod:`.window_checks`, :mod:`.sync_checks`,
+of what the config selects (:mod:`.loss_estimator_checks`, :mod:`.window_checks`, :mod:`.refill_checks`, :mod:`.sync_checks`,
 :mod:`.ref_reset_checks`, :mod:`.final_outputs_checks`, :mod:`.sampler_checks`) in a fixed order, and :func:`advisories_silenced`
 for re-checks of a config already advised on.
 
@@ -32,13 +32,13 @@ from .off_grpo import PREFIX, OffGRPOConfig
 from .readers import uses_v1, v1_mode
 from .rec import RECConfig
 from .ref_reset_checks import check_ref_reset_config
+from .refill_checks import check_gen_batch_divides, refuse_refill_on_v0
 from .sampler_checks import check_sampler
 from .sync_checks import check_mode_section, check_sync_config
 from .values import OffGRPOConfigError
 from .values import config_value as _get
 from .window_checks import (
     advise_on_window,
-    check_gen_batch_divides,
     check_max_num_seqs_fits_batched_tokens,
     refuse_impossible_window,
     resolve_rollout_schedule,
@@ -90,6 +90,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     check_mode_section(config)
     refuse_impossible_window(config, knobs)  # an explicit window on a trainer without one: its error first
     check_gen_batch_divides(config)
+    refuse_refill_on_v0(config)
     check_max_num_seqs_fits_batched_tokens(config)
     if uses_estimator or uses_loss or knobs.sync_period > 1:
         check_sync_config(config, knobs=knobs)

@@ -16,6 +16,7 @@ from verl_offgrpo import TRAINER_MODE
 
 from .off_grpo import AUTO, PREFIX, OffGRPOConfig
 from .readers import flag_at, knobs_of, uses_v1, v1_mode
+from .refill_checks import REFILLS
 from .values import OffGRPOConfigError
 from .values import config_value as _get
 from .values import is_int as _is_int
@@ -25,30 +26,6 @@ logger = logging.getLogger(__name__)
 
 #: where verl's V1 trainer keeps rollouts until their step trains on them (its ``transfer_queue`` yaml)
 STORAGE_SIZE = "transfer_queue.backend.SimpleStorage.total_storage_size"
-
-
-#: verl's V1 options that refill a step's groups after its generation (then verl fetches prompts one at a time:
-#: ``data.gen_batch_size`` becomes 1), as (flag, what it does)
-REFILLS = (
-    ("algorithm.filter_groups.enable", "refill filtered groups"),
-    ("trainer.v1.sampler.sync_refill_failed_groups", "refill failed groups"),
-)
-
-
-def check_gen_batch_divides(config: Any) -> None:
-    """verl's V1 sync trainer (the plugin's mode presents itself as it) fetches a step's prompts in whole
-    ``data.gen_batch_size`` chunks, ``train_batch_size / gen_batch_size`` of them, and raises a ``ValueError``
-    at the first step (after Ray, the model and vLLM have started) where that is not a whole number. Refuse it
-    here; with a refill option (:data:`REFILLS`) verl sets gen_batch_size to 1 itself."""
-    if not uses_v1(config) or v1_mode(config) != TRAINER_MODE or any(flag_at(config, f, False) for f, _ in REFILLS):
-        return
-    gen, train = _get(config, "data.gen_batch_size"), _get(config, "data.train_batch_size")
-    if _is_int(gen) and _is_int(train) and (gen <= 0 or train % gen):
-        raise OffGRPOConfigError(
-            f"data.gen_batch_size={gen} must divide data.train_batch_size={train}: verl's V1 trainer fetches each "
-            "step's prompts in whole gen_batch_size chunks and stops at the first step otherwise; set a divisor, or "
-            "unset it (null)."
-        )
 
 
 def window_problem(config: Any, knobs: OffGRPOConfig | None = None) -> tuple[str, str] | None:
