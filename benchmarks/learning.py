@@ -90,6 +90,11 @@ The REC / RED comparison (issue 33; off_policy_v10 and on_policy_mask are its of
 
     5  rec_oneside_noIS:0,rec_oneside_wide:0,red_weight:0,rec_oneside_noIS_v1:0,
        rec_oneside_wide_v1:0,red_weight_v1:0,rec_oneside_noIS:1,rec_oneside_wide:1
+       (rec_oneside_noIS:0 done, red_weight:0 cut at 116: h200x1-2026-11-29, NOTEBOOK §14)
+
+On a one-GPU lease (the only kind lent since 2026-11-28), try four jobs a GPU: ``--gpus 0,0,0,0 --gpu-mem 0.2
+--agent-workers 4`` (two a GPU took 5.2–6.0 s an update, §13–§14; four are not measured). The statistics need
+only updates 0–60, so a run the budget cuts after 60 still counts.
     6  red_weight:1,rec_oneside_noIS_v1:1,rec_oneside_wide_v1:1,red_weight_v1:1,
        rec_oneside_noIS:2,rec_oneside_wide:2,red_weight:2,rec_oneside_noIS_v1:2
     7  rec_oneside_wide_v1:2,red_weight_v1:2 (with lease 4's jobs)
@@ -453,6 +458,8 @@ def job_overrides(args, name: str, seed: int, model_dir: Path, data_dir: Path, r
     updates.update(mainppo_job.keep_weights_updates(getattr(args, "keep_weights", "sleep_level1")))
     if (workers := getattr(args, "agent_workers", 1)) != 1:  # timing only: same samples' distribution
         updates["actor_rollout_ref.rollout.agent.num_workers"] = workers
+    if (gpu_mem := getattr(args, "gpu_mem", None)) is not None:  # vLLM's share of the GPU: room for more jobs a GPU
+        updates["actor_rollout_ref.rollout.gpu_memory_utilization"] = gpu_mem
     if checkpointed(args, name):
         updates.update({
             "trainer.default_local_dir": Path(args.ckpt_dir) / run_tag(name, seed, args.keep_weights, getattr(args, "variant", None)),
@@ -762,6 +769,7 @@ def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir
         "startup_s": progress["startup_s"],
         "extra_overrides": list(args.extra),
         "agent_workers": args.agent_workers,
+        "gpu_mem": getattr(args, "gpu_mem", None),  # None: the base's 0.3
         "logprobs": logprobs_impl(log_dir, part_tag(tag, resumed)),  # the whole console log, before save_logs cuts it
         "reward_revision": reward_revision(),
         **mainppo_job.memory_and_host(progress),
@@ -802,6 +810,9 @@ def main(argv=None) -> int:
     p.add_argument("--agent-workers", type=int, default=1,
                    help="verl's rollout.agent.num_workers (timing only, recorded per run; every run up to "
                         "lease 3 had 1, verl's default is 8: NOTEBOOK §12)")
+    p.add_argument("--gpu-mem", type=float, default=None,
+                   help="vLLM's gpu_memory_utilization (default: the base's 0.3; timing only, recorded per run): "
+                        "0.2 leaves room for four jobs a GPU (--gpus 0,0,0,0)")
     p.add_argument("--data-seed", type=int, default=1, help="dataloader shuffle seed: the same prompts for all")
     p.add_argument("--run-timeout", type=float, default=None,
                    help="seconds per job (default: what --budget-s leaves, else 560)")
