@@ -91,13 +91,13 @@ The REC / RED comparison (issue 33; off_policy_v10 and on_policy_mask are its of
     5  rec_oneside_noIS:0,rec_oneside_wide:0,red_weight:0,rec_oneside_noIS_v1:0,
        rec_oneside_wide_v1:0,red_weight_v1:0,rec_oneside_noIS:1,rec_oneside_wide:1
        (rec_oneside_noIS:0 done, red_weight:0 cut at 116: h200x1-2026-11-29, NOTEBOOK §14)
+    6  red_weight:1,rec_oneside_noIS_v1:1,rec_oneside_wide_v1:1,red_weight_v1:1,
+       rec_oneside_noIS:2,rec_oneside_wide:2,red_weight:2,rec_oneside_noIS_v1:2
+    7  rec_oneside_wide_v1:2,red_weight_v1:2 (with lease 4's jobs)
 
 On a one-GPU lease (the only kind lent since 2026-11-28), try four jobs a GPU: ``--gpus 0,0,0,0 --gpu-mem 0.2
 --agent-workers 4`` (two a GPU took 5.2–6.0 s an update, §13–§14; four are not measured). The statistics need
 only updates 0–60, so a run the budget cuts after 60 still counts.
-    6  red_weight:1,rec_oneside_noIS_v1:1,rec_oneside_wide_v1:1,red_weight_v1:1,
-       rec_oneside_noIS:2,rec_oneside_wide:2,red_weight:2,rec_oneside_noIS_v1:2
-    7  rec_oneside_wide_v1:2,red_weight_v1:2 (with lease 4's jobs)
 
 **Accumulating across sessions.** Each lease's ``learning.json`` already holds the earlier runs (it
 merged the committed file, which travels with the working tree). Back on the CPU: copy it to
@@ -105,7 +105,8 @@ merged the committed file, which travels with the working tree). Back on the CPU
 ``logs/`` or ``logs.tar.gz``; whole, where a long run's console log keeps only its last 400 kB)
 gzipped as ``<tag>.jsonl.gz`` into ``benchmarks/results/raw/learning_largest4/`` (flat: tags are
 unique; the console logs beside them, gzipped too), re-derive and summarise, record the lease in
-NOTEBOOK.md, commit; the next session merges that file::
+NOTEBOOK.md, commit; the next session merges that file. ``ingest_learning.py --from <folder> --label <lease>``
+does all of it but the notebook (and moves a replaced run's files to ``replaced/``); by hand::
 
     python3 benchmarks/learning.py --rebuild benchmarks/results/raw/learning_largest4 \
         --merge benchmarks/results/learning_largest4/learning.json --out benchmarks/results/learning_largest4
