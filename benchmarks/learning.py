@@ -95,8 +95,8 @@ The REC / RED comparison (issue 33; off_policy_v10 and on_policy_mask are its of
        rec_oneside_noIS:2,rec_oneside_wide:2,red_weight:2,rec_oneside_noIS_v1:2
     7  rec_oneside_wide_v1:2,red_weight_v1:2 (with lease 4's jobs)
 
-On a one-GPU lease (the only kind lent since 2026-11-28), try four jobs a GPU: ``--gpus 0,0,0,0 --gpu-mem 0.2
---agent-workers 4`` (two a GPU took 5.2–6.0 s an update, §13–§14; four are not measured). The statistics need
+On a one-GPU lease (the only kind lent since 2026-11-28), try four jobs a GPU: ``--gpus 0,0,0,0 --gpu-mem 0.1
+--kv-cache-gib 8 --agent-workers 4`` (two a GPU took 5.2–6.0 s an update, §13–§14; four are not measured). The statistics need
 only updates 0–60, so a run the budget cuts after 60 still counts.
 
 **Accumulating across sessions.** Each lease's ``learning.json`` already holds the earlier runs (it
@@ -461,6 +461,8 @@ def job_overrides(args, name: str, seed: int, model_dir: Path, data_dir: Path, r
         updates["actor_rollout_ref.rollout.agent.num_workers"] = workers
     if (gpu_mem := getattr(args, "gpu_mem", None)) is not None:  # vLLM's share of the GPU: room for more jobs a GPU
         updates["actor_rollout_ref.rollout.gpu_memory_utilization"] = gpu_mem
+    if (kv_gib := getattr(args, "kv_cache_gib", None)) is not None:  # a fixed KV cache: vLLM skips its profiling
+        updates["+actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes"] = int(kv_gib * 2**30)
     if checkpointed(args, name):
         updates.update({
             "trainer.default_local_dir": Path(args.ckpt_dir) / run_tag(name, seed, args.keep_weights, getattr(args, "variant", None)),
@@ -771,6 +773,7 @@ def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir
         "extra_overrides": list(args.extra),
         "agent_workers": args.agent_workers,
         "gpu_mem": getattr(args, "gpu_mem", None),  # None: the base's 0.3
+        "kv_cache_gib": getattr(args, "kv_cache_gib", None),  # None: vLLM sizes it by profiling
         "logprobs": logprobs_impl(log_dir, part_tag(tag, resumed)),  # the whole console log, before save_logs cuts it
         "reward_revision": reward_revision(),
         **mainppo_job.memory_and_host(progress),
@@ -813,7 +816,11 @@ def main(argv=None) -> int:
                         "lease 3 had 1, verl's default is 8: NOTEBOOK §12)")
     p.add_argument("--gpu-mem", type=float, default=None,
                    help="vLLM's gpu_memory_utilization (default: the base's 0.3; timing only, recorded per run): "
-                        "0.2 leaves room for four jobs a GPU (--gpus 0,0,0,0)")
+                        "with --kv-cache-gib, 0.1 for four jobs a GPU (--gpus 0,0,0,0)")
+    p.add_argument("--kv-cache-gib", type=float, default=None,
+                   help="vLLM's KV cache, fixed (timing only, recorded per run): vLLM then skips its start-up memory "
+                        "profiling, which a neighbour on the GPU upsets (guard_faults_gpu.py runs so; 8 holds a "
+                        "window's 2 560 sequences of 112 tokens of SmolLM2 with room)")
     p.add_argument("--data-seed", type=int, default=1, help="dataloader shuffle seed: the same prompts for all")
     p.add_argument("--run-timeout", type=float, default=None,
                    help="seconds per job (default: what --budget-s leaves, else 560)")

@@ -251,12 +251,16 @@ def test_a_runs_logprobs_field_reads_the_lab_line_or_the_packages_line(tmp_path,
     assert learning.logprobs_impl(tmp_path, "other") is None
 
 
-def test_gpu_mem_changes_only_vllms_share_of_the_gpu(tmp_path):
-    """``--gpu-mem`` (room for four jobs a GPU; timing only) sets vLLM's ``gpu_memory_utilization`` and nothing
-    else; unset, the job keeps the base's 0.3 (the committed runs')."""
+def test_gpu_mem_and_kv_cache_change_only_vllms_share_of_the_gpu(tmp_path):
+    """``--gpu-mem`` and ``--kv-cache-gib`` (room for four jobs a GPU; timing only) set vLLM's
+    ``gpu_memory_utilization`` and a fixed KV cache, nothing else; unset, the job keeps the base's 0.3 and
+    vLLM's profiling (the committed runs')."""
     plain = learning.job_overrides(_args(), "rec_oneside_wide", 0, tmp_path / "m", tmp_path / "d")
     small = learning.job_overrides(_args(gpu_mem=0.2), "rec_oneside_wide", 0, tmp_path / "m", tmp_path / "d")
     assert "actor_rollout_ref.rollout.gpu_memory_utilization=0.3" in plain
     assert set(plain) ^ set(small) == {"actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
                                        "actor_rollout_ref.rollout.gpu_memory_utilization=0.2"}
     assert _compose(small).actor_rollout_ref.rollout.gpu_memory_utilization == 0.2
+    fixed = learning.job_overrides(_args(kv_cache_gib=8.0), "rec_oneside_wide", 0, tmp_path / "m", tmp_path / "d")
+    assert set(fixed) - set(plain) == {"+actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes=8589934592"}
+    assert _compose(fixed).actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes == 8 * 2**30
