@@ -127,7 +127,8 @@ def test_padded_logits_sliced_as_verl_slices_them_go_by_whole_sequences(patched,
 
 
 def test_the_first_chunked_call_of_a_process_prints_one_console_line(patched, monkeypatch, capsys):
-    """A run's log says which computation it used: one line at the first bf16 call, none for fp32 (verl's loop)."""
+    """A run's log says which computation it used: one line at the first bf16 call (rank 0, or no process group),
+    none for fp32 (verl's loop)."""
     monkeypatch.setattr(patch, "_said", False)
     tf.logprobs_from_logits(*_logits((4, 10), torch.float32))
     assert patch.LIVE_MESSAGE not in capsys.readouterr().out

@@ -98,6 +98,14 @@ def job_selected(environ=os.environ) -> bool:
     return _truthy(environ.get(JOB_ENV))
 
 
+def first_rank() -> bool:
+    """Whether this process is rank 0 of torch.distributed, or not in a process group: where a patch's console
+    line is printed once for all the job's workers."""
+    import torch
+
+    return not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
+
+
 def verl_version() -> str | None:
     module = sys.modules.get("verl")
     version = getattr(module, "__version__", None)

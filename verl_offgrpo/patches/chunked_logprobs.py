@@ -11,8 +11,8 @@ kernels and autograd nodes a pass). :func:`logprobs_chunked` computes the same p
 
 fp32 / fp64 logits, where verl's loop computes x_t[y_t] − logsumexp(x_t), go to verl's loop unchanged
 (a chunked logsumexp differs from it in the last bits). Memory is the loop's: autograd keeps every
-row's ``log_softmax`` output either way. The first chunked call in a process prints :data:`LIVE_MESSAGE` to
-the console (one line a process), so a run's log says which computation it used.
+row's ``log_softmax`` output either way. The first chunked call on rank 0 prints :data:`LIVE_MESSAGE` to the
+console (once a process), so a run's log says which computation it used.
 
 Installed, as a post-import hook on :data:`MODULE`, only in the processes of a selecting job
 (``VERL_OFFGRPO_JOB=1``, :mod:`.job_env`), unless :data:`LOOP_ENV` ``=1`` keeps verl's loop (set it
@@ -27,7 +27,7 @@ import functools
 import os
 import sys
 
-from verl_offgrpo.patches import VERL_VERSIONS, _truthy, complain, job_selected, version_problem
+from verl_offgrpo.patches import VERL_VERSIONS, _truthy, complain, first_rank, job_selected, version_problem
 
 MODULE = "verl.utils.torch_functional"
 FUNCTION = "logprobs_from_logits_v2"
@@ -40,7 +40,7 @@ WHEN = (f"every process of a selecting job (VERL_OFFGRPO_JOB=1) unless {LOOP_ENV
 #: 152 k vocabulary: 1.2 GB in bf16)
 CHUNK_ROWS = 4096
 _WRAPPED = "__off_grpo_chunked_logprobs__"
-#: printed once per process, at its first chunked call
+#: printed by rank 0 at its first chunked call
 LIVE_MESSAGE = (f"[verl-offgrpo] bf16/fp16 log-probs on chunks of {CHUNK_ROWS} rows, not verl's per-row loop "
                 f"({LOOP_ENV}=1 keeps the loop)")
 _said = False
@@ -85,7 +85,8 @@ def chunked_v2(original):
             return original(logits, labels)
         if not _said:
             _said = True
-            print(LIVE_MESSAGE, flush=True)
+            if first_rank():
+                print(LIVE_MESSAGE, flush=True)
         return logprobs_chunked(logits, labels, CHUNK_ROWS)
 
     setattr(logprobs_from_logits_v2, _WRAPPED, True)

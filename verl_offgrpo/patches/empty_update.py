@@ -42,7 +42,7 @@ import functools
 import sys
 from typing import Any
 
-from verl_offgrpo.patches import VERL_VERSIONS, complain, job_selected, target_problem, version_problem
+from verl_offgrpo.patches import VERL_VERSIONS, complain, first_rank, job_selected, target_problem, version_problem
 from verl_offgrpo.patches.selection import loss_function_selects
 
 #: verl's module whose ``BaseEngine.train_batch`` is wrapped (all engines inherit it: FSDP, Megatron, …).
@@ -55,12 +55,6 @@ WHEN = ("actor workers: skips the optimizer step of a mini-batch without loss to
 
 #: the console line of a skipped step (rank 0 only), e.g. to count skips in a run's saved log
 SKIP_MESSAGE = "[verl-offgrpo] no optimizer step: this mini-batch has no loss token (every group masked)"
-
-
-def _is_first_rank() -> bool:
-    import torch
-
-    return not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
 
 
 def loss_tokens_of(data: Any) -> int | None:
@@ -113,7 +107,7 @@ def skip_empty_updates(module: Any) -> None:
         def optimizer_step():
             if loss_tokens_of(data) == 0:
                 self.optimizer_zero_grad()
-                if _is_first_rank():
+                if first_rank():
                     print(SKIP_MESSAGE, flush=True)
                 return 0.0
             return engine_step()
