@@ -136,3 +136,7 @@ def test_the_first_chunked_call_of_a_process_prints_one_console_line(patched, mo
         tf.logprobs_from_logits(*_logits((4, 10), torch.bfloat16))
     out = capsys.readouterr().out
     assert out.count(patch.LIVE_MESSAGE) == 1 and "VERL_OFFGRPO_LOGPROBS_LOOP=1 keeps the loop" in out
+    monkeypatch.setattr(patch, "_said", False)
+    monkeypatch.setattr(patch, "first_rank", lambda: False)  # another rank of the job: silent
+    tf.logprobs_from_logits(*_logits((4, 10), torch.bfloat16))
+    assert patch.LIVE_MESSAGE not in capsys.readouterr().out
