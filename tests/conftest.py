@@ -184,6 +184,35 @@ def _hydra_merges_each_defaults_list_once(_hydra_parses_each_yaml_once):
     mp.undo()
 
 
+# ----------------------------------------------------------------------------- omegaconf's interpolations, parsed once
+def _parses_each_interpolation_once(parse):
+    """omegaconf's grammar ``parse`` that parses a given string once per session: resolving an interpolation
+    re-parses its string with ANTLR each time, and the plugin's ``missing_values`` (``OmegaConf.missing_keys``,
+    in every ``validate_config``) resolves each of the composed config's ~140 interpolations, which was ~half
+    of each validation. The parse tree is a pure function of the string, rule and lexer mode, and resolving
+    only reads it (each token keeps its own input stream); a string that fails to parse raises each time."""
+    trees = {}
+
+    @functools.wraps(parse)
+    def wrapper(value, parser_rule="configValue", lexer_mode="DEFAULT_MODE"):
+        key = (value, parser_rule, lexer_mode)
+        if key not in trees:
+            trees[key] = parse(value, parser_rule, lexer_mode)
+        return trees[key]
+
+    return wrapper
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _omegaconf_parses_each_interpolation_once():
+    from omegaconf import base
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(base, "parse", _parses_each_interpolation_once(base.parse))
+    yield
+    mp.undo()
+
+
 # ----------------------------------------------------------------------------- subprocesses, in the background
 @pytest.fixture(scope="session", autouse=True)
 def _background_jobs(request, tmp_path_factory):
