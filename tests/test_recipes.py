@@ -7,26 +7,22 @@ through `python -m verl_offgrpo` or the package path.
 Two ways to run the recipe's python command (``how``): ``subprocess``, bash with PYTHON = this interpreter
 (a fresh interpreter importing verl, ~15 s: the slow tier runs every recipe so), and ``in_process`` (the
 default run, for the recipes of ``DEFAULT_TIER``): the same bash with PYTHON = :data:`RECORDER`, which
-writes the command down instead, then this process runs it as ``python -m`` would (``runpy``), with the
-recipe's environment, and the tests read the same exit code, stdout and stderr.
+writes the command down instead, then this process runs it as ``python -m`` would (``_in_process``), with
+the recipe's environment, and the tests read the same exit code, stdout and stderr.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
-import runpy
 import subprocess
 import sys
-import traceback
-import warnings
 from pathlib import Path
 
 import pytest
 import yaml
 
 from _background import module_jobs
+from _in_process import run_main
 from verl_offgrpo.config import validate_off_grpo_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,35 +92,6 @@ printf '%s\0' "$out" "$@" > "$RECIPE_COMMAND"
 """
 
 
-def _run_module(module: str, args: list[str]) -> tuple[int, str, str]:
-    """``python -m module args`` in this process: exit code, stdout, stderr (an uncaught exception's
-    traceback on stderr and exit code 1, as the interpreter would)."""
-    out, err = io.StringIO(), io.StringIO()
-    argv = sys.argv
-    try:
-        sys.argv = [module, *args]  # runpy puts the module's path first, as python -m does
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
-            # runpy's note that main_ppo is imported already: it runs the module's code afresh as __main__
-            warnings.filterwarnings("ignore", message=".*found in sys.modules after import of package",
-                                    category=RuntimeWarning)
-            try:
-                runpy.run_module(module, run_name="__main__", alter_sys=True)
-                code = 0
-            except SystemExit as done:
-                code = done.code
-                if code is None:
-                    code = 0
-                elif not isinstance(code, int):
-                    print(code, file=sys.stderr)
-                    code = 1
-            except BaseException:  # noqa: BLE001 - what the interpreter prints for it
-                traceback.print_exc()
-                code = 1
-    finally:
-        sys.argv = argv
-    return code, out.getvalue(), err.getvalue()
-
-
 def run_recipe_in_process(job: dict, recorder: Path, command: Path) -> subprocess.CompletedProcess:
     """The recipe of ``job`` (:func:`recipe_job`'s arguments) through bash with PYTHON = ``recorder``, then the
     command it recorded in ``command`` run in this process with the recipe's environment (verl's PPO Ray
@@ -137,9 +104,9 @@ def run_recipe_in_process(job: dict, recorder: Path, command: Path) -> subproces
                           capture_output=True, text=True, timeout=job["timeout"])
     if bash.returncode != 0 or not command.exists():  # the recipe stopped before its python command
         return bash
-    stdout_to, flag, module, *args = command.read_text().split("\0")[:-1]
+    stdout_to, *argv = command.read_text().split("\0")[:-1]
     command.unlink()
-    assert flag == "-m", (flag, module, args)
+    assert argv[0] == "-m", argv
     env_vars = constants_ppo.PPO_RAY_RUNTIME_ENV.setdefault("env_vars", {})
     saved = dict(env_vars)
     try:
@@ -148,11 +115,12 @@ def run_recipe_in_process(job: dict, recorder: Path, command: Path) -> subproces
                 mp.delenv(name)
             for name, value in env.items():
                 mp.setenv(name, value)
-            code, out, err = _run_module(module, args)
+            done = run_main(argv)
     finally:
         env_vars.clear()
         env_vars.update(saved)
-    return subprocess.CompletedProcess(job["args"], code, out if stdout_to == "stdout" else "", bash.stderr + err)
+    return subprocess.CompletedProcess(job["args"], done.returncode, done.stdout if stdout_to == "stdout" else "",
+                                       bash.stderr + done.stderr)
 
 
 #: every composition's recipe and arguments
