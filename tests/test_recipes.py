@@ -1,8 +1,14 @@
 """recipes/*.sh: every recipe composes with hydra's --cfg job into the intended config.
 
-Runs each recipe through bash (PYTHON = this interpreter), with data/model paths from environment
-variables, a user override and --cfg job, and checks the printed yaml. Needs the package installed
-(pip install -e .), as verl finds the yaml through `python -m verl_offgrpo` or the package path.
+Runs each recipe through bash, with data/model paths from environment variables, a user override and --cfg
+job, and checks the printed yaml. Needs the package installed (pip install -e .), as verl finds the yaml
+through `python -m verl_offgrpo` or the package path.
+
+Two ways to run the recipe's python command (``how``): ``subprocess``, bash with PYTHON = this interpreter
+(a fresh interpreter importing verl, ~15 s: the slow tier runs every recipe so), and ``in_process`` (the
+default run, for the recipes of ``DEFAULT_TIER``): the same bash with PYTHON = :data:`RECORDER`, which
+writes the command down instead, then this process runs it as ``python -m`` would (``_in_process``), with
+the recipe's environment, and the tests read the same exit code, stdout and stderr.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import pytest
 import yaml
 
 from _background import module_jobs
+from _in_process import run_main
 from verl_offgrpo.config import validate_off_grpo_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,13 +65,62 @@ ARGS.update({name: ("--cfg", "job", "trainer.total_epochs=2") for name in DEEPSC
 KNOB_OVERRIDE = ("gsm8k_offpolicy_v10", ("--cfg", "job", "algorithm.off_grpo.sync_period=4"))
 
 
-#: composed in the default run (one recipe of each data set, and the user override); the other recipes
-#: differ only in (v, i, mask) and are composed in the slow tier (``pytest -m slow``)
+#: composed in the default run, in this process (one recipe of each data set, and the user override); the
+#: other recipes differ only in (v, i, mask); the slow tier (``pytest -m slow``) runs every recipe in a subprocess
 DEFAULT_TIER = ("gsm8k_offpolicy_v10", "deepscaler_offpolicy_v10", "knob_override")
+IN_PROCESS, SUBPROCESS = "in_process", "subprocess"
 
 
-def _tiered(names):
-    return [name if name in DEFAULT_TIER else pytest.param(name, marks=pytest.mark.slow) for name in sorted(names)]
+def _how(names=None):
+    """The ``how`` of a test (``names`` None) or its ``(name, how)`` parameters: in this process for the names of
+    :data:`DEFAULT_TIER` (the default run), in a subprocess for every name (slow; the id is the name alone, or
+    ``subprocess``, as ``BACKGROUND_JOBS`` names the tests that select a job)."""
+    if names is None:
+        return [IN_PROCESS, pytest.param(SUBPROCESS, marks=pytest.mark.slow)]
+    return ([pytest.param(name, IN_PROCESS, id=f"{name}-{IN_PROCESS}") for name in sorted(names) if name in DEFAULT_TIER]
+            + [pytest.param(name, SUBPROCESS, id=name, marks=pytest.mark.slow) for name in sorted(names)])
+
+
+#: a recipe's PYTHON in the in-process runs: the recipe's query for the yaml's directory (``-m verl_offgrpo
+#: config-dir``) runs as it would; any other command (the one the recipe ``exec``s) is written, NUL-separated,
+#: to $RECIPE_COMMAND instead: where its stdout goes (``devnull`` or ``stdout``), then its arguments
+RECORDER = r"""#!/usr/bin/env bash
+if [[ $# == 3 && $1 == -m && $2 == verl_offgrpo && $3 == config-dir ]]; then exec "$RECIPE_PYTHON" "$@"; fi
+out=stdout
+[[ /dev/stdout -ef /dev/null ]] && out=devnull
+printf '%s\0' "$out" "$@" > "$RECIPE_COMMAND"
+"""
+
+
+def run_recipe_in_process(job: dict, recorder: Path, command: Path) -> subprocess.CompletedProcess:
+    """The recipe of ``job`` (:func:`recipe_job`'s arguments) through bash with PYTHON = ``recorder``, then the
+    command it recorded in ``command`` run in this process with the recipe's environment (verl's PPO Ray
+    runtime env as it was before, afterwards): what ``subprocess.run(**job)`` returns, bash's stderr first."""
+    from verl.trainer import constants_ppo
+
+    env = job["env"]
+    bash = subprocess.run(job["args"], env={**env, "PYTHON": str(recorder), "RECIPE_PYTHON": env["PYTHON"],
+                                            "RECIPE_COMMAND": str(command)},
+                          capture_output=True, text=True, timeout=job["timeout"])
+    if bash.returncode != 0 or not command.exists():  # the recipe stopped before its python command
+        return bash
+    stdout_to, *argv = command.read_text().split("\0")[:-1]
+    command.unlink()
+    assert argv[0] == "-m", argv
+    env_vars = constants_ppo.PPO_RAY_RUNTIME_ENV.setdefault("env_vars", {})
+    saved = dict(env_vars)
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            for name in set(os.environ) - set(env):
+                mp.delenv(name)
+            for name, value in env.items():
+                mp.setenv(name, value)
+            done = run_main(argv)
+    finally:
+        env_vars.clear()
+        env_vars.update(saved)
+    return subprocess.CompletedProcess(job["args"], done.returncode, done.stdout if stdout_to == "stdout" else "",
+                                       bash.stderr + done.stderr)
 
 
 #: every composition's recipe and arguments
@@ -91,13 +147,13 @@ def _composition_job(key):
 def _composition_tests(key):
     """The tests (with parameters) that read composition ``key``."""
     if key == "knob_override":
-        return ("test_user_override_of_a_recipe_knob_wins",)
+        return (f"test_user_override_of_a_recipe_knob_wins[{SUBPROCESS}]",)
     return tuple(f"{test}[{key}]" for test in COMPOSITION_TESTS[:3])
 
 
-CHECK_TEST = "test_check_flag_runs_the_startup_checks"
+CHECK_TEST = f"test_check_flag_runs_the_startup_checks[{SUBPROCESS}]"
 #: the compositions of the selected tests and the ``--check`` runs, in the background from the session's start
-#: (``_background``; each imports verl: ~6 s)
+#: (``_background``; each imports verl: ~6 s); the in-process runs (:class:`_Runs`) take their arguments from here
 BACKGROUND_JOBS = {
     **{key: (_composition_tests(key), _composition_job(key)) for key in COMPOSITIONS},
     "check_ok": (CHECK_TEST, lambda factory: recipe_job("gsm8k_offpolicy_v10", _env_dir(factory, "check"), "--check")),
@@ -106,25 +162,46 @@ BACKGROUND_JOBS = {
 }
 
 
+class _Runs:
+    """The runs of this module's recipes, by job key (``BACKGROUND_JOBS``) and how: ``runs[key, how]`` is
+    what ``subprocess.run`` returned for it, from the background job (``subprocess``) or in this process
+    (``in_process``, run at the first ask)."""
+
+    def __init__(self, jobs, tmp_path_factory):
+        self.jobs, self.factory, self.cache = jobs, tmp_path_factory, {}
+        self.env_dir = _env_dir(tmp_path_factory, "check")
+        self.recorder = tmp_path_factory.mktemp("recorder") / "python"
+        self.recorder.write_text(RECORDER)
+        self.recorder.chmod(0o755)
+
+    def __getitem__(self, key_how):
+        key, how = key_how
+        if how == SUBPROCESS:
+            return self.jobs[key]
+        if key_how not in self.cache:
+            _, spec = BACKGROUND_JOBS[key]
+            self.cache[key_how] = run_recipe_in_process(spec(self.factory), self.recorder,
+                                                        self.recorder.parent / "command")
+        return self.cache[key_how]
+
+
 class _Compositions:
-    """key -> (env dir, composed config), from the background jobs."""
+    """(key, how) -> (env dir, composed config), from :class:`_Runs`."""
 
     def __init__(self, procs, tmp_path_factory):
         self.procs, self.factory, self.cache = procs, tmp_path_factory, {}
 
-    def __getitem__(self, key):
-        if key not in self.cache:
-            res = self.procs[key]
-            assert res.returncode == 0, f"{key}: {res.stderr[-3000:]}"
-            self.cache[key] = (_env_dir(self.factory, key), yaml.safe_load(res.stdout))
-        return self.cache[key]
+    def __getitem__(self, key_how):
+        if key_how not in self.cache:
+            res = self.procs[key_how]
+            assert res.returncode == 0, f"{key_how}: {res.stderr[-3000:]}"
+            self.cache[key_how] = (_env_dir(self.factory, key_how[0]), yaml.safe_load(res.stdout))
+        return self.cache[key_how]
 
 
 @pytest.fixture(scope="module")
-def procs(request):
-    procs = module_jobs(request)
-    procs.env_dir = _env_dir(request.getfixturevalue("tmp_path_factory"), "check")
-    return procs
+def procs(request, tmp_path_factory):
+    return _Runs(module_jobs(request), tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -136,9 +213,9 @@ def test_recipe_set_is_complete():
     assert sorted(p.stem for p in RECIPES.glob("*.sh") if not p.name.startswith("_")) == sorted(ALL)
 
 
-@pytest.mark.parametrize("name", _tiered(ALL))
-def test_recipe_composes_with_intended_knobs(composed, name):
-    env_dir, cfg = composed[name]
+@pytest.mark.parametrize("name, how", _how(ALL))
+def test_recipe_composes_with_intended_knobs(composed, name, how):
+    env_dir, cfg = composed[name, how]
     v, i, mask = ALL[name]
     actor = cfg["actor_rollout_ref"]["actor"]
     assert cfg["algorithm"]["adv_estimator"] == "off_grpo"
@@ -166,18 +243,18 @@ def test_recipe_composes_with_intended_knobs(composed, name):
     assert cfg["trainer"]["logger"] == ["console"]
 
 
-@pytest.mark.parametrize("name", _tiered(GSM8K))
-def test_gsm8k_recipes_data_and_reward(composed, name):
-    env_dir, cfg = composed[name]
+@pytest.mark.parametrize("name, how", _how(GSM8K))
+def test_gsm8k_recipes_data_and_reward(composed, name, how):
+    env_dir, cfg = composed[name, how]
     assert cfg["data"]["train_files"] == f"{env_dir}/data/train.parquet"
     assert cfg["data"]["val_files"] == f"{env_dir}/data/test.parquet"
     assert cfg["reward"]["custom_reward_function"]["path"] is None  # verl's built-in GSM8K scorer
     assert cfg["actor_rollout_ref"]["rollout"]["n"] == 5
 
 
-@pytest.mark.parametrize("name", _tiered(DEEPSCALER))
-def test_deepscaler_recipes_data_and_reward(composed, name):
-    env_dir, cfg = composed[name]
+@pytest.mark.parametrize("name, how", _how(DEEPSCALER))
+def test_deepscaler_recipes_data_and_reward(composed, name, how):
+    env_dir, cfg = composed[name, how]
     assert cfg["data"]["train_files"] == f"{env_dir}/data/train.parquet"
     assert cfg["data"]["val_files"] == [f"{env_dir}/aime/test.parquet", f"{env_dir}/math500/test.parquet"]
     assert cfg["reward"]["custom_reward_function"] == {"path": "pkg://verl_offgrpo.rewards", "name": "compute_score"}
@@ -185,8 +262,9 @@ def test_deepscaler_recipes_data_and_reward(composed, name):
     assert cfg["actor_rollout_ref"]["rollout"]["n"] == 8
 
 
-def test_user_override_of_a_recipe_knob_wins(composed):
-    _, cfg = composed["knob_override"]
+@pytest.mark.parametrize("how", _how())
+def test_user_override_of_a_recipe_knob_wins(composed, how):
+    _, cfg = composed["knob_override", how]
     assert cfg["algorithm"]["off_grpo"]["sync_period"] == 4
     assert cfg["trainer"]["experiment_name"] == "gsm8k_offpolicy_v10"
 
@@ -207,10 +285,11 @@ def test_config_dir_helper():
     assert (expected / "off_grpo_trainer.yaml").is_file()
 
 
-def test_check_flag_runs_the_startup_checks(procs):
+@pytest.mark.parametrize("how", _how())
+def test_check_flag_runs_the_startup_checks(procs, how):
     """``--check``: verl's and the plugin's startup checks on the recipe's config, no training; a bad user
     override fails in the plugin's one line."""
-    ok = procs["check_ok"]
+    ok = procs["check_ok", how]
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert "composed and validated" in ok.stderr
     # the recipe's data and model paths (under a fresh tmp dir) do not exist: noted, with the data_prep command
@@ -221,6 +300,6 @@ def test_check_flag_runs_the_startup_checks(procs):
         f"note: data.{key}={data}/{split}.parquet does not exist here (make it with python {prep} --output-dir "
         f"{data}, or set DATA_DIR)" for key, split in (("train_files", "train"), ("val_files", "test"))
     ] + [f"note: actor_rollout_ref.model.path={procs.env_dir / 'model'} does not exist here"], notes
-    bad = procs["check_bad"]
+    bad = procs["check_bad", how]
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1].startswith("off_grpo config error: actor_rollout_ref.rollout.n=1")
