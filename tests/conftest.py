@@ -249,22 +249,11 @@ def _background_jobs(request, tmp_path_factory):
 
 
 # ----------------------------------------------------------------------------- one local Ray instance
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item, nextitem):
-    """The local Ray instance that test_sync_hooks.ray_local starts for the modules that run fake clusters
-    (~4 s to start and stop) serves them all, and stops after the last one (once their module fixtures
-    released their actors), before any other module runs: those run as without Ray."""
-    yield
-    ray = sys.modules.get("ray")
-    if (nextitem is not None and _runs_fake_clusters(item) and not _runs_fake_clusters(nextitem)
-            and ray is not None and ray.is_initialized()):
-        ray.shutdown()
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _ray_stops_with_the_session():
-    """A local Ray instance still running at the session's end (the fake clusters' modules run last, or
-    alone) stops here."""
+    """test_sync_hooks.ray_local starts a local Ray instance for the modules that run fake clusters as Ray
+    actors (test_sync_hooks, test_window, which run last: ``pytest_collection_modifyitems``) and leaves it
+    to the next one (~4 s to start and stop); it stops here, at the session's end."""
     yield
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
