@@ -226,15 +226,15 @@ def _runs_fake_clusters(item) -> bool:
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The modules that wait for background subprocesses (``BACKGROUND_JOBS``) run last, in their order:
-    their ~15 subprocesses (each a fresh interpreter importing verl, ~10 s of CPU) then run on the second
-    core while the other modules' in-process tests run, instead of keeping the in-process tests waiting
-    for them (the job modules are early in the alphabet, the slowest in-process ones late). The modules
-    that run fake clusters on Ray come just before them, one after the other, so that the one local Ray
-    instance serves both and stops before the job modules (``pytest_runtest_teardown``), which validate
-    selecting configs in-process (the plugin refuses those in a process whose Ray runs without its
-    marks). Within each group the order is pytest's."""
-    items[:] = sorted(items, key=lambda item: (_waits_for_jobs(item), _runs_fake_clusters(item)))
+    """The modules that wait for background subprocesses (``BACKGROUND_JOBS``) run after the others, in their
+    order: their ~10 subprocesses (each a fresh interpreter importing verl, ~10 s of CPU) then run on the
+    second core while the other modules' in-process tests run, instead of keeping the in-process tests
+    waiting for them (the job modules are early in the alphabet). The modules that run fake clusters on Ray
+    run last, one after the other (one local Ray instance serves both): their actors' processes import verl
+    and torch on both cores once the queue is done, and the job modules validate selecting configs in-process
+    without a Ray instance running (the plugin refuses those in a process whose Ray runs without its marks).
+    Within each group the order is pytest's."""
+    items[:] = sorted(items, key=lambda item: (_runs_fake_clusters(item), _waits_for_jobs(item)))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -249,22 +249,11 @@ def _background_jobs(request, tmp_path_factory):
 
 
 # ----------------------------------------------------------------------------- one local Ray instance
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item, nextitem):
-    """The local Ray instance that test_sync_hooks.ray_local starts for the modules that run fake clusters
-    (~4 s to start and stop) serves them all, and stops after the last one (once their module fixtures
-    released their actors), before any other module runs: those run as without Ray."""
-    yield
-    ray = sys.modules.get("ray")
-    if (nextitem is not None and _runs_fake_clusters(item) and not _runs_fake_clusters(nextitem)
-            and ray is not None and ray.is_initialized()):
-        ray.shutdown()
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _ray_stops_with_the_session():
-    """A local Ray instance still running at the session's end (the fake clusters' modules run last, or
-    alone) stops here."""
+    """test_sync_hooks.ray_local starts a local Ray instance for the modules that run fake clusters as Ray
+    actors (test_sync_hooks, test_window, which run last: ``pytest_collection_modifyitems``) and leaves it
+    to the next one (~4 s to start and stop); it stops here, at the session's end."""
     yield
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():

@@ -247,8 +247,8 @@ class FakeV0Trainer:
 
 def start_ray():
     """The local Ray instance of the fake clusters, started once and left running for the next module that
-    needs it (starting and stopping cost ~4 s a module); tests/conftest.py runs those modules one after
-    the other and stops it after the last one."""
+    needs it (starting and stopping cost ~4 s a module); tests/conftest.py runs those modules last and
+    stops it with the session."""
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
 
