@@ -62,8 +62,7 @@ if _DIR:
 
     threading.Thread(target=_watch, args=(_DIR,), name="offgrpo-stack-dump", daemon=True).start()
 
-# two jobs on one GPU: vLLM's device-wide sleep assertion (diag/shared_gpu_sleep.py)
-if os.environ.get("OFFGRPO_SHARED_GPU_SLEEP") == "1":
-    import shared_gpu_sleep
+# two jobs on one GPU: vLLM's device-wide sleep assertion (diag/shared_gpu_sleep.py; acts only where its ENV is 1)
+import shared_gpu_sleep  # noqa: E402
 
-    shared_gpu_sleep.install()
+shared_gpu_sleep.install()
