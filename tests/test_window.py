@@ -83,7 +83,9 @@ def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=
     """verl's V1 ``fit`` of the off_grpo_sync trainer over the fake cluster (``schedule``: the
     ``rollout_schedule`` set, None for the default). Returns a record of what happened: generations (step,
     prompts, weights served), per-step batches' weights, validations (step, weights), actor updates per
-    step, the sync calls, the logged metrics and the servers' logs."""
+    step, the sync calls, the logged metrics and the servers' logs, and per step the value of verl's
+    ``algorithm.rollout_correction.bypass_mode`` that verl's ``_compute_old_log_prob`` and
+    ``_compute_advantage`` (both stand-ins) saw."""
     from verl.trainer.ppo.v1 import PPOTrainerSync, get_trainer_cls, trainer_base
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
@@ -102,7 +104,7 @@ def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=
     trainer = get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
     servers, workers, replicas, wg = fakes.make_cluster()
     engine_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout.checkpoint_engine)
-    rec = SimpleNamespace(generations=[], batches={}, validations=[], updates={}, buffer=[])
+    rec = SimpleNamespace(generations=[], batches={}, validations=[], updates={}, buffer=[], bypass={})
 
     def fake_setup(self):
         self.actor_rollout_wg = wg
@@ -144,7 +146,15 @@ def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=
     monkeypatch.setattr(PPOTrainer, "_setup", fake_setup)
     monkeypatch.setattr(PPOTrainer, "_validate", validate)
     monkeypatch.setattr(PPOTrainer, "_compute_metrics", lambda self, *a, **k: None)
-    monkeypatch.setattr(PPOTrainerSync, "_compute_advantage", lambda self, batch, metrics: batch, raising=False)
+    def stage(name):
+        def seen(self, batch, metrics=None, **kw):
+            bypass = self.config.algorithm.rollout_correction.bypass_mode
+            rec.bypass.setdefault(self.global_steps, {})[name] = bypass
+            return batch
+        return seen
+
+    monkeypatch.setattr(PPOTrainerSync, "_compute_advantage", stage("advantage"), raising=False)
+    monkeypatch.setattr(PPOTrainer, "_compute_old_log_prob", stage("old_log_prob"))
     monkeypatch.setattr(zvm, "after_advantage_v1", advantage)
     monkeypatch.setattr(trainer_base, "Tracking", Recorder)
     monkeypatch.setattr(trainer_base.tq, "kv_clear", lambda **kw: None)
@@ -164,8 +174,8 @@ def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=
     trainer.replay_buffer._sync_metadata_from_transfer_queue = sync_metadata
     rec.polls = polls
     trainer.reward_loop_manager = SimpleNamespace(reward_loop_worker_handles=["remote reward"])
-    for stage in ("_balance_batch", "_compute_old_log_prob", "_compute_ref_log_prob"):
-        setattr(trainer, stage, lambda batch, metrics=None, **kw: batch)
+    for name in ("_balance_batch", "_compute_ref_log_prob"):
+        setattr(trainer, name, lambda batch, metrics=None, **kw: batch)
     trainer._update_actor = update
     trainer.fit(agent_loop_manager=None)
     rec.syncs = [c[0] for c in wg.sync_calls]
@@ -259,6 +269,54 @@ def test_guard_stops_a_window_sampled_from_lost_weights(ray_local, monkeypatch):
     monkeypatch.setattr(fakes.FakeVLLMServer, "receive_weights", lossy)
     with pytest.raises(ServedPolicyError, match="step 5"):
         run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
+
+
+SKIP = ("algorithm.off_grpo.skip_old_log_prob=true", f"actor_rollout_ref.actor.ppo_mini_batch_size={B}")
+
+
+def test_skip_old_log_prob_bypasses_verls_pass_on_lagged_batches_only(ray_local, monkeypatch):
+    """v=4, 8 steps, validation after step 6 (a forced sync inside the window 5-8): verl's old-log-prob pass
+    and advantage run in verl's bypass mode exactly on the lagged batches (lag 1-3 by the window's own
+    count), normal on the lag-0 batches the guard checks; the r' terms of a skipped batch are absent, not 0;
+    the flag is restored after each call; the actor's loss is told (policy_loss.pi_k_from_forward)."""
+    from verl_offgrpo.sync.alpha_guard import STATISTIC
+    from verl_offgrpo.sync.old_log_prob_skip import SKIPPED
+
+    rec = run_fit(monkeypatch, *SKIP, "trainer.test_freq=6", total=8)
+    steps = range(1, 9)
+    lagged = [False, True, True, True, False, True, True, True]
+    assert series(rec, "off_grpo/rollout_lag", steps) == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert [rec.bypass[s] for s in steps] == [{"old_log_prob": b, "advantage": b} for b in lagged]
+    assert series(rec, SKIPPED, steps) == [float(b) for b in lagged]
+    assert [STATISTIC in rec.logged[s] for s in steps] == [not b for b in lagged]
+    assert rec.updates == {s: 1 for s in steps}
+    assert rec.trainer.config.algorithm.rollout_correction.bypass_mode is False
+    assert rec.trainer.config.actor_rollout_ref.actor.policy_loss.pi_k_from_forward is True
+
+
+def test_skip_old_log_prob_off_runs_verls_pass_every_step_and_logs_nothing_new(ray_local, monkeypatch):
+    from verl_offgrpo.sync.old_log_prob_skip import SKIPPED
+
+    rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=4)
+    assert [rec.bypass[s] for s in range(1, 5)] == [{"old_log_prob": False, "advantage": False}] * 4
+    assert all(SKIPPED not in rec.logged[s] for s in range(1, 5))
+    assert "pi_k_from_forward" not in rec.trainer.config.actor_rollout_ref.actor.policy_loss
+
+
+def test_skip_old_log_prob_keeps_the_guard_on_a_window_sampled_from_lost_weights(ray_local, monkeypatch):
+    """The window's lag-0 batch keeps verl's pass, so the guard still stops garbage before the first update."""
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    original = fakes.FakeVLLMServer.receive_weights
+
+    async def lossy(self, version):
+        await original(self, version)
+        if version == 4:
+            self.weights = "garbage"
+
+    monkeypatch.setattr(fakes.FakeVLLMServer, "receive_weights", lossy)
+    with pytest.raises(ServedPolicyError, match="step 5"):
+        run_fit(monkeypatch, *SKIP, "trainer.test_freq=-1", total=8)
 
 
 # ----------------------------------------------------------------------------- config

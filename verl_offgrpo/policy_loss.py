@@ -128,6 +128,36 @@ def log_rprime_from_weights(rollout_is_weights: Optional[torch.Tensor], response
     return torch.log(safe.clamp(min=torch.finfo(safe.dtype).tiny)).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
 
 
+def pi_k_from_forward(config: Any) -> bool:
+    """Whether the trainer may hand the loss batches whose π_k pass it skipped (the actor's
+    ``policy_loss.pi_k_from_forward``, set from ``algorithm.off_grpo.skip_old_log_prob``)."""
+    return bool(getattr(getattr(config, "policy_loss", None), "pi_k_from_forward", False))
+
+
+def pi_k_and_log_rprime(
+    log_prob: torch.Tensor,
+    old_log_prob: torch.Tensor,
+    rollout_is_weights: Optional[torch.Tensor],
+    response_mask: torch.Tensor,
+    config: Any,
+) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """(log π_k, log r') of a micro-batch, r' = π_k/α.
+
+    verl's recomputed π_k (``old_log_prob``) and r' from ``rollout_is_weights``; or, on a batch whose π_k
+    pass the trainer skipped (``algorithm.off_grpo.skip_old_log_prob``: no ``rollout_is_weights``, and
+    ``old_log_prob`` holds α's log-probs as in verl's bypass mode), at one optimizer step per batch::
+
+        log π_k = log π_θ (detached)        log r' = clamp(log π_θ − log α, ±20)  (0 on padding)
+
+    exact there: the update takes its one gradient at θ = θ_k.
+    """
+    if rollout_is_weights is None and pi_k_from_forward(config):
+        pi_k = log_prob.detach()
+        log_rprime = torch.where(response_mask.bool(), pi_k - old_log_prob, torch.zeros_like(pi_k))
+        return pi_k, log_rprime.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
+    return old_log_prob, log_rprime_from_weights(rollout_is_weights, response_mask)
+
+
 def compute_policy_loss_off_grpo(
     old_log_prob: torch.Tensor,
     log_prob: torch.Tensor,
@@ -142,12 +172,13 @@ def compute_policy_loss_off_grpo(
 
     loss = − agg_loss(f_ε, response_mask, loss_agg_mode)
     f_ε  = min( r·A,  clip(r, max(r' − ε_low, 0), r' + ε_high) · A )     (:func:`off_grpo_objective`)
-    with r = π_θ/α and r' = π_k/α from ``rollout_is_weights`` (r' = 1 without them).
+    with r = π_θ/α and r' = π_k/α from ``rollout_is_weights`` (r' = 1 without them), or π_k from this
+    forward on a batch whose π_k pass was skipped (:func:`pi_k_and_log_rprime`).
     """
     if config is None:
         raise ValueError("off_grpo policy loss needs the actor config (clip_ratio, global_batch_info).")
     eps_low, eps_high = clip_bounds(config.clip_ratio, config.clip_ratio_low, config.clip_ratio_high)
-    log_rprime = log_rprime_from_weights(rollout_is_weights, response_mask)
+    old_log_prob, log_rprime = pi_k_and_log_rprime(log_prob, old_log_prob, rollout_is_weights, response_mask, config)
     objective, parts = off_grpo_objective(
         log_prob, old_log_prob, advantages, response_mask, log_rprime, eps_low, eps_high
     )

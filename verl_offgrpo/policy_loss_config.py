@@ -24,9 +24,13 @@ class OffGRPOPolicyLossConfig(PolicyLossConfig):
     Args:
         rec (RECConfig | mapping | None, default None): the ``rec`` loss's knobs; None means RECConfig's
             defaults. Read into a :class:`~verl_offgrpo.config.rec.RECConfig` once, here.
+        pi_k_from_forward (bool, default false): not a knob: the V1 trainer mode sets it from
+            ``algorithm.off_grpo.skip_old_log_prob``; a batch without ``rollout_is_weights`` then carries α's
+            log-probs as ``old_log_probs`` (:func:`verl_offgrpo.policy_loss.pi_k_and_log_rprime`).
     """
 
     rec: Optional[Any] = None
+    pi_k_from_forward: bool = False
 
     def __post_init__(self) -> None:
         parent = getattr(super(), "__post_init__", None)

@@ -19,7 +19,8 @@ falling back to ``clip_ratio``) and ε′ = (ε′_low, ε′_high) from ``polic
     ring       M = two-side ∨ [A ≥ 0 ∧ ρ ≤ c − ε′_low] ∨ [A ≤ 0 ∧ ρ ≥ c + ε′_high]
     none       M = 1
 
-π_old (``policy_loss.rec.anchor``), with π_k verl's recomputed ``old_log_prob`` and r' = π_k/α from
+π_old (``policy_loss.rec.anchor``), with π_k verl's recomputed ``old_log_prob`` (or this forward's, on a
+batch whose π_k pass was skipped: :func:`~verl_offgrpo.policy_loss.pi_k_and_log_rprime`) and r' = π_k/α from
 ``rollout_is_weights`` (α the lagged policy vLLM sampled from; r' = 1 without rollout log-probs)::
 
     alpha    ρ = π_θ / α      c = 1      (default)
@@ -49,8 +50,8 @@ from verl_offgrpo.policy_loss import (
     LOG_RATIO_BOUND,
     aggregate,
     clip_bounds,
-    log_rprime_from_weights,
     masked_mean,
+    pi_k_and_log_rprime,
     row_metrics,
 )
 
@@ -128,7 +129,7 @@ def compute_policy_loss_rec(
     eps_low, eps_high = clip_bounds(config.clip_ratio, config.clip_ratio_low, config.clip_ratio_high)
     knobs.check_ring(eps_low, eps_high)
     mask = response_mask.bool()
-    log_rprime = log_rprime_from_weights(rollout_is_weights, response_mask)
+    old_log_prob, log_rprime = pi_k_and_log_rprime(log_prob, old_log_prob, rollout_is_weights, response_mask, config)
     rho, centre = ratio_and_centre(log_prob, old_log_prob, log_rprime, knobs.anchor)
     keep = clip_mask(rho, advantages, centre, eps_low, eps_high, knobs)
     weight = token_weight(rho, advantages, knobs)

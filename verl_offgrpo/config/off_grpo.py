@@ -81,6 +81,9 @@ class OffGRPOConfig:
         rollout_schedule (str, default "auto"): "window": the step after a sync generates its window's (≤ v)
             batches at once, one vLLM wake and generation per window; same samples, one update a step (paper
             Alg. 1; V1 trainer). "per_step": each step generates. "auto": window at v > 1 where it can run.
+        skip_old_log_prob (bool, default false): on lagged batches (rollout lag ≥ 1; V1, one optimizer step a batch)
+            take π_k from the update's own forward (π_θ = π_k there, detached) instead of verl's separate
+            ``old_log_prob`` pass: one forward pass fewer on v − 1 of every v steps. Lag-0 batches keep it (the guard).
 
     > The rollout engine between syncs: generating, keeping and checking α (engineering; no paper section)
 
@@ -126,6 +129,7 @@ class OffGRPOConfig:
     red_drop_seed: int = 0
     sync_period: int = 1
     rollout_schedule: str = AUTO
+    skip_old_log_prob: bool = False
     final_outputs_only: bool | str = "auto"
     sync_before_validate: bool = True
     keep_weights: str = "sleep_level1"
@@ -144,7 +148,7 @@ class OffGRPOConfig:
                 + (", a quoted string: write it without quotes" if quoted else "") + f"); the default is {AUTO}."
             )
         for name in ("std_unbiased", "zero_var_mask", "sync_before_validate", "verify_served_weights",
-                     "allow_truncated_rprime"):
+                     "allow_truncated_rprime", "skip_old_log_prob"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise OffGRPOConfigError(

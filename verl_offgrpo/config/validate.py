@@ -1,7 +1,7 @@
 """The start-up check of the whole composed config: :func:`validate_off_grpo_config`, which runs the checks
 of what the config selects (:mod:`.loss_estimator_checks`, :mod:`.window_checks`, :mod:`.refill_checks`, :mod:`.sync_checks`,
-:mod:`.ref_reset_checks`, :mod:`.final_outputs_checks`, :mod:`.sampler_checks`) in a fixed order, and :func:`advisories_silenced`
-for re-checks of a config already advised on.
+:mod:`.ref_reset_checks`, :mod:`.old_log_prob_checks`, :mod:`.final_outputs_checks`, :mod:`.sampler_checks`) in a
+fixed order, and :func:`advisories_silenced` for re-checks of a config already advised on.
 
 Pure Python over the composed config (a DictConfig, a dict or verl's dataclasses; no verl, torch or Ray
 import), so it runs in ``main_ppo``'s driver before Ray starts: the plugin runs it at the start of
@@ -29,6 +29,7 @@ from .loss_estimator_checks import (
     warn_masked_mini_batch_with_other_loss,
 )
 from .off_grpo import PREFIX, OffGRPOConfig
+from .old_log_prob_checks import check_skip_old_log_prob
 from .readers import uses_v1, v1_mode
 from .rec import RECConfig
 from .ref_reset_checks import check_ref_reset_config
@@ -109,6 +110,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
                 )
     if knobs.ref_reset_period > 0:
         check_ref_reset_config(config, knobs=knobs)
+    check_skip_old_log_prob(config, knobs)
     knobs = resolve_final_outputs(config, knobs)
     # after every check that can refuse the job, so that no line says how vLLM will generate before an error
     # says the job cannot run; before the window's own advisories, which name the window

@@ -72,6 +72,8 @@ INTERNALS_MODULES = (
     ("verl_offgrpo.sync.vllm_sleep", "vllm", None),  # one vLLMHttpServer object's _resolve_sleep_level
     # a subclass of verl's V1 sync trainer (private members): the plugin's V1 trainer mode only
     ("verl_offgrpo.sync.trainer_v1", "transfer_queue", "v1"),
+    # the bypass-mode flag that verl's V1 trainer reads per call (skip_old_log_prob)
+    ("verl_offgrpo.sync.old_log_prob_skip", "transfer_queue", "v1"),
 )
 
 

@@ -28,6 +28,8 @@ verl's ``register_trainer`` when ``verl.trainer.ppo.v1`` is imported (see :func:
   samples and sleeps vLLM; the other steps do not touch vLLM, and their sync slots neither transfer
   nor wake (the manager's ``window`` mode). A validation inside a window wakes vLLM with a
   forced sync; ``on_validate_end`` puts it back to sleep. One global step stays one update.
+* ``skip_old_log_prob`` (:mod:`.old_log_prob_skip`): on a lagged batch ``_compute_old_log_prob`` and
+  ``_compute_advantage`` run verl's bypass mode, and the loss takes π_k from the update's forward.
 
 The subclass overrides and calls members of verl's trainer and replay buffer, private ones included:
 :data:`VERL_INTERNALS` names them, and :func:`verl_offgrpo.patches.preflight` checks that they exist
@@ -50,6 +52,7 @@ from ..config import OffGRPOConfig, advisories_silenced, resolve_rollout_schedul
 from ..config import config_value as _get
 from ..config.readers import guards_verls_advantage
 from .lagged_manager import LaggedCheckpointManager
+from .old_log_prob_skip import bypass_mode_for_this_batch, skipped_batch_metrics, skips_old_log_prob
 from .window import WINDOW, WindowSchedule
 
 logger = logging.getLogger(__name__)
@@ -66,7 +69,7 @@ _REPLAY_BUFFER = "verl.trainer.ppo.v1.replay_buffer.ReplayBuffer"
 #: ``ReplayBuffer.{pending,running,finished,failure}_keys``.
 VERL_INTERNALS = (
     *(f"{_TRAINER}.{name}" for name in (
-        "_setup", "_build_replay_buffer", "_compute_advantage", "_add_prompts_to_generate",
+        "_setup", "_build_replay_buffer", "_compute_old_log_prob", "_compute_advantage", "_add_prompts_to_generate",
         "_stop_rollout_profiling", "_consume_sync_metrics",
         "prepare_step", "on_sample_begin", "on_sample_end", "on_validate_end", "on_step_end",
     )),
@@ -111,7 +114,11 @@ def prepare_v1_config(config: Any) -> OffGRPOConfig:
             config.actor_rollout_ref.rollout.free_cache_engine = False
         logger.warning("verl-offgrpo: keep_weights=no_sleep: set actor_rollout_ref.rollout.free_cache_engine=False")
     with advisories_silenced():  # the driver's validate_config advised on this config already
-        return validate_off_grpo_config(config)
+        knobs = validate_off_grpo_config(config)
+    if knobs.skip_old_log_prob:  # the loss runs in the actor workers, which see only the actor's config
+        with open_dict(config):
+            config.actor_rollout_ref.actor.policy_loss.pi_k_from_forward = True
+    return knobs
 
 
 class OffGRPOSyncTrainer(PPOTrainerSync):
@@ -125,6 +132,7 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
         # the served-policy guard reads r' off a batch whose advantage is verl's only where r' is exact
         self.guards_verls_advantage = guards_verls_advantage(config)
         self.rprime_metrics_warned = False
+        self.old_log_prob_skipped = False  # this step's batch: π_k from the update's forward (skip_old_log_prob)
         super().__init__(config)
 
     # verl assigns self.trainer_mode = config.trainer.v1.trainer_mode; keep presenting "sync".
@@ -209,15 +217,30 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
         if self.windowed and windows is not None and windows.current is not None and windows.current.remaining > 0:
             self.checkpoint_manager.sleep_replicas()
 
+    def _compute_old_log_prob(self, batch, metrics: dict):
+        """verl's π_k pass; with ``skip_old_log_prob`` on a lagged batch, verl's bypass of it
+        (:mod:`.old_log_prob_skip`: α's log-probs stand in, the loss takes π_k from its own forward)."""
+        lag = self.checkpoint_manager.rollout_lag_of(int(self.global_steps))
+        self.old_log_prob_skipped = skips_old_log_prob(self.off_grpo_knobs.skip_old_log_prob, lag)
+        if not self.old_log_prob_skipped:
+            return super()._compute_old_log_prob(batch, metrics=metrics)
+        with bypass_mode_for_this_batch(self.config):
+            return super()._compute_old_log_prob(batch, metrics=metrics)
+
     def _compute_advantage(self, batch, metrics: dict):
         """verl's, then the rows that left the loss (zero-variance mask, RED-Drop) on ``loss_mask``/``response_mask``
         and the bound monitor; with another estimator (verl's, under the plugin's loss) only its r' terms. Either
-        way the served-policy guard checks the batch before the update."""
+        way the served-policy guard checks the batch before the update (a batch whose π_k pass was skipped has
+        no r' before the update: lagged, see :mod:`.old_log_prob_skip`)."""
         import transfer_queue as tq
 
         from verl_offgrpo.zero_var_mask import after_advantage_v1, rprime_metrics_v1
 
-        batch = super()._compute_advantage(batch, metrics)
+        if self.old_log_prob_skipped:
+            with bypass_mode_for_this_batch(self.config):  # no rollout_is_weights from α's log-probs twice
+                batch = super()._compute_advantage(batch, metrics)
+        else:
+            batch = super()._compute_advantage(batch, metrics)
         if self.config.algorithm.adv_estimator in ESTIMATOR_NAMES:
             step_metrics = after_advantage_v1(tq, batch, self.config.algorithm)
         elif self.guards_verls_advantage:
@@ -231,6 +254,8 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
                 return batch
         else:
             return batch
+        if self.off_grpo_knobs.skip_old_log_prob:
+            step_metrics = skipped_batch_metrics(step_metrics, self.old_log_prob_skipped)
         metrics.update(step_metrics)
         metrics.update(self.checkpoint_manager.check_served_policy(step_metrics, int(self.global_steps)))
         return batch

@@ -1,0 +1,192 @@
+"""``algorithm.off_grpo.skip_old_log_prob``: the losses take π_k from their own forward on a batch whose
+π_k pass was skipped, verl's bypass branch hands them α, and the start-up checks refuse what is not exact.
+
+Hand-derived reference (ε = 0.2; one optimizer step per batch, so π_θ = π_k when the gradient is taken and
+r = π_θ/α equals r' = π_k/α on every token)::
+
+    token  A    r = r'   r'-centred window   off_grpo f = rA   α-centred window [0.8, 1.2]
+    0     +1   1.5      [1.3, 1.7]          1.5               clipped (1.2)
+    1     −1   0.1      [0.0, 0.3]         −0.1               clipped (−0.8)
+    2     +1   1.0      [0.8, 1.2]          1.0               1.0
+    3     −1   2.0      [1.8, 2.2]         −2.0               −2.0
+
+off_grpo: token-mean loss = −(1.5 − 0.1 + 1.0 − 2.0)/4 = −0.1, ∂loss/∂log π_θ = −A·r/4 =
+[−0.375, 0.025, −0.25, 0.5] (the r'-centred clip never binds at θ = θ_k). Read as r' = 1 (α as π_old,
+the loss not told), tokens 0 and 1 would be clipped: [0, 0, −0.25, 0.5].
+rec (one-side, NoIS, anchor alpha: ρ = π_θ/α, band [0.8, 1.2]): M = [0, 0, 1, 1], ∂loss/∂log π_θ = −A·M/4 =
+[0, 0, −0.25, 0.25]; anchor pi_k: ρ = 1, M = 1, −A/4.
+"""
+
+import math
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+import verl  # noqa: F401  (loads the plugin)
+from verl.workers.config import ActorConfig
+
+from verl_offgrpo.config import OffGRPOConfigError, validate_off_grpo_config
+from verl_offgrpo.policy_loss_config import OffGRPOPolicyLossConfig
+
+from _overrides import shipped_config as compose
+from _overrides import validate_as_main_ppo
+from test_policy_loss import call_ppo_loss, metric_value
+
+A = torch.tensor([[1.0], [-1.0], [1.0], [-1.0]])
+R = torch.tensor([[1.5], [0.1], [1.0], [2.0]])
+LOG_ALPHA = torch.log(torch.full((4, 1), 0.25))
+MASK = torch.ones(4, 1, dtype=torch.int64)
+
+
+def actor(loss_mode="off_grpo", told=True, **rec):
+    return ActorConfig(
+        strategy="fsdp", rollout_n=1, ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=4, clip_ratio=0.2,
+        policy_loss=OffGRPOPolicyLossConfig(loss_mode=loss_mode, pi_k_from_forward=told, rec=rec or None),
+    )
+
+
+def log_pi_theta():
+    return (LOG_ALPHA + torch.log(R)).requires_grad_(True)
+
+
+def grad_of(config, log_prob, old, rollout_is_weights=None):
+    loss, metrics = call_ppo_loss(config, log_prob, old, A, MASK, rollout_is_weights=rollout_is_weights)
+    loss.backward()
+    return loss.detach(), log_prob.grad.clone(), metrics
+
+
+def test_off_grpo_takes_pi_k_from_its_forward_on_a_skipped_batch():
+    loss, grad, metrics = grad_of(actor(), log_pi_theta(), LOG_ALPHA)  # old_log_probs = α, no weights
+    torch.testing.assert_close(loss, torch.tensor(-0.1))
+    torch.testing.assert_close(grad, torch.tensor([[-0.375], [0.025], [-0.25], [0.5]]))
+    assert metric_value(metrics, "actor/pg_clipfrac") == 0.0
+    assert metric_value(metrics, "actor/ppo_kl") == 0.0
+    expected = (math.log(1.5) + abs(math.log(0.1)) + 0.0 + math.log(2.0)) / 4
+    assert metric_value(metrics, "actor/off_grpo/mean_abs_log_rprime") == pytest.approx(expected, rel=1e-5)
+    assert metric_value(metrics, "actor/off_grpo/rprime_max") == pytest.approx(2.0, rel=1e-5)
+
+
+def test_a_loss_not_told_reads_alpha_as_pi_old_and_clips_around_one():
+    """Why the trainer tells the loss: the same batch read as r' = 1 clips tokens 0 and 1."""
+    _, grad, _ = grad_of(actor(told=False), log_pi_theta(), LOG_ALPHA)
+    torch.testing.assert_close(grad, torch.tensor([[0.0], [0.0], [-0.25], [0.5]]))
+
+
+def test_a_batch_that_kept_the_pass_is_read_as_before():
+    """With rollout_is_weights (a lag-0 batch, or the knob off), old_log_probs is π_k: same numbers as the
+    skipped batch when π_k = π_θ, since r' arrives as the weight."""
+    log_prob = log_pi_theta()
+    loss, grad, _ = grad_of(actor(), log_prob, log_prob.detach().clone(), rollout_is_weights=R.clone())
+    torch.testing.assert_close(loss, torch.tensor(-0.1))
+    torch.testing.assert_close(grad, torch.tensor([[-0.375], [0.025], [-0.25], [0.5]]))
+
+
+def test_padding_of_a_skipped_batch_never_enters():
+    """α's log-probs on padding may hold anything (a NaN here): log r' is 0 there, the loss finite."""
+    log_prob = torch.cat([LOG_ALPHA + torch.log(R), torch.zeros(4, 1)], dim=1).requires_grad_(True)
+    old = torch.cat([LOG_ALPHA, torch.full((4, 1), float("nan"))], dim=1)
+    mask = torch.tensor([[1, 0]] * 4)
+    loss, metrics = call_ppo_loss(actor(), log_prob, old, A.expand(4, 2), mask)
+    loss.backward()
+    torch.testing.assert_close(loss, torch.tensor(-0.1))
+    torch.testing.assert_close(log_prob.grad[:, :1], torch.tensor([[-0.375], [0.025], [-0.25], [0.5]]))
+    assert torch.all(log_prob.grad[:, 1] == 0)
+
+
+@pytest.mark.parametrize(
+    "anchor, expected",
+    [("alpha", [[0.0], [0.0], [-0.25], [0.25]]), ("pi_k", [[-0.25], [0.25], [-0.25], [0.25]])],
+)
+def test_rec_takes_pi_k_from_its_forward_on_a_skipped_batch(anchor, expected):
+    _, grad, metrics = grad_of(actor("rec", anchor=anchor), log_pi_theta(), LOG_ALPHA)
+    torch.testing.assert_close(grad, torch.tensor(expected))
+    assert metric_value(metrics, "actor/rec/clipped_frac") == (0.5 if anchor == "alpha" else 0.0)
+
+
+@pytest.mark.parametrize("enabled, lag, skipped", [(True, None, False), (True, 0, False), (True, 1, True),
+                                                   (True, 9, True), (False, 3, False)])
+def test_only_lagged_batches_skip_and_only_with_the_knob(enabled, lag, skipped):
+    """The rule the trainer applies to each batch's rollout lag (per_step: the sync schedule's; window: the
+    window's, as ``test_window`` runs it through verl's fit); None is before the first sync."""
+    from verl_offgrpo.sync.old_log_prob_skip import skips_old_log_prob
+
+    assert skips_old_log_prob(enabled, lag) is skipped
+
+
+# ----------------------------------------------------------------------------- verl's bypass branch
+class FakeTQ:
+    """The two TransferQueue calls verl's ``_compute_old_log_prob`` makes in bypass mode."""
+
+    def __init__(self, fields):
+        self.store, self.puts = dict(fields), []
+
+    def kv_batch_get(self, keys, partition_id, select_fields):
+        return TensorDict({k: self.store[k] for k in select_fields}, batch_size=len(keys))
+
+    def kv_batch_put(self, keys, partition_id, fields):
+        self.puts.append(sorted(fields.keys()))
+        self.store.update({k: fields[k] for k in fields.keys()})
+
+
+def test_verls_bypass_branch_hands_the_loss_alpha_as_old_log_probs_and_never_runs_the_actor(monkeypatch):
+    """verl 0.9.1's own ``PPOTrainer._compute_old_log_prob`` inside :func:`bypass_mode_for_this_batch`."""
+    from types import SimpleNamespace
+
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.v1 import trainer_base
+
+    from verl_offgrpo.sync.old_log_prob_skip import bypass_mode_for_this_batch
+
+    alpha = torch.tensor([[-1.0, -2.0], [-0.5, -0.25]])
+    tq = FakeTQ({"rollout_log_probs": alpha})
+    monkeypatch.setattr(trainer_base, "tq", tq)
+    config = OmegaConf.create({"algorithm": {"rollout_correction": {"bypass_mode": False}}})
+    wg = SimpleNamespace(compute_log_prob=lambda batch: pytest.fail("the actor ran the π_k pass"))
+    trainer = SimpleNamespace(config=config, actor_rollout_ref=None, actor_rollout_wg=wg)
+    batch = SimpleNamespace(keys=["a", "b"], partition_id="train", extra_info={})
+    with bypass_mode_for_this_batch(config):
+        assert trainer_base.PPOTrainer._compute_old_log_prob(trainer, batch, metrics={}) is batch
+    assert tq.puts == [["old_log_probs"]]
+    torch.testing.assert_close(tq.store["old_log_probs"], alpha)
+    assert config.algorithm.rollout_correction.bypass_mode is False
+
+
+# ----------------------------------------------------------------------------- start-up checks
+GOOD = ("algorithm.off_grpo.skip_old_log_prob=true", "algorithm.off_grpo.sync_period=4",
+        "data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=8")
+
+
+def test_a_config_it_can_run_passes_verls_checks_and_the_plugins():
+    validate_as_main_ppo(compose(*GOOD))
+    assert validate_off_grpo_config(compose(*GOOD)).skip_old_log_prob is True
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (["actor_rollout_ref.actor.ppo_epochs=2"], r"one optimizer step per batch.*\(got 2, 8 and 8\)"),
+        (["actor_rollout_ref.actor.ppo_mini_batch_size=4"],
+         r"ppo_mini_batch_size=data.train_batch_size \(got 1, 4 and 8\)"),
+        (["trainer.v1.trainer_mode=sync", "algorithm.off_grpo.zero_var_mask=false", "algorithm.off_grpo.sync_period=1"],
+         "V1 trainer mode off_grpo_sync"),
+        (["trainer.use_v1=false", "algorithm.off_grpo.sync_period=1"], "would compute old_log_prob every step"),
+        (["actor_rollout_ref.actor.policy_loss.loss_mode=vanilla", "algorithm.off_grpo.sync_period=1"],
+         r"needs a loss that takes π_k from its own forward pass \(off_grpo, rec\)"),
+        (["actor_rollout_ref.actor.policy_loss._target_=verl.workers.config.PolicyLossConfig",
+          "~actor_rollout_ref.actor.policy_loss.rec"], "must be the plugin's"),
+        (["algorithm.off_grpo.rollout_schedule=per_step", "algorithm.off_grpo.verify_served_weights=false"],
+         "verify_served_weights=true, or rollout_schedule=window"),
+    ],
+)
+def test_what_it_cannot_run_is_one_line_at_start_up(overrides, match):
+    with pytest.raises(OffGRPOConfigError, match=match) as err:
+        validate_as_main_ppo(compose(*GOOD, *overrides))
+    assert "\n" not in str(err.value)
+
+
+def test_per_step_with_the_exact_check_or_without_the_lagged_limit_passes():
+    validate_off_grpo_config(compose(*GOOD, "algorithm.off_grpo.rollout_schedule=per_step"))
+    validate_off_grpo_config(compose(*GOOD, "algorithm.off_grpo.rollout_schedule=per_step",
+                                     "algorithm.off_grpo.verify_served_weights=false",
+                                     "algorithm.off_grpo.max_log_rprime_lagged=0"))

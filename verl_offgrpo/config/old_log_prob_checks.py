@@ -1,0 +1,72 @@
+"""``algorithm.off_grpo.skip_old_log_prob``: where π_k may come from the update's own forward pass.
+
+At one optimizer step per batch (``actor.ppo_epochs`` = 1 and ``ppo_mini_batch_size`` =
+``data.train_batch_size``) the update takes its gradient at θ = θ_k, so π_k = π_θ detached, token for
+token: verl's separate ``old_log_prob`` pass computes the same log-probs once more. The V1 trainer
+mode skips that pass on lagged batches (:mod:`verl_offgrpo.sync.old_log_prob_skip`): the batch then
+carries α's log-probs as ``old_log_probs`` (verl's bypass mode) and no ``rollout_is_weights``, and the
+plugin's losses take π_k = π_θ.detach() and log r' = log π_θ.detach() − log α
+(:func:`verl_offgrpo.policy_loss.pi_k_and_log_rprime`). Everything that makes this exact, or keeps the
+served-policy guard whole, is checked here. Pure Python: no verl, torch or Ray import.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verl_offgrpo import LOSS_NAMES, TRAINER_MODE
+
+from .off_grpo import POLICY_LOSS_CONFIG_FQN, PREFIX, OffGRPOConfig
+from .readers import flag_at, uses_v1, v1_mode
+from .values import OffGRPOConfigError
+from .values import config_value as _get
+
+KNOB = f"{PREFIX}.skip_old_log_prob=true"
+
+
+def check_skip_old_log_prob(config: Any, knobs: OffGRPOConfig) -> None:
+    """Raise :class:`OffGRPOConfigError` where ``skip_old_log_prob`` cannot hold (``knobs``: rollout_schedule
+    resolved). Nothing to check when it is off."""
+    if not knobs.skip_old_log_prob:
+        return
+    if not uses_v1(config) or v1_mode(config) != TRAINER_MODE:
+        raise OffGRPOConfigError(
+            f"{KNOB} runs in the V1 trainer mode {TRAINER_MODE} (trainer.use_v1=true, "
+            f"trainer.v1.trainer_mode={TRAINER_MODE}, as the shipped yaml sets them); this job would compute "
+            f"old_log_prob every step: drop {PREFIX}.skip_old_log_prob."
+        )
+    loss_mode = _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode")
+    if loss_mode not in LOSS_NAMES:
+        raise OffGRPOConfigError(
+            f"{KNOB} needs a loss that takes π_k from its own forward pass ({', '.join(LOSS_NAMES)}); "
+            f"got actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode!r}."
+        )
+    if _get(config, "actor_rollout_ref.actor.policy_loss._target_") != POLICY_LOSS_CONFIG_FQN:
+        raise OffGRPOConfigError(
+            f"{KNOB} tells the loss through actor_rollout_ref.actor.policy_loss, which must be the plugin's "
+            f"(_target_={POLICY_LOSS_CONFIG_FQN}, as the shipped yaml sets it)."
+        )
+    passes = _get(config, "actor_rollout_ref.actor.ppo_epochs", 1)
+    mini = _get(config, "actor_rollout_ref.actor.ppo_mini_batch_size")
+    batch = _get(config, "data.train_batch_size")
+    if passes != 1 or mini != batch:
+        raise OffGRPOConfigError(
+            f"{KNOB} is exact only at one optimizer step per batch, where π_θ = π_k when the gradient is taken: "
+            f"set actor_rollout_ref.actor.ppo_epochs=1 and ppo_mini_batch_size=data.train_batch_size "
+            f"(got {passes!r}, {mini!r} and {batch!r})."
+        )
+    if not flag_at(config, "actor_rollout_ref.rollout.calculate_log_probs", False):
+        raise OffGRPOConfigError(
+            f"{KNOB} reads α's log-probs from the rollout: set actor_rollout_ref.rollout.calculate_log_probs=true."
+        )
+    if _get(config, "algorithm.rollout_correction") is None:
+        raise OffGRPOConfigError(
+            f"{KNOB} needs algorithm.rollout_correction (r' = π_k/α on the batches that keep the old_log_prob "
+            "pass); the shipped yaml sets it."
+        )
+    if knobs.rollout_schedule != "window" and not knobs.verify_served_weights and knobs.max_log_rprime_lagged > 0:
+        raise OffGRPOConfigError(
+            f"{KNOB} leaves lagged batches without the served-policy guard's statistic before the update, and "
+            f"with {PREFIX}.verify_served_weights=false that check is the only one on them: set "
+            f"{PREFIX}.verify_served_weights=true, or rollout_schedule=window."
+        )

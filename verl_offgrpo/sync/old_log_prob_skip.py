@@ -1,0 +1,62 @@
+"""Skipping verl's ``old_log_prob`` pass on lagged batches (``algorithm.off_grpo.skip_old_log_prob``).
+
+At one optimizer step per batch the update's gradient is taken at θ = θ_k, so the update's own forward
+gives π_k (detached) token for token, and the separate pass that verl runs before the advantage
+computes the same log-probs again. On a batch of rollout lag ≥ 1 the V1 trainer mode runs verl's
+**bypass mode** for that batch instead: verl's ``_compute_old_log_prob`` writes α's log-probs
+(``rollout_log_probs``) as ``old_log_probs`` and its ``_compute_advantage`` computes no
+``rollout_is_weights``; the plugin's losses then take π_k = π_θ.detach() and r' = π_θ.detach()/α
+(:func:`verl_offgrpo.policy_loss.pi_k_and_log_rprime`). Batches of lag 0 keep the pass: the
+served-policy guard reads their r' before the update (:mod:`.alpha_guard`). The bound monitor's r'
+terms are left out on skipped batches (the loss logs ``actor/off_grpo/mean_abs_log_rprime`` there);
+``off_grpo/old_log_prob_skipped`` is 1 on them, 0 on the others. verl's ``actor/entropy`` comes from
+the skipped pass and is absent on those steps. The start-up checks: :mod:`verl_offgrpo.config.old_log_prob_checks`.
+
+Written for verl 0.9.1, whose V1 ``PPOTrainer._compute_old_log_prob`` and ``_compute_advantage`` read
+``config.algorithm.rollout_correction.bypass_mode`` on each call: :func:`bypass_mode_for_this_batch`
+sets it for the two calls of one batch and restores it after each (:data:`VERL_INTERNALS`).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
+
+from omegaconf import open_dict
+
+_TRAINER = "verl.trainer.ppo.v1.trainer_base.PPOTrainer"
+#: the verl 0.9.1 members that read ``algorithm.rollout_correction.bypass_mode`` per call
+VERL_INTERNALS = (f"{_TRAINER}._compute_old_log_prob", f"{_TRAINER}._compute_advantage")
+
+#: metric: 1.0 on a step whose π_k came from the update's forward, 0.0 where verl's pass ran
+SKIPPED = "off_grpo/old_log_prob_skipped"
+#: the bound monitor's r' terms, which a skipped batch has no r' for before the update
+RPRIME_TERMS = ("off_grpo/bound/tv_token", "off_grpo/bound/tv_seq", "off_grpo/bound/mean_abs_log_rprime")
+
+
+def skips_old_log_prob(enabled: bool, rollout_lag: Optional[int]) -> bool:
+    """Whether a batch of ``rollout_lag`` skips the pass: only with the knob on and lag ≥ 1 (lag 0 is the
+    guard's batch; None, before the first sync, is never skipped)."""
+    return bool(enabled) and rollout_lag is not None and rollout_lag >= 1
+
+
+@contextmanager
+def bypass_mode_for_this_batch(config: Any) -> Iterator[None]:
+    """``config.algorithm.rollout_correction.bypass_mode = True`` inside the block, its value before after it."""
+    section = config.algorithm.rollout_correction
+    before = section.get("bypass_mode", False)
+    with open_dict(section):
+        section.bypass_mode = True
+    try:
+        yield
+    finally:
+        with open_dict(section):
+            section.bypass_mode = before
+
+
+def skipped_batch_metrics(step_metrics: dict, skipped: bool) -> dict:
+    """The step's metrics without the r' terms a skipped batch cannot have (not 0: no lag was measured),
+    plus :data:`SKIPPED`."""
+    kept = {k: v for k, v in step_metrics.items() if not (skipped and k in RPRIME_TERMS)}
+    kept[SKIPPED] = float(skipped)
+    return kept
