@@ -175,6 +175,7 @@ def test_a_config_it_can_run_passes_verls_checks_and_the_plugins():
          r"needs a loss that takes π_k from its own forward pass \(off_grpo, rec\)"),
         (["actor_rollout_ref.actor.policy_loss._target_=verl.workers.config.PolicyLossConfig",
           "~actor_rollout_ref.actor.policy_loss.rec"], "must be the plugin's"),
+        (["algorithm.use_kl_in_reward=true"], r"verl's KL-in-reward reads π_k's .*use_kl_in_reward=false\)\.$"),
         (["algorithm.off_grpo.rollout_schedule=per_step", "algorithm.off_grpo.verify_served_weights=false"],
          "verify_served_weights=true, or rollout_schedule=window"),
     ],

@@ -55,6 +55,12 @@ def check_skip_old_log_prob(config: Any, knobs: OffGRPOConfig) -> None:
             f"set actor_rollout_ref.actor.ppo_epochs=1 and ppo_mini_batch_size=data.train_batch_size "
             f"(got {passes!r}, {mini!r} and {batch!r})."
         )
+    if flag_at(config, "algorithm.use_kl_in_reward", False):
+        raise OffGRPOConfigError(
+            f"{KNOB} leaves α's log-probs where verl's KL-in-reward reads π_k's (old_log_probs − ref_log_prob, before "
+            "the update): use the KL loss instead (actor_rollout_ref.actor.use_kl_loss=true, "
+            "algorithm.use_kl_in_reward=false)."
+        )
     if not flag_at(config, "actor_rollout_ref.rollout.calculate_log_probs", False):
         raise OffGRPOConfigError(
             f"{KNOB} reads α's log-probs from the rollout: set actor_rollout_ref.rollout.calculate_log_probs=true."
