@@ -177,7 +177,13 @@ def test_a_config_it_can_run_passes_verls_checks_and_the_plugins():
           "~actor_rollout_ref.actor.policy_loss.rec"], "must be the plugin's"),
         (["algorithm.use_kl_in_reward=true"], r"verl's KL-in-reward reads π_k's .*use_kl_in_reward=false\)\.$"),
         (["algorithm.off_grpo.rollout_schedule=per_step", "algorithm.off_grpo.verify_served_weights=false"],
-         "verify_served_weights=true, or rollout_schedule=window"),
+         "verify_served_weights=true, rollout_schedule=window, or max_log_rprime_lagged=0"),
+        (["algorithm.off_grpo.allow_truncated_rprime=true"], "set algorithm.off_grpo.allow_truncated_rprime=false"),
+        (["algorithm.off_grpo.rollout_schedule=per_step", "+trainer.v1.sync.parameter_sync_step=2"],
+         "parameter_sync_step=2"),
+        (["+actor_rollout_ref.actor.megatron.router_replay.mode=R2"], "router_replay.mode=R2 replays"),
+        (["algorithm.off_grpo.skip_old_log_prob=false", "+actor_rollout_ref.actor.policy_loss.pi_k_from_forward=true"],
+         "is set by the plugin's trainer, not by hand"),
     ],
 )
 def test_what_it_cannot_run_is_one_line_at_start_up(overrides, match):
@@ -191,3 +197,13 @@ def test_per_step_with_the_exact_check_or_without_the_lagged_limit_passes():
     validate_off_grpo_config(compose(*GOOD, "algorithm.off_grpo.rollout_schedule=per_step",
                                      "algorithm.off_grpo.verify_served_weights=false",
                                      "algorithm.off_grpo.max_log_rprime_lagged=0"))
+
+
+@pytest.mark.parametrize("period, told", [(4, True), (1, False)])
+def test_the_trainer_tells_the_loss_only_where_a_batch_can_be_lagged(period, told):
+    """At v = 1 no batch is lagged, so the loss is not told (a batch without r' then stays r' = 1)."""
+    from verl_offgrpo.sync.trainer_v1 import prepare_v1_config
+
+    config = compose(*GOOD, f"algorithm.off_grpo.sync_period={period}")
+    prepare_v1_config(config)
+    assert bool(config.actor_rollout_ref.actor.policy_loss.get("pi_k_from_forward", False)) is told

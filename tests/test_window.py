@@ -79,13 +79,21 @@ class Recorder:
         Recorder.logged.setdefault(step, {}).update(data)
 
 
-def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=0, schedule="window"):
+class FakeBatch(SimpleNamespace):
+    """What verl's replay buffer hands a step: keys (one per sample row), tags, partition, extra_info."""
+
+    def __len__(self):
+        return len(self.keys)
+
+
+def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=0, schedule="window", extra_rows=0):
     """verl's V1 ``fit`` of the off_grpo_sync trainer over the fake cluster (``schedule``: the
     ``rollout_schedule`` set, None for the default). Returns a record of what happened: generations (step,
     prompts, weights served), per-step batches' weights, validations (step, weights), actor updates per
     step, the sync calls, the logged metrics and the servers' logs, and per step the value of verl's
     ``algorithm.rollout_correction.bypass_mode`` that verl's ``_compute_old_log_prob`` and
-    ``_compute_advantage`` (both stand-ins) saw."""
+    ``_compute_advantage`` (both stand-ins) saw. A batch holds n rows per prompt plus ``extra_rows``; the
+    update's stand-in logs the loss's mean |log r'| as ``rprime`` (or the served weights) gives it."""
     from verl.trainer.ppo.v1 import PPOTrainerSync, get_trainer_cls, trainer_base
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
@@ -125,22 +133,27 @@ def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=
         assert len(rec.buffer) >= batch_size, f"step {global_steps}: buffer holds {len(rec.buffer)} < {batch_size}"
         served, rec.buffer[:batch_size] = rec.buffer[:batch_size], []
         rec.batches[global_steps] = served
-        batch = SimpleNamespace(keys=[f"k{global_steps}_{i}" for i in range(batch_size)],
-                                tags=[{} for _ in range(batch_size)], partition_id="train", extra_info={}, served=served)
+        rows = batch_size * int(cfg.actor_rollout_ref.rollout.n) + extra_rows
+        batch = FakeBatch(keys=[f"k{global_steps}_{i}" for i in range(rows)],
+                          tags=[{} for _ in range(rows)], partition_id="train", extra_info={}, served=served)
         return batch, {}
 
-    def advantage(tq, batch, algorithm_cfg):
+    def statistic(batch):
         if rprime is not None:
-            return {STATISTIC: rprime(trainer.global_steps)}
+            return rprime(trainer.global_steps)
         honest = all(isinstance(w, str) and w.startswith("pi_") for w in batch.served)
-        return {STATISTIC: 0.01 if honest else 11.0}
+        return 0.01 if honest else 11.0
+
+    def advantage(tq, batch, algorithm_cfg):
+        return {STATISTIC: statistic(batch)}
 
     def validate(self):
         rec.validations.append((self.global_steps, ray.get(servers[0].generate.remote())))
         return {"val/score": 1.0}
 
-    def update(batch, metrics):
+    def update(self, batch, metrics):
         rec.updates[trainer.global_steps] = rec.updates.get(trainer.global_steps, 0) + 1
+        metrics["actor/off_grpo/mean_abs_log_rprime"] = statistic(batch)
         return batch
 
     monkeypatch.setattr(PPOTrainer, "_setup", fake_setup)
@@ -155,6 +168,7 @@ def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=
 
     monkeypatch.setattr(PPOTrainerSync, "_compute_advantage", stage("advantage"), raising=False)
     monkeypatch.setattr(PPOTrainer, "_compute_old_log_prob", stage("old_log_prob"))
+    monkeypatch.setattr(PPOTrainer, "_update_actor", update)
     monkeypatch.setattr(zvm, "after_advantage_v1", advantage)
     monkeypatch.setattr(trainer_base, "Tracking", Recorder)
     monkeypatch.setattr(trainer_base.tq, "kv_clear", lambda **kw: None)
@@ -176,7 +190,6 @@ def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=
     trainer.reward_loop_manager = SimpleNamespace(reward_loop_worker_handles=["remote reward"])
     for name in ("_balance_batch", "_compute_ref_log_prob"):
         setattr(trainer, name, lambda batch, metrics=None, **kw: batch)
-    trainer._update_actor = update
     trainer.fit(agent_loop_manager=None)
     rec.syncs = [c[0] for c in wg.sync_calls]
     rec.logged = Recorder.logged
@@ -292,6 +305,33 @@ def test_skip_old_log_prob_bypasses_verls_pass_on_lagged_batches_only(ray_local,
     assert rec.updates == {s: 1 for s in steps}
     assert rec.trainer.config.algorithm.rollout_correction.bypass_mode is False
     assert rec.trainer.config.actor_rollout_ref.actor.policy_loss.pi_k_from_forward is True
+
+
+def test_a_skipped_batch_meets_the_guard_after_its_update(ray_local, monkeypatch):
+    """No r' before the update of a skipped batch: the guard reads the loss's mean |log r'| after it. In a
+    window (no exact served-weights check) the lagged limit stops the run there, one update late."""
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    with pytest.raises(ServedPolicyError, match=r"step 3: .*rollout lag 2\) and mean \|log π_k/α\| per token is 5"):
+        run_fit(monkeypatch, *SKIP, "trainer.test_freq=-1", total=8, rprime=lambda step: 5.0 if step == 3 else 0.01)
+    with pytest.raises(ServedPolicyError, match=r"step 2: .* is nan"):
+        run_fit(monkeypatch, *SKIP, "trainer.test_freq=-1", total=8,
+                rprime=lambda step: float("nan") if step == 2 else 0.01)
+
+
+def test_a_batch_of_more_than_one_optimizer_step_keeps_verls_pass_with_one_warning(ray_local, monkeypatch, caplog):
+    """One row more than ppo_mini_batch_size × n (an agent loop with two outputs a session, a critic's padding):
+    π_θ would move before the second mini-batch, so verl's pass runs on every batch, said once."""
+    import logging
+
+    from verl_offgrpo.sync.old_log_prob_skip import SKIPPED
+
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo.sync.trainer_v1"):
+        rec = run_fit(monkeypatch, *SKIP, "trainer.test_freq=-1", total=5, extra_rows=1)
+    assert [rec.bypass[s]["old_log_prob"] for s in range(1, 6)] == [False] * 5
+    assert series(rec, SKIPPED, range(1, 6)) == [0.0] * 5
+    lines = [r.getMessage() for r in caplog.records if "skip_old_log_prob" in r.getMessage()]
+    assert len(lines) == 1 and "9 rows are more than one optimizer step" in lines[0]
 
 
 def test_skip_old_log_prob_off_runs_verls_pass_every_step_and_logs_nothing_new(ray_local, monkeypatch):

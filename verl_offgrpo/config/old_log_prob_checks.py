@@ -27,6 +27,12 @@ KNOB = f"{PREFIX}.skip_old_log_prob=true"
 def check_skip_old_log_prob(config: Any, knobs: OffGRPOConfig) -> None:
     """Raise :class:`OffGRPOConfigError` where ``skip_old_log_prob`` cannot hold (``knobs``: rollout_schedule
     resolved). Nothing to check when it is off."""
+    policy_loss = _get(config, "actor_rollout_ref.actor.policy_loss")
+    if not knobs.skip_old_log_prob and bool(_get(policy_loss, "pi_k_from_forward", False)):
+        raise OffGRPOConfigError(
+            "actor_rollout_ref.actor.policy_loss.pi_k_from_forward is set by the plugin's trainer, not by hand: "
+            f"set {PREFIX}.skip_old_log_prob=true instead."
+        )
     if not knobs.skip_old_log_prob:
         return
     if not uses_v1(config) or v1_mode(config) != TRAINER_MODE:
@@ -74,5 +80,23 @@ def check_skip_old_log_prob(config: Any, knobs: OffGRPOConfig) -> None:
         raise OffGRPOConfigError(
             f"{KNOB} leaves lagged batches without the served-policy guard's statistic before the update, and "
             f"with {PREFIX}.verify_served_weights=false that check is the only one on them: set "
-            f"{PREFIX}.verify_served_weights=true, or rollout_schedule=window."
+            f"{PREFIX}.verify_served_weights=true, rollout_schedule=window, or max_log_rprime_lagged=0."
         )
+    if knobs.allow_truncated_rprime:
+        raise OffGRPOConfigError(
+            f"{KNOB} gives a skipped batch the untruncated r' = π_θ/α, whatever verl's rollout correction does to the "
+            f"others: set {PREFIX}.allow_truncated_rprime=false (with an untruncated r' everywhere)."
+        )
+    sync_steps = _get(config, "trainer.v1.sync.parameter_sync_step", 1)
+    if sync_steps not in (None, 1):
+        raise OffGRPOConfigError(
+            f"{KNOB} does not combine with trainer.v1.sync.parameter_sync_step={sync_steps!r} (verl's local updates "
+            "on sub-batches, each padded to ppo_mini_batch_size): drop one of them."
+        )
+    for engine in ("megatron", "veomni"):
+        mode = _get(config, f"actor_rollout_ref.actor.{engine}.router_replay.mode")
+        if mode == "R2":
+            raise OffGRPOConfigError(
+                f"{KNOB} skips the old_log_prob pass that records the routes actor_rollout_ref.actor.{engine}."
+                "router_replay.mode=R2 replays in the update: use mode R3 or drop the knob."
+            )

@@ -7,10 +7,14 @@ computes the same log-probs again. On a batch of rollout lag ≥ 1 the V1 traine
 (``rollout_log_probs``) as ``old_log_probs`` and its ``_compute_advantage`` computes no
 ``rollout_is_weights``; the plugin's losses then take π_k = π_θ.detach() and r' = π_θ.detach()/α
 (:func:`verl_offgrpo.policy_loss.pi_k_and_log_rprime`). Batches of lag 0 keep the pass: the
-served-policy guard reads their r' before the update (:mod:`.alpha_guard`). The bound monitor's r'
-terms are left out on skipped batches (the loss logs ``actor/off_grpo/mean_abs_log_rprime`` there);
-``off_grpo/old_log_prob_skipped`` is 1 on them, 0 on the others. verl's ``actor/entropy`` comes from
-the skipped pass and is absent on those steps. The start-up checks: :mod:`verl_offgrpo.config.old_log_prob_checks`.
+served-policy guard reads their r' before the update (:mod:`.alpha_guard`); on a skipped batch it reads
+the loss's ``actor/off_grpo/mean_abs_log_rprime`` after the update (its lagged limit, and a NaN, stop the
+run one update late). A batch is not skipped where its update would take more than one optimizer step
+(:func:`one_optimizer_step`, after verl's padding), nor where per-step lagged batches lost the exact
+served-weights check and the lagged limit is their only one. The bound monitor's r' terms are left out on
+skipped batches;
+``off_grpo/old_log_prob_skipped`` is 1 on them, 0 on the others. verl's ``actor/entropy``,
+``rollout_corr/*`` and ``training/rollout_*`` come from the skipped pass and are absent on those steps. The start-up checks: :mod:`verl_offgrpo.config.old_log_prob_checks`.
 
 Written for verl 0.9.1, whose V1 ``PPOTrainer._compute_old_log_prob`` and ``_compute_advantage`` read
 ``config.algorithm.rollout_correction.bypass_mode`` on each call: :func:`bypass_mode_for_this_batch`
@@ -34,10 +38,32 @@ SKIPPED = "off_grpo/old_log_prob_skipped"
 RPRIME_TERMS = ("off_grpo/bound/tv_token", "off_grpo/bound/tv_seq", "off_grpo/bound/mean_abs_log_rprime")
 
 
+#: the loss's mean |log r'| over its tokens (:mod:`verl_offgrpo.policy_loss`), read after the update of a skipped batch
+LOSS_STATISTIC = "actor/off_grpo/mean_abs_log_rprime"
+
+
 def skips_old_log_prob(enabled: bool, rollout_lag: Optional[int]) -> bool:
     """Whether a batch of ``rollout_lag`` skips the pass: only with the knob on and lag ≥ 1 (lag 0 is the
     guard's batch; None, before the first sync, is never skipped)."""
     return bool(enabled) and rollout_lag is not None and rollout_lag >= 1
+
+
+def one_optimizer_step(num_rows: int, config: Any) -> bool:
+    """Whether the update of a batch of ``num_rows`` samples (after verl's ``_balance_batch`` padding) is one
+    mini-batch of ``actor.ppo_mini_batch_size`` × ``rollout.n`` samples at ``ppo_epochs`` = 1: the only
+    case where π_θ = π_k when the gradient is taken. The start-up checks make it so in prompts; an agent loop
+    with several outputs a session, or padding to a critic's mini-batch, can still add rows."""
+    actor = config.actor_rollout_ref.actor
+    return actor.get("ppo_epochs", 1) == 1 and num_rows <= actor.ppo_mini_batch_size * config.actor_rollout_ref.rollout.n
+
+
+def guard_statistic_after_update(metrics: dict) -> dict:
+    """The served-policy guard's input for a skipped batch, read off the loss (one update late): its
+    mean |log r'| (``actor/off_grpo/mean_abs_log_rprime``, a mean over micro-batches) under the guard's name."""
+    from .alpha_guard import STATISTIC
+
+    value = metrics.get(LOSS_STATISTIC)
+    return {} if value is None else {STATISTIC: float(value)}
 
 
 @contextmanager

@@ -52,7 +52,13 @@ from ..config import OffGRPOConfig, advisories_silenced, resolve_rollout_schedul
 from ..config import config_value as _get
 from ..config.readers import guards_verls_advantage
 from .lagged_manager import LaggedCheckpointManager
-from .old_log_prob_skip import bypass_mode_for_this_batch, skipped_batch_metrics, skips_old_log_prob
+from .old_log_prob_skip import (
+    bypass_mode_for_this_batch,
+    guard_statistic_after_update,
+    one_optimizer_step,
+    skipped_batch_metrics,
+    skips_old_log_prob,
+)
 from .window import WINDOW, WindowSchedule
 
 logger = logging.getLogger(__name__)
@@ -69,7 +75,8 @@ _REPLAY_BUFFER = "verl.trainer.ppo.v1.replay_buffer.ReplayBuffer"
 #: ``ReplayBuffer.{pending,running,finished,failure}_keys``.
 VERL_INTERNALS = (
     *(f"{_TRAINER}.{name}" for name in (
-        "_setup", "_build_replay_buffer", "_compute_old_log_prob", "_compute_advantage", "_add_prompts_to_generate",
+        "_setup", "_build_replay_buffer", "_compute_old_log_prob", "_compute_advantage", "_update_actor",
+        "_add_prompts_to_generate",
         "_stop_rollout_profiling", "_consume_sync_metrics",
         "prepare_step", "on_sample_begin", "on_sample_end", "on_validate_end", "on_step_end",
     )),
@@ -115,7 +122,7 @@ def prepare_v1_config(config: Any) -> OffGRPOConfig:
         logger.warning("verl-offgrpo: keep_weights=no_sleep: set actor_rollout_ref.rollout.free_cache_engine=False")
     with advisories_silenced():  # the driver's validate_config advised on this config already
         knobs = validate_off_grpo_config(config)
-    if knobs.skip_old_log_prob:  # the loss runs in the actor workers, which see only the actor's config
+    if knobs.skip_old_log_prob and knobs.sync_period > 1:  # the loss runs in the actor workers: tell it there
         with open_dict(config):
             config.actor_rollout_ref.actor.policy_loss.pi_k_from_forward = True
     return knobs
@@ -133,6 +140,7 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
         self.guards_verls_advantage = guards_verls_advantage(config)
         self.rprime_metrics_warned = False
         self.old_log_prob_skipped = False  # this step's batch: π_k from the update's forward (skip_old_log_prob)
+        self.skip_refused_warned = False
         super().__init__(config)
 
     # verl assigns self.trainer_mode = config.trainer.v1.trainer_mode; keep presenting "sync".
@@ -220,8 +228,23 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
     def _compute_old_log_prob(self, batch, metrics: dict):
         """verl's π_k pass; with ``skip_old_log_prob`` on a lagged batch, verl's bypass of it
         (:mod:`.old_log_prob_skip`: α's log-probs stand in, the loss takes π_k from its own forward)."""
-        lag = self.checkpoint_manager.rollout_lag_of(int(self.global_steps))
-        self.old_log_prob_skipped = skips_old_log_prob(self.off_grpo_knobs.skip_old_log_prob, lag)
+        knobs, manager = self.off_grpo_knobs, self.checkpoint_manager
+        lag = manager.rollout_lag_of(int(self.global_steps))
+        skip = skips_old_log_prob(knobs.skip_old_log_prob and knobs.sync_period > 1, lag)
+        # per_step lagged batches whose exact served-weights check switched itself off keep the pass: the guard's
+        # lagged limit is then their only check, and it reads r' before the update
+        guarded = self.windowed or manager.verify_weights or knobs.max_log_rprime_lagged <= 0
+        if skip and not (guarded and one_optimizer_step(len(batch), self.config)):
+            skip = False
+            if not self.skip_refused_warned:
+                self.skip_refused_warned = True
+                logger.warning(
+                    "verl-offgrpo: step %s: skip_old_log_prob: verl's old_log_prob pass runs on this lagged batch "
+                    "(%s), and on any other such batch of this run.", self.global_steps,
+                    "the exact served-weights check is off" if not guarded else
+                    f"its {len(batch)} rows are more than one optimizer step of ppo_mini_batch_size × rollout.n",
+                )  # fmt: skip
+        self.old_log_prob_skipped = skip
         if not self.old_log_prob_skipped:
             return super()._compute_old_log_prob(batch, metrics=metrics)
         with bypass_mode_for_this_batch(self.config):
@@ -258,6 +281,15 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
             step_metrics = skipped_batch_metrics(step_metrics, self.old_log_prob_skipped)
         metrics.update(step_metrics)
         metrics.update(self.checkpoint_manager.check_served_policy(step_metrics, int(self.global_steps)))
+        return batch
+
+    def _update_actor(self, batch, metrics: dict):
+        """verl's; after the update of a batch whose π_k pass was skipped, the served-policy guard on the loss's
+        mean |log r'| (lagged limit and NaN, one update late: :mod:`.old_log_prob_skip`)."""
+        batch = super()._update_actor(batch, metrics)
+        if self.old_log_prob_skipped:
+            statistic = guard_statistic_after_update(metrics)
+            metrics.update(self.checkpoint_manager.check_served_policy(statistic, int(self.global_steps)))
         return batch
 
     def on_step_end(self):
