@@ -84,8 +84,8 @@ def check_skip_old_log_prob(config: Any, knobs: OffGRPOConfig) -> None:
         )
     if knobs.allow_truncated_rprime:
         raise OffGRPOConfigError(
-            f"{KNOB} gives a skipped batch the untruncated r' = π_θ/α, whatever verl's rollout correction does to the "
-            f"others: set {PREFIX}.allow_truncated_rprime=false (with an untruncated r' everywhere)."
+            f"{KNOB} gives a skipped batch the untruncated r' = π_θ/α, whatever verl's rollout correction does "
+            f"to the others: set {PREFIX}.allow_truncated_rprime=false (with an untruncated r' everywhere)."
         )
     sync_steps = _get(config, "trainer.v1.sync.parameter_sync_step", 1)
     if sync_steps not in (None, 1):

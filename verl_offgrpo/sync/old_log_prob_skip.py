@@ -14,7 +14,8 @@ run one update late). A batch is not skipped where its update would take more th
 served-weights check and the lagged limit is their only one. The bound monitor's r' terms are left out on
 skipped batches;
 ``off_grpo/old_log_prob_skipped`` is 1 on them, 0 on the others. verl's ``actor/entropy``,
-``rollout_corr/*`` and ``training/rollout_*`` come from the skipped pass and are absent on those steps. The start-up checks: :mod:`verl_offgrpo.config.old_log_prob_checks`.
+``rollout_corr/*`` and ``training/rollout_*`` come from the skipped pass and are absent on those steps.
+The start-up checks: :mod:`verl_offgrpo.config.old_log_prob_checks`.
 
 Written for verl 0.9.1, whose V1 ``PPOTrainer._compute_old_log_prob`` and ``_compute_advantage`` read
 ``config.algorithm.rollout_correction.bypass_mode`` on each call: :func:`bypass_mode_for_this_batch`
