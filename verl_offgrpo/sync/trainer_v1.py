@@ -240,7 +240,7 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
                 self.skip_refused_warned = True
                 logger.warning(
                     "verl-offgrpo: step %s: skip_old_log_prob: verl's old_log_prob pass runs on this lagged batch "
-                    "(%s), and on any other such batch of this run.", self.global_steps,
+                    "(%s); said once a run.", self.global_steps,
                     "the exact served-weights check is off" if not guarded else
                     f"its {len(batch)} rows are more than one optimizer step of ppo_mini_batch_size × rollout.n",
                 )  # fmt: skip
