@@ -31,7 +31,8 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 RESULTS = BENCH / "results" / "stability_v10"
 RAW = BENCH / "results" / "raw" / "stability_v10"
-CURVES = ("val_pass1", "train_reward", "bound_tv_token", "mean_abs_log_rprime", "clipfrac", "rollout_lag")
+CURVES = ("val_pass1", "train_reward", "bound_tv_token", "mean_abs_log_rprime", "clipfrac", "rollout_lag",
+          "zero_var_group_frac", "skipped_update_frac")
 
 
 def non_finite(metrics: dict) -> list[str]:
@@ -85,6 +86,11 @@ def summarise(learning: dict, logs: dict[str, str], label: str, variant: str) ->
             "max_bound_tv_token": max((v for _, v in curve["bound_tv_token"]), default=None),
             "max_mean_abs_log_rprime": max((v for _, v in curve["mean_abs_log_rprime"]), default=None),
             "max_clipfrac": max((v for _, v in curve["clipfrac"]), default=None),
+            # updates whose every group was masked (all rewards equal): no optimizer step, the policy did not move
+            "updates_without_step": sum(1 for _, v in curve["skipped_update_frac"] if v == 1.0),
+            "updates_without_step_per_100": [
+                sum(1 for s, v in curve["skipped_update_frac"] if v == 1.0 and lo < s <= lo + 100)
+                for lo in range(0, int(run.get("steps_requested") or 0), 100)],
             "last_val_pass1": curve["val_pass1"][-1] if curve["val_pass1"] else None,
             "wall_s": run.get("wall_s"), "startup_s": run.get("startup_s"),
             "extra_overrides": run.get("extra_overrides"), "curves": curve,
@@ -99,11 +105,13 @@ def plot(summary: dict, out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = (("val_pass1", "held-out greedy pass@1"), ("bound_tv_token", "TV(π_k, α) per token (bound monitor)"),
+    panels = (("val_pass1", "held-out greedy pass@1"), ("zero_var_group_frac", "zero-variance groups (masked)"),
+              ("bound_tv_token", "TV(π_k, α) per token (bound monitor)"),
               ("mean_abs_log_rprime", "mean |log π_k/α| per token (loss)"), ("clipfrac", "clip fraction (actor/pg_clipfrac)"))
-    fig, axes = plt.subplots(1, len(panels), figsize=(18, 4.2))
+    fig, axes = plt.subplots(1, len(panels), figsize=(22, 4.2))
     for run in summary["runs"]:
-        label = f"{run['config']} s{run['seed']}: {run['steps_logged']} updates, {run['non_finite_values']} non-finite"
+        label = (f"{run['config']} s{run['seed']}: {run['steps_logged']} updates ({run['updates_without_step']} without a "
+                 f"step: all groups masked), {run['non_finite_values']} non-finite values")
         for ax, (key, _) in zip(axes, panels):
             points = run["curves"][key]
             if points:
@@ -167,7 +175,8 @@ def main(argv=None) -> int:
     keep_raw(tar_path, tags, args.raw)
     plot(summary, args.results / "stability.png")
     for run in summary["runs"]:
-        print(f"{run['tag']}: rc {run['returncode']}, {run['steps_logged']}/{run['steps_requested']} updates, "
+        print(f"{run['tag']}: rc {run['returncode']}, {run['steps_logged']}/{run['steps_requested']} updates "
+              f"({run['updates_without_step_per_100']} without a step per 100), "
               f"{run['non_finite_values']} non-finite values, max TV {run['max_bound_tv_token']}, "
               f"max clipfrac {run['max_clipfrac']}, last pass@1 {run['last_val_pass1']}")
     return 0

@@ -18,7 +18,7 @@ def lease_folder(tmp_path, jsonl_lines):
             {"step": 1, "train_reward": 0.5, "bound_tv_token": 0.01, "mean_abs_log_rprime": 0.02, "clipfrac": 0.0,
              "rollout_lag": 0.0},
             {"step": 2, "train_reward": 0.6, "bound_tv_token": 0.05, "mean_abs_log_rprime": 0.09, "clipfrac": 0.003,
-             "rollout_lag": 1.0}]  # fmt: skip
+             "rollout_lag": 1.0, "skipped_update_frac": 1.0}]  # fmt: skip
     learning = {
         "task": "t", "model": "m", "settings": {},
         "configs": {"window_v10+b16": {"seeds": {"0": rows}}, "window_v10": {"seeds": {"0": rows}}},
@@ -57,6 +57,7 @@ def test_counts_every_non_finite_metric_and_takes_only_the_leases_variant(tmp_pa
     assert run["unparsed_log_lines"] == 1 and run["log_last_step"] == 2
     assert run["max_bound_tv_token"] == 0.05 and run["max_clipfrac"] == 0.003
     assert run["curves"]["val_pass1"] == [[0, 0.3]]
+    assert run["updates_without_step"] == 1 and run["updates_without_step_per_100"] == [1]
     assert (results / "stability.png").stat().st_size > 0
     assert gzip.decompress((raw / "window_v10+b16_s0.log.gz").read_bytes()) == b"console\n"
 
