@@ -472,6 +472,17 @@ def memory_summary(samples: list[dict], after_s: float | None, arrival: dict[int
 MEM_SAMPLE_S = 2.0
 
 
+#: seconds between a running job's progress lines on the console (:func:`progress_line`)
+PROGRESS_S = 60.0
+
+
+def progress_line(name: str, now: float, arrival: dict[int, float], steps: int) -> str:
+    """``[progress] <job> <s>s: step <last>/<steps>`` (``starting`` before its first logged step)."""
+    if not arrival:
+        return f"[progress] {name} {now:.0f}s: starting"
+    return f"[progress] {name} {now:.0f}s: step {max(arrival)}/{steps}"
+
+
 def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: int, stall_s: float = 120.0,
            exit_grace_s: float = 60.0, mem_sample_s: float = MEM_SAMPLE_S):
     """Run one training job, watching its metrics file; returns ``(rc, progress)``.
@@ -496,6 +507,7 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
     arrival: dict[int, float] = {}
     mem: list[dict[str, float]] = []
     stalled = False
+    printed = 0.0
     with open(console, "w") as fh:
         # own session: on a timeout the whole local Ray cluster (raylet, workers, vLLM) goes with it
         proc = subprocess.Popen(
@@ -510,6 +522,9 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
             now = time.time() - start
             for step in parse_jsonl(jsonl):
                 arrival.setdefault(step, now)
+            if now - printed >= PROGRESS_S:  # what a detached run's console says while it runs (detach.sh wait)
+                printed = now
+                print(progress_line(name, now, arrival, steps), flush=True)
             mem.append({"t": now, **memory_sample(env.get("CUDA_VISIBLE_DEVICES"), group=proc.pid)})
             if rc is not None:
                 break

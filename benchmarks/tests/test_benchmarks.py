@@ -2091,3 +2091,10 @@ def test_committed_largest4_results_are_what_the_scripts_derive_from_the_saved_l
     chunked = {r["machine"] for r in committed["runs"] if r["logprobs"] == "chunked"}
     loop = {r["machine"] for r in committed["runs"] if r["logprobs"] == "verl loop"}
     assert chunked == {"h200x4-2026-11-28e", "h200x1-2026-11-28", "h200x1-2026-11-29"} and not chunked & loop
+
+
+def test_progress_line_names_the_job_and_its_last_logged_step():
+    import mainppo_job
+
+    assert mainppo_job.progress_line("w10", 61.4, {}, 80) == "[progress] w10 61s: starting"
+    assert mainppo_job.progress_line("w10", 400.0, {0: 300.0, 1: 320.0, 7: 399.0}, 80) == "[progress] w10 400s: step 7/80"
