@@ -12,8 +12,7 @@ the loss's ``actor/off_grpo/mean_abs_log_rprime`` after the update (its lagged l
 run one update late). A batch is not skipped where its update would take more than one optimizer step
 (:func:`one_optimizer_step`, after verl's padding), nor where per-step lagged batches lost the exact
 served-weights check and the lagged limit is their only one. The bound monitor's r' terms are left out on
-skipped batches;
-``off_grpo/old_log_prob_skipped`` is 1 on them, 0 on the others. verl's ``actor/entropy``,
+skipped batches; ``off_grpo/old_log_prob_skipped`` is 1 on them, 0 on the others. verl's ``actor/entropy``,
 ``rollout_corr/*`` and ``training/rollout_*`` come from the skipped pass and are absent on those steps.
 The start-up checks: :mod:`verl_offgrpo.config.old_log_prob_checks`.
 
@@ -37,8 +36,6 @@ VERL_INTERNALS = (f"{_TRAINER}._compute_old_log_prob", f"{_TRAINER}._compute_adv
 SKIPPED = "off_grpo/old_log_prob_skipped"
 #: the bound monitor's r' terms, which a skipped batch has no r' for before the update
 RPRIME_TERMS = ("off_grpo/bound/tv_token", "off_grpo/bound/tv_seq", "off_grpo/bound/mean_abs_log_rprime")
-
-
 #: the loss's mean |log r'| over its tokens (:mod:`verl_offgrpo.policy_loss`), read after the update of a skipped batch
 LOSS_STATISTIC = "actor/off_grpo/mean_abs_log_rprime"
 
