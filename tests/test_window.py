@@ -267,9 +267,14 @@ def test_guard_uses_the_windows_lag_after_a_forced_sync(ray_local, monkeypatch):
     assert rec.logged[7]["off_grpo/bound/mean_abs_log_rprime"] == 0.5
 
 
-def test_guard_stops_a_window_sampled_from_lost_weights(ray_local, monkeypatch):
+SKIP = ("algorithm.off_grpo.skip_old_log_prob=true", f"actor_rollout_ref.actor.ppo_mini_batch_size={B}")
+
+
+@pytest.mark.parametrize("overrides", [(), SKIP], ids=["default", "skip_old_log_prob"])
+def test_guard_stops_a_window_sampled_from_lost_weights(ray_local, monkeypatch, overrides):
     """If vLLM served garbage for a window (here: weights discarded behind the plugin's back after the
-    sync), the window's first step stops before its update."""
+    sync), the window's first step stops before its update; with ``skip_old_log_prob`` too, since that
+    lag-0 batch keeps verl's pass."""
     from verl_offgrpo.sync.alpha_guard import ServedPolicyError
 
     original = fakes.FakeVLLMServer.receive_weights
@@ -281,10 +286,7 @@ def test_guard_stops_a_window_sampled_from_lost_weights(ray_local, monkeypatch):
 
     monkeypatch.setattr(fakes.FakeVLLMServer, "receive_weights", lossy)
     with pytest.raises(ServedPolicyError, match="step 5"):
-        run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
-
-
-SKIP = ("algorithm.off_grpo.skip_old_log_prob=true", f"actor_rollout_ref.actor.ppo_mini_batch_size={B}")
+        run_fit(monkeypatch, *overrides, "trainer.test_freq=-1", total=8)
 
 
 def test_skip_old_log_prob_bypasses_verls_pass_on_lagged_batches_only(ray_local, monkeypatch):
@@ -341,22 +343,6 @@ def test_skip_old_log_prob_off_runs_verls_pass_every_step_and_logs_nothing_new(r
     assert [rec.bypass[s] for s in range(1, 5)] == [{"old_log_prob": False, "advantage": False}] * 4
     assert all(SKIPPED not in rec.logged[s] for s in range(1, 5))
     assert "pi_k_from_forward" not in rec.trainer.config.actor_rollout_ref.actor.policy_loss
-
-
-def test_skip_old_log_prob_keeps_the_guard_on_a_window_sampled_from_lost_weights(ray_local, monkeypatch):
-    """The window's lag-0 batch keeps verl's pass, so the guard still stops garbage before the first update."""
-    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
-
-    original = fakes.FakeVLLMServer.receive_weights
-
-    async def lossy(self, version):
-        await original(self, version)
-        if version == 4:
-            self.weights = "garbage"
-
-    monkeypatch.setattr(fakes.FakeVLLMServer, "receive_weights", lossy)
-    with pytest.raises(ServedPolicyError, match="step 5"):
-        run_fit(monkeypatch, *SKIP, "trainer.test_freq=-1", total=8)
 
 
 # ----------------------------------------------------------------------------- config
