@@ -1245,7 +1245,7 @@ def test_v1_leaves_verls_weights_alone_where_rprime_is_not_exact_and_survives_a_
 
 def test_v1_skip_old_log_prob_per_step_follows_the_sync_schedule_and_the_exact_check(ray_local, monkeypatch, caplog):
     """rollout_schedule=per_step, v=4, ``skip_old_log_prob``: verl's pass runs in bypass mode on the lagged
-    batches by the sync schedule's lag (steps 2-3), not on step 1 (right after the sync); once the exact
+    batches by the sync schedule's lag (step 2), not on step 1 (right after the sync); once the exact
     served-weights check is off (it switches itself off where it cannot record), a lagged batch keeps verl's
     pass, since the guard's lagged limit, which reads r' before the update, is then its only check."""
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
@@ -1263,9 +1263,9 @@ def test_v1_skip_old_log_prob_per_step_follows_the_sync_schedule_and_the_exact_c
     trainer.init()
     trainer.curr_step_profile = False
     batch = [f"row{i}" for i in range(8)]  # B·n rows: one optimizer step
-    for step in range(1, 5):
+    for step in range(1, 4):
         trainer.global_steps = step
-        if step == 4:
+        if step == 3:
             trainer.checkpoint_manager.verify_weights = False
         with caplog.at_level(logging.WARNING, logger="verl_offgrpo.sync.trainer_v1"):
             trainer._compute_old_log_prob(batch, {})
@@ -1273,5 +1273,5 @@ def test_v1_skip_old_log_prob_per_step_follows_the_sync_schedule_and_the_exact_c
         trainer.on_sample_end()
         trainer.on_step_end()
         trainer._consume_sync_metrics()
-    assert seen == {1: False, 2: True, 3: True, 4: False}
+    assert seen == {1: False, 2: True, 3: False}
     assert any("the exact served-weights check is off" in r.getMessage() for r in caplog.records)
