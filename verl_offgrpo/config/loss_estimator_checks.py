@@ -17,7 +17,7 @@ from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME, LOSS_NAMES, RED_DROP_ESTIMAT
 
 from .off_grpo import POLICY_LOSS_CONFIG_FQN, PREFIX, OffGRPOConfig
 from .rec import PREFIX as REC_PREFIX
-from .readers import as_number, flag_at
+from .readers import as_number, flag_at, one_optimizer_step_per_batch
 from .rec import RECConfig
 from .values import OffGRPOConfigError, quoted_number_error, written_value
 from .values import config_value as _get
@@ -227,20 +227,13 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
             raise OffGRPOConfigError(
                 f"algorithm.rollout_correction.rollout_is_batch_normalize=true rescales r': set it to false{escape}."
             )
-    if loss_mode == REC_LOSS_NAME and rec.anchor == "pi_k" and _one_optimizer_step_per_batch(config):
+    if loss_mode == REC_LOSS_NAME and rec.anchor == "pi_k" and one_optimizer_step_per_batch(config):
         logger.warning(
             "rec: %s.anchor=pi_k with one optimizer step per batch (ppo_epochs=1, ppo_mini_batch_size = "
             "data.train_batch_size): ρ = π_θ/π_k = 1 whenever the gradient is taken, so the clip mask and "
             "weight=is do nothing (plain group-relative REINFORCE); anchor=alpha measures ρ against the sampler.",
             REC_PREFIX,
         )
-
-
-def _one_optimizer_step_per_batch(config: Any) -> bool:
-    """i = 1 and one mini-batch per batch (verl counts both sizes in prompts): θ = π_k at the only step."""
-    epochs = _get(config, "actor_rollout_ref.actor.ppo_epochs", 1)
-    mini, batch = _get(config, "actor_rollout_ref.actor.ppo_mini_batch_size"), _get(config, "data.train_batch_size")
-    return epochs == 1 and mini is not None and mini == batch
 
 
 def check_rows_leaving_denominator(config: Any, knobs: OffGRPOConfig, estimator: str) -> None:

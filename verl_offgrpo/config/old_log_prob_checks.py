@@ -17,7 +17,7 @@ from typing import Any
 from verl_offgrpo import LOSS_NAMES, TRAINER_MODE
 
 from .off_grpo import POLICY_LOSS_CONFIG_FQN, PREFIX, OffGRPOConfig
-from .readers import flag_at, uses_v1, v1_mode
+from .readers import flag_at, one_optimizer_step_per_batch, uses_v1, v1_mode
 from .values import OffGRPOConfigError
 from .values import config_value as _get
 
@@ -52,10 +52,9 @@ def check_skip_old_log_prob(config: Any, knobs: OffGRPOConfig) -> None:
             f"{KNOB} tells the loss through actor_rollout_ref.actor.policy_loss, which must be the plugin's "
             f"(_target_={POLICY_LOSS_CONFIG_FQN}, as the shipped yaml sets it)."
         )
-    passes = _get(config, "actor_rollout_ref.actor.ppo_epochs", 1)
-    mini = _get(config, "actor_rollout_ref.actor.ppo_mini_batch_size")
-    batch = _get(config, "data.train_batch_size")
-    if passes != 1 or mini != batch:
+    if not one_optimizer_step_per_batch(config):
+        passes = _get(config, "actor_rollout_ref.actor.ppo_epochs", 1)
+        mini, batch = _get(config, "actor_rollout_ref.actor.ppo_mini_batch_size"), _get(config, "data.train_batch_size")
         raise OffGRPOConfigError(
             f"{KNOB} is exact only at one optimizer step per batch, where π_θ = π_k when the gradient is taken: "
             f"set actor_rollout_ref.actor.ppo_epochs=1 and ppo_mini_batch_size=data.train_batch_size "

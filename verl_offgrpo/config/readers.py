@@ -115,3 +115,9 @@ def guards_verls_advantage(config: Any) -> bool:
     loss_mode = _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode")
     return loss_mode in LOSS_NAMES and not bool(_get(config, "algorithm.off_grpo.allow_truncated_rprime", False))
 
+
+def one_optimizer_step_per_batch(config: Any) -> bool:
+    """i = 1 and one mini-batch per batch (verl counts both sizes in prompts): θ = π_k at the only step."""
+    epochs = _get(config, "actor_rollout_ref.actor.ppo_epochs", 1)
+    mini, batch = _get(config, "actor_rollout_ref.actor.ppo_mini_batch_size"), _get(config, "data.train_batch_size")
+    return epochs == 1 and mini is not None and mini == batch

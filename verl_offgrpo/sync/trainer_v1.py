@@ -39,6 +39,7 @@ before a selecting job starts (:data:`verl_offgrpo.patches.INTERNALS_MODULES`).
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from typing import Any
 
 from omegaconf import open_dict
@@ -245,10 +246,12 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
                     f"its {len(batch)} rows are more than one optimizer step of ppo_mini_batch_size × rollout.n",
                 )  # fmt: skip
         self.old_log_prob_skipped = skip
-        if not self.old_log_prob_skipped:
+        with self._bypass_if_skipped():
             return super()._compute_old_log_prob(batch, metrics=metrics)
-        with bypass_mode_for_this_batch(self.config):
-            return super()._compute_old_log_prob(batch, metrics=metrics)
+
+    def _bypass_if_skipped(self):
+        """verl's bypass mode around a call for this step's batch if its π_k pass is skipped, else nothing."""
+        return bypass_mode_for_this_batch(self.config) if self.old_log_prob_skipped else nullcontext()
 
     def _compute_advantage(self, batch, metrics: dict):
         """verl's, then the rows that left the loss (zero-variance mask, RED-Drop) on ``loss_mask``/``response_mask``
@@ -259,10 +262,7 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
 
         from verl_offgrpo.zero_var_mask import after_advantage_v1, rprime_metrics_v1
 
-        if self.old_log_prob_skipped:
-            with bypass_mode_for_this_batch(self.config):  # no rollout_is_weights from α's log-probs twice
-                batch = super()._compute_advantage(batch, metrics)
-        else:
+        with self._bypass_if_skipped():  # a skipped batch: no rollout_is_weights from α's log-probs twice
             batch = super()._compute_advantage(batch, metrics)
         if self.config.algorithm.adv_estimator in ESTIMATOR_NAMES:
             step_metrics = after_advantage_v1(tq, batch, self.config.algorithm)
