@@ -50,7 +50,7 @@ def ingested_before(committed: dict, tag: str, label: str) -> bool:
     return any(r.get("tag") == tag and r.get("machine") == label for r in committed.get("runs", []))
 
 
-def _gzip(source: Path, target: Path) -> None:
+def gzip_file(source: Path, target: Path) -> None:
     """``source`` gzipped to ``target``, with no name or time in the header (the same bytes every time)."""
     with source.open("rb") as src, target.open("wb") as out, \
             gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=out, mtime=0) as dst:
@@ -77,9 +77,9 @@ def ingest_files(device: Path, label: str, raw: Path, committed: dict) -> list[s
                 source = logs / f"{tag}{suffix}"
                 if not source.exists():
                     raise SystemExit(f"{source.name} is not in {device / 'lw_logs.tar.gz'}")
-                _gzip(source, target)
+                gzip_file(source, target)
     if (device / "console_tail.log").exists():
-        _gzip(device / "console_tail.log", raw / f"{label}.console.log.gz")
+        gzip_file(device / "console_tail.log", raw / f"{label}.console.log.gz")
     return tags
 
 

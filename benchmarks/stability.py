@@ -11,7 +11,7 @@ config carries ``--variant`` (e.g. ``+b16``), and writes under ``--results``:
   update (held-out pass@1, train reward, ``bound_tv_token``, ``mean_abs_log_rprime``, ``clipfrac``,
   ``rollout_lag``);
 * ``stability.png``: those curves, one colour per run;
-* the runs' logs gzipped under ``--raw``.
+* the runs' logs and the console tail gzipped under ``--raw``.
 
 Usage::
 
@@ -21,12 +21,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import gzip
-import io
 import json
 import math
 import tarfile
+import tempfile
 from pathlib import Path
+
+from ingest_learning import gzip_file
 
 BENCH = Path(__file__).resolve().parent
 RESULTS = BENCH / "results" / "stability_v10"
@@ -126,35 +127,25 @@ def plot(summary: dict, out: Path) -> None:
     fig.savefig(out, dpi=110)
 
 
-def read_logs(tar_path: Path, tags: list[str]) -> dict[str, str]:
-    """``logs/<tag>.jsonl`` of each tag from the lease's tarball."""
-    found = {}
-    with tarfile.open(tar_path) as tar:
-        for tag in tags:
-            try:
-                member = tar.extractfile(f"logs/{tag}.jsonl")
-            except KeyError:
-                continue
-            if member is not None:
-                found[tag] = io.TextIOWrapper(member, encoding="utf-8").read()
-    return found
-
-
-def keep_raw(tar_path: Path, tags: list[str], raw: Path) -> None:
-    """Each tag's whole ``.jsonl`` and ``.log``, gzipped with a fixed header, under ``raw``."""
+def lease_logs(device: Path, tags: list[str], raw: Path, label: str) -> dict[str, str]:
+    """The ``logs/<tag>.jsonl`` text of each tag from the lease's tarball; each tag's whole ``.jsonl`` and ``.log``
+    and the console tail go under ``raw`` gzipped, as :func:`ingest_learning.gzip_file` writes them."""
     raw.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(tar_path) as tar:
+    texts = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(device / "lw_logs.tar.gz") as tar:
+            tar.extractall(tmp, filter="data")
         for tag in tags:
             for suffix in (".jsonl", ".log"):
-                try:
-                    member = tar.extractfile(f"logs/{tag}{suffix}")
-                except KeyError:
-                    continue
-                if member is None:
-                    continue
-                with (raw / f"{tag}{suffix}.gz").open("wb") as out, \
-                        gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=out, mtime=0) as dst:
-                    dst.write(member.read())
+                source = Path(tmp) / "logs" / f"{tag}{suffix}"
+                if source.exists():
+                    gzip_file(source, raw / f"{tag}{suffix}.gz")
+            jsonl = Path(tmp) / "logs" / f"{tag}.jsonl"
+            if jsonl.exists():
+                texts[tag] = jsonl.read_text(encoding="utf-8")
+    if (device / "console_tail.log").exists():
+        gzip_file(device / "console_tail.log", raw / f"{label}.console.log.gz")
+    return texts
 
 
 def main(argv=None) -> int:
@@ -168,11 +159,9 @@ def main(argv=None) -> int:
     learning_path = next(p for p in (args.device / "out" / "learning.json", args.device / "learning.json") if p.exists())
     learning = json.loads(learning_path.read_text())
     tags = [r["tag"] for r in learning["runs"] if r.get("machine") == args.label and r["config"].endswith(args.variant)]
-    tar_path = args.device / "lw_logs.tar.gz"
-    summary = summarise(learning, read_logs(tar_path, tags), args.label, args.variant)
+    summary = summarise(learning, lease_logs(args.device, tags, args.raw, args.label), args.label, args.variant)
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "stability.json").write_text(json.dumps(summary, indent=1) + "\n")
-    keep_raw(tar_path, tags, args.raw)
     plot(summary, args.results / "stability.png")
     for run in summary["runs"]:
         print(f"{run['tag']}: rc {run['returncode']}, {run['steps_logged']}/{run['steps_requested']} updates "
