@@ -308,12 +308,13 @@ def run_job(args, v: int, model_dir: Path, data_dir: Path, log_dir: Path, info: 
 
 def gpu_groups(gpus: str | None, n_gpus: int) -> list[str] | None:
     """``--gpus`` cut into the device sets of side-by-side jobs: consecutive runs of ``n_gpus`` ids,
-    each a ``CUDA_VISIBLE_DEVICES`` value. None without ``--gpus`` (one job at a time, all GPUs)."""
+    each a ``CUDA_VISIBLE_DEVICES`` value. None without ``--gpus`` (one job at a time, all GPUs). One-GPU
+    jobs may share a GPU (``0,0``: two jobs on GPU 0, each at ``--gpu-mem`` of it); multi-GPU groups may not."""
     if not gpus:
         return None
     ids = [g.strip() for g in gpus.split(",") if g.strip()]
-    if len(set(ids)) != len(ids) or len(ids) % n_gpus:
-        raise ValueError(f"--gpus {gpus}: needs distinct ids, a multiple of --n-gpus {n_gpus} of them")
+    if (n_gpus > 1 and len(set(ids)) != len(ids)) or len(ids) % n_gpus:
+        raise ValueError(f"--gpus {gpus}: needs a multiple of --n-gpus {n_gpus} ids, distinct where --n-gpus > 1")
     return [",".join(ids[i : i + n_gpus]) for i in range(0, len(ids), n_gpus)]
 
 

@@ -12,6 +12,9 @@ BASE = [
     "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
 ]
 
+#: the override that selects the plugin's lagged checkpoint manager on the v0 trainer (trainer.use_v1=false)
+V0_MANAGER = "+actor_rollout_ref.rollout.checkpoint_manager_class=verl_offgrpo.sync.checkpoint_manager_v0.LaggedCheckpointManager"
+
 
 def shipped_config(*overrides):
     """The plugin's ``off_grpo_trainer`` yaml with :data:`BASE` and ``overrides``."""

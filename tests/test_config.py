@@ -15,11 +15,10 @@ from verl_offgrpo.cli.paths import config_dir
 from verl_offgrpo.config import OffGRPOConfig, OffGRPOConfigError, check_window_config, validate_off_grpo_config
 
 from _background import module_jobs
-from _overrides import BASE, shipped_config, validate_as_main_ppo
+from _overrides import BASE, V0_MANAGER, shipped_config, validate_as_main_ppo
 
 LOGGER = "verl_offgrpo.config"  # the check modules (loss_estimator_checks, window_checks, ...) log below it
 
-V0_MANAGER = "+actor_rollout_ref.rollout.checkpoint_manager_class=verl_offgrpo.sync.checkpoint_manager_v0.LaggedCheckpointManager"
 REC = "actor_rollout_ref.actor.policy_loss.loss_mode=rec"
 REC_KNOB = "actor_rollout_ref.actor.policy_loss.rec."
 

@@ -17,6 +17,7 @@ rec (one-side, NoIS, anchor alpha: ρ = π_θ/α, band [0.8, 1.2]): M = [0, 0, 1
 [0, 0, −0.25, 0.25]; anchor pi_k: ρ = 1, M = 1, −A/4.
 """
 
+import logging
 import math
 
 import pytest
@@ -30,7 +31,7 @@ from verl_offgrpo.config import OffGRPOConfigError, validate_off_grpo_config
 from verl_offgrpo.policy_loss_config import OffGRPOPolicyLossConfig
 
 from _overrides import shipped_config as compose
-from _overrides import validate_as_main_ppo
+from _overrides import V0_MANAGER, validate_as_main_ppo
 from test_policy_loss import call_ppo_loss, metric_value
 
 A = torch.tensor([[1.0], [-1.0], [1.0], [-1.0]])
@@ -168,11 +169,11 @@ def test_a_config_it_can_run_passes_verls_checks_and_the_plugins():
         (["actor_rollout_ref.actor.ppo_epochs=2"], r"one optimizer step per batch.*\(got 2, 8 and 8\)"),
         (["actor_rollout_ref.actor.ppo_mini_batch_size=4"],
          r"ppo_mini_batch_size=data.train_batch_size \(got 1, 4 and 8\)"),
-        (["trainer.v1.trainer_mode=sync", "algorithm.off_grpo.zero_var_mask=false", "algorithm.off_grpo.sync_period=1"],
-         "V1 trainer mode off_grpo_sync"),
-        (["trainer.use_v1=false", "algorithm.off_grpo.sync_period=1"], "would compute old_log_prob every step"),
-        (["actor_rollout_ref.actor.policy_loss.loss_mode=vanilla", "algorithm.off_grpo.sync_period=1"],
-         r"needs a loss that takes π_k from its own forward pass \(off_grpo, rec\)"),
+        (["trainer.use_v1=false", V0_MANAGER], "V1 trainer mode off_grpo_sync.*would compute old_log_prob every step"),
+        # the lag's own checks come first, and cover what the knob needs besides
+        (["actor_rollout_ref.actor.policy_loss.loss_mode=vanilla"], "sync_period=4 trains on samples of a lagged"),
+        (["actor_rollout_ref.rollout.calculate_log_probs=false"], "sync_period=4 needs α's log-probs from vLLM"),
+        (["algorithm.rollout_correction=null"], r"sync_period=4 needs r' = π_k/α per token"),
         (["actor_rollout_ref.actor.policy_loss._target_=verl.workers.config.PolicyLossConfig",
           "~actor_rollout_ref.actor.policy_loss.rec"], "must be the plugin's"),
         (["algorithm.use_kl_in_reward=true"], r"verl's KL-in-reward reads π_k's .*use_kl_in_reward=false\)\.$"),
@@ -190,6 +191,18 @@ def test_what_it_cannot_run_is_one_line_at_start_up(overrides, match):
     with pytest.raises(OffGRPOConfigError, match=match) as err:
         validate_as_main_ppo(compose(*GOOD, *overrides))
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("extra", [(), ("trainer.use_v1=false",), ("actor_rollout_ref.actor.policy_loss.loss_mode=vanilla",
+                                                                  "algorithm.adv_estimator=grpo")])
+def test_at_v1_the_knob_does_nothing_and_says_so_in_one_line(extra, caplog):
+    """No batch is lagged at v = 1: a recipe that sweeps v keeps the knob, whatever trainer or loss runs at v = 1."""
+    with caplog.at_level(logging.INFO, logger="verl_offgrpo.config.old_log_prob_checks"):
+        knobs = validate_off_grpo_config(compose(*GOOD, "algorithm.off_grpo.sync_period=1", *extra))
+    assert knobs.skip_old_log_prob and not knobs.skips_lagged_old_log_prob
+    lines = [r.getMessage() for r in caplog.records if r.name == "verl_offgrpo.config.old_log_prob_checks"]
+    assert lines == ["off_grpo: algorithm.off_grpo.skip_old_log_prob=true does nothing at sync_period=1: no batch is "
+                     "lagged, so verl's old_log_prob pass runs every step."]
 
 
 def test_per_step_with_the_exact_check_or_without_the_lagged_limit_passes():

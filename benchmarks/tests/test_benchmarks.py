@@ -1042,8 +1042,11 @@ def test_throughput_runs_multi_gpu_jobs_side_by_side_on_consecutive_gpu_groups(t
     assert {r["gpu"] for r in rows} == {"0,1", "2,3"} and rows[1]["measured_speedup"] == 1.0
     assert json.loads((tmp_path / "w" / "throughput.json").read_text())["rows"] == rows  # the next command's --merge
     assert throughput.gpu_groups("0,1,2,3", 1) == ["0", "1", "2", "3"] and throughput.gpu_groups(None, 2) is None
+    assert throughput.gpu_groups("0,0", 1) == ["0", "0"]  # two one-GPU jobs on one GPU
     with pytest.raises(ValueError):
-        throughput.gpu_groups("0,0", 1)
+        throughput.gpu_groups("0,0", 2)
+    with pytest.raises(ValueError):
+        throughput.gpu_groups("0,1,2", 2)
 
 
 def test_throughput_runs_a_v1_control_job_beside_the_plain_one_with_its_override_and_label(tmp_path, monkeypatch):

@@ -192,6 +192,12 @@ class OffGRPOConfig:
         for name in ("std_eps", "max_log_rprime_after_sync", "max_log_rprime_lagged"):
             object.__setattr__(self, name, float(getattr(self, name)))  # an integer in the yaml reads as float
 
+    @property
+    def skips_lagged_old_log_prob(self) -> bool:
+        """Whether a lagged batch may skip verl's old_log_prob pass: ``skip_old_log_prob`` at v > 1 (no batch
+        is lagged at v = 1)."""
+        return self.skip_old_log_prob and self.sync_period > 1
+
     @classmethod
     def from_mapping(cls, off_grpo: Any) -> "OffGRPOConfig":
         """From the ``algorithm.off_grpo`` node (DictConfig, dict, or None for the defaults)."""

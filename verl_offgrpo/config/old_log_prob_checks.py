@@ -12,9 +12,10 @@ served-policy guard whole, is checked here. Pure Python: no verl, torch or Ray i
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from verl_offgrpo import LOSS_NAMES, TRAINER_MODE
+from verl_offgrpo import TRAINER_MODE
 
 from .off_grpo import POLICY_LOSS_CONFIG_FQN, PREFIX, OffGRPOConfig
 from .readers import flag_at, one_optimizer_step_per_batch, uses_v1, v1_mode
@@ -23,10 +24,14 @@ from .values import config_value as _get
 
 KNOB = f"{PREFIX}.skip_old_log_prob=true"
 
+logger = logging.getLogger(__name__)
+
 
 def check_skip_old_log_prob(config: Any, knobs: OffGRPOConfig) -> None:
     """Raise :class:`OffGRPOConfigError` where ``skip_old_log_prob`` cannot hold (``knobs``: rollout_schedule
-    resolved). Nothing to check when it is off."""
+    resolved). Nothing to check when it is off; at sync_period = 1 (no lagged batch) it does nothing: one line.
+    The lag's own checks come first: at v > 1 they already ask for one of the plugin's losses, α's log-probs
+    (``rollout.calculate_log_probs``) and r' per token (``rollout_correction.rollout_is=token``)."""
     policy_loss = _get(config, "actor_rollout_ref.actor.policy_loss")
     if not knobs.skip_old_log_prob and bool(_get(policy_loss, "pi_k_from_forward", False)):
         raise OffGRPOConfigError(
@@ -35,17 +40,15 @@ def check_skip_old_log_prob(config: Any, knobs: OffGRPOConfig) -> None:
         )
     if not knobs.skip_old_log_prob:
         return
+    if knobs.sync_period == 1:
+        logger.info("off_grpo: %s does nothing at sync_period=1: no batch is lagged, so verl's old_log_prob pass "
+                    "runs every step.", KNOB)
+        return
     if not uses_v1(config) or v1_mode(config) != TRAINER_MODE:
         raise OffGRPOConfigError(
             f"{KNOB} runs in the V1 trainer mode {TRAINER_MODE} (trainer.use_v1=true, "
             f"trainer.v1.trainer_mode={TRAINER_MODE}, as the shipped yaml sets them); this job would compute "
             f"old_log_prob every step: drop {PREFIX}.skip_old_log_prob."
-        )
-    loss_mode = _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode")
-    if loss_mode not in LOSS_NAMES:
-        raise OffGRPOConfigError(
-            f"{KNOB} needs a loss that takes π_k from its own forward pass ({', '.join(LOSS_NAMES)}); "
-            f"got actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode!r}."
         )
     if _get(config, "actor_rollout_ref.actor.policy_loss._target_") != POLICY_LOSS_CONFIG_FQN:
         raise OffGRPOConfigError(
@@ -65,15 +68,6 @@ def check_skip_old_log_prob(config: Any, knobs: OffGRPOConfig) -> None:
             f"{KNOB} leaves α's log-probs where verl's KL-in-reward reads π_k's (old_log_probs − ref_log_prob, before "
             "the update): use the KL loss instead (actor_rollout_ref.actor.use_kl_loss=true, "
             "algorithm.use_kl_in_reward=false)."
-        )
-    if not flag_at(config, "actor_rollout_ref.rollout.calculate_log_probs", False):
-        raise OffGRPOConfigError(
-            f"{KNOB} reads α's log-probs from the rollout: set actor_rollout_ref.rollout.calculate_log_probs=true."
-        )
-    if _get(config, "algorithm.rollout_correction") is None:
-        raise OffGRPOConfigError(
-            f"{KNOB} needs algorithm.rollout_correction (r' = π_k/α on the batches that keep the old_log_prob "
-            "pass); the shipped yaml sets it."
         )
     if knobs.rollout_schedule != "window" and not knobs.verify_served_weights and knobs.max_log_rprime_lagged > 0:
         raise OffGRPOConfigError(

@@ -15,7 +15,14 @@ from typing import Any
 
 from verl_offgrpo import ESTIMATOR_NAMES, LOSS_NAME, LOSS_NAMES, RED_DROP_ESTIMATOR_NAME, REC_LOSS_NAME, TRAINER_MODE
 
-from . import final_outputs_checks, loss_estimator_checks, sampler_checks, validation_lag, window_checks
+from . import (
+    final_outputs_checks,
+    loss_estimator_checks,
+    old_log_prob_checks,
+    sampler_checks,
+    validation_lag,
+    window_checks,
+)
 from .final_outputs_checks import resolve_final_outputs
 from .loss_estimator_checks import (
     check_group_size,
@@ -49,7 +56,7 @@ from .window_checks import (
 
 #: the loggers of the checks' warning and info lines (:func:`advisories_silenced` quiets them)
 _ADVISING_LOGGERS = (loss_estimator_checks.logger, window_checks.logger, final_outputs_checks.logger,
-                     validation_lag.logger, sampler_checks.logger)
+                     validation_lag.logger, sampler_checks.logger, old_log_prob_checks.logger)
 
 
 def validate_off_grpo_config(config: Any) -> OffGRPOConfig:

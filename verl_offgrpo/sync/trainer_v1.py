@@ -123,7 +123,7 @@ def prepare_v1_config(config: Any) -> OffGRPOConfig:
         logger.warning("verl-offgrpo: keep_weights=no_sleep: set actor_rollout_ref.rollout.free_cache_engine=False")
     with advisories_silenced():  # the driver's validate_config advised on this config already
         knobs = validate_off_grpo_config(config)
-    if knobs.skip_old_log_prob and knobs.sync_period > 1:  # the loss runs in the actor workers: tell it there
+    if knobs.skips_lagged_old_log_prob:  # the loss runs in the actor workers: tell it there
         with open_dict(config):
             config.actor_rollout_ref.actor.policy_loss.pi_k_from_forward = True
     return knobs
@@ -231,7 +231,7 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
         (:mod:`.old_log_prob_skip`: α's log-probs stand in, the loss takes π_k from its own forward)."""
         knobs, manager = self.off_grpo_knobs, self.checkpoint_manager
         lag = manager.rollout_lag_of(int(self.global_steps))
-        skip = skips_old_log_prob(knobs.skip_old_log_prob and knobs.sync_period > 1, lag)
+        skip = skips_old_log_prob(knobs.skips_lagged_old_log_prob, lag)
         # per_step lagged batches whose exact served-weights check switched itself off keep the pass: the guard's
         # lagged limit is then their only check, and it reads r' before the update
         guarded = self.windowed or manager.verify_weights or knobs.max_log_rprime_lagged <= 0
