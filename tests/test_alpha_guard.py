@@ -29,6 +29,17 @@ def test_default_lagged_limit_separates_the_measured_cases():
         check_served_policy({STATISTIC: 3.77}, rollout_lag=1, limit=1.0, step=2, lagged_limit=default)
 
 
+def test_default_after_sync_limit_separates_the_measured_cases():
+    """The shipped lag-0 default sits between what was measured on GPUs: a correct engine's numerics (0.0011
+    per token for SmolLM2-135M, 0.020-0.021 for the 1.5B shape, 0.055 for a bf16 engine) pass, and a vLLM
+    that loaded a neighbouring job's weights (two 1.5B random inits on one host: 0.99 per token) stops the run."""
+    default = OffGRPOConfig().max_log_rprime_after_sync
+    for honest in (0.0011, 0.021, 0.055):
+        check_served_policy({STATISTIC: honest}, rollout_lag=0, limit=default)
+    with pytest.raises(ServedPolicyError, match=r"step 1: .*right after a weight sync.*0\.99 .*after_sync=0\.5"):
+        check_served_policy({STATISTIC: 0.99}, rollout_lag=0, limit=default, step=1)
+
+
 def test_lagged_batches_have_their_own_looser_limit():
     """A batch sampled after a skipped slot (lag >= 1) is where lost weights show (~9-11 per token); a
     real lag gives 0.1-0.5: a lagged limit of 5.0 stops the first and passes the second."""

@@ -102,8 +102,9 @@ class OffGRPOConfig:
         verify_served_weights (bool, default true): exact check, in every vLLM worker, that a wake without
             a sync serves α bit for bit (weights checksum recorded at each sync, compared on each wake); a
             difference stops the run before the rollout. Costs one pass over the weights per slot.
-        max_log_rprime_after_sync (float, default 1.0): served-policy guard: stop before the update when a
-            batch sampled right after a sync (α = π_k) has mean |log π_k/α| per token above this. 0 = off.
+        max_log_rprime_after_sync (float, default 0.5): served-policy guard: stop before the update when a
+            batch sampled right after a sync (α = π_k) has mean |log π_k/α| per token above this: far above a
+            correct engine's numerics, below another model's weights. 0 = off.
         max_log_rprime_lagged (float, default 1.5): the same, looser, for lagged batches, whose π_k drifts from α
             by design: meant to sit above that drift and below an engine on other weights. A warning with
             ``verify_served_weights``, else an error. 0 = off.
@@ -135,7 +136,7 @@ class OffGRPOConfig:
     keep_weights: str = "sleep_level1"
     empty_cache_on_skip: str = "if_needed"
     verify_served_weights: bool = True
-    max_log_rprime_after_sync: float = 1.0
+    max_log_rprime_after_sync: float = 0.5
     max_log_rprime_lagged: float = 1.5
     ref_reset_period: int = 0
     allow_truncated_rprime: bool = False

@@ -64,6 +64,12 @@ def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPO
             f"{why}: actor_rollout_ref.rollout.enable_sleep_mode=false cannot sleep vLLM at level 1; set it true, "
             f"or use {PREFIX}.keep_weights=no_sleep."
         )
+    backend = _get(rollout, "checkpoint_engine.backend", "naive")  # one manager runs the lag on both trainers
+    if backend != "naive":
+        raise SyncConfigError(
+            f"{why} needs the colocated weight sync: actor_rollout_ref.rollout.checkpoint_engine.backend=naive "
+            f"(got {backend!r})."
+        )
     if trainer == "v1":
         if v1_mode(config) != TRAINER_MODE:
             raise SyncConfigError(
@@ -74,12 +80,6 @@ def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPO
             )
     else:
         require_plugin_v0_manager(config, SyncConfigError, f"{why} with trainer.use_v1=false needs")
-        backend = _get(rollout, "checkpoint_engine.backend", "naive")
-        if backend != "naive":
-            raise SyncConfigError(
-                f"{why} needs the colocated weight sync: actor_rollout_ref.rollout.checkpoint_engine.backend=naive "
-                f"(got {backend!r})."
-            )
     return knobs
 
 

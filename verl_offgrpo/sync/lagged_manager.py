@@ -140,6 +140,14 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         # the served weights recorded in every vLLM worker at each real sync, compared at each such wake.
         # A windowed rollout never wakes vLLM without a sync, so it records and checks nothing.
         self.verify_weights = bool(self.knobs.verify_served_weights) and self.keeps_weights
+        # with vLLM data parallelism inside a replica the check reaches the leader's shard only (.served_weights)
+        self.data_parallel_size = int(_get(full_config, "actor_rollout_ref.rollout.data_parallel_size", 1) or 1)
+        if self.verify_weights and self.data_parallel_size > 1:
+            logger.warning(
+                "verl-offgrpo: actor_rollout_ref.rollout.data_parallel_size=%d: the exact served-weights check reaches "
+                "the leader's data-parallel shard of each replica only, so algorithm.off_grpo.max_log_rprime_lagged "
+                "stops the run (not a warning) for the other shards' batches.", self.data_parallel_size,
+            )  # fmt: skip
         self.history: list[SlotDecision] = []
         self.metrics_by_step: dict[int, dict] = {}
         self.last_metrics: dict = {}
@@ -325,16 +333,22 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             "off_grpo/weights_verified": float(action == "check"),
         }
 
+    @property
+    def every_wake_checked_exactly(self) -> bool:
+        """Whether the exact served-weights check covers every vLLM worker that samples a lagged batch (on, and
+        no data-parallel shard out of its reach): then a lagged batch over ``max_log_rprime_lagged`` only warns."""
+        return self.verify_weights and self.data_parallel_size == 1
+
     def check_served_policy(self, metrics: dict, step: int) -> dict[str, float]:
         """The r' monitor (:mod:`.alpha_guard`) on step ``step``'s bound-monitor metrics: raises if |log r'|
         is far above the engine floor (lag 0) or NaN; on a lagged batch above what a lag gives it warns
-        (with the exact served-weights check on) or raises (with it off, the only check left).
+        (with the exact served-weights check on every worker) or raises (else it is the only check left).
         Returns its metrics (``off_grpo/guard/*``) for the step."""
         lag = self.rollout_lag_of(step)
         knobs = self.knobs
         return check_served_policy(
             metrics, lag, knobs.max_log_rprime_after_sync, step, knobs.max_log_rprime_lagged,
-            lagged_is_error=not self.verify_weights,
+            lagged_is_error=not self.every_wake_checked_exactly,
         )  # fmt: skip
 
     def _stash_v0_step_metrics(self, metrics: dict) -> None:
