@@ -1003,7 +1003,7 @@ def test_v1_guard_runs_in_compute_advantage_with_the_managers_lag(ray_local, mon
     off_grpo/guard/lagged_over_limit = 1; with it off the lagged limit stops the run. A real lag's 0.3 passes."""
     from verl.trainer.ppo.v1 import PPOTrainerSync
 
-    import verl_offgrpo.zero_var_mask as zvm
+    import verl_offgrpo.sync.advantage_v1 as zvm
     from verl_offgrpo.sync import alpha_guard
     from verl_offgrpo.sync.alpha_guard import LAGGED_OVER_LIMIT, STATISTIC, ServedPolicyError
 

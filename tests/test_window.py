@@ -97,7 +97,7 @@ def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=
     from verl.trainer.ppo.v1 import PPOTrainerSync, get_trainer_cls, trainer_base
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
-    import verl_offgrpo.zero_var_mask as zvm
+    import verl_offgrpo.sync.advantage_v1 as zvm
     from verl_offgrpo.sync.alpha_guard import STATISTIC
 
     register_sync_hooks()

@@ -7,7 +7,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from verl_offgrpo.zero_var_mask import after_advantage_v1, zero_variance_rows
+from verl_offgrpo.sync.advantage_v1 import after_advantage_v1
+from verl_offgrpo.zero_var_mask import zero_variance_rows
 
 
 def nested(rows, dtype=torch.float32):

@@ -1,6 +1,6 @@
 """The bound monitor and zero-variance metric of a v0 ``DataProto`` (the deprecated v0 trainer, ``RayPPOTrainer``).
 
-The V1 mode computes them right after its ``_compute_advantage`` (:func:`verl_offgrpo.zero_var_mask.
+The V1 mode computes them right after its ``_compute_advantage`` (:func:`verl_offgrpo.sync.advantage_v1.
 after_advantage_v1`). In v0, the patch :mod:`verl_offgrpo.patches.v0_advantage_metrics` wraps verl's
 ``ray_trainer.compute_advantage`` and calls :func:`v0_metrics` on its output, with the ``response_mask``
 from before the zero-variance mask edited it; the metrics

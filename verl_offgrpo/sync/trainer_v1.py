@@ -260,7 +260,7 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
         no r' before the update: lagged, see :mod:`.old_log_prob_skip`)."""
         import transfer_queue as tq
 
-        from verl_offgrpo.zero_var_mask import after_advantage_v1, rprime_metrics_v1
+        from verl_offgrpo.sync.advantage_v1 import after_advantage_v1, rprime_metrics_v1
 
         with self._bypass_if_skipped():  # a skipped batch: no rollout_is_weights from α's log-probs twice
             batch = super()._compute_advantage(batch, metrics)

@@ -1,0 +1,89 @@
+"""V1 trainer, right after verl's ``_compute_advantage``: the rows that leave the loss written back to the
+TransferQueue, and the bound monitor's metrics (the v0 counterpart: :mod:`.bound_monitor_v0`).
+
+The V1 trainer keeps the batch in the TransferQueue and only writes back ``advantages`` (and
+``response_mask`` when rollout correction is on); its actor reads ``loss_mask`` for the denominator.
+:func:`after_advantage_v1` zeroes both masks for the rows of :mod:`verl_offgrpo.zero_var_mask`. Written for
+verl 0.9.1's V1 trainer: ``KVBatchMeta`` (``keys``, ``partition_id``, ``fields``, ``tags``), the field names
+``uid``, ``rm_scores``, ``token_level_rewards``, ``response_mask``, ``loss_mask``, ``rollout_is_weights``, and
+the ``is_padding`` tag of ``_balance_batch``'s filler rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from verl_offgrpo.bound_monitor import tv_estimates
+from verl_offgrpo.zero_var_mask import advantage_step_metrics, padded, zero_rows_nested
+
+
+def _real_rows(batch, n: int) -> np.ndarray:
+    """Indices of the rows that are samples: verl's ``_balance_batch`` appends rows tagged ``is_padding``
+    (one shared uid, reward 0, no loss token) to make the batch divisible."""
+    tags = getattr(batch, "tags", None) or [{}] * n
+    return np.flatnonzero(np.array([not tag.get("is_padding", False) for tag in tags], dtype=bool))
+
+
+def rprime_metrics_v1(tq, batch) -> dict[str, float]:
+    """V1 trainer, after verl's ``_compute_advantage`` with an estimator not the plugin's (e.g. ``grpo`` under the
+    ``off_grpo`` loss): the r' terms of the bound monitor (:func:`~verl_offgrpo.bound_monitor.tv_estimates`,
+    the served-policy guard's statistic included) over the loss tokens of the real rows; {} without r'."""
+    if batch.fields is None or "rollout_is_weights" not in batch.fields:
+        return {}
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
+                           select_fields=["loss_mask", "rollout_is_weights"])
+    rprime, loss_mask = padded(data["rollout_is_weights"]), padded(data["loss_mask"])
+    picked = torch.as_tensor(_real_rows(batch, len(batch.keys)), device=rprime.device)
+    return tv_estimates(rprime[picked], loss_mask[picked])
+
+
+def after_advantage_v1(tq, batch, algorithm_cfg) -> dict[str, float]:
+    """V1 trainer, right after verl's ``_compute_advantage``: rows leaving the loss, and the bound monitor.
+
+    Zeroes ``response_mask`` and ``loss_mask`` in the TransferQueue for zero-variance groups (when
+    ``algorithm.off_grpo.zero_var_mask``) and RED-Drop's dropped rows (``adv_estimator=red_drop``), and
+    returns the masked and dropped fractions plus the bound-monitor metrics
+    (:mod:`verl_offgrpo.bound_monitor`). ``tq`` is the ``transfer_queue`` module, ``batch``
+    the trainer's ``KVBatchMeta``. The rewards are those the estimator summed: ``rm_scores``, or
+    ``token_level_rewards`` with ``algorithm.use_kl_in_reward``. Rows tagged ``is_padding`` (verl's
+    filler to a divisible batch size) are left out of the groups and the metrics.
+    """
+    from tensordict import TensorDict
+
+    from verl_offgrpo import RED_DROP_ESTIMATOR_NAME
+    from verl_offgrpo.config import OffGRPOConfig
+
+    knobs = OffGRPOConfig.from_algorithm(algorithm_cfg)
+    red_drop = algorithm_cfg.get("adv_estimator", None) == RED_DROP_ESTIMATOR_NAME
+    reward_field = "token_level_rewards" if algorithm_cfg.get("use_kl_in_reward", False) else "rm_scores"
+    fields = ["uid", reward_field, "response_mask", "loss_mask"]
+    has_rprime = batch.fields is not None and "rollout_is_weights" in batch.fields
+    if has_rprime:
+        fields.append("rollout_is_weights")
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+    uid = data["uid"]  # a tensordict LinkedList/NonTensorStack of strings
+    index = np.array(uid.tolist() if hasattr(uid, "tolist") else list(uid), dtype=object)
+    scores = padded(data[reward_field]).sum(-1)
+    rprime = padded(data["rollout_is_weights"]) if has_rprime else None
+    loss_mask = padded(data["loss_mask"])
+    # the rows verl's _balance_batch appended to make the batch divisible (one shared uid, reward 0, no
+    # loss token) are not samples: they would count as a zero-variance group in the metrics
+    real = _real_rows(batch, len(index))
+    picked = torch.as_tensor(real, device=scores.device)
+    metrics, real_rows = advantage_step_metrics(
+        scores[picked], index[real], loss_mask[picked], rprime[picked] if rprime is not None else None, knobs,
+        red_drop=red_drop,
+    )
+    rows = torch.zeros(len(index), dtype=torch.bool, device=scores.device)
+    rows[picked] = real_rows
+    if bool(rows.any()):
+        fields = TensorDict(
+            {
+                "response_mask": zero_rows_nested(data["response_mask"], rows),
+                "loss_mask": zero_rows_nested(data["loss_mask"], rows),
+            },
+            batch_size=len(batch),
+        )
+        tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=fields)
+    return metrics
