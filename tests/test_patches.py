@@ -222,6 +222,19 @@ def test_preflight_checks_the_verl_internals_that_code_outside_the_patches_relie
         _validate(shipped_config())
 
 
+@pytest.mark.parametrize("module", ["verl_offgrpo.sync.lagged_manager", "verl_offgrpo.ref_reset.trainer"])
+def test_the_worker_group_reaches_of_the_lag_and_the_reference_reset_are_declared_and_checked(module):
+    """Both reach verl's worker-group handles (and the reset verl's worker classes) outside any patch: declared in
+    ``VERL_INTERNALS``, checked for every trainer, and all present in the installed verl."""
+    import importlib
+
+    assert (module, "ray", None) in patches.INTERNALS_MODULES
+    declared = importlib.import_module(module).VERL_INTERNALS
+    assert "verl.single_controller.ray.base.RayWorkerGroup.workers" in declared
+    assert [patches.target_problem(name) for name in declared] == [None] * len(declared)
+    assert patches.verl_internals("v0")[0][module] == declared == patches.verl_internals("v1")[0][module]
+
+
 def test_preflight_of_a_job_checks_only_what_its_trainer_uses(monkeypatch):
     """A v0 job does not need the V1 trainer mode's module (nor import verl's V1 trainer), and a V1 job in
     the plugin's mode does not need the v0-only patch targets; without a config (``check``) both count."""

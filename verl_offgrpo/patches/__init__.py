@@ -74,6 +74,9 @@ INTERNALS_MODULES = (
     ("verl_offgrpo.sync.trainer_v1", "transfer_queue", "v1"),
     # the bypass-mode flag that verl's V1 trainer reads per call (skip_old_log_prob)
     ("verl_offgrpo.sync.old_log_prob_skip", "transfer_queue", "v1"),
+    # the lagged checkpoint manager (both trainers) and the reference reset (both trainers): worker-group handles
+    ("verl_offgrpo.sync.lagged_manager", "ray", None),
+    ("verl_offgrpo.ref_reset.trainer", "ray", None),
 )
 
 

@@ -32,6 +32,17 @@ from .schedule import RefResetState, check_period
 
 logger = logging.getLogger(__name__)
 
+#: the verl 0.9.1 names the reset reaches through, checked before a selecting job starts
+#: (:data:`verl_offgrpo.patches.INTERNALS_MODULES`): the actor worker group's Ray handles, the colocated wrappers whose
+#: instances hold ``worker_dict`` / ``fused_worker_dict``, and the worker whose ``.actor`` / ``.ref`` TrainingWorkers
+#: hold ``engine.module`` (:mod:`.worker`); the trainer's ``ref_in_actor`` and ``actor_rollout_wg`` are instance data
+VERL_INTERNALS = (
+    "verl.single_controller.ray.base.RayWorkerGroup.workers",
+    "verl.single_controller.ray.base.create_colocated_worker_cls",
+    "verl.single_controller.ray.base.create_colocated_worker_cls_fused",
+    "verl.workers.engine_workers.ActorRolloutRefWorker",
+)
+
 STATE_ATTR = "_off_grpo_ref_reset_state"
 VERIFY_ENV = "VERL_OFFGRPO_REF_RESET_VERIFY"
 

@@ -64,6 +64,14 @@ from .vllm_sleep import empty_device_cache, keep_weights_across_sleep, replica_s
 
 logger = logging.getLogger(__name__)
 
+#: the verl 0.9.1 names the manager relies on beyond its base class, checked before a selecting job starts
+#: (:data:`verl_offgrpo.patches.INTERNALS_MODULES`): the actor worker group's Ray handles (a skipped slot empties
+#: their device cache); verl builds the manager inside a trainer method (:func:`find_calling_trainer` reads it)
+VERL_INTERNALS = (
+    "verl.checkpoint_engine.base.CheckpointEngineManager.__init__",
+    "verl.single_controller.ray.base.RayWorkerGroup.workers",
+)
+
 #: the warning, once per run, when ``empty_cache_on_skip=if_needed`` had to empty a worker's cache:
 #: formatted with the least free fraction of device memory and ``rollout.gpu_memory_utilization``
 CACHE_EMPTIED_HINT = (
