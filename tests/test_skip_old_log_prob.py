@@ -66,6 +66,10 @@ def test_off_grpo_takes_pi_k_from_its_forward_on_a_skipped_batch():
     expected = (math.log(1.5) + abs(math.log(0.1)) + 0.0 + math.log(2.0)) / 4
     assert metric_value(metrics, "actor/off_grpo/mean_abs_log_rprime") == pytest.approx(expected, rel=1e-5)
     assert metric_value(metrics, "actor/off_grpo/rprime_max") == pytest.approx(2.0, rel=1e-5)
+    # the bound monitor's TV estimates, read off the loss on a skipped batch: ½·mean|r' − 1| = ½·2.4/4 (one
+    # token a row, so the sequence estimate is the same)
+    assert metric_value(metrics, "actor/off_grpo/tv_token") == pytest.approx(0.3, rel=1e-5)
+    assert metric_value(metrics, "actor/off_grpo/tv_seq") == pytest.approx(0.3, rel=1e-5)
 
 
 def test_a_loss_not_told_reads_alpha_as_pi_old_and_clips_around_one():
@@ -93,6 +97,7 @@ def test_padding_of_a_skipped_batch_never_enters():
     torch.testing.assert_close(loss, torch.tensor(-0.1))
     torch.testing.assert_close(log_prob.grad[:, :1], torch.tensor([[-0.375], [0.025], [-0.25], [0.5]]))
     assert torch.all(log_prob.grad[:, 1] == 0)
+    assert metric_value(metrics, "actor/off_grpo/tv_token") == pytest.approx(0.3, rel=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -103,6 +108,16 @@ def test_rec_takes_pi_k_from_its_forward_on_a_skipped_batch(anchor, expected):
     _, grad, metrics = grad_of(actor("rec", anchor=anchor), log_pi_theta(), LOG_ALPHA)
     torch.testing.assert_close(grad, torch.tensor(expected))
     assert metric_value(metrics, "actor/rec/clipped_frac") == (0.5 if anchor == "alpha" else 0.0)
+    # r' for the bound monitor and the served-policy guard after the update, whatever the anchor
+    expected = (math.log(1.5) + abs(math.log(0.1)) + 0.0 + math.log(2.0)) / 4
+    assert metric_value(metrics, "actor/off_grpo/mean_abs_log_rprime") == pytest.approx(expected, rel=1e-5)
+    assert metric_value(metrics, "actor/off_grpo/tv_token") == pytest.approx(0.3, rel=1e-5)
+
+
+def test_rec_without_rollout_log_probs_logs_no_rprime_terms():
+    """v = 1 without α's log-probs: r' is unknown to rec, so it logs no r' terms (not a made-up r' = 1)."""
+    _, _, metrics = grad_of(actor("rec", told=False, anchor="pi_k"), log_pi_theta(), log_pi_theta().detach())
+    assert not [name for name in metrics if "rprime" in name or "tv_" in name]
 
 
 @pytest.mark.parametrize("enabled, lag, skipped", [(True, None, False), (True, 0, False), (True, 1, True),

@@ -154,6 +154,7 @@ def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=
     def update(self, batch, metrics):
         rec.updates[trainer.global_steps] = rec.updates.get(trainer.global_steps, 0) + 1
         metrics["actor/off_grpo/mean_abs_log_rprime"] = statistic(batch)
+        metrics["actor/off_grpo/tv_token"], metrics["actor/off_grpo/tv_seq"] = 0.02, 0.3  # the loss's own r' terms
         return batch
 
     monkeypatch.setattr(PPOTrainer, "_setup", fake_setup)
@@ -292,8 +293,9 @@ def test_guard_stops_a_window_sampled_from_lost_weights(ray_local, monkeypatch, 
 def test_skip_old_log_prob_bypasses_verls_pass_on_lagged_batches_only(ray_local, monkeypatch):
     """v=4, 8 steps, validation after step 6 (a forced sync inside the window 5-8): verl's old-log-prob pass
     and advantage run in verl's bypass mode exactly on the lagged batches (lag 1-3 by the window's own
-    count), normal on the lag-0 batches the guard checks; the r' terms of a skipped batch are absent, not 0;
-    the flag is restored after each call; the actor's loss is told (policy_loss.pi_k_from_forward)."""
+    count), normal on the lag-0 batches the guard checks; the bound monitor's r' terms of a skipped batch are the
+    loss's, read after its update (the advantage stage's are dropped); the flag is restored after each call; the
+    actor's loss is told (policy_loss.pi_k_from_forward)."""
     from verl_offgrpo.sync.alpha_guard import STATISTIC
     from verl_offgrpo.sync.old_log_prob_skip import SKIPPED
 
@@ -303,7 +305,9 @@ def test_skip_old_log_prob_bypasses_verls_pass_on_lagged_batches_only(ray_local,
     assert series(rec, "off_grpo/rollout_lag", steps) == [0, 1, 2, 3, 0, 1, 2, 3]
     assert [rec.bypass[s] for s in steps] == [{"old_log_prob": b, "advantage": b} for b in lagged]
     assert series(rec, SKIPPED, steps) == [float(b) for b in lagged]
-    assert [STATISTIC in rec.logged[s] for s in steps] == [not b for b in lagged]
+    assert all(rec.logged[s][STATISTIC] == 0.01 for s in steps)  # lag 0: the advantage stage's; else the loss's
+    assert [rec.logged[s].get("off_grpo/bound/tv_token") for s in steps] == [0.02 if b else None for b in lagged]
+    assert [rec.logged[s].get("off_grpo/bound/tv_seq") for s in steps] == [0.3 if b else None for b in lagged]
     assert rec.updates == {s: 1 for s in steps}
     assert rec.trainer.config.algorithm.rollout_correction.bypass_mode is False
     assert rec.trainer.config.actor_rollout_ref.actor.policy_loss.pi_k_from_forward is True

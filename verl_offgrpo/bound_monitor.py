@@ -26,22 +26,33 @@ import numpy as np
 import torch
 
 from verl_offgrpo.groups import group_ids
-from verl_offgrpo.policy_loss import LOG_RATIO_BOUND
+
+LOG_RATIO_BOUND = 20.0  # verl's clamp on log-ratios
 
 
-def tv_estimates(rprime: torch.Tensor, response_mask: torch.Tensor) -> dict[str, float]:
-    """Token- and sequence-level ½·E_α|ratio − 1| from per-token r' (bs, L)."""
+def rprime_terms(log_rprime: torch.Tensor, response_mask: torch.Tensor, prefix: str) -> dict[str, float]:
+    """``{prefix}tv_token`` = ½·mean_t|r'_t − 1|, ``{prefix}tv_seq`` = ½·mean_y|Π_t r'_t − 1| (log Π clamped to
+    ±20) and ``{prefix}mean_abs_log_rprime`` = mean_t|log r'_t|, over the response tokens (rows) of ``response_mask``,
+    from per-token log r' (bs, L); what padding holds never enters."""
     mask = response_mask.bool()
-    safe = torch.where(mask, rprime.to(torch.float64), torch.ones_like(rprime, dtype=torch.float64))
+    log_rprime = torch.where(mask, log_rprime.detach().to(torch.float64), torch.zeros((), dtype=torch.float64))
+    log_rprime = log_rprime.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
     n_tok = mask.sum().clamp(min=1)
-    tv_token = 0.5 * ((safe - 1).abs() * mask).sum() / n_tok
-    log_rprime = torch.log(safe.clamp(min=1e-300))  # 0 on padding
+    tv_token = 0.5 * ((torch.exp(log_rprime) - 1).abs() * mask).sum() / n_tok
     log_seq = log_rprime.sum(-1).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
     rows = mask.any(-1)
     tv_seq = 0.5 * (torch.exp(log_seq) - 1).abs()[rows].mean() if bool(rows.any()) else torch.tensor(0.0)
-    abs_log = (log_rprime.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND).abs() * mask).sum() / n_tok
-    return {"off_grpo/bound/tv_token": float(tv_token), "off_grpo/bound/tv_seq": float(tv_seq),
-            "off_grpo/bound/mean_abs_log_rprime": float(abs_log)}  # fmt: skip
+    abs_log = (log_rprime.abs() * mask).sum() / n_tok
+    return {f"{prefix}tv_token": float(tv_token), f"{prefix}tv_seq": float(tv_seq),
+            f"{prefix}mean_abs_log_rprime": float(abs_log)}  # fmt: skip
+
+
+def tv_estimates(rprime: torch.Tensor, response_mask: torch.Tensor) -> dict[str, float]:
+    """Token- and sequence-level ½·E_α|ratio − 1| and E_α|log r'| from per-token r' (bs, L):
+    :func:`rprime_terms` under ``off_grpo/bound/``."""
+    mask = response_mask.bool()
+    safe = torch.where(mask, rprime.to(torch.float64), torch.ones_like(rprime, dtype=torch.float64))
+    return rprime_terms(torch.log(safe.clamp(min=1e-300)), mask, "off_grpo/bound/")
 
 
 def group_std_terms(scores: torch.Tensor, index: np.ndarray, std_eps: float, std_unbiased: bool = True):

@@ -17,9 +17,11 @@ and its gradient stay finite for extreme ratios. verl's ``ppo_loss`` adds the en
 loss of exactly 0, not 0/0; verl's engine then takes no optimizer step (:mod:`verl_offgrpo.patches.empty_update`),
 and ``actor/off_grpo/skipped_optimizer_step_frac`` is the fraction of the step's optimizer steps skipped so.
 
-Metrics other than ``masked_seq_frac`` (a fraction of rows) and ``skipped_optimizer_step_frac`` (a
-fraction of optimizer steps) are means over the micro-batch's loss tokens.
-A micro-batch without one logs each metric's neutral value (clip fractions, ``ppo_kl`` and mean |log r'| 0;
+Metrics other than ``masked_seq_frac`` (a fraction of rows), ``tv_seq`` (a mean over rows) and
+``skipped_optimizer_step_frac`` (a fraction of optimizer steps) are means over the micro-batch's loss tokens;
+``tv_token``, ``tv_seq`` and ``mean_abs_log_rprime`` are the bound monitor's r' estimates
+(:func:`~verl_offgrpo.bound_monitor.rprime_terms`), which stand in for it on a batch whose π_k pass was skipped.
+A micro-batch without one logs each metric's neutral value (clip fractions, ``ppo_kl``, TV and mean |log r'| 0;
 r' mean and max 1; ``masked_seq_frac`` 1), and verl averages micro-batches with equal weight, so masked
 micro-batches pull a step's value towards those; ``off_grpo/bound/*`` reads every response token of the
 batch.
@@ -31,9 +33,11 @@ from typing import Any, Optional
 
 import torch
 
+from verl_offgrpo.bound_monitor import LOG_RATIO_BOUND, rprime_terms
 from verl_offgrpo.patches.empty_update import skips_empty_updates
 
-LOG_RATIO_BOUND = 20.0  # verl's clamp on log-ratios
+#: the loss's r' terms (:func:`~verl_offgrpo.bound_monitor.rprime_terms`: tv_token, tv_seq, mean_abs_log_rprime)
+RPRIME_PREFIX = "actor/off_grpo/"
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -200,7 +204,7 @@ def compute_policy_loss_off_grpo(
         # r' = 1 is "no lag" (as without rollout log-probs), not 0
         "actor/off_grpo/rprime_mean": masked_mean(parts["rprime"], mask).item() if has_loss_token else 1.0,
         "actor/off_grpo/rprime_max": rprime_on_tokens.max().item() if has_loss_token else 1.0,
-        "actor/off_grpo/mean_abs_log_rprime": masked_mean(parts["log_rprime"].abs(), mask).item(),
+        **rprime_terms(parts["log_rprime"], mask, RPRIME_PREFIX),
         **row_metrics(mask, no_loss_token),
     }
     return loss, metrics

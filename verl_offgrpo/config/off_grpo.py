@@ -83,7 +83,7 @@ class OffGRPOConfig:
             Alg. 1; V1 trainer). "per_step": each step generates. "auto": window at v > 1 where it can run.
         skip_old_log_prob (bool, default false): on lagged batches (rollout lag ≥ 1; V1, one optimizer step a batch)
             take π_k from the update's own forward (π_θ = π_k there, detached) instead of verl's separate
-            ``old_log_prob`` pass: one forward fewer on v − 1 of v steps; bound-monitor r' terms on lag-0 steps only.
+            ``old_log_prob`` pass: one forward fewer on v − 1 of v steps; verl's ``actor/entropy`` then lag-0 steps only.
 
     > The rollout engine between syncs: generating, keeping and checking α (engineering; no paper section)
 

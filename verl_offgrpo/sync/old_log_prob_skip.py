@@ -7,12 +7,13 @@ computes the same log-probs again. On a batch of rollout lag ≥ 1 the V1 traine
 (``rollout_log_probs``) as ``old_log_probs`` and its ``_compute_advantage`` computes no
 ``rollout_is_weights``; the plugin's losses then take π_k = π_θ.detach() and r' = π_θ.detach()/α
 (:func:`verl_offgrpo.policy_loss.pi_k_and_log_rprime`). Batches of lag 0 keep the pass: the
-served-policy guard reads their r' before the update (:mod:`.alpha_guard`); on a skipped batch it reads
-the loss's ``actor/off_grpo/mean_abs_log_rprime`` after the update (its lagged limit, and a NaN, stop the
+served-policy guard reads their r' before the update (:mod:`.alpha_guard`); on a skipped batch the loss's
+r' terms (``actor/off_grpo/{tv_token,tv_seq,mean_abs_log_rprime}``, means over micro-batches) stand in for the
+bound monitor's after the update, and the guard reads them there (its lagged limit, and a NaN, stop the
 run one update late). A batch is not skipped where its update would take more than one optimizer step
 (:func:`one_optimizer_step`, after verl's padding), nor where per-step lagged batches lost the exact
-served-weights check and the lagged limit is their only one. The bound monitor's r' terms are left out on
-skipped batches; ``off_grpo/old_log_prob_skipped`` is 1 on them, 0 on the others. verl's ``actor/entropy``,
+served-weights check and the lagged limit is their only one. ``off_grpo/old_log_prob_skipped`` is 1 on
+skipped batches, 0 on the others. verl's ``actor/entropy``,
 ``rollout_corr/*`` and ``training/rollout_*`` come from the skipped pass and are absent on those steps.
 The start-up checks: :mod:`verl_offgrpo.config.old_log_prob_checks`.
 
@@ -36,8 +37,8 @@ VERL_INTERNALS = (f"{_TRAINER}._compute_old_log_prob", f"{_TRAINER}._compute_adv
 SKIPPED = "off_grpo/old_log_prob_skipped"
 #: the bound monitor's r' terms, which a skipped batch has no r' for before the update
 RPRIME_TERMS = ("off_grpo/bound/tv_token", "off_grpo/bound/tv_seq", "off_grpo/bound/mean_abs_log_rprime")
-#: the loss's mean |log r'| over its tokens (:mod:`verl_offgrpo.policy_loss`), read after the update of a skipped batch
-LOSS_STATISTIC = "actor/off_grpo/mean_abs_log_rprime"
+#: the loss's r' terms (:mod:`verl_offgrpo.policy_loss`), the same estimates, read after the update of a skipped batch
+LOSS_TERMS = tuple(name.replace("off_grpo/bound/", "actor/off_grpo/") for name in RPRIME_TERMS)
 
 
 def skips_old_log_prob(enabled: bool, rollout_lag: Optional[int]) -> bool:
@@ -55,13 +56,11 @@ def one_optimizer_step(num_rows: int, config: Any) -> bool:
     return actor.get("ppo_epochs", 1) == 1 and num_rows <= actor.ppo_mini_batch_size * config.actor_rollout_ref.rollout.n
 
 
-def guard_statistic_after_update(metrics: dict) -> dict:
-    """The served-policy guard's input for a skipped batch, read off the loss (one update late): its
-    mean |log r'| (``actor/off_grpo/mean_abs_log_rprime``, a mean over micro-batches) under the guard's name."""
-    from .alpha_guard import STATISTIC
-
-    value = metrics.get(LOSS_STATISTIC)
-    return {} if value is None else {STATISTIC: float(value)}
+def rprime_terms_after_update(metrics: dict) -> dict:
+    """The bound monitor's r' terms of a skipped batch, read off the loss after its update (:data:`LOSS_TERMS`,
+    means over micro-batches, under :data:`RPRIME_TERMS`' names): the same estimates of r' = π_k/α, since the
+    loss takes them at θ = θ_k; the served-policy guard's statistic is among them."""
+    return {bound: float(metrics[loss]) for bound, loss in zip(RPRIME_TERMS, LOSS_TERMS, strict=True) if loss in metrics}
 
 
 @contextmanager

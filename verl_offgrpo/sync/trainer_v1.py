@@ -55,8 +55,8 @@ from ..config.readers import guards_verls_advantage
 from .lagged_manager import LaggedCheckpointManager
 from .old_log_prob_skip import (
     bypass_mode_for_this_batch,
-    guard_statistic_after_update,
     one_optimizer_step,
+    rprime_terms_after_update,
     skipped_batch_metrics,
     skips_old_log_prob,
 )
@@ -284,12 +284,13 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
         return batch
 
     def _update_actor(self, batch, metrics: dict):
-        """verl's; after the update of a batch whose π_k pass was skipped, the served-policy guard on the loss's
-        mean |log r'| (lagged limit and NaN, one update late: :mod:`.old_log_prob_skip`)."""
+        """verl's; after the update of a batch whose π_k pass was skipped, the bound monitor's r' terms from the
+        loss and the served-policy guard on them (lagged limit and NaN, one update late: :mod:`.old_log_prob_skip`)."""
         batch = super()._update_actor(batch, metrics)
         if self.old_log_prob_skipped:
-            statistic = guard_statistic_after_update(metrics)
-            metrics.update(self.checkpoint_manager.check_served_policy(statistic, int(self.global_steps)))
+            terms = rprime_terms_after_update(metrics)
+            metrics.update(terms)
+            metrics.update(self.checkpoint_manager.check_served_policy(terms, int(self.global_steps)))
         return batch
 
     def on_step_end(self):
