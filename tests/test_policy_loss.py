@@ -275,16 +275,18 @@ def test_a_mini_batch_with_every_row_masked_gives_zero_loss_not_nan():
 def test_a_micro_batch_without_a_loss_token_logs_neutral_metrics():
     """Every row masked (r' = 2 on all of them): nothing is measured, so each loss metric is its neutral value,
     r' mean and max 1 (no lag), not a mean of nothing read as 0; verl averages micro-batches with equal weight,
-    so a 0 would read as a policy far off α."""
+    so a 0 would read as a policy far off α. The bound monitor's r' terms are left out instead (the served-policy
+    guard reads them on a skipped batch: a 0 there would dilute the step's mean |log r'|)."""
     log_prob, old, _, _ = random_batch(7, bs=3, resp_len=3)
     none = torch.zeros(3, 3, dtype=torch.int64)
     rprime = torch.full((3, 3), 2.0)
     _, metrics = call_ppo_loss(actor_config(), log_prob, old, torch.zeros(3, 3), none, rollout_is_weights=rprime)
     expected = {"actor/off_grpo/rprime_mean": 1.0, "actor/off_grpo/rprime_max": 1.0,
-                "actor/off_grpo/mean_abs_log_rprime": 0.0, "actor/off_grpo/clipfrac_high": 0.0,
+                "actor/off_grpo/clipfrac_high": 0.0,
                 "actor/off_grpo/clipfrac_low": 0.0, "actor/pg_clipfrac": 0.0, "actor/ppo_kl": 0.0,
                 "actor/off_grpo/masked_seq_frac": 1.0}  # fmt: skip
     assert {key: metric_value(metrics, key) for key in expected} == expected
+    assert not {"actor/off_grpo/mean_abs_log_rprime", "actor/off_grpo/tv_token", "actor/off_grpo/tv_seq"} & set(metrics)
     # one row back in the loss: its own r' again
     some = none.clone()
     some[0] = 1

@@ -193,13 +193,19 @@ def test_a_config_it_can_run_passes_verls_checks_and_the_plugins():
           "~actor_rollout_ref.actor.policy_loss.rec"], "must be the plugin's"),
         (["algorithm.use_kl_in_reward=true"], r"verl's KL-in-reward reads π_k's .*use_kl_in_reward=false\)\.$"),
         (["algorithm.off_grpo.rollout_schedule=per_step", "algorithm.off_grpo.verify_served_weights=false"],
-         "verify_served_weights=true, rollout_schedule=window, or max_log_rprime_lagged=0"),
+         "with algorithm.off_grpo.verify_served_weights=false that check .* rollout_schedule=window, or "
+         "max_log_rprime_lagged=0"),
+        (["algorithm.off_grpo.rollout_schedule=per_step", "actor_rollout_ref.rollout.data_parallel_size=2"],
+         r"data_parallel_size=2 \(the exact check reaches the leader's shard only\) that check is the only one"),
         (["algorithm.off_grpo.allow_truncated_rprime=true"], "set algorithm.off_grpo.allow_truncated_rprime=false"),
         (["algorithm.off_grpo.rollout_schedule=per_step", "+trainer.v1.sync.parameter_sync_step=2"],
          "parameter_sync_step=2"),
         (["+actor_rollout_ref.actor.megatron.router_replay.mode=R2"], "router_replay.mode=R2 replays"),
         (["algorithm.off_grpo.skip_old_log_prob=false", "+actor_rollout_ref.actor.policy_loss.pi_k_from_forward=true"],
          "is set by the plugin's trainer, not by hand"),
+        # at v = 1 the trainer never sets it: by hand it would take π_k from the forward on every mini-batch
+        (["algorithm.off_grpo.sync_period=1", "+actor_rollout_ref.actor.policy_loss.pi_k_from_forward=true"],
+         r"not by hand: .*\(it acts at sync_period > 1 only\)"),
     ],
 )
 def test_what_it_cannot_run_is_one_line_at_start_up(overrides, match):

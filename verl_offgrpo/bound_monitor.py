@@ -33,26 +33,32 @@ LOG_RATIO_BOUND = 20.0  # verl's clamp on log-ratios
 def rprime_terms(log_rprime: torch.Tensor, response_mask: torch.Tensor, prefix: str) -> dict[str, float]:
     """``{prefix}tv_token`` = ½·mean_t|r'_t − 1|, ``{prefix}tv_seq`` = ½·mean_y|Π_t r'_t − 1| (log Π clamped to
     ±20) and ``{prefix}mean_abs_log_rprime`` = mean_t|log r'_t|, over the response tokens (rows) of ``response_mask``,
-    from per-token log r' (bs, L); what padding holds never enters."""
+    from per-token log r' (bs, L); what padding holds never enters; {} without a token. float32 on an accelerator
+    (the losses call it per micro-batch), float64 on the CPU; one host sync."""
     mask = response_mask.bool()
-    log_rprime = torch.where(mask, log_rprime.detach().to(torch.float64), torch.zeros((), dtype=torch.float64))
+    rows = mask.any(-1)
+    if not bool(rows.any()):
+        return {}
+    dtype = torch.float64 if log_rprime.device.type == "cpu" else torch.float32
+    log_rprime = torch.where(mask, log_rprime.detach().to(dtype), torch.zeros((), dtype=dtype, device=mask.device))
     log_rprime = log_rprime.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
-    n_tok = mask.sum().clamp(min=1)
+    n_tok = mask.sum()
     tv_token = 0.5 * ((torch.exp(log_rprime) - 1).abs() * mask).sum() / n_tok
     log_seq = log_rprime.sum(-1).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
-    rows = mask.any(-1)
-    tv_seq = 0.5 * (torch.exp(log_seq) - 1).abs()[rows].mean() if bool(rows.any()) else torch.tensor(0.0)
+    tv_seq = 0.5 * (torch.exp(log_seq) - 1).abs()[rows].mean()
     abs_log = (log_rprime.abs() * mask).sum() / n_tok
-    return {f"{prefix}tv_token": float(tv_token), f"{prefix}tv_seq": float(tv_seq),
-            f"{prefix}mean_abs_log_rprime": float(abs_log)}  # fmt: skip
+    values = torch.stack([tv_token, tv_seq, abs_log]).tolist()
+    return dict(zip((f"{prefix}tv_token", f"{prefix}tv_seq", f"{prefix}mean_abs_log_rprime"), values, strict=True))
 
 
 def tv_estimates(rprime: torch.Tensor, response_mask: torch.Tensor) -> dict[str, float]:
     """Token- and sequence-level ½·E_α|ratio − 1| and E_α|log r'| from per-token r' (bs, L):
-    :func:`rprime_terms` under ``off_grpo/bound/``."""
+    :func:`rprime_terms` under ``off_grpo/bound/``, 0 without a response token."""
     mask = response_mask.bool()
     safe = torch.where(mask, rprime.to(torch.float64), torch.ones_like(rprime, dtype=torch.float64))
-    return rprime_terms(torch.log(safe.clamp(min=1e-300)), mask, "off_grpo/bound/")
+    terms = rprime_terms(torch.log(safe.clamp(min=1e-300)), mask, "off_grpo/bound/")
+    return terms or dict.fromkeys(("off_grpo/bound/tv_token", "off_grpo/bound/tv_seq",
+                                   "off_grpo/bound/mean_abs_log_rprime"), 0.0)
 
 
 def group_std_terms(scores: torch.Tensor, index: np.ndarray, std_eps: float, std_unbiased: bool = True):

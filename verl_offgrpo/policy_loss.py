@@ -19,12 +19,12 @@ and ``actor/off_grpo/skipped_optimizer_step_frac`` is the fraction of the step's
 
 Metrics other than ``masked_seq_frac`` (a fraction of rows), ``tv_seq`` (a mean over rows) and
 ``skipped_optimizer_step_frac`` (a fraction of optimizer steps) are means over the micro-batch's loss tokens;
-``tv_token``, ``tv_seq`` and ``mean_abs_log_rprime`` are the bound monitor's r' estimates
-(:func:`~verl_offgrpo.bound_monitor.rprime_terms`), which stand in for it on a batch whose π_k pass was skipped.
-A micro-batch without one logs each metric's neutral value (clip fractions, ``ppo_kl``, TV and mean |log r'| 0;
-r' mean and max 1; ``masked_seq_frac`` 1), and verl averages micro-batches with equal weight, so masked
-micro-batches pull a step's value towards those; ``off_grpo/bound/*`` reads every response token of the
-batch.
+``tv_token``, ``tv_seq`` and ``mean_abs_log_rprime`` are the bound monitor's r' estimates over the loss's
+tokens (:func:`~verl_offgrpo.bound_monitor.rprime_terms`), which stand in for it on a batch whose π_k pass was
+skipped. A micro-batch without a loss token logs none of those three (verl averages the micro-batches that
+have them) and each other metric's neutral value (clip fractions and ``ppo_kl`` 0; r' mean and max 1;
+``masked_seq_frac`` 1): verl averages micro-batches with equal weight, so masked micro-batches pull a step's
+value towards those. ``off_grpo/bound/*`` reads every response token of the batch.
 """
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ class OffGRPOConfig:
         empty_cache_on_skip (str, default "if_needed"): on a skipped sync (per_step), empty torch's cache before vLLM
             wakes only when free memory < ``rollout.gpu_memory_utilization`` × total memory ("if_needed"), or
             every time as verl's own sync does ("always": slower skipped steps, never short of memory).
-        verify_served_weights (bool, default true): exact check, in every vLLM worker, that a wake without
+        verify_served_weights (bool, default true): exact check, in each vLLM TP worker, that a wake without
             a sync serves α bit for bit (weights checksum recorded at each sync, compared on each wake); a
             difference stops the run before the rollout. Costs one pass over the weights per slot.
         max_log_rprime_after_sync (float, default 0.5): served-policy guard: stop before the update when a
@@ -107,7 +107,7 @@ class OffGRPOConfig:
             correct engine's numerics, below another model's weights. 0 = off.
         max_log_rprime_lagged (float, default 1.5): the same, looser, for lagged batches, whose π_k drifts from α
             by design: meant to sit above that drift and below an engine on other weights. A warning with
-            ``verify_served_weights``, else an error. 0 = off.
+            ``verify_served_weights`` (unless ``rollout.data_parallel_size`` > 1), else an error. 0 = off.
 
     > Reference policy (paper §3)
 

@@ -33,10 +33,10 @@ def check_skip_old_log_prob(config: Any, knobs: OffGRPOConfig) -> None:
     The lag's own checks come first: at v > 1 they already ask for one of the plugin's losses, α's log-probs
     (``rollout.calculate_log_probs``) and r' per token (``rollout_correction.rollout_is=token``)."""
     policy_loss = _get(config, "actor_rollout_ref.actor.policy_loss")
-    if not knobs.skip_old_log_prob and bool(_get(policy_loss, "pi_k_from_forward", False)):
+    if not knobs.skips_lagged_old_log_prob and bool(_get(policy_loss, "pi_k_from_forward", False)):
         raise OffGRPOConfigError(
             "actor_rollout_ref.actor.policy_loss.pi_k_from_forward is set by the plugin's trainer, not by hand: "
-            f"set {PREFIX}.skip_old_log_prob=true instead."
+            f"set {PREFIX}.skip_old_log_prob=true instead (it acts at sync_period > 1 only)."
         )
     if not knobs.skip_old_log_prob:
         return
@@ -69,11 +69,15 @@ def check_skip_old_log_prob(config: Any, knobs: OffGRPOConfig) -> None:
             "the update): use the KL loss instead (actor_rollout_ref.actor.use_kl_loss=true, "
             "algorithm.use_kl_in_reward=false)."
         )
-    if knobs.rollout_schedule != "window" and not knobs.verify_served_weights and knobs.max_log_rprime_lagged > 0:
+    data_parallel = int(_get(config, "actor_rollout_ref.rollout.data_parallel_size", 1) or 1)
+    unchecked = (f"with {PREFIX}.verify_served_weights=false" if not knobs.verify_served_weights else
+                 f"with actor_rollout_ref.rollout.data_parallel_size={data_parallel} (the exact check reaches the "
+                 "leader's shard only)" if data_parallel > 1 else None)  # fmt: skip
+    if knobs.rollout_schedule != "window" and unchecked and knobs.max_log_rprime_lagged > 0:
         raise OffGRPOConfigError(
             f"{KNOB} leaves lagged batches without the served-policy guard's statistic before the update, and "
-            f"with {PREFIX}.verify_served_weights=false that check is the only one on them: set "
-            f"{PREFIX}.verify_served_weights=true, rollout_schedule=window, or max_log_rprime_lagged=0."
+            f"{unchecked} that check is the only one on them: set {PREFIX}.verify_served_weights=true with one "
+            f"data-parallel shard a replica, rollout_schedule=window, or max_log_rprime_lagged=0."
         )
     if knobs.allow_truncated_rprime:
         raise OffGRPOConfigError(

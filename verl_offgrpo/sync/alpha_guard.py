@@ -11,7 +11,7 @@ random-init model and more for a trained one (derived, clamped at 20 like verl's
 that served such garbage would still "train", so on every step whose batch has rollout lag 0 (:meth:`~verl_offgrpo.sync.schedule.SyncSchedule.rollout_lag_of`) the mean of
 |log r'| over the batch's response tokens (``off_grpo/bound/mean_abs_log_rprime``, computed with the
 advantage, before the update) must not exceed ``algorithm.off_grpo.max_log_rprime_after_sync``
-(default 1.0; 0 turns the guard off).
+(default 0.5; 0 turns the guard off).
 
 Lagged batches (rollout lag ≥ 1) are sampled after a skipped slot, whose wake brings back α without
 a transfer. Their |log r'| grows with the lag and the learning rate by design (each update moves π_k
@@ -22,9 +22,9 @@ does not expect at all. No threshold on r' statistics fits every model and step 
 honest drift, it can be too loose for a broken engine.
 So the line of defence for lagged batches is the exact check of the served weights
 (:mod:`.served_weights`, ``algorithm.off_grpo.verify_served_weights``, default on), and this module
-is a monitor there: with the exact check on, a lagged batch above the limit logs a warning and
-``off_grpo/guard/lagged_over_limit`` = 1 (0 on lagged batches within it); with it off the limit stays
-an error. The lag-0 limit and a NaN statistic (NaN log-probs from the engine) stop the run at any lag.
+is a monitor there: with the exact check on every vLLM worker, a lagged batch above the limit logs a
+warning and ``off_grpo/guard/lagged_over_limit`` = 1 (0 on lagged batches within it); with it off, or
+short of some workers (vLLM data parallelism inside a replica), the limit stays an error. The lag-0 limit and a NaN statistic (NaN log-probs from the engine) stop the run at any lag.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class ServedPolicyError(RuntimeError):
 
 
 #: metric: 1.0 on a lagged batch whose mean |log r'| is above ``max_log_rprime_lagged`` (only when that is a
-#: warning, i.e. with the exact served-weights check on), 0.0 on lagged batches within it
+#: warning, i.e. with the exact served-weights check on every worker), 0.0 on lagged batches within it
 LAGGED_OVER_LIMIT = "off_grpo/guard/lagged_over_limit"
 
 

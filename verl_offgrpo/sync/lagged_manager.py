@@ -150,7 +150,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         self.verify_weights = bool(self.knobs.verify_served_weights) and self.keeps_weights
         # with vLLM data parallelism inside a replica the check reaches the leader's shard only (.served_weights)
         self.data_parallel_size = int(_get(full_config, "actor_rollout_ref.rollout.data_parallel_size", 1) or 1)
-        if self.verify_weights and self.data_parallel_size > 1:
+        if self.verify_weights and self.data_parallel_size > 1 and lagged:
             logger.warning(
                 "verl-offgrpo: actor_rollout_ref.rollout.data_parallel_size=%d: the exact served-weights check reaches "
                 "the leader's data-parallel shard of each replica only, so algorithm.off_grpo.max_log_rprime_lagged "
