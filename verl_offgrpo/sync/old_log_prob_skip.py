@@ -11,8 +11,8 @@ served-policy guard reads their r' before the update (:mod:`.alpha_guard`); on a
 r' terms (``actor/off_grpo/{tv_token,tv_seq,mean_abs_log_rprime}``, means over micro-batches) stand in for the
 bound monitor's after the update, and the guard reads them there (its lagged limit, and a NaN, stop the
 run one update late). A batch is not skipped where its update would take more than one optimizer step
-(:func:`one_optimizer_step`, after verl's padding), nor where per-step lagged batches lost the exact
-served-weights check and the lagged limit is their only one. ``off_grpo/old_log_prob_skipped`` is 1 on
+(:func:`one_optimizer_step`, after verl's padding), nor where per-step lagged batches lack the exact
+served-weights check (off, or short of some vLLM workers) and the lagged limit is their only one. ``off_grpo/old_log_prob_skipped`` is 1 on
 skipped batches, 0 on the others. verl's ``actor/entropy``,
 ``rollout_corr/*`` and ``training/rollout_*`` come from the skipped pass and are absent on those steps.
 The start-up checks: :mod:`verl_offgrpo.config.old_log_prob_checks`.
@@ -37,7 +37,8 @@ VERL_INTERNALS = (f"{_TRAINER}._compute_old_log_prob", f"{_TRAINER}._compute_adv
 SKIPPED = "off_grpo/old_log_prob_skipped"
 #: the bound monitor's r' terms, which a skipped batch has no r' for before the update
 RPRIME_TERMS = ("off_grpo/bound/tv_token", "off_grpo/bound/tv_seq", "off_grpo/bound/mean_abs_log_rprime")
-#: the loss's r' terms (:mod:`verl_offgrpo.policy_loss`), the same estimates, read after the update of a skipped batch
+#: the loss's r' terms (:mod:`verl_offgrpo.policy_loss`): the same estimates over the loss's tokens, read after the
+#: update of a skipped batch
 LOSS_TERMS = tuple(name.replace("off_grpo/bound/", "actor/off_grpo/") for name in RPRIME_TERMS)
 
 
@@ -58,8 +59,10 @@ def one_optimizer_step(num_rows: int, config: Any) -> bool:
 
 def rprime_terms_after_update(metrics: dict) -> dict:
     """The bound monitor's r' terms of a skipped batch, read off the loss after its update (:data:`LOSS_TERMS`,
-    means over micro-batches, under :data:`RPRIME_TERMS`' names): the same estimates of r' = π_k/α, since the
-    loss takes them at θ = θ_k; the served-policy guard's statistic is among them."""
+    means over the micro-batches with a loss token, under :data:`RPRIME_TERMS`' names): the same estimates of
+    r' = π_k/α, since the loss takes them at θ = θ_k, over the loss's tokens (rows the zero-variance mask or
+    RED-Drop took out are not among them); the served-policy guard's statistic is among them. {} where no
+    micro-batch had a loss token (no optimizer step was taken)."""
     return {bound: float(metrics[loss]) for bound, loss in zip(RPRIME_TERMS, LOSS_TERMS, strict=True) if loss in metrics}
 
 
