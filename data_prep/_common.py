@@ -91,7 +91,13 @@ def load_hub(dataset_id: str, split: str, config: str | None = None) -> list[Rec
     except ImportError:
         raise DataPrepError(f"{dataset_id}: reading from the hub needs `pip install datasets` (or use --local-dir)") from None
 
-    ds = datasets.load_dataset(dataset_id, config, split=split)
+    try:
+        ds = datasets.load_dataset(dataset_id, config, split=split)
+    except OSError as e:  # ConnectionError (offline), a hub timeout, a missing cache
+        raise DataPrepError(
+            f"{dataset_id} [{split}]: cannot be read from the hub ({type(e).__name__}: {' '.join(str(e).split())[:300]}); "
+            "without a network pass the raw files with --local-dir"
+        ) from None
     records = [Record(f"{dataset_id} [{split}] row {i}", dict(row)) for i, row in enumerate(ds)]
     if not records:
         raise DataPrepError(f"{dataset_id} [{split}]: no records")

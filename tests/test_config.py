@@ -708,7 +708,10 @@ def test_compose_says_a_typo_or_bad_syntax_in_one_line(capsys):
     """A key hydra does not know, or an override it cannot parse: exit 4 and one line, no traceback."""
     from verl_offgrpo.cli.compose import dry_run
 
-    for override, said in (("algorithm.off_grpo.sync_perod=10", "(did you mean algorithm.off_grpo.sync_period?)"),
+    # a misspelt knob: the right name first, before hydra's advice to append it with "+"
+    for override, said in (("algorithm.off_grpo.sync_perod=10", "config error (hydra): algorithm.off_grpo.sync_perod is "
+                                                                 "no knob (did you mean algorithm.off_grpo.sync_period?); "
+                                                                 "Could not override"),
                            ("actor_rollout_ref.actor.policy_loss.rec.clipmode=ring", "policy_loss.rec.clip_mode?)"),
                            ("algorithm.off_grpo.sync_period=[", "[")):
         assert dry_run([*BASE, "actor_rollout_ref.rollout.name=vllm", override]) == 4

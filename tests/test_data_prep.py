@@ -281,6 +281,19 @@ def test_hub_path_with_fake_datasets(tmp_path, monkeypatch):
     assert rows[2]["extra_info"]["question"] == "test q2"
 
 
+def test_an_unreachable_hub_is_one_line_that_points_to_local_dir(tmp_path, monkeypatch, capsys):
+    def load_dataset(path, name=None, split=None):
+        raise ConnectionError("Couldn't reach 'openai/gsm8k' on the Hub (LocalEntryNotFoundError)")
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    assert _load_script("gsm8k").main(["--output-dir", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err == ("error: openai/gsm8k [train]: cannot be read from the hub (ConnectionError: Couldn't reach "
+                   "'openai/gsm8k' on the Hub (LocalEntryNotFoundError)); without a network pass the raw files with "
+                   "--local-dir\n")
+    assert not (tmp_path / "out").exists()
+
+
 def test_hub_record_errors_name_split_and_row(tmp_path, monkeypatch, capsys):
     def load_dataset(path, name=None, split=None):
         return [{"problem": "p", "answer": "1", "solution": "s"}, {"problem": "p", "answer": " ", "solution": "s"}]

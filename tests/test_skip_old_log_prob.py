@@ -181,9 +181,11 @@ def test_a_config_it_can_run_passes_verls_checks_and_the_plugins():
 @pytest.mark.parametrize(
     "overrides, match",
     [
-        (["actor_rollout_ref.actor.ppo_epochs=2"], r"one optimizer step per batch.*\(got 2, 8 and 8\)"),
+        (["actor_rollout_ref.actor.ppo_epochs=2"], r"one optimizer step per batch.*got ppo_epochs=2, "
+                                                    r"ppo_mini_batch_size=8\), or drop the knob\.$"),
         (["actor_rollout_ref.actor.ppo_mini_batch_size=4"],
-         r"ppo_mini_batch_size=data.train_batch_size \(got 1, 4 and 8\)"),
+         r"actor_rollout_ref.actor.ppo_mini_batch_size=8 \(= data.train_batch_size; got ppo_epochs=1, "
+         r"ppo_mini_batch_size=4\)"),
         (["trainer.use_v1=false", V0_MANAGER], "V1 trainer mode off_grpo_sync.*would compute old_log_prob every step"),
         # the lag's own checks come first, and cover what the knob needs besides
         (["actor_rollout_ref.actor.policy_loss.loss_mode=vanilla"], "sync_period=4 trains on samples of a lagged"),

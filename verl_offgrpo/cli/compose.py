@@ -24,7 +24,8 @@ def compose(overrides: list[str]):
 
 
 def _knob_hint(message: str) -> str:
-    """" (did you mean <knob>?)" when hydra could not override a misspelt plugin knob, else ""."""
+    """"<typo> is no knob (did you mean <knob>?); " when hydra could not override a misspelt plugin knob, else "":
+    said before hydra's own advice, whose first word (append it with ``+``) is wrong there."""
     from verl_offgrpo.config import OffGRPOConfig, RECConfig
     from verl_offgrpo.config.off_grpo import PREFIX
     from verl_offgrpo.config.rec import PREFIX as REC_PREFIX
@@ -35,7 +36,7 @@ def _knob_hint(message: str) -> str:
         return ""
     for prefix, cls in ((PREFIX, OffGRPOConfig), (REC_PREFIX, RECConfig)):
         if knob := did_you_mean(found.group(1), prefix, cls):
-            return f" (did you mean {knob}?)"
+            return f"{found.group(1)} is no knob (did you mean {knob}?); "
     return ""
 
 
@@ -100,7 +101,7 @@ def validate(overrides: list[str]):
     try:
         config = compose(overrides)
     except (HydraException, OmegaConfBaseException) as err:
-        return 4, f"config error (hydra): {_one_line(err)}{_knob_hint(str(err))}", None
+        return 4, f"config error (hydra): {_knob_hint(str(err))}{_one_line(err)}", None
     if not validate_config_patch.live():
         return 1, ("verl did not load the verl-offgrpo plugin, so its checks would not run here or in main_ppo; "
                    "`python -m verl_offgrpo check` shows why."), config

@@ -60,8 +60,8 @@ def check_skip_old_log_prob(config: Any, knobs: OffGRPOConfig) -> None:
         mini, batch = _get(config, "actor_rollout_ref.actor.ppo_mini_batch_size"), _get(config, "data.train_batch_size")
         raise OffGRPOConfigError(
             f"{KNOB} is exact only at one optimizer step per batch, where π_θ = π_k when the gradient is taken: "
-            f"set actor_rollout_ref.actor.ppo_epochs=1 and ppo_mini_batch_size=data.train_batch_size "
-            f"(got {passes!r}, {mini!r} and {batch!r})."
+            f"set actor_rollout_ref.actor.ppo_epochs=1 and actor_rollout_ref.actor.ppo_mini_batch_size={batch!r} "
+            f"(= data.train_batch_size; got ppo_epochs={passes!r}, ppo_mini_batch_size={mini!r}), or drop the knob."
         )
     if flag_at(config, "algorithm.use_kl_in_reward", False):
         raise OffGRPOConfigError(
