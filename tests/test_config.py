@@ -633,7 +633,7 @@ def test_compose_cli_says_any_error_of_verls_checks_in_one_line(procs):
     proc = procs["compose_megatron"]
     assert proc.returncode == 4 and proc.stdout == "", proc.stderr[-3000:]
     assert proc.stderr.splitlines() == [
-        "off_grpo: final_outputs_only=auto is on (actor_rollout_ref.rollout.name='vllm', "
+        "[INFO] off_grpo: final_outputs_only=auto is on (actor_rollout_ref.rollout.name='vllm', "
         "trainer.v1.trainer_mode='off_grpo_sync').",
         "config error (verl's validate_config): ConfigAttributeError: Key 'megatron' is not in struct "
         "full_key: actor_rollout_ref.actor.megatron object_type=dict",
@@ -743,8 +743,8 @@ def test_compose_notes_missing_local_paths(tmp_path, capsys):
                  "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct",
                  f"data.train_files={missing}", f"data.val_files=[{present},hdfs://nn/data/test.parquet]"]) == 0
     err = capsys.readouterr().err
-    # the plugin's info lines reach compose's stderr too, as they reach main_ppo's log
-    assert "off_grpo: final_outputs_only=auto is on (actor_rollout_ref.rollout.name='vllm'" in err
+    # the plugin's info lines reach compose's stderr too, as they reach main_ppo's log, marked as info
+    assert "\n[INFO] off_grpo: final_outputs_only=auto is on (actor_rollout_ref.rollout.name='vllm'" in "\n" + err
     notes = [line for line in err.splitlines() if line.startswith("note: ")]
     assert notes == [
         f"note: data.train_files={missing} does not exist here (make it with python data_prep/gsm8k.py)",

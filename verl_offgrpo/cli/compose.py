@@ -43,12 +43,13 @@ def _knob_hint(message: str) -> str:
 @contextlib.contextmanager
 def _plugin_info_on_stderr():
     """The plugin's info lines (what ``final_outputs_only=auto`` resolved to, a window's rounds) on stderr, as
-    main_ppo's hydra logging shows them; verl's CPU logging setup would drop them here."""
+    main_ppo's hydra logging shows them, with their level (``[INFO]``: nothing to act on; ``[WARNING]``); verl's CPU
+    logging setup would drop them here."""
     import logging
 
     plugin = logging.getLogger("verl_offgrpo")
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.setFormatter(logging.Formatter("[%(levelname)s] %(message)s"))
     previous = plugin.level, plugin.propagate
     plugin.addHandler(handler)
     plugin.setLevel(logging.INFO)
