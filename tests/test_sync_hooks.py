@@ -777,7 +777,6 @@ def test_v0_bound_monitor_goes_through_verls_compute_advantage_to_the_logger(ray
                                   "off_grpo/bound/mean_abs_log_rprime": math.log(2) / 4})
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("limit, verify", [(1.0, False), (0.0, False), (1.0, True)])
 def test_v0_guard_stops_a_run_whose_engine_disagrees_right_after_a_sync(ray_local, limit, verify):
     """Through verl's compute_advantage: a batch sampled right after a sync (rollout lag 0) with
