@@ -18,7 +18,7 @@ from typing import Any
 from verl_offgrpo import TRAINER_MODE
 
 from .off_grpo import POLICY_LOSS_CONFIG_FQN, PREFIX, OffGRPOConfig
-from .readers import flag_at, one_optimizer_step_per_batch, uses_v1, v1_mode
+from .readers import flag_at, one_optimizer_step_per_batch, rollout_data_parallel_size, uses_v1, v1_mode
 from .values import OffGRPOConfigError
 from .values import config_value as _get
 
@@ -69,7 +69,7 @@ def check_skip_old_log_prob(config: Any, knobs: OffGRPOConfig) -> None:
             "the update): use the KL loss instead (actor_rollout_ref.actor.use_kl_loss=true, "
             "algorithm.use_kl_in_reward=false)."
         )
-    data_parallel = int(_get(config, "actor_rollout_ref.rollout.data_parallel_size", 1) or 1)
+    data_parallel = int(rollout_data_parallel_size(config))
     unchecked = (f"with {PREFIX}.verify_served_weights=false" if not knobs.verify_served_weights else
                  f"with actor_rollout_ref.rollout.data_parallel_size={data_parallel} (the exact check reaches the "
                  "leader's shard only)" if data_parallel > 1 else None)  # fmt: skip

@@ -116,6 +116,12 @@ def guards_verls_advantage(config: Any) -> bool:
     return loss_mode in LOSS_NAMES and not bool(_get(config, "algorithm.off_grpo.allow_truncated_rprime", False))
 
 
+def rollout_data_parallel_size(config: Any) -> Any:
+    """vLLM's data-parallel ranks in one rollout replica (``actor_rollout_ref.rollout.data_parallel_size``; absent or
+    null: 1), as written: the callers check its type."""
+    return _get(config, "actor_rollout_ref.rollout.data_parallel_size", 1) or 1
+
+
 def one_optimizer_step_per_batch(config: Any) -> bool:
     """i = 1 and one mini-batch per batch (verl counts both sizes in prompts): θ = π_k at the only step."""
     epochs = _get(config, "actor_rollout_ref.actor.ppo_epochs", 1)

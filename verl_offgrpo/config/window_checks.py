@@ -15,7 +15,7 @@ from typing import Any
 from verl_offgrpo import TRAINER_MODE
 
 from .off_grpo import AUTO, PREFIX, OffGRPOConfig
-from .readers import flag_at, knobs_of, uses_v1, v1_mode
+from .readers import flag_at, knobs_of, rollout_data_parallel_size, uses_v1, v1_mode
 from .refill_checks import REFILLS
 from .values import OffGRPOConfigError
 from .values import config_value as _get
@@ -146,7 +146,7 @@ def window_samples_per_engine(config: Any, sync_period: int) -> int | None:
     gpus = (_get(config, "trainer.n_gpus_per_node", 1) or 1) * (_get(config, "trainer.nnodes", 1) or 1)
     tp = _get(config, f"{rollout}.tensor_model_parallel_size", 1) or 1
     pp = _get(config, f"{rollout}.pipeline_model_parallel_size", 1) or 1
-    dp = _get(config, f"{rollout}.data_parallel_size", 1) or 1
+    dp = rollout_data_parallel_size(config)
     if not all(_is_int(x) and x > 0 for x in (batch, n, gpus, tp, pp, dp)):
         return None
     return math.ceil(sync_period * batch * n / max(gpus // (tp * dp * pp) * dp, 1))

@@ -54,7 +54,7 @@ from verl.utils.ray_utils import auto_await
 
 from ..config import advisories_silenced, check_sync_config, check_window_config
 from ..config import config_value as _get
-from ..config.readers import guards_verls_advantage
+from ..config.readers import guards_verls_advantage, rollout_data_parallel_size
 from ..patches import tracking_merge, v0_advantage_metrics
 from . import served_weights
 from .alpha_guard import ServedPolicyError, check_served_policy
@@ -149,7 +149,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         # A windowed rollout never wakes vLLM without a sync, so it records and checks nothing.
         self.verify_weights = bool(self.knobs.verify_served_weights) and self.keeps_weights
         # with vLLM data parallelism inside a replica the check reaches the leader's shard only (.served_weights)
-        self.data_parallel_size = int(_get(full_config, "actor_rollout_ref.rollout.data_parallel_size", 1) or 1)
+        self.data_parallel_size = int(rollout_data_parallel_size(full_config))
         if self.verify_weights and self.data_parallel_size > 1 and lagged:
             logger.warning(
                 "verl-offgrpo: actor_rollout_ref.rollout.data_parallel_size=%d: the exact served-weights check reaches "
