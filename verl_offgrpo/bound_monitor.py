@@ -28,6 +28,9 @@ import torch
 from verl_offgrpo.groups import group_ids
 
 LOG_RATIO_BOUND = 20.0  # verl's clamp on log-ratios
+#: the r' terms (:func:`rprime_terms`), and their names in the bound monitor
+RPRIME_TERM_NAMES = ("tv_token", "tv_seq", "mean_abs_log_rprime")
+BOUND_RPRIME_TERMS = tuple(f"off_grpo/bound/{name}" for name in RPRIME_TERM_NAMES)
 
 
 def rprime_terms(log_rprime: torch.Tensor, response_mask: torch.Tensor, prefix: str) -> dict[str, float]:
@@ -48,7 +51,7 @@ def rprime_terms(log_rprime: torch.Tensor, response_mask: torch.Tensor, prefix: 
     tv_seq = 0.5 * (torch.exp(log_seq) - 1).abs()[rows].mean()
     abs_log = (log_rprime.abs() * mask).sum() / n_tok
     values = torch.stack([tv_token, tv_seq, abs_log]).tolist()
-    return dict(zip((f"{prefix}tv_token", f"{prefix}tv_seq", f"{prefix}mean_abs_log_rprime"), values, strict=True))
+    return dict(zip((f"{prefix}{name}" for name in RPRIME_TERM_NAMES), values, strict=True))
 
 
 def tv_estimates(rprime: torch.Tensor, response_mask: torch.Tensor) -> dict[str, float]:
@@ -57,8 +60,7 @@ def tv_estimates(rprime: torch.Tensor, response_mask: torch.Tensor) -> dict[str,
     mask = response_mask.bool()
     safe = torch.where(mask, rprime.to(torch.float64), torch.ones_like(rprime, dtype=torch.float64))
     terms = rprime_terms(torch.log(safe.clamp(min=1e-300)), mask, "off_grpo/bound/")
-    return terms or dict.fromkeys(("off_grpo/bound/tv_token", "off_grpo/bound/tv_seq",
-                                   "off_grpo/bound/mean_abs_log_rprime"), 0.0)
+    return terms or dict.fromkeys(BOUND_RPRIME_TERMS, 0.0)
 
 
 def group_std_terms(scores: torch.Tensor, index: np.ndarray, std_eps: float, std_unbiased: bool = True):
@@ -95,8 +97,7 @@ def bound_metrics(
     """All bound-monitor metrics; TV terms are 0 when there is no r' (α = π_k, on-policy)."""
     metrics = group_std_terms(scores, index, std_eps, std_unbiased)
     if rprime is None:
-        metrics.update({"off_grpo/bound/tv_token": 0.0, "off_grpo/bound/tv_seq": 0.0,
-                        "off_grpo/bound/mean_abs_log_rprime": 0.0})  # fmt: skip
+        metrics.update(dict.fromkeys(BOUND_RPRIME_TERMS, 0.0))
     else:
         metrics.update(tv_estimates(rprime, response_mask))
     return metrics

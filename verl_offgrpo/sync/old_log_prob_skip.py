@@ -29,6 +29,9 @@ from typing import Any, Iterator, Optional
 
 from omegaconf import open_dict
 
+from verl_offgrpo.bound_monitor import BOUND_RPRIME_TERMS, RPRIME_TERM_NAMES
+from verl_offgrpo.policy_loss import RPRIME_PREFIX
+
 _TRAINER = "verl.trainer.ppo.v1.trainer_base.PPOTrainer"
 #: the verl 0.9.1 members that read ``algorithm.rollout_correction.bypass_mode`` per call
 VERL_INTERNALS = (f"{_TRAINER}._compute_old_log_prob", f"{_TRAINER}._compute_advantage")
@@ -36,10 +39,10 @@ VERL_INTERNALS = (f"{_TRAINER}._compute_old_log_prob", f"{_TRAINER}._compute_adv
 #: metric: 1.0 on a step whose π_k came from the update's forward, 0.0 where verl's pass ran
 SKIPPED = "off_grpo/old_log_prob_skipped"
 #: the bound monitor's r' terms, which a skipped batch has no r' for before the update
-RPRIME_TERMS = ("off_grpo/bound/tv_token", "off_grpo/bound/tv_seq", "off_grpo/bound/mean_abs_log_rprime")
+RPRIME_TERMS = BOUND_RPRIME_TERMS
 #: the loss's r' terms (:mod:`verl_offgrpo.policy_loss`): the same estimates over the loss's tokens, read after the
 #: update of a skipped batch
-LOSS_TERMS = tuple(name.replace("off_grpo/bound/", "actor/off_grpo/") for name in RPRIME_TERMS)
+LOSS_TERMS = tuple(f"{RPRIME_PREFIX}{name}" for name in RPRIME_TERM_NAMES)
 
 
 def skips_old_log_prob(enabled: bool, rollout_lag: Optional[int]) -> bool:
