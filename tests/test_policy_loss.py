@@ -275,8 +275,8 @@ def test_a_mini_batch_with_every_row_masked_gives_zero_loss_not_nan():
 def test_a_micro_batch_without_a_loss_token_logs_neutral_metrics():
     """Every row masked (r' = 2 on all of them): nothing is measured, so each loss metric is its neutral value,
     r' mean and max 1 (no lag), not a mean of nothing read as 0; verl averages micro-batches with equal weight,
-    so a 0 would read as a policy far off α. The bound monitor's r' terms are left out instead (the served-policy
-    guard reads them on a skipped batch: a 0 there would dilute the step's mean |log r'|)."""
+    so a 0 would read as a policy far off α. The bound monitor's r' terms are 0 with a weight
+    (``rprime_terms_frac``) of 0, so a reader can divide the dilution out."""
     log_prob, old, _, _ = random_batch(7, bs=3, resp_len=3)
     none = torch.zeros(3, 3, dtype=torch.int64)
     rprime = torch.full((3, 3), 2.0)
@@ -286,13 +286,15 @@ def test_a_micro_batch_without_a_loss_token_logs_neutral_metrics():
                 "actor/off_grpo/clipfrac_low": 0.0, "actor/pg_clipfrac": 0.0, "actor/ppo_kl": 0.0,
                 "actor/off_grpo/masked_seq_frac": 1.0}  # fmt: skip
     assert {key: metric_value(metrics, key) for key in expected} == expected
-    assert not {"actor/off_grpo/mean_abs_log_rprime", "actor/off_grpo/tv_token", "actor/off_grpo/tv_seq"} & set(metrics)
+    terms = ("actor/off_grpo/mean_abs_log_rprime", "actor/off_grpo/tv_token", "actor/off_grpo/tv_seq", "actor/off_grpo/rprime_terms_frac")
+    assert [metric_value(metrics, key) for key in terms] == [0.0] * 4
     # one row back in the loss: its own r' again
     some = none.clone()
     some[0] = 1
     _, metrics = call_ppo_loss(actor_config(), log_prob, old, torch.zeros(3, 3), some, rollout_is_weights=rprime)
     assert metric_value(metrics, "actor/off_grpo/rprime_mean") == pytest.approx(2.0)
     assert metric_value(metrics, "actor/off_grpo/mean_abs_log_rprime") == pytest.approx(math.log(2.0))
+    assert metric_value(metrics, "actor/off_grpo/rprime_terms_frac") == 1.0
 
 
 def test_verls_vanilla_loss_is_nan_on_a_mini_batch_with_every_row_masked():
@@ -382,3 +384,45 @@ def test_skipped_optimizer_step_frac_is_the_fraction_of_mini_batches_the_engine_
     monkeypatch.setattr(BaseEngine, "train_batch", BaseEngine.train_batch.__wrapped__)  # verl's own, unwrapped
     _, unwrapped = call_ppo_loss(actor_config(), log_prob, old, torch.zeros(3, 3), none)
     assert metric_value(unwrapped, key) == 0.0
+
+
+@pytest.mark.parametrize("loss_mode", ["off_grpo", "rec"])
+def test_ranks_with_unequal_empty_micro_batches_aggregate_and_the_guard_reads_the_kept_ones(loss_mode):
+    """Two data-parallel ranks with two micro-batches each; rank 0's first has no loss token (a zero-variance
+    group), the other three have r' = 2, 1/2 and 1 on every token. verl's engine appends each rank's
+    micro-batch metrics and then calls ``Metric.aggregate_dp``, which raises unless every rank logged each key
+    equally often, so the losses log every key on every micro-batch. The step's r' terms as the guard reads
+    them on a skipped batch (term / rprime_terms_frac) are the means over the three kept micro-batches:
+    |log r'| (ln 2 + ln 2 + 0)/3, tv_token ½·(1 + ½ + 0)/3 = 0.25; verl's plain mean would say ln 2 / 2."""
+    from verl.utils.metric import Metric
+    from verl.utils.py_functional import append_to_dict
+
+    from verl_offgrpo.sync.old_log_prob_skip import rprime_terms_after_update
+
+    log_prob, old, A, _ = random_batch(5, bs=3, resp_len=3)
+    log_prob, old, A = log_prob[:2], old[:2], A[:2]
+    mask = torch.ones(2, 3, dtype=torch.int64)
+
+    def micro_batch(rprime, kept=True):
+        m = mask if kept else torch.zeros_like(mask)
+        return call_ppo_loss(actor_config(loss_mode), log_prob, old, A * m, m,
+                             rollout_is_weights=torch.full((2, 3), rprime))[1]  # fmt: skip
+
+    ranks = [[micro_batch(2.0, kept=False), micro_batch(2.0)], [micro_batch(0.5), micro_batch(1.0)]]
+    keys = set(ranks[0][0])
+    assert all(set(m) == keys for rank in ranks for m in rank)  # every key on every micro-batch
+    per_rank = []
+    for rank in ranks:
+        merged = {}
+        for metrics in rank:
+            append_to_dict(merged, metrics)
+        per_rank.append(merged)
+    step = {key: Metric.aggregate_dp([r[key] for r in per_rank]) for key in keys if isinstance(per_rank[0][key], Metric)}
+    assert step["actor/off_grpo/mean_abs_log_rprime"] == pytest.approx(math.log(2.0) / 2)
+    assert step["actor/off_grpo/rprime_terms_frac"] == pytest.approx(0.75)
+    terms = rprime_terms_after_update(step)
+    assert terms["off_grpo/bound/mean_abs_log_rprime"] == pytest.approx(2 * math.log(2.0) / 3)
+    assert terms["off_grpo/bound/tv_token"] == pytest.approx(0.25)
+    assert terms["off_grpo/bound/tv_seq"] == pytest.approx(0.5 * ((8 - 1) + (1 - 0.125) + 0) / 3)
+    # no micro-batch with a loss token: nothing measured, nothing for the guard
+    assert rprime_terms_after_update({**step, "actor/off_grpo/rprime_terms_frac": 0.0}) == {}

@@ -153,8 +153,11 @@ def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=
 
     def update(self, batch, metrics):
         rec.updates[trainer.global_steps] = rec.updates.get(trainer.global_steps, 0) + 1
-        metrics["actor/off_grpo/mean_abs_log_rprime"] = statistic(batch)
-        metrics["actor/off_grpo/tv_token"], metrics["actor/off_grpo/tv_seq"] = 0.02, 0.3  # the loss's own r' terms
+        # the loss's own r' terms as verl logs them: means over every micro-batch, half of which had no loss
+        # token (0 there); the trainer reads term / rprime_terms_frac
+        metrics["actor/off_grpo/mean_abs_log_rprime"] = statistic(batch) * 0.5
+        metrics["actor/off_grpo/tv_token"], metrics["actor/off_grpo/tv_seq"] = 0.01, 0.15
+        metrics["actor/off_grpo/rprime_terms_frac"] = 0.5
         return batch
 
     monkeypatch.setattr(PPOTrainer, "_setup", fake_setup)

@@ -31,6 +31,8 @@ LOG_RATIO_BOUND = 20.0  # verl's clamp on log-ratios
 #: the r' terms (:func:`rprime_terms`), and their names in the bound monitor
 RPRIME_TERM_NAMES = ("tv_token", "tv_seq", "mean_abs_log_rprime")
 BOUND_RPRIME_TERMS = tuple(f"off_grpo/bound/{name}" for name in RPRIME_TERM_NAMES)
+#: the losses' weight of their r' terms: the fraction of a step's micro-batches with a loss token
+RPRIME_FRAC = "rprime_terms_frac"
 
 
 def rprime_terms(log_rprime: torch.Tensor, response_mask: torch.Tensor, prefix: str) -> dict[str, float]:
@@ -52,6 +54,26 @@ def rprime_terms(log_rprime: torch.Tensor, response_mask: torch.Tensor, prefix: 
     abs_log = (log_rprime.abs() * mask).sum() / n_tok
     values = torch.stack([tv_token, tv_seq, abs_log]).tolist()
     return dict(zip((f"{prefix}{name}" for name in RPRIME_TERM_NAMES), values, strict=True))
+
+
+def loss_rprime_terms(log_rprime: torch.Tensor, response_mask: torch.Tensor, prefix: str) -> dict[str, float]:
+    """:func:`rprime_terms` of one micro-batch of a loss, plus ``{prefix}rprime_terms_frac`` (1; 0 with every term 0
+    where the micro-batch has no loss token). Every key on every micro-batch: verl's data-parallel aggregation
+    (``Metric.aggregate_dp``) refuses ranks that logged a key a different number of times. verl averages each
+    key over the step's micro-batches, so term / frac is the mean over micro-batches with a loss token
+    (:func:`terms_over_loss_micro_batches`)."""
+    terms = rprime_terms(log_rprime, response_mask, prefix)
+    weight = 1.0 if terms else 0.0
+    return {**(terms or dict.fromkeys((f"{prefix}{name}" for name in RPRIME_TERM_NAMES), 0.0)), f"{prefix}{RPRIME_FRAC}": weight}
+
+
+def terms_over_loss_micro_batches(metrics: dict, prefix: str) -> dict[str, float]:
+    """The loss's r' terms as means over the micro-batches with a loss token (verl's mean of each key divided by
+    the mean of ``{prefix}rprime_terms_frac``), keyed by :data:`RPRIME_TERM_NAMES`; {} where none had one."""
+    frac = float(metrics.get(f"{prefix}{RPRIME_FRAC}", 0.0))
+    if not frac > 0:
+        return {}
+    return {name: float(metrics[f"{prefix}{name}"]) / frac for name in RPRIME_TERM_NAMES}
 
 
 def tv_estimates(rprime: torch.Tensor, response_mask: torch.Tensor) -> dict[str, float]:

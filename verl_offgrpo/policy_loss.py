@@ -21,10 +21,11 @@ Metrics other than ``masked_seq_frac`` (a fraction of rows), ``tv_seq`` (a mean 
 ``skipped_optimizer_step_frac`` (a fraction of optimizer steps) are means over the micro-batch's loss tokens;
 ``tv_token``, ``tv_seq`` and ``mean_abs_log_rprime`` are the bound monitor's r' estimates over the loss's
 tokens (:func:`~verl_offgrpo.bound_monitor.rprime_terms`), which stand in for it on a batch whose π_k pass was
-skipped. A micro-batch without a loss token logs none of those three (verl averages the micro-batches that
-have them) and each other metric's neutral value (clip fractions and ``ppo_kl`` 0; r' mean and max 1;
-``masked_seq_frac`` 1): verl averages micro-batches with equal weight, so masked micro-batches pull a step's
-value towards those. ``off_grpo/bound/*`` reads every response token of the batch.
+skipped. A micro-batch without a loss token logs each metric's neutral value (clip fractions, ``ppo_kl`` and
+the three r' terms 0; r' mean and max 1; ``masked_seq_frac`` 1): verl averages micro-batches with equal weight,
+so masked micro-batches pull a step's value towards those; ``rprime_terms_frac`` (the fraction of micro-batches
+with a loss token) undoes that for the r' terms (term / frac). Every key is logged on every micro-batch (verl's
+data-parallel aggregation needs equal counts on all ranks). ``off_grpo/bound/*`` reads every response token.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any, Optional
 
 import torch
 
-from verl_offgrpo.bound_monitor import LOG_RATIO_BOUND, rprime_terms
+from verl_offgrpo.bound_monitor import LOG_RATIO_BOUND, loss_rprime_terms
 from verl_offgrpo.patches.empty_update import skips_empty_updates
 
 #: the loss's r' terms (:func:`~verl_offgrpo.bound_monitor.rprime_terms`: tv_token, tv_seq, mean_abs_log_rprime)
@@ -204,7 +205,7 @@ def compute_policy_loss_off_grpo(
         # r' = 1 is "no lag" (as without rollout log-probs), not 0
         "actor/off_grpo/rprime_mean": masked_mean(parts["rprime"], mask).item() if has_loss_token else 1.0,
         "actor/off_grpo/rprime_max": rprime_on_tokens.max().item() if has_loss_token else 1.0,
-        **rprime_terms(parts["log_rprime"], mask, RPRIME_PREFIX),
+        **loss_rprime_terms(parts["log_rprime"], mask, RPRIME_PREFIX),
         **row_metrics(mask, no_loss_token),
     }
     return loss, metrics

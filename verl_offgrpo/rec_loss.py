@@ -45,7 +45,7 @@ from typing import Any, Optional
 
 import torch
 
-from verl_offgrpo.bound_monitor import rprime_terms
+from verl_offgrpo.bound_monitor import loss_rprime_terms
 from verl_offgrpo.config.rec import RECConfig
 from verl_offgrpo.policy_loss import (
     LOG_RATIO_BOUND,
@@ -146,7 +146,7 @@ def compute_policy_loss_rec(
         "actor/pg_clipfrac": clipped.item(),  # verl's name
         "actor/rec/weight_mean": masked_mean(weight, mask).item() if bool(mask.any()) else 1.0,
         "actor/ppo_kl": masked_mean(old_log_prob - log_prob.detach(), mask).item(),
-        **(rprime_terms(log_rprime, mask, RPRIME_PREFIX) if log_rprime is not None else {}),
+        **(loss_rprime_terms(log_rprime, mask, RPRIME_PREFIX) if log_rprime is not None else {}),
         **row_metrics(mask, no_loss_token),
     }
     return loss, metrics
