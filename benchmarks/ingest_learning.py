@@ -57,6 +57,15 @@ def gzip_file(source: Path, target: Path) -> None:
         shutil.copyfileobj(src, dst)
 
 
+def logs_archive(device: Path) -> Path:
+    """The jobs' logs: ``lw_logs.tar.gz`` (packed by the collecting call) or ``logs.tar.gz`` (packed by
+    ``learning.py`` itself, ``mainppo_job.pack_logs``)."""
+    for name in ("lw_logs.tar.gz", "logs.tar.gz"):
+        if (device / name).exists():
+            return device / name
+    raise SystemExit(f"{device} holds neither lw_logs.tar.gz nor logs.tar.gz")
+
+
 def ingest_files(device: Path, label: str, raw: Path, committed: dict) -> list[str]:
     """Steps 1–2 of the module docstring; returns the lease's tags."""
     learning = json.loads((device / "learning.json").read_text())
@@ -64,7 +73,8 @@ def ingest_files(device: Path, label: str, raw: Path, committed: dict) -> list[s
     if not tags:
         raise SystemExit(f"no run of {device / 'learning.json'} has machine={label!r}")
     with tempfile.TemporaryDirectory() as tmp:
-        with tarfile.open(device / "lw_logs.tar.gz") as tar:
+        archive = logs_archive(device)
+        with tarfile.open(archive) as tar:
             tar.extractall(tmp, filter="data")
         logs = Path(tmp) / "logs"
         for tag in tags:
@@ -76,7 +86,7 @@ def ingest_files(device: Path, label: str, raw: Path, committed: dict) -> list[s
                     target.rename(replaced / f"{earlier_machine(committed, tag, label)}_{target.name}")
                 source = logs / f"{tag}{suffix}"
                 if not source.exists():
-                    raise SystemExit(f"{source.name} is not in {device / 'lw_logs.tar.gz'}")
+                    raise SystemExit(f"{source.name} is not in {archive}")
                 gzip_file(source, target)
     if (device / "console_tail.log").exists():
         gzip_file(device / "console_tail.log", raw / f"{label}.console.log.gz")

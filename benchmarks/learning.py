@@ -88,16 +88,16 @@ share a GPU at no measurable cost (NOTEBOOK §10), so a 4-GPU lease runs eight: 
 
 The REC / RED comparison (issue 33; off_policy_v10 and on_policy_mask are its off_grpo rows at v = 10, 1):
 
-    5  rec_oneside_noIS:0,rec_oneside_wide:0,red_weight:0,rec_oneside_noIS_v1:0,
-       rec_oneside_wide_v1:0,red_weight_v1:0,rec_oneside_noIS:1,rec_oneside_wide:1
-       (rec_oneside_noIS:0 done, red_weight:0 cut at 116: h200x1-2026-11-29, NOTEBOOK §14)
-    6  red_weight:1,rec_oneside_noIS_v1:1,rec_oneside_wide_v1:1,red_weight_v1:1,
-       rec_oneside_noIS:2,rec_oneside_wide:2,red_weight:2,rec_oneside_noIS_v1:2
-    7  rec_oneside_wide_v1:2,red_weight_v1:2 (with lease 4's jobs)
+    5  seed 0 done: rec_oneside_noIS:0 (h200x1-2026-11-29, NOTEBOOK §14), rec_oneside_wide:0, red_weight:0
+       (rerun of §14's cut run), rec_oneside_noIS_v1:0, red_weight_v1:0 (h200x1-2026-11-29e, §18)
+    6  rec_oneside_noIS:1,rec_oneside_wide:1,red_weight:1,rec_oneside_noIS_v1:1
+    7  rec_oneside_noIS:2,rec_oneside_wide:2,red_weight:2,rec_oneside_noIS_v1:2
+    8  red_weight_v1:1,red_weight_v1:2,rec_oneside_wide_v1:0,rec_oneside_wide_v1:1
+    9  rec_oneside_wide_v1:2 (with lease 4's jobs)
 
-On a one-GPU lease (the only kind lent since 2026-11-28), try four jobs a GPU: ``--gpus 0,0,0,0 --gpu-mem 0.1
---kv-cache-gib 8 --agent-workers 4`` (two a GPU took 5.2–6.0 s an update, §13–§14; four are not measured). The statistics need
-only updates 0–60, so a run the budget cuts after 60 still counts.
+On a one-GPU lease (the only kind lent since 2026-11-28) run four jobs a GPU: ``--gpus 0,0,0,0 --gpu-mem 0.1
+--kv-cache-gib 8 --agent-workers 4`` (§18: four runs of 150 updates in 1 170 s, 5.7 s an update each, as two a GPU
+took in §13–§14). The statistics need only updates 0–60, so a run the budget cuts after 60 still counts.
 
 **Accumulating across sessions.** Each lease's ``learning.json`` already holds the earlier runs (it
 merged the committed file, which travels with the working tree). Back on the CPU: copy it to
@@ -602,7 +602,8 @@ def rebuild(result: dict, log_dir: Path) -> dict:
         seeds = result["configs"][run["config"]]["seeds"]
         parts = run_parts(run)
         per, columns = run.get("updates_per_step", 1), run_columns(run)
-        if impl := logprobs_impl(log_dir, parts[-1]["tag"]):
+        # the job's record read the whole console log; a saved log cut to its last 400 kB may lack the line
+        if (impl := logprobs_impl(log_dir, parts[-1]["tag"])) and (impl == "chunked" or "logprobs" not in run):
             run["logprobs"] = impl
         if len(parts) > 1:  # a run continued from checkpoints: the parts' curves spliced
             rows, sources = [], []
