@@ -198,11 +198,8 @@ def tell_if_window_runs_in_waves(config: Any, sync_period: int) -> None:
     if budget is not None and budget < per_engine:  # vLLM refuses a token budget below max_num_seqs
         fix += f" {rollout}.max_num_batched_tokens={per_engine}"
     logger.info(
-        "off_grpo: a window of %d steps puts %d samples on each vLLM engine, and %s.max_num_seqs=%d runs at most "
-        "%d at a time (≈ %d overlapping rounds). That is fine where the engine is already busy at %d sequences; "
-        "only if it is not, more at once (up to %s, as far as the KV cache allows: vLLM logs its maximum "
-        "concurrency at startup) shortens the window's generation; vLLM's GPU memory then grows with the batch, "
-        "so watch it in a short run first.",
-        sync_period, per_engine, rollout, seqs, seqs, math.ceil(per_engine / seqs), seqs, fix,
+        "off_grpo: each vLLM engine runs its %d window samples %d at a time (≈ %d rounds); if it is not busy at "
+        "%d, %s shortens generation (GPU memory grows: docs/window.md).",
+        per_engine, seqs, math.ceil(per_engine / seqs), seqs, fix,
     )
 
