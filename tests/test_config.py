@@ -812,6 +812,42 @@ def test_rec_knobs_the_chosen_mode_never_reads_are_named(caplog):
     assert told(f"{REC_KNOB}eps_high_prime=3.0", f"{REC_KNOB}clip_mode=ring") == []
 
 
+@pytest.mark.parametrize("overrides, option", [
+    ((), "REC-OneSide-NoIS (ε = 0.2/0.2, ρ = π_θ/α, A = r − mean)"),
+    ((f"{REC_KNOB}weight=is", f"{REC_KNOB}clip_mode=two-side"), "REC-TwoSide-IS (ε = 0.2/0.2"),
+    (("actor_rollout_ref.actor.clip_ratio_low=0.6", "actor_rollout_ref.actor.clip_ratio_high=2.0"),
+     "REC-OneSide-NoIS, wider clip (ε = 0.6/2,"),
+    ((f"{REC_KNOB}clip_mode=none", f"{REC_KNOB}weight=red_weight"), "RED-Weight (ρ = π_θ/α, A = r − mean)"),
+    ((f"{REC_KNOB}clip_mode=none", "algorithm.adv_estimator=red_drop"), "RED-Drop + group-relative REINFORCE ("),
+    ((f"{REC_KNOB}clip_mode=ring", f"{REC_KNOB}anchor=rprime"), "REC-Ring-NoIS (ε = 0.2/0.2, ρ = π_θ/α around r'"),
+    (("algorithm.norm_adv_by_std_in_grpo=true",), "REC-OneSide-NoIS (ε = 0.2/0.2, ρ = π_θ/α, A = (r − mean)/std, not the paper's"),
+])  # fmt: skip
+def test_rec_says_which_option_of_the_paper_it_runs(caplog, overrides, option):
+    """One info line names the README's option, its ε, ρ and A (the paper's A = r − mean, or divided by std)."""
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        validate(composed(REC, "algorithm.norm_adv_by_std_in_grpo=false", *overrides))
+    lines = [r for r in caplog.records if "the rec loss runs" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelno == logging.INFO
+    assert f"off_grpo: the rec loss runs {option}" in lines[0].getMessage()
+
+
+def test_rec_warns_of_eps_that_cannot_act(caplog):
+    """ε under clip_mode=none (no mask) and ε_low ≥ 1 (ρ < 1 − ε_low ≤ 0 never happens) change nothing."""
+    def told(*overrides):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger=LOGGER):
+            validate(composed(REC, *overrides))
+        return [r.getMessage() for r in caplog.records if "clip_ratio_low" in r.getMessage()]
+
+    none = told(f"{REC_KNOB}clip_mode=none", "actor_rollout_ref.actor.clip_ratio_low=0.6")
+    assert none == ["off_grpo: actor_rollout_ref.actor.clip_ratio_low/high=0.6/0.2: no effect with the rec loss's "
+                    "clip_mode=none (no mask)."]
+    assert "lower side never binds" in told("actor_rollout_ref.actor.clip_ratio_low=1.0")[0]
+    assert told("actor_rollout_ref.actor.clip_ratio_low=0.99") == []
+    assert told(f"{REC_KNOB}clip_mode=none") == []
+
+
 def test_rec_anchored_at_pi_k_with_one_step_per_batch_says_rho_is_one(caplog):
     """anchor=pi_k, i = 1 and one mini-batch per batch: ρ = π_θ/π_k = 1 at the only optimizer step."""
     def told(*overrides):

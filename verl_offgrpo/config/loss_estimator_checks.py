@@ -19,6 +19,7 @@ from .off_grpo import POLICY_LOSS_CONFIG_FQN, PREFIX, OffGRPOConfig
 from .rec import PREFIX as REC_PREFIX
 from .readers import as_number, flag_at, one_optimizer_step_per_batch
 from .rec import RECConfig
+from .rec_option import tell_rec_option
 from .values import OffGRPOConfigError, quoted_number_error, written_value
 from .values import config_value as _get
 from .values import is_int as _is_int
@@ -173,7 +174,9 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
         )  # fmt: skip
     if loss_mode == REC_LOSS_NAME:  # each side falls back to clip_ratio, as the losses' clip_bounds do
         fallback = 0.2 if clip_ratio is None else float(clip_ratio)
-        rec.check_ring(float(fallback if low is None else low), float(fallback if high is None else high))
+        eps_low, eps_high = float(fallback if low is None else low), float(fallback if high is None else high)
+        rec.check_ring(eps_low, eps_high)
+        tell_rec_option(config, rec, eps_low, eps_high)
     rc = _get(config, "algorithm.rollout_correction")
     calculate_log_probs = flag_at(config, "actor_rollout_ref.rollout.calculate_log_probs", False)
     if rc is not None and flag_at(config, "algorithm.rollout_correction.bypass_mode", False):
