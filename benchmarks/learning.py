@@ -90,10 +90,10 @@ The REC / RED comparison (issue 33; off_policy_v10 and on_policy_mask are its of
 
     5  seed 0 done: rec_oneside_noIS:0 (h200x1-2026-11-29, NOTEBOOK §14), rec_oneside_wide:0, red_weight:0
        (rerun of §14's cut run), rec_oneside_noIS_v1:0, red_weight_v1:0 (h200x1-2026-11-29e, §18)
-    6  rec_oneside_noIS:1,rec_oneside_wide:1,red_weight:1,rec_oneside_noIS_v1:1
-    7  rec_oneside_noIS:2,rec_oneside_wide:2,red_weight:2,rec_oneside_noIS_v1:2
-    8  red_weight_v1:1,red_weight_v1:2,rec_oneside_wide_v1:0,rec_oneside_wide_v1:1
-    9  rec_oneside_wide_v1:2 (with lease 4's jobs)
+    6  reuse_i10:2,bigbatch_v10:2 (lease 4's) with rec_oneside_noIS:1,rec_oneside_wide:1
+    7  red_weight:1,rec_oneside_noIS_v1:1,red_weight_v1:1,rec_oneside_wide_v1:0
+    8  rec_oneside_noIS:2,rec_oneside_wide:2,red_weight:2,rec_oneside_noIS_v1:2
+    9  red_weight_v1:2,rec_oneside_wide_v1:1,rec_oneside_wide_v1:2, and seed 3 of lease 4's undecided configs
 
 On a one-GPU lease (the only kind lent since 2026-11-28) run four jobs a GPU: ``--gpus 0,0,0,0 --gpu-mem 0.1
 --kv-cache-gib 8 --agent-workers 4`` (§18: four runs of 150 updates in 1 170 s, 5.7 s an update each, as two a GPU
