@@ -50,3 +50,39 @@ def test_a_misspelt_path_elsewhere_names_the_closest_and_keeps_hydras_words(caps
     said = _compose_error(capsys, "trainer.no_such_key_at_all=1")
     assert said == ("config error (hydra): Could not override 'trainer.no_such_key_at_all'. To append to your config "
                     "use +trainer.no_such_key_at_all=1")
+
+
+@pytest.mark.parametrize("overrides, said", [
+    (["+algorithm.offgrpo.red_drop_seed=1"],  # what hydra's advice to append the misspelt key led to: passed, ignored
+     "algorithm.offgrpo is no field of verl's algorithm section (did you mean algorithm.off_grpo?): "
+     "algorithm.offgrpo.red_drop_seed=1 would do nothing; set algorithm.off_grpo.red_drop_seed=1 (no +: the plugin's "
+     "yaml sets every knob)."),
+    (["+algorithm.offgrpo.sync_peroid=3"],
+     "algorithm.offgrpo is no field of verl's algorithm section (did you mean algorithm.off_grpo?): "
+     "algorithm.offgrpo.sync_peroid=3 would do nothing; set algorithm.off_grpo.sync_period=3 (no +: "),
+    (["+algorithm.offgrpo_x=1"],
+     "algorithm.offgrpo_x is no field of verl's algorithm section (did you mean algorithm.off_grpo?): "
+     "algorithm.offgrpo_x=1 would do nothing; set the knobs as algorithm.off_grpo.<knob>=..."),
+    (["+algorithm.off-grpo.x=1"], "algorithm.off-grpo is no field of verl's algorithm section (did you mean "),
+], ids=["offgrpo", "offgrpo_knob_typo", "offgrpo_x", "off-grpo"])
+def test_a_section_misspelling_off_grpo_under_algorithm_is_refused(capsys, overrides, said):
+    """Refused by the plugin's checks in verl's validate_config, before main_ppo starts Ray (compose: exit 2)."""
+    from _overrides import shipped_config, validate_as_main_ppo
+
+    from verl_offgrpo.config import OffGRPOConfigError
+
+    with pytest.raises(OffGRPOConfigError) as raised:
+        validate_as_main_ppo(shipped_config(*overrides))
+    assert str(raised.value).startswith(said), str(raised.value)
+    assert _compose_error(capsys, *overrides, code=2).startswith(f"off_grpo config error: {said}")
+
+
+@pytest.mark.parametrize("override", ["+algorithm.grpo.x=1", "+algorithm.off_policy.x=1", "+algorithm.gspo=1",
+                                      "algorithm.gamma=0.9", "algorithm.use_pf_ppo=true",
+                                      "+algorithm.gdpo_reward_keys=[a]"])
+def test_verls_algorithm_fields_and_keys_not_close_to_off_grpo_pass(override):
+    """verl's AlgoConfig fields (pf_ppo, filter_groups, ... none close to off_grpo) and other packages' keys pass
+    (verl's validate_config as main_ppo calls it, the plugin's checks first)."""
+    from _overrides import shipped_config, validate_as_main_ppo
+
+    validate_as_main_ppo(shipped_config(override))
