@@ -86,3 +86,36 @@ def test_verls_algorithm_fields_and_keys_not_close_to_off_grpo_pass(override):
     from _overrides import shipped_config, validate_as_main_ppo
 
     validate_as_main_ppo(shipped_config(override))
+
+
+#: a numeric knob of the plugin's set to a word, a bool, a list or null: it must be a number (was: "must be > 0 (got
+#: 'abc')", its range's error), with its range and default
+NOT_NUMBERS = [
+    (f"{K}.rec.tau=abc", f"{K}.rec.tau must be a number > 0 (got 'abc'); the default is 1.0."),
+    (f"{K}.rec.eps_low_prime=true", f"{K}.rec.eps_low_prime must be a number in (0, 1] (got True); the default is 0.6."),
+    (f"{K}.rec.eps_high_prime=[1]", f"{K}.rec.eps_high_prime must be a number > 0 (got [1]); the default is 2.0."),
+    ("algorithm.off_grpo.std_eps=abc", "algorithm.off_grpo.std_eps must be a number > 0 (got 'abc'); the default is 1e-06."),
+    ("algorithm.off_grpo.max_log_rprime_lagged=abc",
+     "algorithm.off_grpo.max_log_rprime_lagged must be a number >= 0 (got 'abc'); the default is 1.5."),
+    ("algorithm.off_grpo.red_drop_seed=null", "algorithm.off_grpo.red_drop_seed must be an integer >= 0 (got None); "
+                                              "the default is 0."),
+    (f"{K}.rec.tau='2'", f"{K}.rec.tau must be a number (got the string '2'): drop the quotes."),
+]
+
+
+@pytest.mark.parametrize("override, said", NOT_NUMBERS, ids=[o.rpartition(".")[2] for o, _ in NOT_NUMBERS])
+def test_a_numeric_knob_that_is_no_number_says_it_must_be_a_number(override, said):
+    from _overrides import shipped_config, validate_as_main_ppo
+
+    from verl_offgrpo.config import OffGRPOConfigError
+
+    rec = [f"{K}.loss_mode=rec", "algorithm.norm_adv_by_std_in_grpo=false"] if ".rec." in override else []
+    with pytest.raises(OffGRPOConfigError) as raised:
+        validate_as_main_ppo(shipped_config(*rec, override))
+    assert str(raised.value) == said
+
+
+def test_compose_says_a_rec_knob_that_is_no_number_must_be_one(capsys):
+    said = _compose_error(capsys, f"{K}.loss_mode=rec", "algorithm.norm_adv_by_std_in_grpo=false", f"{K}.rec.tau=abc",
+                          code=2)
+    assert said == f"off_grpo config error: {NOT_NUMBERS[0][1]}"
