@@ -119,3 +119,35 @@ def test_compose_says_a_rec_knob_that_is_no_number_must_be_one(capsys):
     said = _compose_error(capsys, f"{K}.loss_mode=rec", "algorithm.norm_adv_by_std_in_grpo=false", f"{K}.rec.tau=abc",
                           code=2)
     assert said == f"off_grpo config error: {NOT_NUMBERS[0][1]}"
+
+
+@pytest.mark.parametrize("override, said", [
+    (f"+{K}.recc.clip_mode=none", f"{K}.recc is no knob (did you mean {K}.rec?): OffGRPOPolicyLossConfig "
+                                  "(policy_loss._target_) has no field 'recc', so verl would refuse the job."),
+    (f"+{K}.zzzz=1", f"{K}.zzzz is no knob: OffGRPOPolicyLossConfig (policy_loss._target_) has no field 'zzzz', so "
+                     "verl would refuse the job (its fields: loss_mode, "),
+], ids=["recc", "zzzz"])
+def test_a_key_under_policy_loss_that_is_no_field_is_named_with_the_field_it_misspells(capsys, override, said):
+    """It was verl's "OffGRPOPolicyLossConfig.__init__() got an unexpected keyword argument 'recc'" (compose exit 4)."""
+    rec = [f"{K}.loss_mode=rec", "algorithm.norm_adv_by_std_in_grpo=false"]
+    assert _compose_error(capsys, *rec, override, code=2).startswith(f"off_grpo config error: {said}")
+
+
+@pytest.mark.parametrize("override, said", [
+    (f"{K}=null", f"{K} is null: it must be a section (not null) with its loss_mode (off_grpo or rec, the plugin's "
+                  "losses) and the rec knobs, as the plugin's yaml sets it: drop the override that sets it to null, and "
+                  "change single keys instead (e.g. policy_loss.loss_mode=rec)."),
+    (f"{K}=rec", f"{K} must be a section with its loss_mode (got 'rec'): did you mean policy_loss.loss_mode=rec?"),
+], ids=["null", "a_loss_name"])
+def test_a_policy_loss_that_is_no_section_says_so(capsys, override, said):
+    """It was "sync_period=10 trains on samples of a lagged policy α: set ...loss_mode=off_grpo or rec", at v = 1
+    "checks passed" (verl would fail later)."""
+    from _overrides import shipped_config, validate_as_main_ppo
+
+    from verl_offgrpo.config import OffGRPOConfigError
+
+    for v in (1, 10):
+        with pytest.raises(OffGRPOConfigError) as raised:
+            validate_as_main_ppo(shipped_config(override, f"algorithm.off_grpo.sync_period={v}"))
+        assert str(raised.value) == said
+    assert _compose_error(capsys, override, code=2) == f"off_grpo config error: {said}"

@@ -9,6 +9,7 @@ the loss (zero-variance groups, RED-Drop) must leave its denominator too (token-
 
 from __future__ import annotations
 
+import difflib
 import logging
 import math
 from typing import Any
@@ -19,7 +20,7 @@ from .off_grpo import POLICY_LOSS_CONFIG_FQN, PREFIX, OffGRPOConfig
 from .rec import PREFIX as REC_PREFIX
 from .readers import as_number, flag_at, one_optimizer_step_per_batch
 from .rec import RECConfig
-from .values import OffGRPOConfigError, quoted_number_error, written_value
+from .values import OffGRPOConfigError, quoted_number_error, target_fields, written_value
 from .values import config_value as _get
 from .values import is_int as _is_int
 
@@ -112,6 +113,47 @@ def check_rec_knobs_reach_the_loss(config: Any, loss_mode: Any, rec: RECConfig) 
     if idle:
         logger.warning("off_grpo: %s sets %s: no effect with clip_mode=%s, weight=%s.",
                        REC_PREFIX, ", ".join(idle), rec.clip_mode, rec.weight)
+
+
+POLICY_LOSS = "actor_rollout_ref.actor.policy_loss"
+
+
+def check_policy_loss_section(config: Any) -> None:
+    """verl's ``actor.policy_loss`` is a section (``loss_mode`` and the loss's knobs): a null, or a value (a loss
+    name meant for ``loss_mode``), would leave the plugin's loss unselected, which is not the cause to name."""
+    section = written_value(config, POLICY_LOSS, {})
+    if hasattr(section, "keys"):
+        return
+    if section is None:
+        raise OffGRPOConfigError(
+            f"{POLICY_LOSS} is null: it must be a section (not null) with its loss_mode ({LOSS_NAME} or "
+            f"{REC_LOSS_NAME}, the plugin's losses) and the rec knobs, as the plugin's yaml sets it: drop the override "
+            "that sets it to null, and change single keys instead (e.g. policy_loss.loss_mode=rec)."
+        )
+    # the short name: the full key would read as one the plugin's yaml sets (yaml_hint), which this config is from
+    meant = f": did you mean policy_loss.loss_mode={section}?" if section in LOSS_NAMES else "."
+    raise OffGRPOConfigError(f"{POLICY_LOSS} must be a section with its loss_mode (got {section!r}){meant}")
+
+
+def check_policy_loss_keys(config: Any) -> None:
+    """Every key under ``actor.policy_loss`` is a field of the dataclass its ``_target_`` names (the plugin's
+    ``OffGRPOPolicyLossConfig``: verl's ``PolicyLossConfig`` plus ``rec``): verl builds it with each key as a
+    keyword, and a misspelt one (``recc``) fails there with a bare TypeError; here it is named with the field
+    it may misspell. Not checked where the target's fields are unknown (not importable here)."""
+    section = _get(config, POLICY_LOSS)
+    fields = target_fields(_get(section, "_target_")) if section is not None else None
+    if fields is None:
+        return
+    for key in map(str, section.keys()):
+        if key == "_target_" or key in fields:
+            continue
+        close = difflib.get_close_matches(key, fields, n=1)
+        cls = str(_get(section, "_target_")).rpartition(".")[2]
+        raise OffGRPOConfigError(
+            f"{POLICY_LOSS}.{key} is no knob" + (f" (did you mean {POLICY_LOSS}.{close[0]}?)" if close else "")
+            + f": {cls} (policy_loss._target_) has no field {key!r}, so verl would refuse the job"
+            + ("." if close else f" (its fields: {', '.join(f for f in fields if f != '_target_')}).")
+        )
 
 
 def warn_idle_red_drop_seed(knobs: OffGRPOConfig, estimator: Any) -> None:

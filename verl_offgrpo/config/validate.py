@@ -29,6 +29,8 @@ from .loss_estimator_checks import (
     check_loss,
     check_norm_by_std,
     check_passes,
+    check_policy_loss_keys,
+    check_policy_loss_section,
     check_rec_knobs_reach_the_loss,
     check_rows_leaving_denominator,
     tell_loss_over_other_estimator,
@@ -43,7 +45,7 @@ from .ref_reset_checks import check_ref_reset_config
 from .refill_checks import check_gen_batch_divides, refuse_refill_on_v0
 from .sampler_checks import check_sampler
 from .sync_checks import check_mode_section, check_sync_config
-from .values import OffGRPOConfigError, closest_knob
+from .values import OffGRPOConfigError, closest_knob, target_fields
 from .values import config_value as _get
 from .window_checks import (
     advise_on_window,
@@ -68,6 +70,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     a reference reset.
     """
     refuse_misspelt_off_grpo_section(config)
+    check_policy_loss_section(config)
     requested = OffGRPOConfig.from_algorithm(_get(config, "algorithm"))
     knobs = resolve_rollout_schedule(config, requested)
     estimator = _get(config, "algorithm.adv_estimator")
@@ -76,6 +79,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     uses_loss = loss_mode in LOSS_NAMES
     rec = RECConfig.from_policy_loss(_get(config, "actor_rollout_ref.actor.policy_loss"))
     check_rec_knobs_reach_the_loss(config, loss_mode, rec)
+    check_policy_loss_keys(config)
     warn_idle_red_drop_seed(knobs, estimator)
     if uses_estimator:
         check_group_size(config, estimator)
@@ -148,7 +152,7 @@ def refuse_misspelt_off_grpo_section(config: Any) -> None:
     if algorithm is None or not hasattr(algorithm, "keys"):
         return
     section = PREFIX.rpartition(".")[2]
-    verls = {"_target_", section} | set(_dataclass_fields(_get(algorithm, "_target_")))
+    verls = {"_target_", section} | set(target_fields(_get(algorithm, "_target_")) or ())
     for key in map(str, algorithm.keys()):
         if key in verls or difflib.SequenceMatcher(None, key, section).ratio() < SECTION_CLOSE:
             continue
@@ -164,21 +168,6 @@ def refuse_misspelt_off_grpo_section(config: Any) -> None:
             f"algorithm.{key} is no field of verl's algorithm section (did you mean {PREFIX}?): "
             f"{what}; {fix}{plus}."
         )
-
-
-def _dataclass_fields(target: Any) -> list[str]:
-    """The field names of the dataclass that a ``_target_`` names; none where it names none (or cannot import)."""
-    import dataclasses
-
-    if not isinstance(target, str):
-        return []
-    try:
-        from hydra.utils import get_class
-
-        cls = get_class(target)
-    except Exception:  # noqa: BLE001 - an unimportable target: no fields known
-        return []
-    return [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []
 
 
 @contextmanager

@@ -128,6 +128,20 @@ def closest_knob(name: str, cls: type) -> str | None:
     return close[0] if close else None
 
 
+def target_fields(target: Any) -> list[str] | None:
+    """The field names of the dataclass that a hydra ``_target_`` names (imported by hydra's ``get_class``); None
+    where it names none, or cannot be imported here."""
+    if not isinstance(target, str):
+        return None
+    try:
+        from hydra.utils import get_class
+
+        cls = get_class(target)
+    except Exception:  # noqa: BLE001 - an unimportable target: no fields known
+        return None
+    return [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else None
+
+
 def did_you_mean(dotted: str, prefix: str, cls: type) -> str | None:
     """The knob of ``cls`` under ``prefix`` closest to the dotted key ``dotted`` (a typo), as a dotted key."""
     if not dotted.startswith(prefix + "."):
