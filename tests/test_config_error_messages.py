@@ -151,3 +151,32 @@ def test_a_policy_loss_that_is_no_section_says_so(capsys, override, said):
             validate_as_main_ppo(shipped_config(override, f"algorithm.off_grpo.sync_period={v}"))
         assert str(raised.value) == said
     assert _compose_error(capsys, override, code=2) == f"off_grpo config error: {said}"
+
+
+NO_LOGPROBS = [f"{K}.loss_mode=rec", "algorithm.norm_adv_by_std_in_grpo=false",
+               "actor_rollout_ref.rollout.calculate_log_probs=false"]
+ANCHOR_ALPHA = (f"{K}.rec.anchor=alpha measures ρ against α, so it needs α's log-probs as r' per token: set "
+                "actor_rollout_ref.rollout.calculate_log_probs=true and algorithm.rollout_correction.rollout_is=token ")
+
+
+@pytest.mark.parametrize("v, rollout_is, said", [
+    (10, "token", "(got False, 'token'); at algorithm.off_grpo.sync_period=10 every anchor needs them."),
+    (1, "sequence", f"(got False, 'sequence'); {K}.rec.anchor=pi_k needs rollout_is=token (or null) too."),
+    (1, "token", f"(got False, 'token'), or {K}.rec.anchor=pi_k."),
+], ids=["lagged", "v1_sequence", "v1_token"])
+def test_rec_without_alphas_log_probs_offers_anchor_pi_k_only_where_it_passes(v, rollout_is, said):
+    """anchor=pi_k was offered at sync_period=10 too, where it fails on "sync_period=10 needs α's log-probs"."""
+    from _overrides import shipped_config, validate_as_main_ppo
+
+    from verl_offgrpo.config import OffGRPOConfigError
+
+    overrides = [*NO_LOGPROBS, f"algorithm.off_grpo.sync_period={v}", f"algorithm.rollout_correction.rollout_is={rollout_is}"]
+    with pytest.raises(OffGRPOConfigError) as raised:
+        validate_as_main_ppo(shipped_config(*overrides))
+    assert str(raised.value) == ANCHOR_ALPHA + said
+    following = shipped_config(*overrides, f"{K}.rec.anchor=pi_k")
+    if said.endswith(f", or {K}.rec.anchor=pi_k."):  # offered: following it passes
+        validate_as_main_ppo(following)
+    else:
+        with pytest.raises(OffGRPOConfigError):
+            validate_as_main_ppo(following)

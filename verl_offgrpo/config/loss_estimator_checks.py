@@ -225,10 +225,17 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
         )
     rollout_is = _get(rc, "rollout_is") if rc is not None else None
     if loss_mode == REC_LOSS_NAME and rec.anchor != "pi_k" and not (calculate_log_probs and rollout_is == "token"):
+        # anchor=pi_k as the way out only where it passes the checks below: no lag, rollout_is token or unset
+        if knobs.sync_period > 1:
+            other = f"; at {PREFIX}.sync_period={knobs.sync_period} every anchor needs them"
+        elif rollout_is not in (None, "token"):
+            other = f"; {REC_PREFIX}.anchor=pi_k needs rollout_is=token (or null) too"
+        else:
+            other = f", or {REC_PREFIX}.anchor=pi_k"
         raise OffGRPOConfigError(
             f"{REC_PREFIX}.anchor={rec.anchor} measures ρ against α, so it needs α's log-probs as r' per token: set "
             "actor_rollout_ref.rollout.calculate_log_probs=true and algorithm.rollout_correction.rollout_is=token "
-            f"(got {calculate_log_probs!r}, {rollout_is!r}), or {REC_PREFIX}.anchor=pi_k."
+            f"(got {calculate_log_probs!r}, {rollout_is!r}){other}."
         )
     if knobs.sync_period > 1:
         if not calculate_log_probs:
