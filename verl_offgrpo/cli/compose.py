@@ -6,6 +6,7 @@ checks run), 4 hydra or verl's own ``validate_config``."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import sys
@@ -23,21 +24,72 @@ def compose(overrides: list[str]):
         return hydra_compose(config_name=CONFIG_NAME, overrides=list(overrides))
 
 
-def _knob_hint(message: str) -> str:
-    """"<typo> is no knob (did you mean <knob>?); " when hydra could not override a misspelt plugin knob, else "":
-    said before hydra's own advice, whose first word (append it with ``+``) is wrong there."""
-    from verl_offgrpo.config import OffGRPOConfig, RECConfig
+def _override_key(override: str) -> str:
+    """The dotted key of a hydra override (``+a.b=1``, ``++a.b=1``, ``~a.b``): ``a.b``."""
+    return override.split("=", 1)[0].lstrip("+~").strip()
+
+
+def _closest_path(config, dotted: str) -> tuple[str | None, str | None]:
+    """``(path, section)`` for a dotted key that is not in the composed ``config``: ``path`` the existing key it
+    may misspell, each segment not in the config replaced by its closest sibling (difflib), or None where a
+    segment has none; ``section``: the plugin's knob section (``algorithm.off_grpo``, ``policy_loss.rec``) that
+    the path, as far as it could be followed, leads into, or None."""
+    import difflib
+
+    from omegaconf import DictConfig
+
     from verl_offgrpo.config.off_grpo import PREFIX
     from verl_offgrpo.config.rec import PREFIX as REC_PREFIX
-    from verl_offgrpo.config.values import did_you_mean
+
+    def section_of(parts: list[str]) -> str | None:
+        path = ".".join(parts)
+        return next((p for p in (PREFIX, REC_PREFIX) if path == p or path.startswith(p + ".")), None)
+
+    node, found = config, []
+    for part in dotted.split("."):
+        if not isinstance(node, DictConfig) or node._is_none() or node._is_missing():  # below a value
+            return None, section_of(found)
+        keys = [str(k) for k in node.keys()]
+        if part not in keys:
+            close = difflib.get_close_matches(part, keys, n=1)
+            if not close:
+                return None, section_of(found)
+            part = close[0]
+        found.append(part)
+        node = node._get_node(part)
+    return ".".join(found), section_of(found)
+
+
+def _override_hint(message: str, overrides: list[str]) -> str | None:
+    """The one line for hydra's "Could not override '<key>'" (a key not in the config), or None for any other
+    error: the existing path the key may misspell, each misspelt segment replaced by the closest existing one
+    (``algorithm.offgrpo.red_drop_seed`` → ``algorithm.off_grpo.red_drop_seed``), read off the config composed
+    from the overrides before it. For a path (close to) one of the plugin's knobs, hydra's advice to append it with ``+``
+    is dropped: the plugin's yaml has every knob, and an appended misspelling would do nothing (or be refused)."""
+    from verl_offgrpo.config.off_grpo import PREFIX, OffGRPOConfig
+    from verl_offgrpo.config.rec import RECConfig
 
     found = re.search(r"Could not override '([^']+)'", message)
     if not found:
-        return ""
-    for prefix, cls in ((PREFIX, OffGRPOConfig), (REC_PREFIX, RECConfig)):
-        if knob := did_you_mean(found.group(1), prefix, cls):
-            return f"{found.group(1)} is no knob (did you mean {knob}?); "
-    return ""
+        return None
+    key = found.group(1)
+    keys = [_override_key(o) for o in overrides]
+    try:  # hydra applies the overrides in order: those before the first that failed compose
+        config = compose(list(overrides[: keys.index(key)]) if key in keys else [])
+    except Exception:  # noqa: BLE001 - hydra's line as it is
+        return None
+    path, section = _closest_path(config, key)
+    if path == key:  # there after all (hydra refused it for another reason): its own words
+        return None
+    hydra_said = _one_line(message)
+    if section is None:
+        return f"{key} is not in the config (did you mean {path}?); {hydra_said}" if path else None
+    first = hydra_said.split(" To append to your config use ", 1)[0]
+    if path is not None:
+        return f"{key} is no knob (did you mean {path}?); {first}"
+    cls = OffGRPOConfig if section == PREFIX else RECConfig
+    knobs = ", ".join(f.name for f in dataclasses.fields(cls))
+    return f"{key} is no knob ({section}'s knobs: {knobs}); {first}"
 
 
 @contextlib.contextmanager
@@ -102,7 +154,7 @@ def validate(overrides: list[str]):
     try:
         config = compose(overrides)
     except (HydraException, OmegaConfBaseException) as err:
-        return 4, f"config error (hydra): {_knob_hint(str(err))}{_one_line(err)}", None
+        return 4, f"config error (hydra): {_override_hint(str(err), overrides) or _one_line(err)}", None
     if not validate_config_patch.live():
         return 1, ("verl did not load the verl-offgrpo plugin, so its checks would not run here or in main_ppo; "
                    "`python -m verl_offgrpo check` shows why."), config

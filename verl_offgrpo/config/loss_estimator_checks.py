@@ -9,6 +9,7 @@ the loss (zero-variance groups, RED-Drop) must leave its denominator too (token-
 
 from __future__ import annotations
 
+import difflib
 import logging
 import math
 from typing import Any
@@ -20,7 +21,7 @@ from .rec import PREFIX as REC_PREFIX
 from .readers import as_number, flag_at, one_optimizer_step_per_batch
 from .rec import RECConfig
 from .rec_option import tell_rec_option
-from .values import OffGRPOConfigError, quoted_number_error, written_value
+from .values import OffGRPOConfigError, quoted_number_error, target_fields, written_value
 from .values import config_value as _get
 from .values import is_int as _is_int
 
@@ -115,6 +116,47 @@ def check_rec_knobs_reach_the_loss(config: Any, loss_mode: Any, rec: RECConfig) 
                        REC_PREFIX, ", ".join(idle), rec.clip_mode, rec.weight)
 
 
+POLICY_LOSS = "actor_rollout_ref.actor.policy_loss"
+
+
+def check_policy_loss_section(config: Any) -> None:
+    """verl's ``actor.policy_loss`` is a section (``loss_mode`` and the loss's knobs): a null, or a value (a loss
+    name meant for ``loss_mode``), would leave the plugin's loss unselected, which is not the cause to name."""
+    section = written_value(config, POLICY_LOSS, {})
+    if hasattr(section, "keys"):
+        return
+    if section is None:
+        raise OffGRPOConfigError(
+            f"{POLICY_LOSS} is null: it must be a section (not null) with its loss_mode ({LOSS_NAME} or "
+            f"{REC_LOSS_NAME}, the plugin's losses) and the rec knobs, as the plugin's yaml sets it: drop the override "
+            "that sets it to null, and change single keys instead (e.g. policy_loss.loss_mode=rec)."
+        )
+    # the short name: the full key would read as one the plugin's yaml sets (yaml_hint), which this config is from
+    meant = f": did you mean policy_loss.loss_mode={section}?" if section in LOSS_NAMES else "."
+    raise OffGRPOConfigError(f"{POLICY_LOSS} must be a section with its loss_mode (got {section!r}){meant}")
+
+
+def check_policy_loss_keys(config: Any) -> None:
+    """Every key under ``actor.policy_loss`` is a field of the dataclass its ``_target_`` names (the plugin's
+    ``OffGRPOPolicyLossConfig``: verl's ``PolicyLossConfig`` plus ``rec``): verl builds it with each key as a
+    keyword, and a misspelt one (``recc``) fails there with a bare TypeError; here it is named with the field
+    it may misspell. Not checked where the target's fields are unknown (not importable here)."""
+    section = _get(config, POLICY_LOSS)
+    fields = target_fields(_get(section, "_target_")) if section is not None else None
+    if fields is None:
+        return
+    for key in map(str, section.keys()):
+        if key == "_target_" or key in fields:
+            continue
+        close = difflib.get_close_matches(key, fields, n=1)
+        cls = str(_get(section, "_target_")).rpartition(".")[2]
+        raise OffGRPOConfigError(
+            f"{POLICY_LOSS}.{key} is no knob" + (f" (did you mean {POLICY_LOSS}.{close[0]}?)" if close else "")
+            + f": {cls} (policy_loss._target_) has no field {key!r}, so verl would refuse the job"
+            + ("." if close else f" (its fields: {', '.join(f for f in fields if f != '_target_')}).")
+        )
+
+
 def warn_idle_red_drop_seed(knobs: OffGRPOConfig, estimator: Any) -> None:
     """``red_drop_seed`` is read by the ``red_drop`` estimator only."""
     if knobs.red_drop_seed != 0 and estimator != RED_DROP_ESTIMATOR_NAME:
@@ -186,10 +228,17 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
         )
     rollout_is = _get(rc, "rollout_is") if rc is not None else None
     if loss_mode == REC_LOSS_NAME and rec.anchor != "pi_k" and not (calculate_log_probs and rollout_is == "token"):
+        # anchor=pi_k as the way out only where it passes the checks below: no lag, rollout_is token or unset
+        if knobs.sync_period > 1:
+            other = f"; at {PREFIX}.sync_period={knobs.sync_period} every anchor needs them"
+        elif rollout_is not in (None, "token"):
+            other = f"; {REC_PREFIX}.anchor=pi_k needs rollout_is=token (or null) too"
+        else:
+            other = f", or {REC_PREFIX}.anchor=pi_k"
         raise OffGRPOConfigError(
             f"{REC_PREFIX}.anchor={rec.anchor} measures ρ against α, so it needs α's log-probs as r' per token: set "
             "actor_rollout_ref.rollout.calculate_log_probs=true and algorithm.rollout_correction.rollout_is=token "
-            f"(got {calculate_log_probs!r}, {rollout_is!r}), or {REC_PREFIX}.anchor=pi_k."
+            f"(got {calculate_log_probs!r}, {rollout_is!r}){other}."
         )
     if knobs.sync_period > 1:
         if not calculate_log_probs:

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .values import OffGRPOConfigError, config_value, knobs_from_mapping, quoted_number_error
+from .values import OffGRPOConfigError, check_numbers, config_value, knobs_from_mapping
 from .values import is_int as _is_int
 from .values import is_number as _is_number
 
@@ -43,9 +43,10 @@ V0_MANAGER_FQNS = (V0_MANAGER_FQN, "verl_offgrpo.sync.checkpoint_manager_v0.Lagg
 
 PREFIX = "algorithm.off_grpo"
 
-#: the numeric knobs: integers, and numbers (read as float); a quoted one is told to drop its quotes
+#: the numeric knobs and their ranges (:func:`~.values.check_numbers`): the integers, then numbers (read as float)
 INTEGER_KNOBS = ("red_drop_seed", "sync_period", "ref_reset_period")
-NUMBER_KNOBS = ("std_eps", "max_log_rprime_after_sync", "max_log_rprime_lagged")
+NUMBER_RANGES = {"red_drop_seed": ">= 0", "sync_period": ">= 1", "ref_reset_period": ">= 0",
+                 "std_eps": "> 0", "max_log_rprime_after_sync": ">= 0", "max_log_rprime_lagged": ">= 0"}
 
 
 class SyncConfigError(OffGRPOConfigError):
@@ -155,11 +156,7 @@ class OffGRPOConfig:
                 raise OffGRPOConfigError(
                     f"{PREFIX}.{name} must be true or false (got {value!r}): set {PREFIX}.{name}=true or =false."
                 )
-        for name in INTEGER_KNOBS + NUMBER_KNOBS:
-            quoted = quoted_number_error(f"{PREFIX}.{name}", getattr(self, name),
-                                         "an integer" if name in INTEGER_KNOBS else "a number")
-            if quoted is not None:
-                raise quoted
+        check_numbers(self, PREFIX, NUMBER_RANGES, INTEGER_KNOBS)  # a word or a bool: not its range's error
         if not (_is_number(self.std_eps) and math.isfinite(self.std_eps) and self.std_eps > 0):
             raise OffGRPOConfigError(
                 f"{PREFIX}.std_eps must be finite and > 0 (got {self.std_eps!r}); the default is 1e-6."

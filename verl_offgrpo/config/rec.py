@@ -16,13 +16,15 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .values import OffGRPOConfigError, config_value, is_number, knobs_from_mapping, quoted_number_error
+from .values import OffGRPOConfigError, check_numbers, config_value, is_number, knobs_from_mapping
 
 CLIP_MODES = ("one-side", "two-side", "ring", "none")
 WEIGHTS = ("none", "is", "red_weight")
 ANCHORS = ("pi_k", "rprime", "alpha")
 
 PREFIX = "actor_rollout_ref.actor.policy_loss.rec"
+#: the numeric knobs and their ranges (:func:`~.values.check_numbers`)
+NUMBER_RANGES = {"eps_low_prime": "in (0, 1]", "eps_high_prime": "> 0", "tau": "> 0"}
 
 
 @dataclass(frozen=True)
@@ -70,10 +72,7 @@ class RECConfig:
             value = getattr(self, name)
             if value not in choices:
                 raise OffGRPOConfigError(f"{PREFIX}.{name} must be one of {choices} (got {value!r}).")
-        for name in ("tau", "eps_low_prime", "eps_high_prime"):
-            quoted = quoted_number_error(f"{PREFIX}.{name}", getattr(self, name))  # '0.7': not the range
-            if quoted is not None:
-                raise quoted
+        check_numbers(self, PREFIX, NUMBER_RANGES)  # '0.7' or 'abc': not the range's error
         if not (_finite(self.tau) and self.tau > 0):
             raise OffGRPOConfigError(
                 f"{PREFIX}.tau (τ of RED-Weight) must be > 0 (got {self.tau!r}); the default is 1.0."

@@ -29,6 +29,8 @@ from .loss_estimator_checks import (
     check_loss,
     check_norm_by_std,
     check_passes,
+    check_policy_loss_keys,
+    check_policy_loss_section,
     check_rec_knobs_reach_the_loss,
     check_rows_leaving_denominator,
     tell_loss_over_other_estimator,
@@ -43,7 +45,7 @@ from .ref_reset_checks import check_ref_reset_config
 from .refill_checks import check_gen_batch_divides, refuse_refill_on_v0
 from .sampler_checks import check_sampler
 from .sync_checks import check_mode_section, check_sync_config
-from .values import OffGRPOConfigError
+from .values import OffGRPOConfigError, closest_knob, target_fields
 from .values import config_value as _get
 from .window_checks import (
     advise_on_window,
@@ -67,6 +69,8 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     estimators (off_grpo, red_drop), one of its losses (off_grpo, rec), a lag (sync_period > 1), a window,
     a reference reset.
     """
+    refuse_misspelt_off_grpo_section(config)
+    check_policy_loss_section(config)
     requested = OffGRPOConfig.from_algorithm(_get(config, "algorithm"))
     knobs = resolve_rollout_schedule(config, requested)
     estimator = _get(config, "algorithm.adv_estimator")
@@ -75,6 +79,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     uses_loss = loss_mode in LOSS_NAMES
     rec = RECConfig.from_policy_loss(_get(config, "actor_rollout_ref.actor.policy_loss"))
     check_rec_knobs_reach_the_loss(config, loss_mode, rec)
+    check_policy_loss_keys(config)
     warn_idle_red_drop_seed(knobs, estimator)
     if uses_estimator:
         check_group_size(config, estimator)
@@ -127,6 +132,42 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
         tell_if_window_runs_in_waves(config, knobs.sync_period)
     validation_lag.tell_if_validation_restarts_the_lag(config, knobs)
     return knobs
+
+
+#: difflib ratio at or above which a key under ``algorithm`` misspells ``off_grpo`` (``offgrpo`` 0.93, ``off-grpo``
+#: 0.88, ``offgrpo_x`` 0.82; not ``grpo`` 0.67 nor ``off_policy`` 0.67, which another package may add)
+SECTION_CLOSE = 0.8
+
+
+def refuse_misspelt_off_grpo_section(config: Any) -> None:
+    """A key under ``algorithm`` that is no field of verl's algorithm config (its ``_target_``, verl's ``AlgoConfig``)
+    and misspells ``off_grpo`` (``+algorithm.offgrpo.red_drop_seed=1``, which hydra's advice to append a misspelt
+    key leads to): nothing reads it, so the knobs it was meant to set would be silently at their defaults."""
+    import dataclasses
+    import difflib
+
+    from .values import is_dict_config
+
+    algorithm = _get(config, "algorithm")
+    if algorithm is None or not hasattr(algorithm, "keys"):
+        return
+    section = PREFIX.rpartition(".")[2]
+    verls = {"_target_", section} | set(target_fields(_get(algorithm, "_target_")) or ())
+    for key in map(str, algorithm.keys()):
+        if key in verls or difflib.SequenceMatcher(None, key, section).ratio() < SECTION_CLOSE:
+            continue
+        node = _get(algorithm, key)
+        if isinstance(node, dict) or is_dict_config(node):
+            names = {f.name for f in dataclasses.fields(OffGRPOConfig)}
+            meant = [f"{PREFIX}.{k if k in names else closest_knob(str(k), OffGRPOConfig) or k}={node[k]}" for k in node]
+            what, fix = f"{', '.join(f'algorithm.{key}.{k}={node[k]}' for k in node)} would do nothing", f"set {' '.join(meant)}"
+        else:
+            what, fix = f"algorithm.{key}={node} would do nothing", f"set the knobs as {PREFIX}.<knob>=..."
+        plus = " (no +: the plugin's yaml sets every knob)" if _get(algorithm, section) is not None else ""
+        raise OffGRPOConfigError(
+            f"algorithm.{key} is no field of verl's algorithm section (did you mean {PREFIX}?): "
+            f"{what}; {fix}{plus}."
+        )
 
 
 @contextmanager

@@ -39,6 +39,24 @@ def quoted_number_error(dotted: str, value: Any, what: str = "a number") -> OffG
     return OffGRPOConfigError(f"{dotted} must be {what} (got the string {value!r}): drop the quotes.")
 
 
+def check_numbers(knobs: Any, prefix: str, ranges: dict[str, str], integers: tuple[str, ...] = ()) -> None:
+    """Each knob of the dataclass instance ``knobs`` named in ``ranges`` (its range as said, e.g. "> 0") must be a
+    number, those in ``integers`` an integer, before its own range check reads it (which would call a word out of
+    range): a quoted number is told to drop the quotes (:func:`quoted_number_error`); anything else (a word, a bool,
+    a list, a null) is an :class:`OffGRPOConfigError` "``prefix.knob`` must be a number > 0 (got 'abc'); the
+    default is 1.0."."""
+    defaults = {f.name: f.default for f in dataclasses.fields(knobs)}
+    for name, allowed in ranges.items():
+        value, kind = getattr(knobs, name), "an integer" if name in integers else "a number"
+        quoted = quoted_number_error(f"{prefix}.{name}", value, kind)
+        if quoted is not None:
+            raise quoted
+        if not (is_int if name in integers else is_number)(value):
+            raise OffGRPOConfigError(
+                f"{prefix}.{name} must be {kind} {allowed} (got {value!r}); the default is {defaults[name]!r}."
+            )
+
+
 def is_dict_config(value: Any) -> bool:
     try:
         from omegaconf import DictConfig
@@ -108,6 +126,20 @@ def closest_knob(name: str, cls: type) -> str | None:
     """The field of the knob dataclass ``cls`` closest to ``name`` (a typo), or None."""
     close = difflib.get_close_matches(name, [f.name for f in dataclasses.fields(cls)], n=1)
     return close[0] if close else None
+
+
+def target_fields(target: Any) -> list[str] | None:
+    """The field names of the dataclass that a hydra ``_target_`` names (imported by hydra's ``get_class``); None
+    where it names none, or cannot be imported here."""
+    if not isinstance(target, str):
+        return None
+    try:
+        from hydra.utils import get_class
+
+        cls = get_class(target)
+    except Exception:  # noqa: BLE001 - an unimportable target: no fields known
+        return None
+    return [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else None
 
 
 def did_you_mean(dotted: str, prefix: str, cls: type) -> str | None:

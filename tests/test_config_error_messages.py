@@ -1,0 +1,182 @@
+"""Config errors a newcomer's try-out found misleading, through the CLI's compose path (``dry_run``, in-process)
+and verl's ``validate_config`` as main_ppo calls it: each says the real cause, in one line, and never advises a
+fix that would do nothing or fail in turn."""
+
+import pytest
+
+import verl  # noqa: F401  (loads the plugin)
+
+from _overrides import BASE
+
+VLLM = "actor_rollout_ref.rollout.name=vllm"
+K = "actor_rollout_ref.actor.policy_loss"
+
+
+def _compose_error(capsys, *overrides, code=4):
+    """The one line ``python -m verl_offgrpo compose`` says for ``overrides`` (exit ``code``)."""
+    from verl_offgrpo.cli.compose import dry_run
+
+    assert dry_run([*BASE, *overrides]) == code
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if "error" in line]
+    assert captured.out == "" and len(lines) == 1, captured.err
+    return lines[0]
+
+
+@pytest.mark.parametrize("override, meant", [
+    ("algorithm.offgrpo.red_drop_seed=1", "algorithm.off_grpo.red_drop_seed"),  # a misspelt parent
+    (f"actor_rollout_ref.actor.polcy_loss.rec.clip_mode=none", f"{K}.rec.clip_mode"),  # a parent higher up
+    (f"{K}.rec.clip_mod=none", f"{K}.rec.clip_mode"),  # a misspelt leaf
+    ("algorithm.off_grpo.sync_peroid=3", "algorithm.off_grpo.sync_period"),
+], ids=["parent", "grandparent", "rec_leaf", "off_grpo_leaf"])
+def test_a_misspelt_path_to_a_knob_names_the_knob_without_hydras_plus_advice(capsys, override, meant):
+    """hydra's "To append to your config use +..." would add the misspelt key, which then does nothing: not said."""
+    key = override.split("=")[0]
+    said = _compose_error(capsys, override)
+    assert said == f"config error (hydra): {key} is no knob (did you mean {meant}?); Could not override '{key}'."
+
+
+def test_a_path_into_a_knob_section_without_a_close_knob_lists_the_knobs(capsys):
+    said = _compose_error(capsys, "algorithm.offgrpo.zzz=1")
+    assert said.startswith("config error (hydra): algorithm.offgrpo.zzz is no knob (algorithm.off_grpo's knobs: "
+                           "std_unbiased, std_eps, "), said
+    assert "To append" not in said and "+algorithm" not in said
+
+
+def test_a_misspelt_path_elsewhere_names_the_closest_and_keeps_hydras_words(capsys):
+    said = _compose_error(capsys, "trainer.nnodes_x=1", "algorithm.off_grpo.sync_peroid=3")  # the first is said
+    assert said == ("config error (hydra): trainer.nnodes_x is not in the config (did you mean trainer.nnodes?); "
+                    "Could not override 'trainer.nnodes_x'. To append to your config use +trainer.nnodes_x=1")
+    said = _compose_error(capsys, "trainer.no_such_key_at_all=1")
+    assert said == ("config error (hydra): Could not override 'trainer.no_such_key_at_all'. To append to your config "
+                    "use +trainer.no_such_key_at_all=1")
+
+
+@pytest.mark.parametrize("overrides, said", [
+    (["+algorithm.offgrpo.red_drop_seed=1"],  # what hydra's advice to append the misspelt key led to: passed, ignored
+     "algorithm.offgrpo is no field of verl's algorithm section (did you mean algorithm.off_grpo?): "
+     "algorithm.offgrpo.red_drop_seed=1 would do nothing; set algorithm.off_grpo.red_drop_seed=1 (no +: the plugin's "
+     "yaml sets every knob)."),
+    (["+algorithm.offgrpo.sync_peroid=3"],
+     "algorithm.offgrpo is no field of verl's algorithm section (did you mean algorithm.off_grpo?): "
+     "algorithm.offgrpo.sync_peroid=3 would do nothing; set algorithm.off_grpo.sync_period=3 (no +: "),
+    (["+algorithm.offgrpo_x=1"],
+     "algorithm.offgrpo_x is no field of verl's algorithm section (did you mean algorithm.off_grpo?): "
+     "algorithm.offgrpo_x=1 would do nothing; set the knobs as algorithm.off_grpo.<knob>=..."),
+    (["+algorithm.off-grpo.x=1"], "algorithm.off-grpo is no field of verl's algorithm section (did you mean "),
+], ids=["offgrpo", "offgrpo_knob_typo", "offgrpo_x", "off-grpo"])
+def test_a_section_misspelling_off_grpo_under_algorithm_is_refused(capsys, overrides, said):
+    """Refused by the plugin's checks in verl's validate_config, before main_ppo starts Ray (compose: exit 2)."""
+    from _overrides import shipped_config, validate_as_main_ppo
+
+    from verl_offgrpo.config import OffGRPOConfigError
+
+    with pytest.raises(OffGRPOConfigError) as raised:
+        validate_as_main_ppo(shipped_config(*overrides))
+    assert str(raised.value).startswith(said), str(raised.value)
+    assert _compose_error(capsys, *overrides, code=2).startswith(f"off_grpo config error: {said}")
+
+
+@pytest.mark.parametrize("override", ["+algorithm.grpo.x=1", "+algorithm.off_policy.x=1", "+algorithm.gspo=1",
+                                      "algorithm.gamma=0.9", "algorithm.use_pf_ppo=true",
+                                      "+algorithm.gdpo_reward_keys=[a]"])
+def test_verls_algorithm_fields_and_keys_not_close_to_off_grpo_pass(override):
+    """verl's AlgoConfig fields (pf_ppo, filter_groups, ... none close to off_grpo) and other packages' keys pass
+    (verl's validate_config as main_ppo calls it, the plugin's checks first)."""
+    from _overrides import shipped_config, validate_as_main_ppo
+
+    validate_as_main_ppo(shipped_config(override))
+
+
+#: a numeric knob of the plugin's set to a word, a bool, a list or null: it must be a number (was: "must be > 0 (got
+#: 'abc')", its range's error), with its range and default
+NOT_NUMBERS = [
+    (f"{K}.rec.tau=abc", f"{K}.rec.tau must be a number > 0 (got 'abc'); the default is 1.0."),
+    (f"{K}.rec.eps_low_prime=true", f"{K}.rec.eps_low_prime must be a number in (0, 1] (got True); the default is 0.6."),
+    (f"{K}.rec.eps_high_prime=[1]", f"{K}.rec.eps_high_prime must be a number > 0 (got [1]); the default is 2.0."),
+    ("algorithm.off_grpo.std_eps=abc", "algorithm.off_grpo.std_eps must be a number > 0 (got 'abc'); the default is 1e-06."),
+    ("algorithm.off_grpo.max_log_rprime_lagged=abc",
+     "algorithm.off_grpo.max_log_rprime_lagged must be a number >= 0 (got 'abc'); the default is 1.5."),
+    ("algorithm.off_grpo.red_drop_seed=null", "algorithm.off_grpo.red_drop_seed must be an integer >= 0 (got None); "
+                                              "the default is 0."),
+    (f"{K}.rec.tau='2'", f"{K}.rec.tau must be a number (got the string '2'): drop the quotes."),
+]
+
+
+@pytest.mark.parametrize("override, said", NOT_NUMBERS, ids=[o.rpartition(".")[2] for o, _ in NOT_NUMBERS])
+def test_a_numeric_knob_that_is_no_number_says_it_must_be_a_number(override, said):
+    from _overrides import shipped_config, validate_as_main_ppo
+
+    from verl_offgrpo.config import OffGRPOConfigError
+
+    rec = [f"{K}.loss_mode=rec", "algorithm.norm_adv_by_std_in_grpo=false"] if ".rec." in override else []
+    with pytest.raises(OffGRPOConfigError) as raised:
+        validate_as_main_ppo(shipped_config(*rec, override))
+    assert str(raised.value) == said
+
+
+def test_compose_says_a_rec_knob_that_is_no_number_must_be_one(capsys):
+    said = _compose_error(capsys, f"{K}.loss_mode=rec", "algorithm.norm_adv_by_std_in_grpo=false", f"{K}.rec.tau=abc",
+                          code=2)
+    assert said == f"off_grpo config error: {NOT_NUMBERS[0][1]}"
+
+
+@pytest.mark.parametrize("override, said", [
+    (f"+{K}.recc.clip_mode=none", f"{K}.recc is no knob (did you mean {K}.rec?): OffGRPOPolicyLossConfig "
+                                  "(policy_loss._target_) has no field 'recc', so verl would refuse the job."),
+    (f"+{K}.zzzz=1", f"{K}.zzzz is no knob: OffGRPOPolicyLossConfig (policy_loss._target_) has no field 'zzzz', so "
+                     "verl would refuse the job (its fields: loss_mode, "),
+], ids=["recc", "zzzz"])
+def test_a_key_under_policy_loss_that_is_no_field_is_named_with_the_field_it_misspells(capsys, override, said):
+    """It was verl's "OffGRPOPolicyLossConfig.__init__() got an unexpected keyword argument 'recc'" (compose exit 4)."""
+    rec = [f"{K}.loss_mode=rec", "algorithm.norm_adv_by_std_in_grpo=false"]
+    assert _compose_error(capsys, *rec, override, code=2).startswith(f"off_grpo config error: {said}")
+
+
+@pytest.mark.parametrize("override, said", [
+    (f"{K}=null", f"{K} is null: it must be a section (not null) with its loss_mode (off_grpo or rec, the plugin's "
+                  "losses) and the rec knobs, as the plugin's yaml sets it: drop the override that sets it to null, and "
+                  "change single keys instead (e.g. policy_loss.loss_mode=rec)."),
+    (f"{K}=rec", f"{K} must be a section with its loss_mode (got 'rec'): did you mean policy_loss.loss_mode=rec?"),
+], ids=["null", "a_loss_name"])
+def test_a_policy_loss_that_is_no_section_says_so(capsys, override, said):
+    """It was "sync_period=10 trains on samples of a lagged policy α: set ...loss_mode=off_grpo or rec", at v = 1
+    "checks passed" (verl would fail later)."""
+    from _overrides import shipped_config, validate_as_main_ppo
+
+    from verl_offgrpo.config import OffGRPOConfigError
+
+    for v in (1, 10):
+        with pytest.raises(OffGRPOConfigError) as raised:
+            validate_as_main_ppo(shipped_config(override, f"algorithm.off_grpo.sync_period={v}"))
+        assert str(raised.value) == said
+    assert _compose_error(capsys, override, code=2) == f"off_grpo config error: {said}"
+
+
+NO_LOGPROBS = [f"{K}.loss_mode=rec", "algorithm.norm_adv_by_std_in_grpo=false",
+               "actor_rollout_ref.rollout.calculate_log_probs=false"]
+ANCHOR_ALPHA = (f"{K}.rec.anchor=alpha measures ρ against α, so it needs α's log-probs as r' per token: set "
+                "actor_rollout_ref.rollout.calculate_log_probs=true and algorithm.rollout_correction.rollout_is=token ")
+
+
+@pytest.mark.parametrize("v, rollout_is, said", [
+    (10, "token", "(got False, 'token'); at algorithm.off_grpo.sync_period=10 every anchor needs them."),
+    (1, "sequence", f"(got False, 'sequence'); {K}.rec.anchor=pi_k needs rollout_is=token (or null) too."),
+    (1, "token", f"(got False, 'token'), or {K}.rec.anchor=pi_k."),
+], ids=["lagged", "v1_sequence", "v1_token"])
+def test_rec_without_alphas_log_probs_offers_anchor_pi_k_only_where_it_passes(v, rollout_is, said):
+    """anchor=pi_k was offered at sync_period=10 too, where it fails on "sync_period=10 needs α's log-probs"."""
+    from _overrides import shipped_config, validate_as_main_ppo
+
+    from verl_offgrpo.config import OffGRPOConfigError
+
+    overrides = [*NO_LOGPROBS, f"algorithm.off_grpo.sync_period={v}", f"algorithm.rollout_correction.rollout_is={rollout_is}"]
+    with pytest.raises(OffGRPOConfigError) as raised:
+        validate_as_main_ppo(shipped_config(*overrides))
+    assert str(raised.value) == ANCHOR_ALPHA + said
+    following = shipped_config(*overrides, f"{K}.rec.anchor=pi_k")
+    if said.endswith(f", or {K}.rec.anchor=pi_k."):  # offered: following it passes
+        validate_as_main_ppo(following)
+    else:
+        with pytest.raises(OffGRPOConfigError):
+            validate_as_main_ppo(following)
