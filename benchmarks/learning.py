@@ -585,8 +585,24 @@ def curve(metrics: dict[int, dict], updates_per_step: int = 1, columns: dict[str
             entry["global_step"] = step
         if entry["train_reward"] is not None:
             entry.update({col: row.get(key) for col, key in columns.items()})
+            entry.update(undiluted_rprime_terms(row, columns))
         rows.append(entry)
     return rows
+
+
+#: the losses' weight of their r' terms (verl_offgrpo.bound_monitor.RPRIME_FRAC): logged from 8d63c5f on
+RPRIME_FRAC_KEY = "actor/off_grpo/rprime_terms_frac"
+
+
+def undiluted_rprime_terms(row: dict, columns: dict) -> dict:
+    """The columns read from the loss's r' terms (``actor/off_grpo/…``) as means over the micro-batches with a loss
+    token: verl's mean over all micro-batches divided by ``rprime_terms_frac``, where the job logged it (0 on a
+    micro-batch without one from 8d63c5f on; earlier runs logged none there or a 0 without the fraction)."""
+    frac = row.get(RPRIME_FRAC_KEY)
+    if not frac:
+        return {}
+    return {col: row[key] / frac for col, key in columns.items()
+            if key.startswith("actor/off_grpo/") and key != RPRIME_FRAC_KEY and row.get(key) is not None}
 
 
 def updates_logged(rows: list[dict], updates_per_step: int = 1) -> int:

@@ -846,6 +846,25 @@ def test_rec_warns_of_eps_that_cannot_act(caplog):
     assert "lower side never binds" in told("actor_rollout_ref.actor.clip_ratio_low=1.0")[0]
     assert told("actor_rollout_ref.actor.clip_ratio_low=0.99") == []
     assert told(f"{REC_KNOB}clip_mode=none") == []
+    # anchor=rprime centres the band on r': its lower edge r' − ε_low binds wherever r' > ε_low
+    assert told(f"{REC_KNOB}anchor=rprime", "actor_rollout_ref.actor.clip_ratio_low=1.0") == []
+
+
+def test_advisory_lines_come_once_per_job_every_checks_logger_is_silenced():
+    """Every logger of the config checks (the modules of verl_offgrpo.config that log) is among those the
+    trainer's re-checks silence: a new module's info line would otherwise print twice."""
+    import importlib
+    import pkgutil
+
+    import verl_offgrpo.config as package
+    from verl_offgrpo.config import validate as validate_module
+
+    logging_modules = set()
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"verl_offgrpo.config.{info.name}")
+        if isinstance(getattr(module, "logger", None), logging.Logger) and "logger." in open(module.__file__).read():
+            logging_modules.add(module.logger.name)
+    assert logging_modules <= {logger.name for logger in validate_module._ADVISING_LOGGERS}
 
 
 def test_rec_anchored_at_pi_k_with_one_step_per_batch_says_rho_is_one(caplog):

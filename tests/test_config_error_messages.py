@@ -36,6 +36,18 @@ def test_a_misspelt_path_to_a_knob_names_the_knob_without_hydras_plus_advice(cap
     assert said == f"config error (hydra): {key} is no knob (did you mean {meant}?); Could not override '{key}'."
 
 
+@pytest.mark.parametrize("override, section", [
+    ("algorithm.offgrpo=1", "algorithm.off_grpo"),
+    ("actor_rollout_ref.actor.policy_loss.recc=none", "actor_rollout_ref.actor.policy_loss.rec"),
+])
+def test_a_misspelt_section_set_to_a_value_points_to_its_knobs(capsys, override, section):
+    """Following "did you mean <section>?" would set the section to a value (refused next): the hint says
+    <section>.<knob>=... and lists the knobs."""
+    said = _compose_error(capsys, override)
+    key = override.split("=")[0]
+    assert said.startswith(f"config error (hydra): {key} is no knob (did you mean {section}.<knob>=...? its knobs: "), said
+
+
 def test_a_path_into_a_knob_section_without_a_close_knob_lists_the_knobs(capsys):
     said = _compose_error(capsys, "algorithm.offgrpo.zzz=1")
     assert said.startswith("config error (hydra): algorithm.offgrpo.zzz is no knob (algorithm.off_grpo's knobs: "
@@ -55,14 +67,14 @@ def test_a_misspelt_path_elsewhere_names_the_closest_and_keeps_hydras_words(caps
 @pytest.mark.parametrize("overrides, said", [
     (["+algorithm.offgrpo.red_drop_seed=1"],  # what hydra's advice to append the misspelt key led to: passed, ignored
      "algorithm.offgrpo is no field of verl's algorithm section (did you mean algorithm.off_grpo?): "
-     "algorithm.offgrpo.red_drop_seed=1 would do nothing; set algorithm.off_grpo.red_drop_seed=1 (no +: the plugin's "
+     "algorithm.offgrpo.red_drop_seed=1 would do nothing; replace it with algorithm.off_grpo.red_drop_seed=1 (no +: the plugin's "
      "yaml sets every knob)."),
     (["+algorithm.offgrpo.sync_peroid=3"],
      "algorithm.offgrpo is no field of verl's algorithm section (did you mean algorithm.off_grpo?): "
-     "algorithm.offgrpo.sync_peroid=3 would do nothing; set algorithm.off_grpo.sync_period=3 (no +: "),
+     "algorithm.offgrpo.sync_peroid=3 would do nothing; replace it with algorithm.off_grpo.sync_period=3 (no +: "),
     (["+algorithm.offgrpo_x=1"],
      "algorithm.offgrpo_x is no field of verl's algorithm section (did you mean algorithm.off_grpo?): "
-     "algorithm.offgrpo_x=1 would do nothing; set the knobs as algorithm.off_grpo.<knob>=..."),
+     "algorithm.offgrpo_x=1 would do nothing; drop it and set the knobs as algorithm.off_grpo.<knob>=..."),
     (["+algorithm.off-grpo.x=1"], "algorithm.off-grpo is no field of verl's algorithm section (did you mean "),
 ], ids=["offgrpo", "offgrpo_knob_typo", "offgrpo_x", "off-grpo"])
 def test_a_section_misspelling_off_grpo_under_algorithm_is_refused(capsys, overrides, said):

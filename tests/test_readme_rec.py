@@ -107,3 +107,20 @@ def test_the_readme_rec_block_runs_as_pasted(capsys):
     policy_loss = printed["actor_rollout_ref"]["actor"]["policy_loss"]
     assert policy_loss["loss_mode"] == "rec" and policy_loss["rec"]["clip_mode"] == "two-side"
     assert printed["algorithm"]["norm_adv_by_std_in_grpo"] is False
+
+
+def test_the_start_up_line_names_each_readme_row_as_the_table_does(composed, caplog):
+    """Each row's overrides make the rec loss's info line (config/rec_option.py) name that row's option."""
+    import logging
+
+    text = DOCS["README.md"].read_text()
+    names = [line.split("|")[1].strip() for line in text.splitlines()
+             if line.startswith("|") and re.search(r"`\$REC\b", line)]
+    _, expanded = expand(rec_block(text), rec_rows(text))
+    assert len(names) == len(expanded) == 8
+    for name, overrides in zip(names, expanded):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="verl_offgrpo"):
+            validate_off_grpo_config(with_overrides(composed, overrides))
+        said = [r.getMessage() for r in caplog.records if "the rec loss runs" in r.getMessage()]
+        assert len(said) == 1 and said[0].startswith(f"off_grpo: the rec loss runs {name}"), (name, said)

@@ -146,6 +146,19 @@ def test_curve_counts_updates_and_keeps_the_drift_columns():
     assert learning.run_columns({"step_columns": list(learning.STEP_COLUMNS)}) == learning.STEP_COLUMNS
 
 
+def test_curve_reads_the_losss_rprime_terms_over_micro_batches_with_a_loss_token():
+    """From 8d63c5f the losses log their r' terms as 0 on a micro-batch without a loss token, with
+    ``rprime_terms_frac``: the column is term / frac (half the micro-batches masked: 0.02 / 0.5); without the
+    fraction (earlier runs) it is the logged value as it was."""
+    metrics = {1: {"timing_s/step": 5.0, "critic/score/mean": 0.2, "actor/off_grpo/mean_abs_log_rprime": 0.02,
+                   "actor/off_grpo/rprime_terms_frac": 0.5},
+               2: {"timing_s/step": 5.0, "critic/score/mean": 0.3, "actor/off_grpo/mean_abs_log_rprime": 0.02},
+               3: {"timing_s/step": 5.0, "critic/score/mean": 0.3, "actor/off_grpo/mean_abs_log_rprime": 0.0,
+                   "actor/off_grpo/rprime_terms_frac": 0.0}}  # fmt: skip
+    rows = learning.curve(metrics)
+    assert [r["mean_abs_log_rprime"] for r in rows] == [0.04, 0.02, 0.0]
+
+
 def test_rebuild_and_merge_keep_each_runs_columns_and_pick_up_the_clip_fraction(tmp_path):
     """A run recorded now (``step_columns`` = every column) gets ``clipfrac`` from its metrics file's
     ``actor/pg_clipfrac`` on --rebuild; a run recorded before the column (its ``step_columns`` without it)

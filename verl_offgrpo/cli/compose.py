@@ -85,10 +85,12 @@ def _override_hint(message: str, overrides: list[str]) -> str | None:
     if section is None:
         return f"{key} is not in the config (did you mean {path}?); {hydra_said}" if path else None
     first = hydra_said.split(" To append to your config use ", 1)[0]
-    if path is not None:
-        return f"{key} is no knob (did you mean {path}?); {first}"
     cls = OffGRPOConfig if section == PREFIX else RECConfig
     knobs = ", ".join(f.name for f in dataclasses.fields(cls))
+    if path == section:  # the section itself (algorithm.offgrpo=1): a value there is no knob either
+        return f"{key} is no knob (did you mean {path}.<knob>=...? its knobs: {knobs}); {first}"
+    if path is not None:
+        return f"{key} is no knob (did you mean {path}?); {first}"
     return f"{key} is no knob ({section}'s knobs: {knobs}); {first}"
 
 

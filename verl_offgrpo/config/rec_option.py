@@ -49,7 +49,7 @@ def advantage_text(config: Any, estimator: Any) -> str:
 
 def tell_rec_option(config: Any, rec: RECConfig, eps_low: float, eps_high: float) -> None:
     """One info line naming the option, its ε, ρ and A; a warning for ε that cannot act: any ε under
-    ``clip_mode=none`` (no mask), ε_low ≥ 1 (ρ < 1 − ε_low ≤ 0 never happens: the lower side never binds)."""
+    ``clip_mode=none`` (no mask), ε_low ≥ 1 with a band around 1 (ρ < 1 − ε_low ≤ 0 never happens)."""
     estimator = _get(config, "algorithm.adv_estimator")
     eps = f"ε = {eps_low:g}/{eps_high:g}, " if rec.clip_mode != "none" else ""
     logger.info("off_grpo: the rec loss runs %s (%s%s, %s).", option_name(rec, eps_low, eps_high, estimator),
@@ -65,7 +65,7 @@ def idle_eps(rec: RECConfig, eps_low: float, eps_high: float) -> Optional[str]:
     if rec.clip_mode == "none" and (eps_low, eps_high) != (0.2, 0.2):
         return (f"{actor}.clip_ratio_low/high={eps_low:g}/{eps_high:g}: no effect with the rec loss's "
                 "clip_mode=none (no mask).")
-    if rec.clip_mode != "none" and eps_low >= 1:
+    if rec.clip_mode != "none" and rec.anchor != "rprime" and eps_low >= 1:  # rprime: the edge is r' − ε_low
         return (f"{actor}.clip_ratio_low={eps_low:g} ≥ 1: ρ < 1 − ε_low never happens, so the rec mask's lower "
                 "side never binds (the paper's wider clip is 0.6).")
     return None

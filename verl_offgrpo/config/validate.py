@@ -18,7 +18,9 @@ from verl_offgrpo import ESTIMATOR_NAMES, LOSS_NAME, LOSS_NAMES, RED_DROP_ESTIMA
 from . import (
     final_outputs_checks,
     loss_estimator_checks,
+    names,
     old_log_prob_checks,
+    rec_option,
     sampler_checks,
     validation_lag,
     window_checks,
@@ -58,7 +60,8 @@ from .window_checks import (
 
 #: the loggers of the checks' warning and info lines (:func:`advisories_silenced` quiets them)
 _ADVISING_LOGGERS = (loss_estimator_checks.logger, window_checks.logger, final_outputs_checks.logger,
-                     validation_lag.logger, sampler_checks.logger, old_log_prob_checks.logger)
+                     validation_lag.logger, sampler_checks.logger, old_log_prob_checks.logger, rec_option.logger,
+                     names.logger)
 
 
 def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
@@ -160,9 +163,10 @@ def refuse_misspelt_off_grpo_section(config: Any) -> None:
         if isinstance(node, dict) or is_dict_config(node):
             names = {f.name for f in dataclasses.fields(OffGRPOConfig)}
             meant = [f"{PREFIX}.{k if k in names else closest_knob(str(k), OffGRPOConfig) or k}={node[k]}" for k in node]
-            what, fix = f"{', '.join(f'algorithm.{key}.{k}={node[k]}' for k in node)} would do nothing", f"set {' '.join(meant)}"
+            what = f"{', '.join(f'algorithm.{key}.{k}={node[k]}' for k in node)} would do nothing"
+            fix = f"replace {'them' if len(node) > 1 else 'it'} with {' '.join(meant)}"
         else:
-            what, fix = f"algorithm.{key}={node} would do nothing", f"set the knobs as {PREFIX}.<knob>=..."
+            what, fix = f"algorithm.{key}={node} would do nothing", f"drop it and set the knobs as {PREFIX}.<knob>=..."
         plus = " (no +: the plugin's yaml sets every knob)" if _get(algorithm, section) is not None else ""
         raise OffGRPOConfigError(
             f"algorithm.{key} is no field of verl's algorithm section (did you mean {PREFIX}?): "
