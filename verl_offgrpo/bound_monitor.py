@@ -68,12 +68,14 @@ def loss_rprime_terms(log_rprime: torch.Tensor, response_mask: torch.Tensor, pre
 
 
 def terms_over_loss_micro_batches(metrics: dict, prefix: str) -> dict[str, float]:
-    """The loss's r' terms as means over the micro-batches with a loss token (verl's mean of each key divided by
-    the mean of ``{prefix}rprime_terms_frac``), keyed by :data:`RPRIME_TERM_NAMES`; {} where none had one."""
+    """The loss's r' terms (``{prefix}<name>``) as means over the micro-batches with a loss token (verl's mean of
+    each divided by the mean of ``{prefix}rprime_terms_frac``), under the bound monitor's names
+    (:data:`BOUND_RPRIME_TERMS`); {} where none had one."""
     frac = float(metrics.get(f"{prefix}{RPRIME_FRAC}", 0.0))
     if not frac > 0:
         return {}
-    return {name: float(metrics[f"{prefix}{name}"]) / frac for name in RPRIME_TERM_NAMES}
+    return {bound: float(metrics[f"{prefix}{name}"]) / frac
+            for bound, name in zip(BOUND_RPRIME_TERMS, RPRIME_TERM_NAMES, strict=True)}
 
 
 def tv_estimates(rprime: torch.Tensor, response_mask: torch.Tensor) -> dict[str, float]:

@@ -141,10 +141,3 @@ def target_fields(target: Any) -> list[str] | None:
         return None
     return [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else None
 
-
-def did_you_mean(dotted: str, prefix: str, cls: type) -> str | None:
-    """The knob of ``cls`` under ``prefix`` closest to the dotted key ``dotted`` (a typo), as a dotted key."""
-    if not dotted.startswith(prefix + "."):
-        return None
-    knob = closest_knob(dotted[len(prefix) + 1 :], cls)
-    return f"{prefix}.{knob}" if knob else None

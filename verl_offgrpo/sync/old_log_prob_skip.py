@@ -29,7 +29,7 @@ from typing import Any, Iterator, Optional
 
 from omegaconf import open_dict
 
-from verl_offgrpo.bound_monitor import BOUND_RPRIME_TERMS, RPRIME_TERM_NAMES, terms_over_loss_micro_batches
+from verl_offgrpo.bound_monitor import BOUND_RPRIME_TERMS, terms_over_loss_micro_batches
 from verl_offgrpo.policy_loss import RPRIME_PREFIX
 
 _TRAINER = "verl.trainer.ppo.v1.trainer_base.PPOTrainer"
@@ -40,9 +40,6 @@ VERL_INTERNALS = (f"{_TRAINER}._compute_old_log_prob", f"{_TRAINER}._compute_adv
 SKIPPED = "off_grpo/old_log_prob_skipped"
 #: the bound monitor's r' terms, which a skipped batch has no r' for before the update
 RPRIME_TERMS = BOUND_RPRIME_TERMS
-#: the loss's r' terms (:mod:`verl_offgrpo.policy_loss`): the same estimates over the loss's tokens, read after the
-#: update of a skipped batch
-LOSS_TERMS = tuple(f"{RPRIME_PREFIX}{name}" for name in RPRIME_TERM_NAMES)
 
 
 def skips_old_log_prob(enabled: bool, rollout_lag: Optional[int]) -> bool:
@@ -61,15 +58,14 @@ def one_optimizer_step(num_rows: int, config: Any) -> bool:
 
 
 def rprime_terms_after_update(metrics: dict) -> dict:
-    """The bound monitor's r' terms of a skipped batch, read off the loss after its update (:data:`LOSS_TERMS`
-    as means over the micro-batches with a loss token, :func:`~verl_offgrpo.bound_monitor.terms_over_loss_micro_batches`,
+    """The bound monitor's r' terms of a skipped batch, read off the loss after its update (``actor/off_grpo/*`` as
+    means over the micro-batches with a loss token, :func:`~verl_offgrpo.bound_monitor.terms_over_loss_micro_batches`,
     under :data:`RPRIME_TERMS`' names): the same estimates of r' = π_k/α, since the loss takes them at θ = θ_k,
     over the loss's tokens (rows the zero-variance mask or RED-Drop took out are not among them); the
     served-policy guard's statistic is among them. {} where no micro-batch had a loss token: no optimizer step
     was taken on it, and its engine is one the guard checked already (the window's lag-0 batch) or the exact
     served-weights check covers (per_step)."""
-    terms = terms_over_loss_micro_batches(metrics, RPRIME_PREFIX)
-    return {bound: terms[name] for bound, name in zip(RPRIME_TERMS, RPRIME_TERM_NAMES, strict=True)} if terms else {}
+    return terms_over_loss_micro_batches(metrics, RPRIME_PREFIX)
 
 
 @contextmanager
