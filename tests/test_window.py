@@ -271,6 +271,30 @@ def test_guard_uses_the_windows_lag_after_a_forced_sync(ray_local, monkeypatch):
     assert rec.logged[7]["off_grpo/bound/mean_abs_log_rprime"] == 0.5
 
 
+def test_lag_is_the_next_batchs_staleness_after_a_forced_sync(ray_local, monkeypatch):
+    """v=4, validation after step 6 syncs π_6 inside the window 5-8; steps 7 and 8 still train on π_4's buffered
+    samples, so off_grpo/lag at steps 6 and 7 says 2 and 3 (each step's lag is the next batch's rollout_lag, as
+    with per_step), not the 0 and 1 of vLLM's weights age."""
+    rec = run_fit(monkeypatch, "trainer.test_freq=6", total=8)
+    assert series(rec, "off_grpo/lag", range(1, 8)) == [1, 2, 3, 0, 1, 2, 3]
+    assert series(rec, "off_grpo/rollout_lag", range(2, 9)) == [1, 2, 3, 0, 1, 2, 3]
+    assert series(rec, "off_grpo/synced", [6, 8]) == [1.0, 1.0]
+
+
+def test_window_without_free_cache_engine_keeps_the_lagged_limit_an_error(ray_local, monkeypatch):
+    """vLLM never sleeping (rollout.free_cache_engine=false) does not turn on the exact served-weights check in
+    a window (it never wakes vLLM without a sync, so nothing would be checked): a lagged batch over
+    max_log_rprime_lagged still stops the run, and no fingerprint is recorded."""
+    import functools
+
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    monkeypatch.setattr(fakes, "make_cluster", functools.partial(fakes.make_cluster, free_cache_engine=False))
+    with pytest.raises(ServedPolicyError, match="step 3"):
+        run_fit(monkeypatch, "trainer.test_freq=-1", "actor_rollout_ref.rollout.free_cache_engine=false",
+                total=4, rprime=lambda step: 5.0 if step == 3 else 0.01)
+
+
 SKIP = ("algorithm.off_grpo.skip_old_log_prob=true", f"actor_rollout_ref.actor.ppo_mini_batch_size={B}")
 
 
@@ -352,6 +376,9 @@ def test_skip_old_log_prob_off_runs_verls_pass_every_step_and_logs_nothing_new(r
     assert "pi_k_from_forward" not in rec.trainer.config.actor_rollout_ref.actor.policy_loss
 
 
+CUSTOM_SAMPLER = ["+trainer.v1.sampler.custom_sampler.path=my_sampler.py", "+trainer.v1.sampler.custom_sampler.name=MySampler"]
+
+
 # ----------------------------------------------------------------------------- config
 @pytest.mark.parametrize(
     "overrides, match",
@@ -362,6 +389,7 @@ def test_skip_old_log_prob_off_runs_verls_pass_every_step_and_logs_nothing_new(r
         (["algorithm.filter_groups.enable=true"], "filter_groups"),
         (["trainer.test_freq=5", "algorithm.off_grpo.sync_before_validate=false"], "sync_before_validate"),
         (["data.train_batch_size=6", "+data.gen_batch_size=3"], "gen_batch_size"),
+        (CUSTOM_SAMPLER, r"not a custom sampler .*: drop trainer.v1.sampler.custom_sampler, or "),
         (["data.train_batch_size=10", "actor_rollout_ref.rollout.n=5",
           "transfer_queue.backend.SimpleStorage.total_storage_size=199"],
          r"^algorithm.off_grpo.rollout_schedule=window holds a window's v·B·n = 200 samples .*: raise it \(host memory\), "
@@ -411,6 +439,7 @@ def test_a_config_the_lagged_sync_refuses_gets_its_error_with_no_line_on_how_vll
         (["algorithm.filter_groups.enable=true"], "cannot refill filtered groups"),
         (["trainer.test_freq=5", "algorithm.off_grpo.sync_before_validate=false"], "validation needs a sync"),
         (["data.train_batch_size=6", "+data.gen_batch_size=3"], "data.gen_batch_size=3 must be unset"),
+        (CUSTOM_SAMPLER, "through verl's ReplayBuffer, not a custom sampler"),
         # dynamic sampling: verl fetches prompts one at a time (gen_batch_size 1), so the refill is the cause
         (["algorithm.filter_groups.enable=true", "data.train_batch_size=6", "+data.gen_batch_size=4"],
          "cannot refill filtered groups"),

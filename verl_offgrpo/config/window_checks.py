@@ -24,6 +24,8 @@ from .values import is_int as _is_int
 logger = logging.getLogger(__name__)
 
 
+#: a user's replay-buffer class in verl's V1 trainer (``PPOTrainer._create_replay_buffer``), handed ``refill_fn``
+CUSTOM_SAMPLER = "trainer.v1.sampler.custom_sampler"
 #: where verl's V1 trainer keeps rollouts until their step trains on them (its ``transfer_queue`` yaml)
 STORAGE_SIZE = "transfer_queue.backend.SimpleStorage.total_storage_size"
 
@@ -31,9 +33,9 @@ STORAGE_SIZE = "transfer_queue.backend.SimpleStorage.total_storage_size"
 def window_problem(config: Any, knobs: OffGRPOConfig | None = None) -> tuple[str, str] | None:
     """Why ``config`` cannot generate a whole sync window at once, as (cause, fix), or None: the window is the
     V1 trainer mode's, and one generation phase samples the prompts of v steps (v × ``data.train_batch_size``),
-    so the dataloader must hand out whole training batches, nothing may refill a batch after it, verl's
-    TransferQueue must hold the window's v·B·n samples, and a validation inside a window needs a sync (vLLM
-    drops α after generating). ``rollout_schedule=window`` raises "<schedule> <cause>: <fix>."; ``auto``
+    so the dataloader must hand out whole training batches, nothing may refill a batch after it (verl's own
+    ReplayBuffer serves them, no custom sampler), verl's TransferQueue must hold the window's v·B·n samples,
+    and a validation inside a window needs a sync (vLLM drops α after generating). ``rollout_schedule=window`` raises "<schedule> <cause>: <fix>."; ``auto``
     falls back to per_step and names the cause."""
     knobs = knobs_of(config, knobs)
     per_step = f"{PREFIX}.rollout_schedule=per_step"
@@ -45,6 +47,9 @@ def window_problem(config: Any, knobs: OffGRPOConfig | None = None) -> tuple[str
     for dotted, what in (*REFILLS, ("skip.rollout_tq.enable", "skip rollouts")):
         if flag_at(config, dotted, False):
             return f"cannot {what} after the window's one generation phase", f"set {dotted}=false, or {per_step}"
+    if _get(config, f"{CUSTOM_SAMPLER}.path") and _get(config, f"{CUSTOM_SAMPLER}.name"):
+        return (f"serves the window's buffered batches through verl's ReplayBuffer, not a custom sampler "
+                f"({CUSTOM_SAMPLER}, which verl lets refill)", f"drop {CUSTOM_SAMPLER}, or {per_step}")
     gen, train = _get(config, "data.gen_batch_size"), _get(config, "data.train_batch_size")
     if gen is not None and gen != train:
         return (f"samples v × data.train_batch_size prompts per window, so data.gen_batch_size={gen!r} must be "

@@ -24,7 +24,7 @@ Metrics of the slot of step s (not the first slot): ``off_grpo/synced``, ``off_g
 ``timing_s/off_grpo_skip_wake`` (the cost a lagged step still pays; see :meth:`wake_without_sync`),
 ``timing_s/off_grpo_skip_actor_wait`` (the part of ``empty_cache`` spent waiting for the actor's queued work),
 and the actor workers' memory then: ``off_grpo/skip_{cache_emptied_frac,min_free_frac,wake_needs_frac}``.
-With ``verify_served_weights`` (:mod:`.served_weights`; on whenever vLLM keeps α between slots) a real
+With ``verify_served_weights`` (:mod:`.served_weights`; on wherever per_step at v > 1 wakes vLLM without a sync) a real
 sync also records the served weights' fingerprint in every vLLM worker and a slot without one checks it
 (``ServedPolicyError`` on any difference, before the next rollout): ``timing_s/off_grpo_verify_weights``
 (that call) and ``off_grpo/weights_verified`` (1 on a check, 0 on a record).
@@ -45,7 +45,7 @@ import asyncio
 import logging
 import sys
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import ray
 
@@ -59,7 +59,7 @@ from ..patches import tracking_merge, v0_advantage_metrics
 from . import served_weights
 from .alpha_guard import ServedPolicyError, check_served_policy
 from .schedule import FIRST, REPEAT, SlotDecision, SyncSchedule, validation_follows
-from .window import WINDOW
+from .window import WINDOW, WindowSchedule
 from .vllm_sleep import empty_device_cache, keep_weights_across_sleep, replica_servers
 
 logger = logging.getLogger(__name__)
@@ -142,12 +142,13 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         # Whether a woken vLLM still holds the weights of its last sync. If not (sync_period=1 with
         # verl's level-2 sleep), every call is a real sync, exactly as verl does.
         self.keeps_weights = (lagged and not self.windowed) or not self.free_cache_engine
-        # step -> rollout lag of its batch; the trainer's window schedule replaces the sync schedule's
-        self.rollout_lag_source: Optional[Callable[[int], Optional[int]]] = None
+        # the trainer's window schedule (rollout_schedule=window): its batches' lags replace the sync schedule's
+        self.window_schedule: Optional[WindowSchedule] = None
         # The exact check that a wake without a sync serves α (:mod:`.served_weights`): a fingerprint of
         # the served weights recorded in every vLLM worker at each real sync, compared at each such wake.
-        # A windowed rollout never wakes vLLM without a sync, so it records and checks nothing.
-        self.verify_weights = bool(self.knobs.verify_served_weights) and self.keeps_weights
+        # A windowed rollout never wakes vLLM without a sync (free_cache_engine=false too), so it records and
+        # checks nothing, and its lagged limit stays an error; at v = 1 nothing is ever served without a sync.
+        self.verify_weights = bool(self.knobs.verify_served_weights) and self.keeps_weights and lagged and not self.windowed
         # with vLLM data parallelism inside a replica the check reaches the leader's shard only (.served_weights)
         self.data_parallel_size = int(rollout_data_parallel_size(full_config))
         if self.verify_weights and self.data_parallel_size > 1 and lagged:
@@ -208,13 +209,13 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             metrics = {
                 **ref_metrics,
                 "off_grpo/synced": float(decision.sync),
-                "off_grpo/lag": float(decision.lag),
+                "off_grpo/lag": float(self._lag_after(decision)),
                 "off_grpo/weights_version": float(decision.version_after),
                 "off_grpo/num_syncs": float(self.schedule.num_syncs),
                 "timing_s/off_grpo_sync": time.perf_counter() - start,
                 **slot_metrics,
             }
-            rollout_lag = self.rollout_lag_of(decision.step) if self.rollout_lag_source else decision.rollout_lag
+            rollout_lag = self.rollout_lag_of(decision.step) if self.window_schedule else decision.rollout_lag
             if rollout_lag is not None:
                 metrics["off_grpo/rollout_lag"] = float(rollout_lag)
             self.last_metrics = metrics
@@ -301,9 +302,19 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         """Staleness of the batch trained in step ``step``: the window's (``rollout_schedule=window``:
         every batch of a window comes from the sync before it, whatever a forced sync did since) or
         the sync schedule's."""
-        if self.rollout_lag_source is not None:
-            return self.rollout_lag_source(step)
+        if self.window_schedule is not None:
+            return self.window_schedule.rollout_lag(step)
         return self.schedule.rollout_lag_of(step)
+
+    def _lag_after(self, decision: SlotDecision) -> int:
+        """``off_grpo/lag`` of the slot: staleness of the next step's batch. In a window that batch is
+        already buffered, so a forced sync (validation) does not change it (:meth:`.WindowSchedule.next_batch_lag`);
+        else it is the age of the weights vLLM holds after the slot (:mod:`.schedule`)."""
+        if self.window_schedule is not None:
+            buffered = self.window_schedule.next_batch_lag(decision.step)
+            if buffered is not None:
+                return buffered
+        return decision.lag
 
     async def verify_served_weights(self, action: str, decision: SlotDecision) -> dict[str, float]:
         """The exact served-weights check (:mod:`.served_weights`) in every vLLM worker of every replica.

@@ -176,7 +176,7 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
         if self.window_schedule is None:
             total = getattr(self, "total_training_steps", None)
             self.window_schedule = WindowSchedule(self.off_grpo_knobs.sync_period, total)
-            self.checkpoint_manager.rollout_lag_source = self.window_schedule.rollout_lag
+            self.checkpoint_manager.window_schedule = self.window_schedule
         return self.window_schedule
 
     def prepare_step(self) -> dict:

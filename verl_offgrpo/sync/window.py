@@ -63,6 +63,10 @@ class RolloutWindow:
         """(s − 1) − w: staleness of the batch trained at ``step``; None if the version is unknown."""
         return None if self.version is None else int(step) - 1 - self.version
 
+    def covers(self, step: int) -> bool:
+        """Whether ``step`` trains on this window's samples."""
+        return self.start <= int(step) < self.start + self.length
+
 
 class WindowSchedule:
     """Which steps generate, and the lag of every step's batch, in one process run."""
@@ -90,6 +94,13 @@ class WindowSchedule:
 
     def rollout_lag(self, step: int) -> Optional[int]:
         return None if self.current is None else self.current.rollout_lag(step)
+
+    def next_batch_lag(self, step: int) -> Optional[int]:
+        """s − w: staleness of the batch step s + 1 trains on, if the current window holds it (a forced
+        sync in the slot of step s does not change it); None if the next step starts a window."""
+        if self.current is None or not self.current.covers(int(step) + 1):
+            return None
+        return self.current.rollout_lag(int(step) + 1)
 
     def metrics(self, step: int, generated: bool) -> dict[str, float]:
         """Per-step metrics: ``off_grpo/window/{generated,length,position}`` (position 0 = the window's first step)."""
