@@ -90,7 +90,8 @@ The REC / RED comparison (issue 33; off_policy_v10 and on_policy_mask are its of
 
     5  seed 0 done: rec_oneside_noIS:0 (h200x1-2026-11-29, NOTEBOOK §14), rec_oneside_wide:0, red_weight:0
        (rerun of §14's cut run), rec_oneside_noIS_v1:0, red_weight_v1:0 (h200x1-2026-11-29e, §18)
-    6  reuse_i10:2,bigbatch_v10:2 (lease 4's) with rec_oneside_noIS:1,rec_oneside_wide:1
+    6  reuse_i10:2,bigbatch_v10:2 (lease 4's) with rec_oneside_noIS:1,rec_oneside_wide:1 (done: h200x1-2026-11-29f,
+       NOTEBOOK §19; bigbatch_v10:2 cut at 80 updates, the REC runs at 134 and 139)
     7  red_weight:1,rec_oneside_noIS_v1:1,red_weight_v1:1,rec_oneside_wide_v1:0
     8  rec_oneside_noIS:2,rec_oneside_wide:2,red_weight:2,rec_oneside_noIS_v1:2
     9  red_weight_v1:2,rec_oneside_wide_v1:1,rec_oneside_wide_v1:2, and seed 3 of lease 4's undecided configs
