@@ -54,6 +54,26 @@ def test_moved_elements_and_other_dtypes_show():
         assert fp["t"][:2] == [13, str(dtype).replace("torch.", "")]
 
 
+@pytest.mark.parametrize("distance", [1, 576, 2048, 50549])
+def test_swaps_show_at_every_distance(distance):
+    """Two elements swapped ``distance`` apart keep the plain sum; the position weights must see every one of a
+    hundred such swaps (the multiplicative hash used before gave positions 50 549 apart equal weights 96 % of
+    the time, so most swaps at that distance passed)."""
+    g = torch.Generator().manual_seed(distance)
+    t = torch.randn(52_000, generator=g).to(torch.bfloat16)
+    fp = sw.fingerprint([("t", t)])
+    missed = []
+    for i in range(0, 1000, 10):
+        u = t.clone()
+        w = u.view(torch.int16)
+        if w[i] == w[i + distance]:
+            continue
+        w[i], w[i + distance] = w[i + distance].clone(), w[i].clone()
+        if not sw.compare(fp, sw.fingerprint([("t", u)])):
+            missed.append(i)
+    assert missed == []
+
+
 def test_chunks_combine_exactly(monkeypatch):
     """A tensor longer than a chunk: the chunks' sums combine into the same s0 as one pass, and a change in
     any chunk shows."""

@@ -78,6 +78,14 @@ def terms_over_loss_micro_batches(metrics: dict, prefix: str) -> dict[str, float
             for bound, name in zip(BOUND_RPRIME_TERMS, RPRIME_TERM_NAMES, strict=True)}
 
 
+def rprime_from_log_probs(old_log_probs: torch.Tensor, rollout_log_probs: torch.Tensor) -> torch.Tensor:
+    """r' = π_k/α = exp(log π_k − log α) per token, the log-ratio clamped to ±:data:`LOG_RATIO_BOUND` as verl clamps
+    it: exact where verl's ``rollout_is_weights`` are not (``allow_truncated_rprime``: truncated, rejection-sampled
+    or batch-normalised), so the bound monitor and the served-policy guard read the engine, not verl's correction."""
+    log_ratio = old_log_probs.to(torch.float64) - rollout_log_probs.to(torch.float64)
+    return torch.exp(log_ratio.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND))
+
+
 def tv_estimates(rprime: torch.Tensor, response_mask: torch.Tensor) -> dict[str, float]:
     """Token- and sequence-level ½·E_α|ratio − 1| and E_α|log r'| from per-token r' (bs, L):
     :func:`rprime_terms` under ``off_grpo/bound/``, 0 without a response token."""

@@ -121,8 +121,8 @@ class OffGRPOConfig:
 
     Args:
         allow_truncated_rprime (bool, default false): accept a finite ``rollout_is_threshold``, rejection
-            sampling or a batch-normalised r' (not the paper's objective); the rec loss with anchor alpha or
-            rprime reads α off r' and refuses them regardless.
+            sampling or a batch-normalised r' (not the paper's objective; the guard reads π_k/α off the log-probs);
+            the rec loss with anchor alpha or rprime reads α off r' and refuses them regardless.
     """
 
     std_unbiased: bool = True

@@ -5,7 +5,8 @@ The V1 trainer keeps the batch in the TransferQueue and only writes back ``advan
 ``response_mask`` when rollout correction is on); its actor reads ``loss_mask`` for the denominator.
 :func:`after_advantage_v1` zeroes both masks for the rows of :mod:`verl_offgrpo.zero_var_mask`. Written for
 verl 0.9.1's V1 trainer: ``KVBatchMeta`` (``keys``, ``partition_id``, ``fields``, ``tags``), the field names
-``uid``, ``rm_scores``, ``token_level_rewards``, ``response_mask``, ``loss_mask``, ``rollout_is_weights``, and
+``uid``, ``rm_scores``, ``token_level_rewards``, ``response_mask``, ``loss_mask``, ``rollout_is_weights``,
+``old_log_probs``, ``rollout_log_probs``, and
 the ``is_padding`` tag of ``_balance_batch``'s filler rows.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from verl_offgrpo.bound_monitor import tv_estimates
+from verl_offgrpo.bound_monitor import rprime_from_log_probs, tv_estimates
 from verl_offgrpo.zero_var_mask import advantage_step_metrics, padded, zero_rows_nested
 
 
@@ -59,13 +60,18 @@ def after_advantage_v1(tq, batch, algorithm_cfg) -> dict[str, float]:
     reward_field = "token_level_rewards" if algorithm_cfg.get("use_kl_in_reward", False) else "rm_scores"
     fields = ["uid", reward_field, "response_mask", "loss_mask"]
     has_rprime = batch.fields is not None and "rollout_is_weights" in batch.fields
+    # with allow_truncated_rprime verl's weights may not be π_k/α: the guard reads the log-probs instead
+    exact = has_rprime and knobs.allow_truncated_rprime and {"old_log_probs", "rollout_log_probs"} <= set(batch.fields)
     if has_rprime:
-        fields.append("rollout_is_weights")
+        fields.extend(["old_log_probs", "rollout_log_probs"] if exact else ["rollout_is_weights"])
     data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
     uid = data["uid"]  # a tensordict LinkedList/NonTensorStack of strings
     index = np.array(uid.tolist() if hasattr(uid, "tolist") else list(uid), dtype=object)
     scores = padded(data[reward_field]).sum(-1)
-    rprime = padded(data["rollout_is_weights"]) if has_rprime else None
+    if exact:
+        rprime = rprime_from_log_probs(padded(data["old_log_probs"]), padded(data["rollout_log_probs"]))
+    else:
+        rprime = padded(data["rollout_is_weights"]) if has_rprime else None
     loss_mask = padded(data["loss_mask"])
     # the rows verl's _balance_batch appended to make the batch divisible (one shared uid, reward 0, no
     # loss token) are not samples: they would count as a zero-variance group in the metrics

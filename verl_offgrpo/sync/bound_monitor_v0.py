@@ -16,6 +16,7 @@ import numpy as np
 
 def v0_metrics(data: Any, mask_before: Any, algorithm_cfg: Any) -> dict[str, float]:
     """Bound-monitor metrics of a v0 ``DataProto`` (after the advantage; ``mask_before`` = pre-mask)."""
+    from verl_offgrpo.bound_monitor import rprime_from_log_probs
     from verl_offgrpo.config import OffGRPOConfig
     from verl_offgrpo.zero_var_mask import advantage_step_metrics
 
@@ -23,11 +24,14 @@ def v0_metrics(data: Any, mask_before: Any, algorithm_cfg: Any) -> dict[str, flo
 
     scores = data.batch["token_level_rewards"].sum(-1)
     index = np.asarray(data.non_tensor_batch["uid"], dtype=object)
-    rprime = data.batch["rollout_is_weights"] if "rollout_is_weights" in data.batch.keys() else None
+    knobs = OffGRPOConfig.from_algorithm(algorithm_cfg)
+    keys = set(data.batch.keys())
+    rprime = data.batch["rollout_is_weights"] if "rollout_is_weights" in keys else None
+    if rprime is not None and knobs.allow_truncated_rprime and {"old_log_probs", "rollout_log_probs"} <= keys:
+        # verl's weights may be truncated or normalised: the guard reads π_k/α off the log-probs
+        rprime = rprime_from_log_probs(data.batch["old_log_probs"], data.batch["rollout_log_probs"])
     red_drop = str(algorithm_cfg.get("adv_estimator")) == RED_DROP_ESTIMATOR_NAME
-    metrics, _rows = advantage_step_metrics(
-        scores, index, mask_before, rprime, OffGRPOConfig.from_algorithm(algorithm_cfg), red_drop=red_drop
-    )
+    metrics, _rows = advantage_step_metrics(scores, index, mask_before, rprime, knobs, red_drop=red_drop)
     return metrics
 
 
