@@ -390,6 +390,12 @@ CUSTOM_SAMPLER = ["+trainer.v1.sampler.custom_sampler.path=my_sampler.py", "+tra
         (["trainer.test_freq=5", "algorithm.off_grpo.sync_before_validate=false"], "sync_before_validate"),
         (["data.train_batch_size=6", "+data.gen_batch_size=3"], "gen_batch_size"),
         (CUSTOM_SAMPLER, r"not a custom sampler .*: drop trainer.v1.sampler.custom_sampler, or "),
+        # 3·10·5 = 150 window samples left at a validation, plus 20·5 of a validation batch = 250 > 249 (≥ 200 = v·B·n)
+        (["trainer.test_freq=5", "data.train_batch_size=10", "actor_rollout_ref.rollout.n=5",
+          "data.val_batch_size=20", "actor_rollout_ref.rollout.val_kwargs.n=5",
+          "transfer_queue.backend.SimpleStorage.total_storage_size=249"],
+         r"window samples and a validation batch .* 250 in all, more than .*=249: raise it \(host memory\), "
+         r"lower data.val_batch_size, or algorithm.off_grpo.rollout_schedule=per_step\.$"),
         (["data.train_batch_size=10", "actor_rollout_ref.rollout.n=5",
           "transfer_queue.backend.SimpleStorage.total_storage_size=199"],
          r"^algorithm.off_grpo.rollout_schedule=window holds a window's v·B·n = 200 samples .*: raise it \(host memory\), "
@@ -401,6 +407,17 @@ def test_window_rejects_what_it_cannot_honour_in_the_driver(overrides, match):
     cfg = fakes.compose_cfg("algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.rollout_schedule=window", *overrides)
     with pytest.raises(OffGRPOConfigError, match=match):
         validate_off_grpo_config(cfg)
+
+
+def test_a_validation_batch_that_fits_beside_the_window_passes():
+    """(v − 1)·B·n + val_batch_size·val_n = 150 + 50 = 200 fits a storage of 200 (as does the window's v·B·n =
+    200); without test_freq or with an unknown val_batch_size (verl's null: the whole val set) it adds nothing."""
+    common = ("algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.rollout_schedule=window", "data.train_batch_size=10",
+              "actor_rollout_ref.rollout.n=5", "actor_rollout_ref.rollout.val_kwargs.n=5")
+    for extra in (["trainer.test_freq=5", "data.val_batch_size=10", "transfer_queue.backend.SimpleStorage.total_storage_size=200"],
+                  ["trainer.test_freq=-1", "data.val_batch_size=20", "transfer_queue.backend.SimpleStorage.total_storage_size=200"],
+                  ["trainer.test_freq=5", "transfer_queue.backend.SimpleStorage.total_storage_size=200"]):
+        assert validate_off_grpo_config(fakes.compose_cfg(*common, *extra)).rollout_schedule == "window"
 
 
 def test_window_with_period_one_is_allowed_and_per_step_is_untouched():

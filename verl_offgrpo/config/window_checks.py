@@ -64,6 +64,12 @@ def window_problem(config: Any, knobs: OffGRPOConfig | None = None) -> tuple[str
         return (f"holds a window's v·B·n = {knobs.sync_period * train * n} samples at once in verl's TransferQueue, "
                 f"more than {STORAGE_SIZE}={size}", f"raise it (host memory), or {per_step}")
     test_freq = _get(config, "trainer.test_freq", -1)
+    val_batch, val_n = _get(config, "data.val_batch_size"), _get(config, "actor_rollout_ref.rollout.val_kwargs.n", 1)
+    if (_is_int(test_freq) and test_freq > 0 and all(_is_int(x) for x in (size, train, n, val_batch, val_n))
+            and (held := (knobs.sync_period - 1) * train * n + val_batch * val_n) > size):
+        return (f"can hold (v − 1)·B·n window samples and a validation batch (data.val_batch_size × "
+                f"rollout.val_kwargs.n) at once in verl's TransferQueue, {held} in all, more than {STORAGE_SIZE}={size}",
+                f"raise it (host memory), lower data.val_batch_size, or {per_step}")
     if _is_int(test_freq) and test_freq > 0 and not knobs.sync_before_validate:
         return ("lets vLLM drop α after each window's generation, so validation needs a sync",
                 f"set {PREFIX}.sync_before_validate=true (or trainer.test_freq=-1)")
