@@ -127,6 +127,40 @@ def test_a_numeric_knob_that_is_no_number_says_it_must_be_a_number(override, sai
     assert str(raised.value) == said
 
 
+#: verl's counts a selecting job reads (config/verl_counts.py): verl says "TypeError: not all arguments converted
+#: during string formatting" for the first, and lets test_freq=null through to the trainer's first step
+VERL_COUNTS = [
+    ("data.train_batch_size=abc", "data.train_batch_size must be an integer >= 1 (got 'abc'); it counts the prompts "
+                                  "per step."),
+    ("trainer.test_freq=null", "trainer.test_freq must be an integer (got None); validation runs every that many "
+                               "steps, and -1 turns it off."),
+    ("trainer.nnodes=0", "trainer.nnodes must be an integer >= 1 (got 0); it counts the nodes."),
+    ("actor_rollout_ref.actor.ppo_mini_batch_size='8'",
+     "actor_rollout_ref.actor.ppo_mini_batch_size must be an integer >= 1 (got the string '8'): drop the quotes."),
+]
+
+
+@pytest.mark.parametrize("override, said", VERL_COUNTS, ids=[o.partition("=")[0].rpartition(".")[2] for o, _ in VERL_COUNTS])
+def test_a_verl_count_a_selecting_job_reads_must_be_an_integer(override, said):
+    from _overrides import shipped_config, validate_as_main_ppo
+
+    from verl_offgrpo.config import OffGRPOConfigError
+
+    with pytest.raises(OffGRPOConfigError) as raised:
+        validate_as_main_ppo(shipped_config(override))
+    assert str(raised.value) == said
+
+
+def test_a_plain_verl_job_keeps_verls_own_handling_of_its_counts():
+    """Not selecting the plugin: test_freq=null passes verl's validate_config as it does without the plugin, and
+    a word for the batch size meets verl's own TypeError, not the plugin's line."""
+    from _overrides import validate_as_main_ppo, verl_config
+
+    validate_as_main_ppo(verl_config("trainer.test_freq=null"))
+    with pytest.raises(TypeError):
+        validate_as_main_ppo(verl_config("data.train_batch_size=abc"))
+
+
 def test_compose_says_a_rec_knob_that_is_no_number_must_be_one(capsys):
     said = _compose_error(capsys, f"{K}.loss_mode=rec", "algorithm.norm_adv_by_std_in_grpo=false", f"{K}.rec.tau=abc",
                           code=2)

@@ -198,6 +198,7 @@ def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=
     rec.syncs = [c[0] for c in wg.sync_calls]
     rec.logged = Recorder.logged
     rec.server_log = ray.get(servers[0].get_log.remote())
+    rec.servers = servers
     rec.trainer = trainer
     return rec
 
@@ -293,6 +294,9 @@ def test_window_without_free_cache_engine_keeps_the_lagged_limit_an_error(ray_lo
     with pytest.raises(ServedPolicyError, match="step 3"):
         run_fit(monkeypatch, "trainer.test_freq=-1", "actor_rollout_ref.rollout.free_cache_engine=false",
                 total=4, rprime=lambda step: 5.0 if step == 3 else 0.01)
+    rec = run_fit(monkeypatch, "trainer.test_freq=-1", "actor_rollout_ref.rollout.free_cache_engine=false", total=4)
+    assert not rec.trainer.checkpoint_manager.verify_weights
+    assert [ray.get(server.get_rpcs.remote()) for server in rec.servers] == [[]] * len(rec.servers)
 
 
 SKIP = ("algorithm.off_grpo.skip_old_log_prob=true", f"actor_rollout_ref.actor.ppo_mini_batch_size={B}")
@@ -390,11 +394,12 @@ CUSTOM_SAMPLER = ["+trainer.v1.sampler.custom_sampler.path=my_sampler.py", "+tra
         (["trainer.test_freq=5", "algorithm.off_grpo.sync_before_validate=false"], "sync_before_validate"),
         (["data.train_batch_size=6", "+data.gen_batch_size=3"], "gen_batch_size"),
         (CUSTOM_SAMPLER, r"not a custom sampler .*: drop trainer.v1.sampler.custom_sampler, or "),
-        # 3·10·5 = 150 window samples left at a validation, plus 20·5 of a validation batch = 250 > 249 (≥ 200 = v·B·n)
+        # validating after step 5 (test_freq 5, v 4): step 5's batch and steps 6-8's, 4·10·5 = 200, plus 10·5 of a
+        # validation batch = 250 > 249 (≥ 200 = v·B·n, the window alone)
         (["trainer.test_freq=5", "data.train_batch_size=10", "actor_rollout_ref.rollout.n=5",
-          "data.val_batch_size=20", "actor_rollout_ref.rollout.val_kwargs.n=5",
+          "data.val_batch_size=10", "actor_rollout_ref.rollout.val_kwargs.n=5",
           "transfer_queue.backend.SimpleStorage.total_storage_size=249"],
-         r"window samples and a validation batch .* 250 in all, more than .*=249: raise it \(host memory\), "
+         r"validation batch .* beside the window's samples still in verl's TransferQueue, 250 in all, more than .*=249: raise it \(host memory\), "
          r"lower data.val_batch_size, or algorithm.off_grpo.rollout_schedule=per_step\.$"),
         (["data.train_batch_size=10", "actor_rollout_ref.rollout.n=5",
           "transfer_queue.backend.SimpleStorage.total_storage_size=199"],
@@ -409,15 +414,31 @@ def test_window_rejects_what_it_cannot_honour_in_the_driver(overrides, match):
         validate_off_grpo_config(cfg)
 
 
+@pytest.mark.parametrize("test_freq, period, held", [(5, 4, 4), (4, 4, 1), (2, 4, 3), (6, 4, 3), (3, 10, 10)])
+def test_the_validation_peak_counts_the_batches_a_window_still_holds(test_freq, period, held):
+    """By hand: verl validates after step s before clearing its batch, and the window runs to the next multiple
+    of v. test_freq 5, v 4: after step 5, steps 5-8 (4 batches); test_freq 4: only step 4's own; test_freq 2
+    (or 6), v 4: after steps 2, 6, 10, ... (6-8: 3 batches); test_freq 3, v 10: after step 21, steps 21-30 (10)."""
+    from verl_offgrpo.config.window_checks import validation_peak
+
+    assert validation_peak(period, test_freq, 50, 7) == held * 50 + 7
+
+
 def test_a_validation_batch_that_fits_beside_the_window_passes():
-    """(v − 1)·B·n + val_batch_size·val_n = 150 + 50 = 200 fits a storage of 200 (as does the window's v·B·n =
-    200); without test_freq or with an unknown val_batch_size (verl's null: the whole val set) it adds nothing."""
+    """Validating only at a window's end (test_freq 4 = v) leaves step s's batch alone: 50 + 10·5·3 = 200 fits a
+    storage of 200 (as does the window's v·B·n = 200); without test_freq or with an unknown val_batch_size
+    (verl's null: the whole val set) it adds nothing."""
     common = ("algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.rollout_schedule=window", "data.train_batch_size=10",
               "actor_rollout_ref.rollout.n=5", "actor_rollout_ref.rollout.val_kwargs.n=5")
-    for extra in (["trainer.test_freq=5", "data.val_batch_size=10", "transfer_queue.backend.SimpleStorage.total_storage_size=200"],
+    for extra in (["trainer.test_freq=4", "data.val_batch_size=30", "transfer_queue.backend.SimpleStorage.total_storage_size=200"],
                   ["trainer.test_freq=-1", "data.val_batch_size=20", "transfer_queue.backend.SimpleStorage.total_storage_size=200"],
                   ["trainer.test_freq=5", "transfer_queue.backend.SimpleStorage.total_storage_size=200"]):
         assert validate_off_grpo_config(fakes.compose_cfg(*common, *extra)).rollout_schedule == "window"
+    # one more validation sample than fits
+    cfg = fakes.compose_cfg(*common, "trainer.test_freq=4", "data.val_batch_size=31",
+                            "transfer_queue.backend.SimpleStorage.total_storage_size=204")
+    with pytest.raises(OffGRPOConfigError, match="205 in all, more than .*=204"):
+        validate_off_grpo_config(cfg)
 
 
 def test_window_with_period_one_is_allowed_and_per_step_is_untouched():

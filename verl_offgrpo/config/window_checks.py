@@ -66,14 +66,22 @@ def window_problem(config: Any, knobs: OffGRPOConfig | None = None) -> tuple[str
     test_freq = _get(config, "trainer.test_freq", -1)
     val_batch, val_n = _get(config, "data.val_batch_size"), _get(config, "actor_rollout_ref.rollout.val_kwargs.n", 1)
     if (_is_int(test_freq) and test_freq > 0 and all(_is_int(x) for x in (size, train, n, val_batch, val_n))
-            and (held := (knobs.sync_period - 1) * train * n + val_batch * val_n) > size):
-        return (f"can hold (v − 1)·B·n window samples and a validation batch (data.val_batch_size × "
-                f"rollout.val_kwargs.n) at once in verl's TransferQueue, {held} in all, more than {STORAGE_SIZE}={size}",
+            and (held := validation_peak(knobs.sync_period, test_freq, train * n, val_batch * val_n)) > size):
+        return (f"can hold a validation batch (data.val_batch_size × rollout.val_kwargs.n) beside the window's "
+                f"samples still in verl's TransferQueue, {held} in all, more than {STORAGE_SIZE}={size}",
                 f"raise it (host memory), lower data.val_batch_size, or {per_step}")
     if _is_int(test_freq) and test_freq > 0 and not knobs.sync_before_validate:
         return ("lets vLLM drop α after each window's generation, so validation needs a sync",
                 f"set {PREFIX}.sync_before_validate=true (or trainer.test_freq=-1)")
     return None
+
+
+def validation_peak(period: int, test_freq: int, batch_samples: int, val_samples: int) -> int:
+    """Samples in verl's TransferQueue during a validation inside a window: verl validates after step s before it
+    clears s's batch, and the window holds its steps up to the next multiple of v, so
+
+        (1 + max_s ((−s) mod v)) · B·n + val = (v − gcd(test_freq, v) + 1) · B·n + val    (s ≡ 0 mod test_freq)"""
+    return (period - math.gcd(test_freq, period) + 1) * batch_samples + val_samples
 
 
 def resolve_rollout_schedule(config: Any, knobs: OffGRPOConfig | None = None) -> OffGRPOConfig:

@@ -9,9 +9,9 @@ checkpoint manager compares the served parameters themselves, with tolerance 0:
 * **Fingerprint** (:func:`fingerprint`): for every parameter tensor of vLLM's model, on its own device,
   an exact integer checksum of its raw bits. The tensor's bytes are read as 16-bit words x_i (8-bit
   for 1-byte dtypes such as fp8), in chunks of :data:`CHUNK` words; per chunk c the plain sum Σ x_i and
-  the weighted sum Σ w_i·x_i (w_i a fixed pseudo-random 15-bit weight per position, so moved or
-  swapped elements show too, unless their weights coincide: 1 pair in 2¹⁵) are taken in int64 on the device, then combined on the host as
-  (Σ_c s0_c, Σ_c (c+1)·s1_c) in Python integers. Integer sums are exact and independent of the
+  the weighted sum Σ w_i·x_i (w_i a fixed pseudo-random weight in [1, 2¹⁵] per position, so moved or
+  swapped elements show too, unless their weights coincide: 1 pair in 2¹⁵) are taken in int64 on the
+  device, then combined on the host as (Σ_c s0_c, Σ_c (c+1)·s1_c) in Python integers. Integer sums are exact and independent of the
   reduction order, so the same weights give the same numbers on every call, and any change of any
   single element changes them. One device→host copy per call. Cost: a few reads of the weights at
   memory bandwidth (~24 bytes of traffic per bf16 element), in parallel on each tensor-parallel rank;
@@ -74,10 +74,10 @@ def _mul32(x: Any, k: int) -> Any:
 
 
 def _position_weights(n: int, device) -> Any:
-    """w_i ∈ [1, 32767] (int32), the top 15 bits of MurmurHash3's 32-bit finaliser of the position i < n:
+    """w_i ∈ [1, 32768] (int32), the top 15 bits of MurmurHash3's 32-bit finaliser of the position i < n, plus 1:
 
         h = i;  h ^= h >> 16;  h *= 0x85EBCA6B;  h ^= h >> 13;  h *= 0xC2B2AE35;  h ^= h >> 16   (mod 2³²)
-        w_i = (h >> 17) | 1
+        w_i = (h >> 17) + 1
 
     Non-linear in i, so no distance d makes w_{i+d} = w_i for most i (a multiplicative hash alone did, at
     d = 50 549 for 96 % of positions): a swap of two elements goes unseen only if their weights coincide."""
@@ -86,7 +86,7 @@ def _position_weights(n: int, device) -> Any:
     h = torch.arange(n, dtype=torch.int64, device=device)
     h = _mul32(h ^ (h >> 16), 0x85EBCA6B)
     h = _mul32(h ^ (h >> 13), 0xC2B2AE35)
-    return ((h ^ (h >> 16)) >> 17).bitwise_or_(1).to(torch.int32)
+    return (((h ^ (h >> 16)) >> 17) + 1).to(torch.int32)
 
 
 def _words(tensor) -> Any:
@@ -114,7 +114,7 @@ def fingerprint(named_tensors: Iterable[tuple[str, Any]]) -> dict[str, list]:
             if key not in weights:
                 weights[key] = _position_weights(chunk.numel(), chunk.device)
             s0 = chunk.sum(dtype=torch.int64)
-            s1 = chunk.to(torch.int32).mul_(weights[key]).sum(dtype=torch.int64)  # |w·x| < 2^30: no overflow
+            s1 = chunk.to(torch.int32).mul_(weights[key]).sum(dtype=torch.int64)  # |w·x| <= 2^30: no overflow
             chunks.append(len(parts))
             parts.extend((s0, s1))
         entries.append((name, int(tensor.numel()), str(tensor.dtype).replace("torch.", ""), chunks))

@@ -1,0 +1,38 @@
+"""verl's own counts that a selecting job's checks and trainers read, which must be integers before they do.
+
+verl 0.9.1's ``validate_config`` meets a word or a null in ``data.train_batch_size`` with
+``TypeError: not all arguments converted during string formatting``, and ``trainer.test_freq=null`` passes
+it and every check, then stops the V1 trainer's ``fit`` at its first step, after Ray, vLLM and the model have
+started. For a config that selects the plugin each is one line before any of that; a plain verl config is
+left to verl."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .values import OffGRPOConfigError, is_int, quoted_number_error, written_value
+
+#: dotted path -> (least value or None, the rest of its line); absent keys are left to verl
+COUNTS = {
+    "data.train_batch_size": (1, "it counts the prompts per step"),
+    "actor_rollout_ref.actor.ppo_mini_batch_size": (1, "it counts the prompts per optimizer step"),
+    "trainer.test_freq": (None, "validation runs every that many steps, and -1 turns it off"),
+    "trainer.n_gpus_per_node": (1, "it counts the GPUs per node"),
+    "trainer.nnodes": (1, "it counts the nodes"),
+}
+_ABSENT = object()
+
+
+def check_verl_counts(config: Any) -> None:
+    """Raise :class:`OffGRPOConfigError` for a count of :data:`COUNTS` that is not an integer (a quoted number
+    is told to drop its quotes) or is below its least value: "``path`` must be an integer >= 1 (got 'abc'); ..."."""
+    for dotted, (least, what) in COUNTS.items():
+        value = written_value(config, dotted, _ABSENT)
+        if value is _ABSENT:
+            continue
+        rule = "an integer" if least is None else f"an integer >= {least}"
+        quoted = quoted_number_error(dotted, value, rule)
+        if quoted is not None:
+            raise quoted
+        if not is_int(value) or (least is not None and value < least):
+            raise OffGRPOConfigError(f"{dotted} must be {rule} (got {value!r}); {what}.")
