@@ -96,6 +96,17 @@ The REC / RED comparison (issue 33; off_policy_v10 and on_policy_mask are its of
     8  rec_oneside_noIS:2,rec_oneside_wide:2,red_weight:2,rec_oneside_noIS_v1:2
     9  red_weight_v1:2,rec_oneside_wide_v1:1,rec_oneside_wide_v1:2, and seed 3 of lease 4's undecided configs
 
+Reruns to 150 updates (issue 34 asks for >= 150; leases 1-3 cut these at 66-127), four jobs on one H200 each
+(a rerun replaces the cut run: the statistics then read a new run of the same seed):
+
+    10  on_policy_mask:0,off_policy_v10:0,window_v10:0,on_policy:0
+    11  on_policy_mask_rerun:0,on_policy_mask:1,off_policy_v10:1,window_v10:1
+    12  on_policy_mask_rerun:1,on_policy:1,on_policy_mask:2,off_policy_v10:2
+    13  window_v10:2,on_policy_mask_rerun:2,on_policy:2,reuse_i10:0
+
+bigbatch_v10 takes ≈ 10 s an update (NOTEBOOK §19), so 150 updates and its start-up exceed one lease: its runs
+stop at 70-80 unless a lease longer than 26 minutes is lent.
+
 On a one-GPU lease (the only kind lent since 2026-11-28) run four jobs a GPU: ``--gpus 0,0,0,0 --gpu-mem 0.1
 --kv-cache-gib 8 --agent-workers 4`` (§18: four runs of 150 updates in 1 170 s, 5.7 s an update each, as two a GPU
 took in §13–§14). The statistics need only updates 0–60, so a run the budget cuts after 60 still counts.
