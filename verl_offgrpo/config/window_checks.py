@@ -35,8 +35,9 @@ def window_problem(config: Any, knobs: OffGRPOConfig | None = None) -> tuple[str
     V1 trainer mode's, and one generation phase samples the prompts of v steps (v × ``data.train_batch_size``),
     so the dataloader must hand out whole training batches, nothing may refill a batch after it (verl's own
     ReplayBuffer serves them, no custom sampler), verl's TransferQueue must hold the window's v·B·n samples,
-    and a validation inside a window needs a sync (vLLM drops α after generating). ``rollout_schedule=window`` raises "<schedule> <cause>: <fix>."; ``auto``
-    falls back to per_step and names the cause."""
+    and a validation inside a window needs a sync (vLLM drops α after generating) and room beside the window.
+    ``rollout_schedule=window`` raises "<schedule> <cause>: <fix>."; ``auto`` falls back to per_step and names
+    the cause."""
     knobs = knobs_of(config, knobs)
     per_step = f"{PREFIX}.rollout_schedule=per_step"
     if not uses_v1(config):
@@ -80,7 +81,7 @@ def validation_peak(period: int, test_freq: int, batch_samples: int, val_samples
     """Samples in verl's TransferQueue during a validation inside a window: verl validates after step s before it
     clears s's batch, and the window holds its steps up to the next multiple of v, so
 
-        (1 + max_s ((−s) mod v)) · B·n + val = (v − gcd(test_freq, v) + 1) · B·n + val    (s ≡ 0 mod test_freq)"""
+        (1 + max_s ((−s) mod v))·B·n + val = (v − gcd(test_freq, v) + 1)·B·n + val      (s ≡ 0 mod test_freq)"""
     return (period - math.gcd(test_freq, period) + 1) * batch_samples + val_samples
 
 

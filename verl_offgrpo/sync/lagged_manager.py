@@ -24,9 +24,9 @@ Metrics of the slot of step s (not the first slot): ``off_grpo/synced``, ``off_g
 ``timing_s/off_grpo_skip_wake`` (the cost a lagged step still pays; see :meth:`wake_without_sync`),
 ``timing_s/off_grpo_skip_actor_wait`` (the part of ``empty_cache`` spent waiting for the actor's queued work),
 and the actor workers' memory then: ``off_grpo/skip_{cache_emptied_frac,min_free_frac,wake_needs_frac}``.
-With ``verify_served_weights`` (:mod:`.served_weights`; on wherever per_step at v > 1 wakes vLLM without a sync) a real
-sync also records the served weights' fingerprint in every vLLM worker and a slot without one checks it
-(``ServedPolicyError`` on any difference, before the next rollout): ``timing_s/off_grpo_verify_weights``
+With ``verify_served_weights`` (:mod:`.served_weights`; on wherever per_step at v > 1 wakes vLLM without a
+sync) a real sync also records the served weights' fingerprint in every vLLM worker and a slot without one
+checks it (``ServedPolicyError`` on any difference, before the next rollout): ``timing_s/off_grpo_verify_weights``
 (that call) and ``off_grpo/weights_verified`` (1 on a check, 0 on a record).
 Every step also reports ``timing_s/off_grpo_sleep``, the replicas' sleep after its rollout (inside verl's
 ``timing_s/gen``; level 1 at v > 1 copies α to host memory: :meth:`LaggedCheckpointManager.sleep_replicas`).
@@ -148,7 +148,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         # the served weights recorded in every vLLM worker at each real sync, compared at each such wake.
         # A windowed rollout never wakes vLLM without a sync (free_cache_engine=false too), so it records and
         # checks nothing, and its lagged limit stays an error; at v = 1 nothing is ever served without a sync.
-        self.verify_weights = bool(self.knobs.verify_served_weights) and self.keeps_weights and lagged and not self.windowed
+        self.verify_weights = (bool(self.knobs.verify_served_weights) and self.keeps_weights and lagged
+                               and not self.windowed)
         # with vLLM data parallelism inside a replica the check reaches the leader's shard only (.served_weights)
         self.data_parallel_size = int(rollout_data_parallel_size(full_config))
         if self.verify_weights and self.data_parallel_size > 1 and lagged:

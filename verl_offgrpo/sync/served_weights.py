@@ -11,9 +11,9 @@ checkpoint manager compares the served parameters themselves, with tolerance 0:
   for 1-byte dtypes such as fp8), in chunks of :data:`CHUNK` words; per chunk c the plain sum Σ x_i and
   the weighted sum Σ w_i·x_i (w_i a fixed pseudo-random weight in [1, 2¹⁵] per position, so moved or
   swapped elements show too, unless their weights coincide: 1 pair in 2¹⁵) are taken in int64 on the
-  device, then combined on the host as (Σ_c s0_c, Σ_c (c+1)·s1_c) in Python integers. Integer sums are exact and independent of the
-  reduction order, so the same weights give the same numbers on every call, and any change of any
-  single element changes them. One device→host copy per call. Cost: a few reads of the weights at
+  device, then combined on the host as (Σ_c s0_c, Σ_c (c+1)·s1_c) in Python integers. Integer sums are
+  exact and independent of the reduction order, so the same weights give the same numbers on every call,
+  and any change of any single element changes them. One device→host copy per call. Cost: a few reads of the weights at
   memory bandwidth (~24 bytes of traffic per bf16 element), in parallel on each tensor-parallel rank;
   logged as ``timing_s/off_grpo_verify_weights``.
 * **Where it runs**: inside each vLLM worker process (every TP rank of every replica), as a method
