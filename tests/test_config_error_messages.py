@@ -161,6 +161,35 @@ def test_a_plain_verl_job_keeps_verls_own_handling_of_its_counts():
         validate_as_main_ppo(verl_config("data.train_batch_size=abc"))
 
 
+KL_IN_LOSS = "put the KL in the loss (actor_rollout_ref.actor.use_kl_loss=true, algorithm.use_kl_in_reward=false)"
+
+
+def test_kl_in_the_reward_is_refused_where_a_group_is_judged_by_its_rewards():
+    """verl subtracts β·KL from each sample's reward before the estimator sees it: a group whose task rewards are
+    all equal no longer has zero variance (the mask would miss it), and RED-Drop would count negatives on the
+    penalised rewards. Without the mask, or with the KL in the loss, the config passes."""
+    from _overrides import shipped_config, validate_as_main_ppo
+
+    from verl_offgrpo.config import OffGRPOConfigError
+
+    kl = "algorithm.use_kl_in_reward=true"
+    with pytest.raises(OffGRPOConfigError) as raised:
+        validate_as_main_ppo(shipped_config(kl))
+    assert str(raised.value) == (
+        "algorithm.off_grpo.zero_var_mask=true with algorithm.use_kl_in_reward=true: β·KL makes the rewards of a "
+        f"group whose task rewards are all equal differ, so the mask would miss it; {KL_IN_LOSS}, or set "
+        "algorithm.off_grpo.zero_var_mask=false.")
+    red_drop = ["algorithm.adv_estimator=red_drop", f"{K}.loss_mode=rec", "algorithm.norm_adv_by_std_in_grpo=false",
+                f"{K}.rec.clip_mode=none"]
+    with pytest.raises(OffGRPOConfigError) as raised:
+        validate_as_main_ppo(shipped_config(*red_drop, kl, "algorithm.off_grpo.zero_var_mask=false"))
+    assert str(raised.value) == (
+        "algorithm.adv_estimator=red_drop with algorithm.use_kl_in_reward=true would count each group's negatives "
+        f"(r < mean) on rewards minus β·KL, not on the task rewards: {KL_IN_LOSS}.")
+    validate_as_main_ppo(shipped_config(kl, "algorithm.off_grpo.zero_var_mask=false"))
+    validate_as_main_ppo(shipped_config("actor_rollout_ref.actor.use_kl_loss=true"))
+
+
 def test_compose_says_a_rec_knob_that_is_no_number_must_be_one(capsys):
     said = _compose_error(capsys, f"{K}.loss_mode=rec", "algorithm.norm_adv_by_std_in_grpo=false", f"{K}.rec.tau=abc",
                           code=2)

@@ -193,7 +193,8 @@ def test_a_config_it_can_run_passes_verls_checks_and_the_plugins():
         (["algorithm.rollout_correction=null"], r"sync_period=4 needs r' = π_k/α per token"),
         (["actor_rollout_ref.actor.policy_loss._target_=verl.workers.config.PolicyLossConfig",
           "~actor_rollout_ref.actor.policy_loss.rec"], "must be the plugin's"),
-        (["algorithm.use_kl_in_reward=true"], r"verl's KL-in-reward reads π_k's .*use_kl_in_reward=false\)\.$"),
+        (["algorithm.use_kl_in_reward=true", "algorithm.off_grpo.zero_var_mask=false"],
+         r"verl's KL-in-reward reads π_k's .*use_kl_in_reward=false\)\.$"),
         (["algorithm.off_grpo.rollout_schedule=per_step", "algorithm.off_grpo.verify_served_weights=false"],
          "with algorithm.off_grpo.verify_served_weights=false that check .* rollout_schedule=window, or "
          "max_log_rprime_lagged=0"),

@@ -46,6 +46,26 @@ def check_norm_by_std(config: Any, estimator: str) -> None:
             f" with algorithm.adv_estimator={estimator}, which reads it (false: A = r − mean, Dr.GRPO)")
 
 
+def check_rewards_the_groups_read(config: Any, knobs: OffGRPOConfig, estimator: str) -> None:
+    """The zero-variance mask and RED-Drop judge a group by its samples' rewards. ``algorithm.use_kl_in_reward``
+    hands the estimator r − β·KL instead, which differs between samples whose task rewards are equal: the
+    mask would miss every such group and RED-Drop would count negatives on the penalised rewards."""
+    if not flag_at(config, "algorithm.use_kl_in_reward", False):
+        return
+    kl_in_loss = "put the KL in the loss (actor_rollout_ref.actor.use_kl_loss=true, algorithm.use_kl_in_reward=false)"
+    if estimator == RED_DROP_ESTIMATOR_NAME:
+        raise OffGRPOConfigError(
+            f"algorithm.adv_estimator={estimator} with algorithm.use_kl_in_reward=true would count each group's "
+            f"negatives (r < mean) on rewards minus β·KL, not on the task rewards: {kl_in_loss}."
+        )
+    if knobs.zero_var_mask:
+        raise OffGRPOConfigError(
+            f"{PREFIX}.zero_var_mask=true with algorithm.use_kl_in_reward=true: β·KL makes the rewards of a group "
+            f"whose task rewards are all equal differ, so the mask would miss it; {kl_in_loss}, or set "
+            f"{PREFIX}.zero_var_mask=false."
+        )
+
+
 def check_group_size(config: Any, estimator: str) -> None:
     """The plugin's advantages are statistics of each prompt's group of ``rollout.n`` responses."""
     n = written_value(config, "actor_rollout_ref.rollout.n", 2)  # verl's yaml sets it: absent, nothing to check

@@ -31,6 +31,7 @@ from .loss_estimator_checks import (
     check_loss,
     check_norm_by_std,
     check_passes,
+    check_rewards_the_groups_read,
     check_policy_loss_keys,
     check_policy_loss_section,
     check_rec_knobs_reach_the_loss,
@@ -90,6 +91,7 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     if uses_estimator:
         check_group_size(config, estimator)
         check_norm_by_std(config, estimator)
+        check_rewards_the_groups_read(config, knobs, estimator)
     if uses_loss:
         check_loss(config, knobs, loss_mode, rec)
         if not uses_estimator:
