@@ -89,7 +89,9 @@ def token_weight(rho: torch.Tensor, advantages: torch.Tensor, knobs: RECConfig) 
     if knobs.weight == "is":
         return rho
     if knobs.weight == "red_weight":
-        return torch.exp(torch.clamp(advantages / knobs.tau, -LOG_RATIO_BOUND, LOG_RATIO_BOUND))
+        # A/τ in float64: a τ that is 0.0 in float32 would make 0/0 = NaN where A = 0
+        scaled = advantages.to(torch.float64) / knobs.tau
+        return torch.exp(torch.clamp(scaled, -LOG_RATIO_BOUND, LOG_RATIO_BOUND)).to(advantages.dtype)
     return torch.ones_like(rho)
 
 
@@ -136,8 +138,9 @@ def compute_policy_loss_rec(
     keep = clip_mask(rho, advantages, centre, eps_low, eps_high, knobs)
     weight = token_weight(rho, advantages, knobs)
     coef = (advantages * weight * keep).detach()
-    # padding may hold anything (verl zero-fills it; a NaN must not reach the sum through 0 · NaN)
-    loss_mat = torch.where(mask, -coef * log_prob, torch.zeros_like(log_prob))
+    # padding may hold anything (verl zero-fills it), and a token with Ã·M = 0 may have log π = −inf: neither
+    # may reach the sum through 0 · NaN or 0 · inf
+    loss_mat = torch.where(mask & (coef != 0), -coef * log_prob, torch.zeros_like(log_prob))
     loss, no_loss_token = aggregate(loss_mat, response_mask, loss_agg_mode, config)
 
     clipped = masked_mean((~keep).float(), mask)
