@@ -247,6 +247,26 @@ def test_resume_mid_window_starts_a_shorter_window(ray_local, monkeypatch):
     assert series(rec, "off_grpo/rollout_lag", range(7, 11)) == [1, 2, 0, 1]  # step 6's slot reports none yet
 
 
+def test_a_resumes_reference_reset_is_logged_with_the_next_step(ray_local, monkeypatch):
+    """Resumed at step 4 with R = 2: the first slot sets π_ref ← π_θ (the reference is not checkpointed) and logs
+    nothing of its own, so step 5 carries off_grpo/ref_reset_on_resume = 1 and ref_resume_exact = 1 (4 % 2 = 0)
+    beside its own off_grpo/ref_reset = 0; step 6 resets by the period."""
+    from verl_offgrpo.ref_reset import trainer as ref_trainer
+
+    copies = []
+    monkeypatch.setattr(ref_trainer, "actor_workers", lambda trainer: ["worker"])
+    monkeypatch.setattr(ref_trainer, "run_reset_on_workers",
+                        lambda workers, verify=False: copies.append(workers) or [{"bytes_written": 2e9}])
+    rec = run_fit(monkeypatch, "trainer.test_freq=-1", "algorithm.off_grpo.ref_reset_period=2",
+                  "actor_rollout_ref.actor.use_kl_loss=true", start=4, total=6)
+    assert len(copies) == 2  # the resume's and step 6's
+    assert series(rec, "off_grpo/ref_reset_on_resume", [5, 6]) == [1.0, None]
+    assert series(rec, "off_grpo/ref_resume_exact", [5]) == [1.0]
+    assert series(rec, "off_grpo/ref_reset", [5, 6]) == [0.0, 1.0]
+    assert series(rec, "off_grpo/ref_num_resets", [5, 6]) == [1.0, 2.0]
+    assert series(rec, "off_grpo/ref_reset_gb", [5, 6]) == [2.0, 2.0]
+
+
 def test_the_default_schedule_runs_the_window_at_v_above_one(ray_local, monkeypatch):
     """rollout_schedule=auto (the default) on the V1 trainer: the trainer and the lagged manager both take
     the window (one generation per window, vLLM asleep at verl's level 2, never woken without a sync)."""
@@ -512,3 +532,55 @@ def test_auto_takes_the_window_where_it_can_run_and_says_why_not(caplog, overrid
         assert "rollout_schedule=per_step" not in lines[0]  # the explicit window's fix: auto already does it
         assert [r.levelno for r in caplog.records if "rollout_schedule=auto" in r.getMessage()] == [logging.WARNING]
         assert reason in lines[0]
+
+
+def documented_metric_names() -> set[str]:
+    """Every name docs/metrics.md writes in backticks, ``{a,b}`` alternatives expanded."""
+    import itertools
+    import re
+    from pathlib import Path
+
+    names = set()
+    for token in re.findall(r"`([^`\s]+)`", (Path(__file__).resolve().parents[1] / "docs" / "metrics.md").read_text()):
+        parts = re.split(r"(\{[^}]*\})", token)
+        names.update("".join(c) for c in itertools.product(*[p[1:-1].split(",") if p.startswith("{") else [p]
+                                                              for p in parts]))
+    return names
+
+
+def test_every_metric_the_plugins_trainer_logs_is_documented(ray_local, monkeypatch):
+    """A run of the V1 trainer mode (window, a reference reset with its copy verified, resumed), one call of each
+    loss, and every full name the package spells out: each plugin metric (``off_grpo/``, ``timing_s/off_grpo``,
+    ``actor/off_grpo/``, ``actor/rec/``) is in docs/metrics.md."""
+    import torch
+    from test_policy_loss import actor_config, call_ppo_loss
+
+    from verl_offgrpo.ref_reset import trainer as ref_trainer
+
+    monkeypatch.setenv(ref_trainer.VERIFY_ENV, "1")
+    monkeypatch.setattr(ref_trainer, "actor_workers", lambda trainer: ["worker"])
+    monkeypatch.setattr(ref_trainer, "run_reset_on_workers",
+                        lambda workers, verify=False: [{"bytes_written": 8, "max_abs_diff": 0.0}])
+    rec = run_fit(monkeypatch, "trainer.test_freq=4", "algorithm.off_grpo.ref_reset_period=2",
+                  "actor_rollout_ref.actor.use_kl_loss=true", start=2, total=8)
+    logged = {key for row in rec.logged.values() for key in row}
+    # and every full metric name the package's code spells out (per_step's served-weights check among them)
+    import re
+    from pathlib import Path
+
+    import verl_offgrpo
+
+    for path in Path(verl_offgrpo.__file__).parent.rglob("*.py"):
+        logged |= set(re.findall(r'"((?:off_grpo/|timing_s/off_grpo|actor/off_grpo/|actor/rec/)[a-z_/]+)"',
+                                 path.read_text()))
+    for loss_mode in ("off_grpo", "rec"):
+        n = 4
+        _, metrics = call_ppo_loss(actor_config(loss_mode=loss_mode), log_prob=torch.full((1, n), -1.0, requires_grad=True),
+                                   old_log_prob=torch.full((1, n), -1.0),
+                                   advantages=torch.ones(1, n), response_mask=torch.ones(1, n, dtype=torch.int64),
+                                   rollout_is_weights=torch.tensor([[1.5, 1.0, 1.0, 1.0]]))
+        logged |= set(metrics)
+    ours = sorted(k for k in logged if k.startswith(("off_grpo/", "timing_s/off_grpo", "actor/off_grpo/", "actor/rec/"))
+                  and not k.endswith("/"))  # a prefix the code builds names from
+    assert "off_grpo/ref_reset_on_resume" in ours and "off_grpo/weights_verified" in ours
+    assert [k for k in ours if k not in documented_metric_names()] == []

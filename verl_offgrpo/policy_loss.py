@@ -198,7 +198,6 @@ def compute_policy_loss_off_grpo(
     metrics = {
         # verl's names, so existing dashboards keep working
         "actor/pg_clipfrac": (clipped_high + clipped_low).item(),
-        "actor/pg_clipfrac_lower": clipped_low.item(),
         "actor/ppo_kl": masked_mean(-parts["log_ratio_to_k"], mask).item(),
         "actor/off_grpo/clipfrac_high": clipped_high.item(),
         "actor/off_grpo/clipfrac_low": clipped_low.item(),

@@ -160,6 +160,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             )  # fmt: skip
         self.history: list[SlotDecision] = []
         self.metrics_by_step: dict[int, dict] = {}
+        # the first slot logs nothing of its own; what it did (π_ref ← π_θ on resume) goes with the next step
+        self.first_slot_metrics: dict = {}
         self.last_metrics: dict = {}
         self.cache_emptied_hint_shown = False
         if trainer_kind == "v0":
@@ -206,8 +208,11 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             from verl_offgrpo.ref_reset import maybe_reset_reference
 
             ref_metrics = maybe_reset_reference(self.trainer, global_steps, at_init=decision.reason == FIRST)
+        if decision.reason == FIRST and ref_metrics:  # the resume's reset: logged with the next step's slot
+            self.first_slot_metrics = ref_metrics
         if decision.reason not in (FIRST, REPEAT):
             metrics = {
+                **self.first_slot_metrics,
                 **ref_metrics,
                 "off_grpo/synced": float(decision.sync),
                 "off_grpo/lag": float(self._lag_after(decision)),
@@ -219,6 +224,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             rollout_lag = self.rollout_lag_of(decision.step) if self.window_schedule else decision.rollout_lag
             if rollout_lag is not None:
                 metrics["off_grpo/rollout_lag"] = float(rollout_lag)
+            self.first_slot_metrics = {}
             self.last_metrics = metrics
             self._record(decision.step, metrics)
         return result
