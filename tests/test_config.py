@@ -850,6 +850,24 @@ def test_rec_warns_of_eps_that_cannot_act(caplog):
     assert told(f"{REC_KNOB}anchor=rprime", "actor_rollout_ref.actor.clip_ratio_low=1.0") == []
 
 
+def test_rec_warns_of_an_anchor_nothing_reads(caplog):
+    """ρ feeds the clip mask and weight=is only: under clip_mode=none with weight none or red_weight a non-default
+    anchor changes nothing; with weight=is, or with a mask, it does."""
+    def told(*overrides):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger=LOGGER):
+            validate(composed(REC, *overrides))
+        return [r.getMessage() for r in caplog.records if "anchor=" in r.getMessage()]
+
+    assert told(f"{REC_KNOB}clip_mode=none", f"{REC_KNOB}anchor=pi_k") == [
+        "off_grpo: actor_rollout_ref.actor.policy_loss.rec.anchor=pi_k: no effect with clip_mode=none and "
+        "weight=none (ρ feeds only the clip mask and weight=is)."]
+    assert len(told(f"{REC_KNOB}clip_mode=none", f"{REC_KNOB}weight=red_weight", f"{REC_KNOB}anchor=rprime")) == 1
+    assert told(f"{REC_KNOB}clip_mode=none", f"{REC_KNOB}weight=is", f"{REC_KNOB}anchor=pi_k") == []
+    assert told(f"{REC_KNOB}anchor=rprime") == []
+    assert told(f"{REC_KNOB}clip_mode=none") == []
+
+
 def test_advisory_lines_come_once_per_job_every_checks_logger_is_silenced():
     """Every logger of the config checks (the modules of verl_offgrpo.config that log) is among those the
     trainer's re-checks silence: a new module's info line would otherwise print twice."""
