@@ -264,7 +264,9 @@ def test_a_resumes_reference_reset_is_logged_with_the_next_step(ray_local, monke
     assert series(rec, "off_grpo/ref_resume_exact", [5]) == [1.0]
     assert series(rec, "off_grpo/ref_reset", [5, 6]) == [0.0, 1.0]
     assert series(rec, "off_grpo/ref_num_resets", [5, 6]) == [1.0, 2.0]
-    assert series(rec, "off_grpo/ref_reset_gb", [5, 6]) == [2.0, 2.0]
+    assert series(rec, "off_grpo/ref_resume_gb", [5, 6]) == [2.0, None]  # the resume's copy, beside step 5's none
+    assert series(rec, "off_grpo/ref_reset_gb", [5, 6]) == [None, 2.0]
+    assert series(rec, "timing_s/off_grpo_ref_reset_on_resume", [6]) == [None]
 
 
 def test_the_default_schedule_runs_the_window_at_v_above_one(ray_local, monkeypatch):

@@ -114,8 +114,8 @@ class OffGRPOConfig:
 
     Args:
         ref_reset_period (int, default 0): R: π_ref ← π_θ every R steps, so the KL term anchors to a
-            recent policy. 0 = never (verl's behaviour). Needs a reference model: ``actor.use_kl_loss`` or
-            ``algorithm.use_kl_in_reward``.
+            recent policy. 0 = never (verl's behaviour). Needs a reference model: ``actor.use_kl_loss`` (or
+            ``algorithm.use_kl_in_reward`` with ``zero_var_mask=false``, not with ``red_drop``).
 
     > Safety (engineering; no paper section)
 

@@ -43,7 +43,8 @@ def check_ref_reset_config(config: Any, *, require_hooks: bool = True, knobs: Of
     if not (use_kl_loss or use_kl_in_reward):
         raise RefResetConfigError(
             f"{why} needs a reference model, which verl builds only with actor_rollout_ref.actor.use_kl_loss=true "
-            "(β = kl_loss_coef) or algorithm.use_kl_in_reward=true; set one, or ref_reset_period=0."
+            "(β = kl_loss_coef) or algorithm.use_kl_in_reward=true (the latter not with the zero-variance mask or "
+            "red_drop); set actor_rollout_ref.actor.use_kl_loss=true, or ref_reset_period=0."
         )
     if uses_lora(config):
         raise RefResetConfigError(

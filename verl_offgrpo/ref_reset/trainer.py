@@ -88,6 +88,14 @@ def _verify_default() -> bool:
     return os.environ.get(VERIFY_ENV, "0").strip().lower() in ("1", "true", "yes")
 
 
+#: the copy's metrics when it runs on resume, apart from a reset of the step it is logged with
+RESUME_NAMES = {
+    "timing_s/off_grpo_ref_reset": "timing_s/off_grpo_ref_reset_on_resume",
+    "off_grpo/ref_reset_gb": "off_grpo/ref_resume_gb",
+    "off_grpo/ref_reset_max_abs_diff": "off_grpo/ref_resume_max_abs_diff",
+}
+
+
 def _reset(trainer: Any, verify: bool) -> dict:
     start = time.perf_counter()
     reports = run_reset_on_workers(actor_workers(trainer), verify=verify)
@@ -124,8 +132,10 @@ def maybe_reset_reference(trainer: Any, step: int, *, at_init: bool = False, ver
                 "trainer.save_freq that is a multiple of ref_reset_period for an exact resume.",
                 s0, state.period, s0, state.period * (s0 // state.period),
             )  # fmt: skip
-        metrics = _reset(trainer, verify)
+        copy = _reset(trainer, verify)
         state.commit(s0, reset=True)
+        # logged with the next step (whose own reset, if any, has the unprefixed names)
+        metrics = {RESUME_NAMES[key]: value for key, value in copy.items()}
         metrics.update(
             {
                 "off_grpo/ref_reset_on_resume": 1.0,
