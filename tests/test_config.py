@@ -797,13 +797,18 @@ def test_lora_with_lag_rejected():
         validate_off_grpo_config(cfg)
 
 
+def rec_warnings(caplog, about, *overrides):
+    """The warning lines containing ``about`` that validating the rec config ``REC`` + ``overrides`` logs."""
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        validate(composed(REC, *overrides))
+    return [r.getMessage() for r in caplog.records if about in r.getMessage()]
+
+
 def test_rec_knobs_the_chosen_mode_never_reads_are_named(caplog):
     """τ without weight=red_weight and ε′ without clip_mode=ring change nothing: one warning names them."""
     def told(*overrides):
-        caplog.clear()
-        with caplog.at_level(logging.WARNING, logger=LOGGER):
-            validate(composed(REC, *overrides))
-        return [r.getMessage() for r in caplog.records if "no effect with clip_mode" in r.getMessage()]
+        return rec_warnings(caplog, "no effect with clip_mode", *overrides)
 
     lines = told(f"{REC_KNOB}tau=0.5", f"{REC_KNOB}eps_high_prime=3.0")
     assert lines == ["off_grpo: actor_rollout_ref.actor.policy_loss.rec sets tau=0.5 (read only with weight=red_weight), "
@@ -835,10 +840,7 @@ def test_rec_says_which_option_of_the_paper_it_runs(caplog, overrides, option):
 def test_rec_warns_of_eps_that_cannot_act(caplog):
     """ε under clip_mode=none (no mask) and ε_low ≥ 1 (ρ < 1 − ε_low ≤ 0 never happens) change nothing."""
     def told(*overrides):
-        caplog.clear()
-        with caplog.at_level(logging.WARNING, logger=LOGGER):
-            validate(composed(REC, *overrides))
-        return [r.getMessage() for r in caplog.records if "clip_ratio_low" in r.getMessage()]
+        return rec_warnings(caplog, "clip_ratio_low", *overrides)
 
     none = told(f"{REC_KNOB}clip_mode=none", "actor_rollout_ref.actor.clip_ratio_low=0.6")
     assert none == ["off_grpo: actor_rollout_ref.actor.clip_ratio_low/high=0.6/0.2: no effect with the rec loss's "
@@ -854,14 +856,11 @@ def test_rec_warns_of_an_anchor_nothing_reads(caplog):
     """ρ feeds the clip mask and weight=is only: under clip_mode=none with weight none or red_weight a non-default
     anchor changes nothing; with weight=is, or with a mask, it does."""
     def told(*overrides):
-        caplog.clear()
-        with caplog.at_level(logging.WARNING, logger=LOGGER):
-            validate(composed(REC, *overrides))
-        return [r.getMessage() for r in caplog.records if "anchor=" in r.getMessage()]
+        return rec_warnings(caplog, "anchor=", *overrides)
 
     assert told(f"{REC_KNOB}clip_mode=none", f"{REC_KNOB}anchor=pi_k") == [
-        "off_grpo: actor_rollout_ref.actor.policy_loss.rec.anchor=pi_k: no effect with clip_mode=none and "
-        "weight=none (ρ feeds only the clip mask and weight=is)."]
+        "off_grpo: actor_rollout_ref.actor.policy_loss.rec sets anchor=pi_k (read only with a clip mask or weight=is): "
+        "no effect with clip_mode=none, weight=none."]
     assert len(told(f"{REC_KNOB}clip_mode=none", f"{REC_KNOB}weight=red_weight", f"{REC_KNOB}anchor=rprime")) == 1
     assert told(f"{REC_KNOB}clip_mode=none", f"{REC_KNOB}weight=is", f"{REC_KNOB}anchor=pi_k") == []
     assert told(f"{REC_KNOB}anchor=rprime") == []

@@ -121,10 +121,12 @@ class RECConfig:
 
     def idle_knobs(self) -> list[str]:
         """Knobs changed from their defaults that the chosen mode never reads: τ without ``weight=red_weight``,
-        ε′ without ``clip_mode=ring``."""
+        ε′ without ``clip_mode=ring``, the anchor without a clip mask or ``weight=is`` (ρ feeds only those)."""
         default, idle = type(self)(), []
         if self.weight != "red_weight" and self.tau != default.tau:
             idle.append(f"tau={self.tau} (read only with weight=red_weight)")
+        if self.clip_mode == "none" and self.weight != "is" and self.anchor != default.anchor:
+            idle.append(f"anchor={self.anchor} (read only with a clip mask or weight=is)")
         for side in ("low", "high"):
             name = f"eps_{side}_prime"
             if self.clip_mode != "ring" and getattr(self, name) != getattr(default, name):

@@ -11,7 +11,7 @@ import logging
 from typing import Any, Optional
 
 from verl_offgrpo import ESTIMATOR_NAMES, RED_DROP_ESTIMATOR_NAME
-from verl_offgrpo.config.rec import PREFIX, RECConfig
+from verl_offgrpo.config.rec import RECConfig
 from verl_offgrpo.config.readers import flag_at
 from verl_offgrpo.config.values import config_value as _get
 
@@ -49,15 +49,14 @@ def advantage_text(config: Any, estimator: Any) -> str:
 
 def tell_rec_option(config: Any, rec: RECConfig, eps_low: float, eps_high: float) -> None:
     """One info line naming the option, its ε, ρ and A; a warning for ε that cannot act: any ε under
-    ``clip_mode=none`` (no mask), ε_low ≥ 1 with a band around 1 (ρ < 1 − ε_low ≤ 0 never happens); and one for
-    an anchor that cannot act (:func:`idle_anchor`)."""
+    ``clip_mode=none`` (no mask), ε_low ≥ 1 with a band around 1 (ρ < 1 − ε_low ≤ 0 never happens)."""
     estimator = _get(config, "algorithm.adv_estimator")
     eps = f"ε = {eps_low:g}/{eps_high:g}, " if rec.clip_mode != "none" else ""
     logger.info("off_grpo: the rec loss runs %s (%s%s, %s).", option_name(rec, eps_low, eps_high, estimator),
                 eps, _RHO.get(rec.anchor, rec.anchor), advantage_text(config, estimator))
-    for idle in (idle_eps(rec, eps_low, eps_high), idle_anchor(rec)):
-        if idle:
-            logger.warning("off_grpo: %s", idle)
+    idle = idle_eps(rec, eps_low, eps_high)
+    if idle:
+        logger.warning("off_grpo: %s", idle)
 
 
 def idle_eps(rec: RECConfig, eps_low: float, eps_high: float) -> Optional[str]:
@@ -71,11 +70,3 @@ def idle_eps(rec: RECConfig, eps_low: float, eps_high: float) -> Optional[str]:
                 "side never binds (the paper's wider clip is 0.6).")
     return None
 
-
-def idle_anchor(rec: RECConfig) -> Optional[str]:
-    """Why a non-default ``anchor`` cannot act, or None: ρ feeds only the clip mask and the IS weight, so under
-    ``clip_mode=none`` with ``weight`` none or red_weight nothing reads it."""
-    if rec.clip_mode == "none" and rec.weight != "is" and rec.anchor != RECConfig.anchor:
-        return (f"{PREFIX}.anchor={rec.anchor}: no effect with clip_mode=none and weight={rec.weight} "
-                "(ρ feeds only the clip mask and weight=is).")
-    return None
