@@ -10,6 +10,7 @@ so every assertion on metrics is on what verl would log.
 """
 
 import importlib.util
+import logging
 import os
 import sys
 from types import SimpleNamespace
@@ -79,6 +80,16 @@ class Recorder:
         Recorder.logged.setdefault(step, {}).update(data)
 
 
+class FakeLoader:
+    """verl's StatefulDataLoader as the trainer uses it here: its state is how many prompts were fetched."""
+
+    def __init__(self):
+        self.fetched = 0
+
+    def state_dict(self):
+        return {"fetched": self.fetched}
+
+
 class FakeBatch(SimpleNamespace):
     """What verl's replay buffer hands a step: keys (one per sample row), tags, partition, extra_info."""
 
@@ -86,10 +97,11 @@ class FakeBatch(SimpleNamespace):
         return len(self.keys)
 
 
-def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=0, schedule="window", extra_rows=0):
+def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=0, schedule="window", extra_rows=0,
+            steps_per_epoch=1000):
     """verl's V1 ``fit`` of the off_grpo_sync trainer over the fake cluster (``schedule``: the
-    ``rollout_schedule`` set, None for the default). Returns a record of what happened: generations (step,
-    prompts, weights served), per-step batches' weights, validations (step, weights), actor updates per
+    ``rollout_schedule`` set, None for the default). Returns a record of what happened: generations (one per
+    submission: the step its prompts are tagged with, prompts, weights served), per-step batches' weights, validations (step, weights), actor updates per
     step, the sync calls, the logged metrics and the servers' logs, and per step the value of verl's
     ``algorithm.rollout_correction.bypass_mode`` that verl's ``_compute_old_log_prob`` and
     ``_compute_advantage`` (both stand-ins) saw. A batch holds n rows per prompt plus ``extra_rows``; the
@@ -112,7 +124,7 @@ def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=
     trainer = get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
     servers, workers, replicas, wg = fakes.make_cluster()
     engine_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout.checkpoint_engine)
-    rec = SimpleNamespace(generations=[], batches={}, validations=[], updates={}, buffer=[], bypass={})
+    rec = SimpleNamespace(generations=[], batches={}, batch_tags={}, validations=[], updates={}, buffer=[], bypass={})
 
     def fake_setup(self):
         self.actor_rollout_wg = wg
@@ -120,19 +132,24 @@ def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=
         self.checkpoint_manager.sleep_replicas()
         self.global_steps = start
         self.total_training_steps = total
-        self.steps_per_epoch = 1000
+        self.steps_per_epoch = steps_per_epoch
+        self.train_dataloader = FakeLoader()
         self._init_dump_executor()
 
     def add_prompts(num_prompts):
         served = ray.get(servers[0].generate.remote())
         rec.generations.append((trainer.global_steps, num_prompts, served))
-        rec.buffer.extend([served] * num_prompts)
+        trainer.train_dataloader.fetched += num_prompts
+        rec.buffer.extend([(trainer.global_steps, served)] * num_prompts)  # verl tags prompts with global_steps
         return num_prompts
 
     def sample(global_steps, partition_id, batch_size):
+        # verl's sync ReplayBuffer serves the lowest tags first (_select_prompt_uids)
         assert len(rec.buffer) >= batch_size, f"step {global_steps}: buffer holds {len(rec.buffer)} < {batch_size}"
-        served, rec.buffer[:batch_size] = rec.buffer[:batch_size], []
-        rec.batches[global_steps] = served
+        rec.buffer.sort(key=lambda entry: entry[0])
+        taken, rec.buffer[:batch_size] = rec.buffer[:batch_size], []
+        rec.batch_tags[global_steps] = [tag for tag, _ in taken]
+        served = rec.batches[global_steps] = [weights for _, weights in taken]
         rows = batch_size * int(cfg.actor_rollout_ref.rollout.n) + extra_rows
         batch = FakeBatch(keys=[f"k{global_steps}_{i}" for i in range(rows)],
                           tags=[{} for _ in range(rows)], partition_id="train", extra_info={}, served=served)
@@ -207,14 +224,20 @@ def series(rec, key, steps):
     return [rec.logged[s].get(key) for s in steps]
 
 
+def window(start, length, served):
+    """The submissions of one window: a batch of B prompts per step, tagged with that step."""
+    return [(start + j, B, served) for j in range(length)]
+
+
 def test_window_generates_once_per_window_and_trains_once_per_step(ray_local, monkeypatch):
     """v=4, 10 steps, validation after steps 6 and 10: windows 1-4 (π_0), 5-8 (π_4), 9-10 (π_8, the short
     last window). A validation inside the window 5-8 syncs π_6 for itself, yet steps 7-8 still train on
     π_4's buffered samples with their true lag, and vLLM goes back to sleep until the window's end."""
     rec = run_fit(monkeypatch, "trainer.test_freq=6", total=10)
     steps = range(1, 11)
-    assert rec.generations == [(1, 4 * B, "pi_0"), (5, 4 * B, "pi_4"), (9, 2 * B, "pi_8")]
+    assert rec.generations == window(1, 4, "pi_0") + window(5, 4, "pi_4") + window(9, 2, "pi_8")
     assert [rec.batches[s] for s in steps] == [["pi_0"] * B] * 4 + [["pi_4"] * B] * 4 + [["pi_8"] * B] * 2
+    assert rec.batch_tags == {s: [s] * B for s in steps}  # each step trains on its own batch, as per_step
     assert rec.updates == {s: 1 for s in steps}  # one global step = one update
     assert rec.syncs == [0, 4, 6, 8, 10]
     assert rec.validations == [(6, "pi_6"), (10, "pi_10")]
@@ -236,15 +259,24 @@ def test_a_windows_first_step_waits_for_every_group_of_the_window(ray_local, mon
     vLLM holds; the window's first step polls until no group is pending or running."""
     rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=4, unfinished=3)
     assert rec.polls == [1, 1]  # one poll saw 3 groups still running, the next none
-    assert rec.generations == [(1, 4 * B, "pi_0")]
+    assert rec.generations == window(1, 4, "pi_0")
 
 
 def test_resume_mid_window_starts_a_shorter_window(ray_local, monkeypatch):
     """Resumed at step 5 (v=4): the first slot syncs π_5, the window 6-8 ends at the next period sync."""
     rec = run_fit(monkeypatch, "trainer.test_freq=-1", start=5, total=10)
-    assert rec.generations == [(6, 3 * B, "pi_5"), (9, 2 * B, "pi_8")]
+    assert rec.generations == window(6, 3, "pi_5") + window(9, 2, "pi_8")
     assert rec.syncs == [5, 8]
     assert series(rec, "off_grpo/rollout_lag", range(7, 11)) == [1, 2, 0, 1]  # step 6's slot reports none yet
+
+
+def test_the_last_window_ends_where_verls_epochs_end(ray_local, monkeypatch):
+    """verl's fit also stops after trainer.total_epochs epochs (7 steps here) when total_training_steps is larger:
+    the window 5-8 is cut to 5-7 and generates no batch that no step would train on."""
+    rec = run_fit(monkeypatch, "trainer.test_freq=-1", "trainer.total_epochs=1", total=10, steps_per_epoch=7)
+    assert rec.generations == window(1, 4, "pi_0") + window(5, 3, "pi_4")
+    assert rec.updates == {s: 1 for s in range(1, 8)}
+    assert rec.buffer == []
 
 
 def test_a_resumes_reference_reset_is_logged_with_the_next_step(ray_local, monkeypatch):
@@ -274,7 +306,7 @@ def test_the_default_schedule_runs_the_window_at_v_above_one(ray_local, monkeypa
     the window (one generation per window, vLLM asleep at verl's level 2, never woken without a sync)."""
     rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=8, schedule=None)
     assert rec.trainer.windowed and rec.trainer.checkpoint_manager.windowed
-    assert rec.generations == [(1, 4 * B, "pi_0"), (5, 4 * B, "pi_4")]
+    assert rec.generations == window(1, 4, "pi_0") + window(5, 4, "pi_4")
     assert rec.syncs == [0, 4, 8]
     assert [e for e in rec.server_log if e[0] == "sleep"] == [("sleep", 2)] * 3  # init, 2 windows
 
@@ -304,21 +336,33 @@ def test_lag_is_the_next_batchs_staleness_after_a_forced_sync(ray_local, monkeyp
     assert series(rec, "off_grpo/synced", [6, 8]) == [1.0, 1.0]
 
 
-def test_window_without_free_cache_engine_keeps_the_lagged_limit_an_error(ray_local, monkeypatch):
-    """vLLM never sleeping (rollout.free_cache_engine=false) does not turn on the exact served-weights check in
-    a window (it never wakes vLLM without a sync, so nothing would be checked): a lagged batch over
-    max_log_rprime_lagged still stops the run, and no fingerprint is recorded."""
+@pytest.mark.parametrize("free_cache_engine", [True, False])
+def test_a_windows_lagged_batch_over_the_lagged_limit_warns_as_per_step_does(ray_local, monkeypatch, caplog,
+                                                                            free_cache_engine):
+    """A window's lagged batches come from the generation phase whose lag-0 batch met the strict limit, with no
+    wake or transfer since, so a lagged batch over max_log_rprime_lagged is drift: a warning that says why and
+    off_grpo/guard/lagged_over_limit, as per_step with the exact check gives, not a stop blaming vLLM's wake.
+    With vLLM never sleeping (rollout.free_cache_engine=false) too, and no fingerprint is recorded either way."""
     import functools
 
-    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
-
-    monkeypatch.setattr(fakes, "make_cluster", functools.partial(fakes.make_cluster, free_cache_engine=False))
-    with pytest.raises(ServedPolicyError, match="step 3"):
-        run_fit(monkeypatch, "trainer.test_freq=-1", "actor_rollout_ref.rollout.free_cache_engine=false",
-                total=4, rprime=lambda step: 5.0 if step == 3 else 0.01)
-    rec = run_fit(monkeypatch, "trainer.test_freq=-1", "actor_rollout_ref.rollout.free_cache_engine=false", total=4)
+    monkeypatch.setattr(fakes, "make_cluster", functools.partial(fakes.make_cluster, free_cache_engine=free_cache_engine))
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        rec = run_fit(monkeypatch, "trainer.test_freq=-1", f"actor_rollout_ref.rollout.free_cache_engine={free_cache_engine}",
+                      total=4, rprime=lambda step: 2.0 if step == 3 else 0.01)
+    assert rec.updates == {s: 1 for s in range(1, 5)}
+    assert series(rec, "off_grpo/guard/lagged_over_limit", range(1, 5)) == [None, 0.0, 1.0, 0.0]
+    [line] = [r.getMessage() for r in caplog.records if "max_log_rprime_lagged" in r.getMessage()]
+    assert "step 3" in line and "generated in the phase whose lag-0 batch met" in line and "exact" not in line
     assert not rec.trainer.checkpoint_manager.verify_weights
     assert [ray.get(server.get_rpcs.remote()) for server in rec.servers] == [[]] * len(rec.servers)
+
+
+def test_the_lag_0_limit_still_stops_a_window(ray_local, monkeypatch):
+    """The strict limit on a window's first batch stays an error (it is what vouches for the lagged ones)."""
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    with pytest.raises(ServedPolicyError, match="step 5"):
+        run_fit(monkeypatch, "trainer.test_freq=-1", total=8, rprime=lambda step: 0.9 if step == 5 else 0.01)
 
 
 SKIP = ("algorithm.off_grpo.skip_old_log_prob=true", f"actor_rollout_ref.actor.ppo_mini_batch_size={B}")
@@ -367,12 +411,13 @@ def test_skip_old_log_prob_bypasses_verls_pass_on_lagged_batches_only(ray_local,
 
 
 def test_a_skipped_batch_meets_the_guard_after_its_update(ray_local, monkeypatch):
-    """No r' before the update of a skipped batch: the guard reads the loss's mean |log r'| after it. In a
-    window (no exact served-weights check) the lagged limit stops the run there, one update late."""
+    """No r' before the update of a skipped batch: the guard reads the loss's mean |log r'| after it, one update
+    late: in a window the lagged limit marks it (off_grpo/guard/lagged_over_limit), a NaN stops the run."""
     from verl_offgrpo.sync.alpha_guard import ServedPolicyError
 
-    with pytest.raises(ServedPolicyError, match=r"step 3: .*rollout lag 2\) and mean \|log π_k/α\| per token is 5"):
-        run_fit(monkeypatch, *SKIP, "trainer.test_freq=-1", total=8, rprime=lambda step: 5.0 if step == 3 else 0.01)
+    rec = run_fit(monkeypatch, *SKIP, "trainer.test_freq=-1", total=4, rprime=lambda step: 5.0 if step == 3 else 0.01)
+    assert series(rec, "off_grpo/guard/lagged_over_limit", range(1, 5)) == [None, 0.0, 1.0, 0.0]
+    assert series(rec, "off_grpo/old_log_prob_skipped", range(1, 5)) == [0.0, 1.0, 1.0, 1.0]
     with pytest.raises(ServedPolicyError, match=r"step 2: .* is nan"):
         run_fit(monkeypatch, *SKIP, "trainer.test_freq=-1", total=8,
                 rprime=lambda step: float("nan") if step == 2 else 0.01)
@@ -586,3 +631,104 @@ def test_every_metric_the_plugins_trainer_logs_is_documented(ray_local, monkeypa
                   and not k.endswith("/"))  # a prefix the code builds names from
     assert "off_grpo/ref_reset_on_resume" in ours and "off_grpo/weights_verified" in ours
     assert [k for k in ours if k not in documented_metric_names()] == []
+
+
+# ----------------------------------------------------------------------------- which prompts a step trains on
+def prompt_pipeline(monkeypatch, num_prompts=24):
+    """verl's own ``_add_prompts_to_generate`` (dataloader fetch, prompt tags) and sync ``ReplayBuffer.sample`` over
+    a TransferQueue stand-in where every submitted group finishes at once; a seeded ``StatefulDataLoader``
+    over prompts whose ``idx`` is their dataset position. Returns (trainer stand-in, sample(step) -> idx list,
+    make_loader)."""
+    import torch
+    from omegaconf import OmegaConf
+    from torchdata.stateful_dataloader import StatefulDataLoader
+    from verl.trainer.ppo.v1 import replay_buffer as rbm
+    from verl.trainer.ppo.v1 import trainer_base
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+    from verl.utils.dataset.rl_dataset import collate_fn
+
+    store: dict = {"train": {}}
+    tq = SimpleNamespace(
+        kv_list=lambda partition_id=None: {p: dict(items) for p, items in store.items()},
+        kv_clear=lambda keys, partition_id: [store[partition_id].pop(k, None) for k in keys],
+        kv_batch_put=lambda keys, partition_id, tags, **kw: store[partition_id].update(zip(keys, tags)),
+    )
+    monkeypatch.setattr(rbm, "tq", tq)
+    monkeypatch.setattr(trainer_base, "tq", tq)
+    dataset = [{"raw_prompt": f"p{i}", "idx": torch.tensor(i)} for i in range(num_prompts)]
+    idx_of = {}
+
+    def finish(batch):  # the agent loop: n=2 samples a prompt, finished at once, the prompt's tag kept
+        for uid, idx in zip(batch["uid"], batch["idx"].tolist()):
+            store["train"][uid] = {**store["train"][uid], "status": "finished"}
+            idx_of[uid] = idx
+            for session in range(2):
+                store["train"][f"{uid}_{session}_0"] = {"seq_len": 8}
+
+    def make_loader():
+        return StatefulDataLoader(dataset, batch_size=B, drop_last=True, collate_fn=collate_fn,
+                                  sampler=torch.utils.data.RandomSampler(dataset, generator=torch.Generator().manual_seed(0)))
+
+    trainer = SimpleNamespace(config=OmegaConf.create({"data": {"train_batch_size": B, "gen_batch_size": None}}),
+                              train_dataloader=make_loader(), train_dataloader_it=None, global_steps=0,
+                              trainer_mode="sync", agent_loop_manager=SimpleNamespace(generate_sequences=finish))
+    for name in ("_fetch_one_gen_batch", "_next_train_batch", "_submit_batch_to_rollout", "_add_prompts_to_generate"):
+        setattr(trainer, name, getattr(PPOTrainer, name).__get__(trainer))
+    buffer = rbm.ReplayBuffer(trainer_mode="sync", trainer_config=OmegaConf.create({}), max_off_policy_threshold=None,
+                              max_off_policy_strategy="drop", sampler_kwargs=OmegaConf.create({}),
+                              train_batch_size=B, gen_batch_size=B)
+
+    def sample(step):
+        batch, _ = buffer.sample(global_steps=step, partition_id="train", batch_size=B)
+        tq.kv_clear(batch.keys, "train")
+        return sorted({idx_of[key.split("_")[0]] for key in batch.keys})
+
+    return trainer, sample, make_loader
+
+
+def test_each_step_of_a_window_trains_on_the_batch_per_step_would_give_it(monkeypatch):
+    """Through verl's real prompt submission and sync replay buffer: the window's v batches are tagged with their
+    steps, so step s of the window samples exactly the dataloader batch step s samples with per_step (one tag for
+    the whole window would let the buffer split it at random)."""
+    from verl_offgrpo.sync.trainer_v1 import submit_window
+
+    trainer, sample, _ = prompt_pipeline(monkeypatch)
+    per_step = []
+    for step in range(1, 5):
+        trainer.global_steps = step
+        trainer._add_prompts_to_generate(B)
+        per_step.append(sample(step))
+    trainer, sample, _ = prompt_pipeline(monkeypatch)
+    trainer.global_steps = 1
+    submit_window(trainer, 1, 4)
+    assert trainer.global_steps == 1
+    assert [sample(step) for step in range(1, 5)] == per_step
+    assert len({i for batch in per_step for i in batch}) == 4 * B
+
+
+def test_a_checkpoint_inside_a_window_resumes_with_the_prompts_not_yet_trained(monkeypatch):
+    """A checkpoint at step 2 of the window 1-4 saves the dataloader state after step 2's batch, not after the
+    window's: a resume fetches steps 3-4's prompts again, so the epoch's prompts are each trained once."""
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from verl_offgrpo.sync.trainer_v1 import OffGRPOSyncTrainer, submit_window
+
+    trainer, sample, make_loader = prompt_pipeline(monkeypatch)
+    trainer.global_steps = 1
+    states = submit_window(trainer, 1, 4)
+    window = [sample(step) for step in range(1, 5)]
+    saved = []
+    monkeypatch.setattr(PPOTrainerSync, "_save_checkpoint", lambda self: saved.append(self.train_dataloader.state_dict()))
+    plugin = object.__new__(OffGRPOSyncTrainer)
+    plugin.windowed, plugin.window_data_states = True, states
+    plugin.global_steps, plugin.train_dataloader = 2, trainer.train_dataloader
+    plugin._save_checkpoint()
+    assert "state_dict" not in vars(trainer.train_dataloader)  # verl's own method again after the save
+    resumed, sample, _ = prompt_pipeline(monkeypatch)
+    resumed.train_dataloader.load_state_dict(saved[0])
+    resumed.global_steps = 3
+    submit_window(resumed, 3, 2)
+    assert [sample(step) for step in (3, 4)] == window[2:]
+    plugin.windowed = False  # per_step: verl's save as it is
+    plugin._save_checkpoint()
+    assert saved[1] == trainer.train_dataloader.state_dict() != saved[0]

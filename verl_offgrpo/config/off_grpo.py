@@ -107,8 +107,8 @@ class OffGRPOConfig:
             batch sampled right after a sync (α = π_k) has mean |log π_k/α| per token above this: far above a
             correct engine's numerics, below another model's weights. 0 = off.
         max_log_rprime_lagged (float, default 1.5): the same, looser, for lagged batches, whose π_k drifts from α
-            by design: meant to sit above that drift and below an engine on other weights. A warning with
-            ``verify_served_weights`` (unless ``rollout.data_parallel_size`` > 1), else an error. 0 = off.
+            by design: meant to sit above that drift and below an engine on other weights. A warning in a window
+            or with ``verify_served_weights`` (unless ``rollout.data_parallel_size`` > 1), else an error. 0 = off.
 
     > Reference policy (paper §3)
 

@@ -146,10 +146,10 @@ def advise_on_window(config: Any, knobs: OffGRPOConfig) -> None:
         )
     save_freq = _get(config, "trainer.save_freq", -1)
     if knobs.sync_period > 1 and _is_int(save_freq) and save_freq > 0 and save_freq % knobs.sync_period:
-        logger.warning(
+        logger.info(
             "off_grpo: trainer.save_freq=%d is not a multiple of sync_period=%d, so checkpoints fall inside windows; "
-            "a resume from one starts a new window, and the prompts buffered for the rest of the old one (up to "
-            "%d steps' worth) are not trained on. A multiple of %d avoids that.",
+            "a resume from one starts a new window and generates the rest of the old one's prompts (up to %d "
+            "steps' worth) again, from the resumed policy. A multiple of %d avoids that.",
             save_freq, knobs.sync_period, knobs.sync_period - 1, knobs.sync_period,
         )
 

@@ -24,7 +24,9 @@ So the line of defence for lagged batches is the exact check of the served weigh
 (:mod:`.served_weights`, ``algorithm.off_grpo.verify_served_weights``, default on), and this module
 is a monitor there: with the exact check on every vLLM worker, a lagged batch above the limit logs a
 warning and ``off_grpo/guard/lagged_over_limit`` = 1 (0 on lagged batches within it); with it off, or
-short of some workers (vLLM data parallelism inside a replica), the limit stays an error. The lag-0 limit and a NaN statistic (NaN log-probs from the engine) stop the run at any lag.
+short of some workers (vLLM data parallelism inside a replica), the limit stays an error. In a window
+(``rollout_schedule=window``) the lagged batches come from the same generation phase as its lag-0
+batch, which the strict limit checked, with no wake or transfer since: there it is a warning too. The lag-0 limit and a NaN statistic (NaN log-probs from the engine) stop the run at any lag.
 """
 
 from __future__ import annotations
@@ -44,6 +46,11 @@ class ServedPolicyError(RuntimeError):
     sync, or (without the exact check) on a lagged batch by more than any lag gives."""
 
 
+#: why a lagged batch over its limit was still sampled from α (the warning's reason), per_step with the exact check
+EXACT_CHECK_PASSED = "The exact served-weights check passed on this batch's wake"
+#: the same in a window: its lagged batches come from the generation phase whose lag-0 batch met the strict limit
+SAME_PHASE_AS_LAG_0 = "This batch was generated in the phase whose lag-0 batch met max_log_rprime_after_sync"
+
 #: metric: 1.0 on a lagged batch whose mean |log r'| is above ``max_log_rprime_lagged`` (only when that is a
 #: warning, i.e. with the exact served-weights check on every worker), 0.0 on lagged batches within it
 LAGGED_OVER_LIMIT = "off_grpo/guard/lagged_over_limit"
@@ -56,9 +63,11 @@ def check_served_policy(
     step: Optional[int] = None,
     lagged_limit: float = 0.0,
     lagged_is_error: bool = True,
+    served_alpha_because: str = EXACT_CHECK_PASSED,
 ) -> dict:
     """Raise :class:`ServedPolicyError` if mean |log r'| > ``limit`` on a batch of rollout lag 0, or
-    > ``lagged_limit`` on a batch of lag ≥ 1 when ``lagged_is_error`` (else warn), or if it is NaN (the
+    > ``lagged_limit`` on a batch of lag ≥ 1 when ``lagged_is_error`` (else warn, saying ``served_alpha_because``),
+    or if it is NaN (the
     engine returned NaN log-probs) at any lag. Returns the monitor's metrics for the step
     (:data:`LAGGED_OVER_LIMIT` on a checked lagged batch when it only warns; else empty).
 
@@ -77,10 +86,9 @@ def check_served_policy(
         if over:
             logger.warning(
                 "verl-offgrpo: step %s: lagged batch (rollout lag %s) with mean |log π_k/α| per token %.3g > "
-                "algorithm.off_grpo.max_log_rprime_lagged=%s (meant to sit above a lag's drift). The exact "
-                "served-weights check passed on this batch's wake, so vLLM served α: the policy moved this far "
-                "in %s steps (consider a lower learning rate or sync_period).",
-                step, rollout_lag, value, lagged_limit, rollout_lag,
+                "algorithm.off_grpo.max_log_rprime_lagged=%s (meant to sit above a lag's drift). %s, so vLLM "
+                "served α: the policy moved this far in %s steps (consider a lower learning rate or sync_period).",
+                step, rollout_lag, value, lagged_limit, served_alpha_because, rollout_lag,
             )  # fmt: skip
         return {LAGGED_OVER_LIMIT: float(over)}
     if not over:

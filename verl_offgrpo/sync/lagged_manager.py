@@ -57,7 +57,7 @@ from ..config import config_value as _get
 from ..config.readers import guards_verls_advantage, rollout_data_parallel_size
 from ..patches import tracking_merge, v0_advantage_metrics
 from . import served_weights
-from .alpha_guard import ServedPolicyError, check_served_policy
+from .alpha_guard import EXACT_CHECK_PASSED, SAME_PHASE_AS_LAG_0, ServedPolicyError, check_served_policy
 from .schedule import FIRST, REPEAT, SlotDecision, SyncSchedule, validation_follows
 from .window import WINDOW, WindowSchedule
 from .vllm_sleep import empty_device_cache, keep_weights_across_sleep, replica_servers
@@ -147,7 +147,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         # The exact check that a wake without a sync serves α (:mod:`.served_weights`): a fingerprint of
         # the served weights recorded in every vLLM worker at each real sync, compared at each such wake.
         # A windowed rollout never wakes vLLM without a sync (free_cache_engine=false too), so it records and
-        # checks nothing, and its lagged limit stays an error; at v = 1 nothing is ever served without a sync.
+        # checks nothing; at v = 1 nothing is ever served without a sync.
         self.verify_weights = (bool(self.knobs.verify_served_weights) and self.keeps_weights and lagged
                                and not self.windowed)
         # with vLLM data parallelism inside a replica the check reaches the leader's shard only (.served_weights)
@@ -360,6 +360,13 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         }
 
     @property
+    def lagged_limit_warns(self) -> bool:
+        """Whether a lagged batch over ``max_log_rprime_lagged`` only warns: in a window (its lagged batches come
+        from the generation phase whose lag-0 batch the strict limit checked: no wake, no transfer since), or
+        with the exact check on every vLLM worker; else that limit is the only check left, and stops the run."""
+        return self.windowed or self.every_wake_checked_exactly
+
+    @property
     def every_wake_checked_exactly(self) -> bool:
         """Whether the exact served-weights check covers every vLLM worker that samples a lagged batch (on, and
         no data-parallel shard out of its reach): then a lagged batch over ``max_log_rprime_lagged`` only warns."""
@@ -368,13 +375,14 @@ class LaggedCheckpointManager(CheckpointEngineManager):
     def check_served_policy(self, metrics: dict, step: int) -> dict[str, float]:
         """The r' monitor (:mod:`.alpha_guard`) on step ``step``'s bound-monitor metrics: raises if |log r'|
         is far above the engine floor (lag 0) or NaN; on a lagged batch above what a lag gives it warns
-        (with the exact served-weights check on every worker) or raises (else it is the only check left).
+        (:attr:`lagged_limit_warns`) or raises.
         Returns its metrics (``off_grpo/guard/*``) for the step."""
         lag = self.rollout_lag_of(step)
         knobs = self.knobs
         return check_served_policy(
             metrics, lag, knobs.max_log_rprime_after_sync, step, knobs.max_log_rprime_lagged,
-            lagged_is_error=not self.every_wake_checked_exactly,
+            lagged_is_error=not self.lagged_limit_warns,
+            served_alpha_because=SAME_PHASE_AS_LAG_0 if self.windowed else EXACT_CHECK_PASSED,
         )  # fmt: skip
 
     def _stash_v0_step_metrics(self, metrics: dict) -> None:

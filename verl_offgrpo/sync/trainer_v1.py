@@ -22,8 +22,10 @@ verl's ``register_trainer`` when ``verl.trainer.ppo.v1`` is imported (see :func:
   Validation runs after ``on_step_end``; the manager already synced π in that slot when
   ``sync_before_validate`` is on.
 * ``rollout_schedule=window`` (:mod:`.window`): ``prepare_step`` (verl: submit this step's prompts)
-  submits the k·B prompts of a whole window on the window's first step and nothing on the others;
-  verl's sync replay buffer then serves B finished groups per step from the TransferQueue. The
+  submits the k batches of B prompts of a whole window on the window's first step, each tagged with the
+  step that trains on it, and nothing on the others; verl's sync replay buffer then serves each step its
+  own B finished groups from the TransferQueue. A checkpoint inside a window saves the dataloader state
+  after the step's own batch. The
   window's first step waits until every group of the window is finished (``on_sample_begin``), then
   samples and sleeps vLLM; the other steps do not touch vLLM, and their sync slots neither transfer
   nor wake (the manager's ``window`` mode). A validation inside a window wakes vLLM with a
@@ -39,7 +41,7 @@ before a selecting job starts (:data:`verl_offgrpo.patches.INTERNALS_MODULES`).
 from __future__ import annotations
 
 import logging
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from omegaconf import open_dict
@@ -69,15 +71,16 @@ _REPLAY_BUFFER = "verl.trainer.ppo.v1.replay_buffer.ReplayBuffer"
 #: Written for verl 0.9.1: the class attributes of verl's V1 sync trainer and replay buffer that this
 #: module overrides or calls; :func:`verl_offgrpo.patches.preflight` checks that they exist. It also
 #: relies on instance attributes, which exist only once verl's constructors ran: ``PPOTrainer.trainer_mode``
-#: (assigned in ``__init__``; shadowed here by a property), ``curr_step_profile``, ``global_steps``,
-#: ``total_training_steps``, ``checkpoint_manager`` (verl's ``CheckpointEngineManager``: ``config``,
+#: (assigned in ``__init__``; shadowed here by a property), ``curr_step_profile``, ``global_steps`` (which
+#: ``_next_train_batch`` and ``_submit_batch_to_rollout`` read as the prompts' tag), ``train_dataloader`` (its
+#: ``state_dict``, which ``_save_checkpoint`` saves), ``total_training_steps``, ``steps_per_epoch``, ``checkpoint_manager`` (verl's ``CheckpointEngineManager``: ``config``,
 #: ``actor_wg``, ``replicas``), ``replay_buffer``, ``_pending_sync_metrics`` (read by
 #: ``_consume_sync_metrics`` right after ``on_step_end``), and ``ReplayBuffer.poll_interval`` and
 #: ``ReplayBuffer.{pending,running,finished,failure}_keys``.
 VERL_INTERNALS = (
     *(f"{_TRAINER}.{name}" for name in (
         "_setup", "_build_replay_buffer", "_compute_old_log_prob", "_compute_advantage", "_update_actor",
-        "_add_prompts_to_generate",
+        "_add_prompts_to_generate", "_save_checkpoint",
         "_stop_rollout_profiling", "_consume_sync_metrics",
         "prepare_step", "on_sample_begin", "on_sample_end", "on_validate_end", "on_step_end",
     )),
@@ -109,6 +112,37 @@ def wait_for_window(replay_buffer, num_prompts: int, partition_id: str = "train"
         time.sleep(poll_s)
 
 
+def submit_window(trainer, start: int, length: int) -> dict[int, Any]:
+    """Submit the window's ``length`` batches, one ``train_batch_size`` fetch each, as the steps ``start``,
+    ``start+1``, … would in ``per_step``; returns each step's dataloader state after its own batch.
+
+    verl tags every prompt with ``trainer.global_steps`` at submission (``_next_train_batch``,
+    ``_submit_batch_to_rollout``) and its sync replay buffer serves the lowest tags first
+    (``ReplayBuffer._select_prompt_uids``), so tagging batch j with step start+j makes step start+j train on
+    exactly its own batch, as ``per_step`` would; one tag for the whole window would split it at random."""
+    batch_size = int(trainer.config.data.train_batch_size)
+    states = {}
+    step = trainer.global_steps
+    try:
+        for j in range(length):
+            trainer.global_steps = start + j
+            trainer._add_prompts_to_generate(batch_size)
+            states[start + j] = trainer.train_dataloader.state_dict()
+    finally:
+        trainer.global_steps = step
+    return states
+
+
+@contextmanager
+def dataloader_state_as(dataloader, state: Any):
+    """``dataloader.state_dict()`` returns ``state`` inside the block (what verl's ``_save_checkpoint`` saves)."""
+    dataloader.state_dict = lambda: state
+    try:
+        yield
+    finally:
+        del dataloader.state_dict
+
+
 def prepare_v1_config(config: Any) -> OffGRPOConfig:
     """Checks (and the one automatic setting) done when the V1 mode is constructed; returns the knobs."""
     knobs = resolve_rollout_schedule(config, OffGRPOConfig.from_algorithm(_get(config, "algorithm")))  # logs nothing
@@ -137,6 +171,7 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
         self.windowed = self.off_grpo_knobs.rollout_schedule == WINDOW
         self.window_schedule: WindowSchedule | None = None
         self.window_generated = True  # whether this step's rollout ran (always, per_step)
+        self.window_data_states: dict[int, Any] = {}  # per step of the window: dataloader state after its batch
         # the served-policy guard reads r' off a batch whose advantage is verl's only where r' is exact
         self.guards_verls_advantage = guards_verls_advantage(config)
         self.rprime_metrics_warned = False
@@ -174,10 +209,18 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
     # ------------------------------------------------------------------ windowed rollout
     def _windows(self) -> WindowSchedule:
         if self.window_schedule is None:
-            total = getattr(self, "total_training_steps", None)
-            self.window_schedule = WindowSchedule(self.off_grpo_knobs.sync_period, total)
+            self.window_schedule = WindowSchedule(self.off_grpo_knobs.sync_period, self._last_step())
             self.checkpoint_manager.window_schedule = self.window_schedule
         return self.window_schedule
+
+    def _last_step(self) -> Any:
+        """The last step verl's ``fit`` runs: ``total_training_steps``, or the end of ``trainer.total_epochs``
+        epochs if that comes first (its loop stops there too), so the last window generates no unused batch."""
+        total = getattr(self, "total_training_steps", None)
+        per_epoch, epochs = getattr(self, "steps_per_epoch", None), _get(self.config, "trainer.total_epochs", None)
+        if total is None or not per_epoch or epochs is None:
+            return total
+        return min(int(total), int(per_epoch) * int(epochs))
 
     def prepare_step(self) -> dict:
         """verl submits one train batch per step; with ``window`` the window's first step submits the
@@ -195,9 +238,18 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
                     "a window must start right after a sync (a bug in verl-offgrpo: report it)."
                 )
             window = windows.begin(step, version)
-            self._add_prompts_to_generate(window.length * int(self.config.data.train_batch_size))
+            self.window_data_states = submit_window(self, window.start, window.length)
         windows.draw()
         return windows.metrics(step, self.window_generated)
+
+    def _save_checkpoint(self):
+        """verl's, with the dataloader state of this step's own batch inside a window (:func:`submit_window`):
+        a resume then fetches exactly the prompts the interrupted window had not trained on."""
+        state = self.window_data_states.get(int(self.global_steps)) if self.windowed else None
+        if state is None:
+            return super()._save_checkpoint()
+        with dataloader_state_as(self.train_dataloader, state):
+            return super()._save_checkpoint()
 
     def on_sample_begin(self):
         """A window's first step waits until every group of the window is finished before it samples.

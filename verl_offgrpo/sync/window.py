@@ -13,10 +13,11 @@ steps s ≡ 0 (mod v), so the window that starts at step s covers
 
     s, s+1, …, min(⌈s/v⌉·v, T)          k(s) = min(⌈s/v⌉·v, T) − s + 1 ≤ v
 
-(T = ``total_training_steps``). A fresh run starts windows at 1, v+1, 2v+1, …; a run resumed from
-step S starts a shorter window at S+1 (the buffer of the interrupted window is not checkpointed:
-its unused prompts are skipped, as the dataloader state already counts them), then aligns; the last
-window ends at T. A forced sync inside a window (validation with ``sync_before_validate``) does not
+(T = ``total_training_steps``, or the last step of ``trainer.total_epochs`` epochs if earlier). A fresh
+run starts windows at 1, v+1, 2v+1, …; a run resumed from step S starts a shorter window at S+1, then
+aligns; the last window ends at T. The buffer of the interrupted window is not checkpointed, but the
+checkpoint of step S holds the dataloader state after step S's own batch, so the resumed window fetches
+(and generates anew) exactly the prompts the interrupted one had not trained on. A forced sync inside a window (validation with ``sync_before_validate``) does not
 end it: the buffered samples are still α's. Every sample of a window comes from the weights synced
 in the slot before its first step, version w = s − 1, so the step s' of the window trains with
 rollout lag s' − 1 − w (0 on the window's first step, where the served-policy guard holds the batch
