@@ -92,8 +92,8 @@ The REC / RED comparison (issue 33; off_policy_v10 and on_policy_mask are its of
        (rerun of §14's cut run), rec_oneside_noIS_v1:0, red_weight_v1:0 (h200x1-2026-11-29e, §18)
     6  reuse_i10:2,bigbatch_v10:2 (lease 4's) with rec_oneside_noIS:1,rec_oneside_wide:1 (done: h200x1-2026-11-29f,
        NOTEBOOK §19; bigbatch_v10:2 cut at 80 updates, the REC runs at 134 and 139)
-    7  red_weight:1,rec_oneside_noIS_v1:1,red_weight_v1:1,rec_oneside_wide_v1:0
-    8  rec_oneside_noIS:2,rec_oneside_wide:2,red_weight:2,rec_oneside_noIS_v1:2
+    7  red_weight:1,rec_oneside_noIS_v1:1,red_weight_v1:1,rec_oneside_wide_v1:0 (done with lease 8 on one x2,
+    8  rec_oneside_noIS:2,rec_oneside_wide:2,red_weight:2,rec_oneside_noIS_v1:2   h200x2-2026-11-29, NOTEBOOK §20)
     9  red_weight_v1:2,rec_oneside_wide_v1:1,rec_oneside_wide_v1:2, and seed 3 of lease 4's undecided configs
 
 Reruns to 150 updates (issue 34 asks for >= 150; leases 1-3 cut these at 66-127), four jobs on one H200 each
@@ -107,7 +107,8 @@ Reruns to 150 updates (issue 34 asks for >= 150; leases 1-3 cut these at 66-127)
 bigbatch_v10 takes ≈ 10 s an update (NOTEBOOK §19), so 150 updates and its start-up exceed one lease: its runs
 stop at 70-80 unless a lease longer than 26 minutes is lent.
 
-On a one-GPU lease (the only kind lent since 2026-11-28) run four jobs a GPU: ``--gpus 0,0,0,0 --gpu-mem 0.1
+On a two-GPU lease run two leases' jobs at once (``--gpus 0,0,0,0,1,1,1,1``; §20: eight runs of 150 updates).
+On a one-GPU lease run four jobs a GPU: ``--gpus 0,0,0,0 --gpu-mem 0.1
 --kv-cache-gib 8 --agent-workers 4`` (§18: four runs of 150 updates in 1 170 s, 5.7 s an update each, as two a GPU
 took in §13–§14). The statistics need only updates 0–60, so a run the budget cuts after 60 still counts.
 
