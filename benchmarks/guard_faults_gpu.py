@@ -13,6 +13,8 @@ faults injected from outside the plugin's code path by ``benchmarks/diag/guard_f
     perturb           one ulp in one element of layer 3's first matrix, at the first weights wake after
                       the 2nd sync: expected caught at step v + 2 (5 at v = 3)
     noise             as perturb, Gaussian noise (1e-3 RMS) on that whole tensor
+    stale_sync        the 2nd real sync leaves vLLM on the 1st sync's weights (every rank): expected caught at
+                      the slot of step v, before step v + 1's rollout (sync/sync_reached.py)
     level2_unchecked  level2 with verify_served_weights=false: what the r' monitor alone sees
 
 Each fault job should stop with ``ServedPolicyError`` at its first affected step; the script reads the
@@ -78,10 +80,12 @@ RUNS = {
     "perturb": ("perturb", True),
     "noise": ("noise", True),
     "level2_unchecked": ("level2", False),
+    "stale_sync": ("stale_sync", True),
 }
 #: the plugin's error for a failed served-weights check (served_weights.mismatch_message)
 CAUGHT = re.compile(
-    r"(verl-offgrpo: step (\d+): (?:vLLM does not serve α|the served-weights check could not confirm)[^\n]*)"
+    r"(verl-offgrpo: step (\d+): (?:vLLM does not serve α|the served-weights check could not confirm|"
+    r"the weight sync did not reach vLLM)[^\n]*)"
 )
 #: the r' guard's own errors (alpha_guard)
 RPRIME_ERROR = re.compile(r"(verl-offgrpo: step (\d+): the batch was sampled[^\n]*)")
@@ -97,6 +101,8 @@ def expected_step(fault: str | None, period: int, after_sync: int) -> int | None
         return None
     if fault == "level2":
         return 2
+    if fault == "stale_sync":  # caught in the slot of the K-th sync, step v·(K−1)
+        return period * (after_sync - 1)
     return period * (after_sync - 1) + 2
 
 
@@ -124,15 +130,17 @@ def _stats(xs: list[float]) -> dict | None:
 def verify_cost(metrics: dict[int, dict]) -> dict:
     """Per-step cost of the check from a job's metrics: the record (synced slots) and check (skipped
     slots) wall times, the step time, and the check's share of the median step."""
-    check, record, steps = [], [], []
+    check, record, steps, sync = [], [], [], []
     for step in sorted(s for s in metrics if s >= 1):
         row = metrics[step]
+        if row.get("timing_s/off_grpo_verify_sync") is not None:  # the check that a real sync reached vLLM
+            sync.append(row["timing_s/off_grpo_verify_sync"])
         t = row.get("timing_s/off_grpo_verify_weights")
         if t is not None:
             (check if row.get("off_grpo/weights_verified") == 1.0 else record).append(t)
         if row.get("timing_s/step") is not None:
             steps.append(row["timing_s/step"])
-    out = {"check_s": _stats(check), "record_s": _stats(record), "step_s": _stats(steps)}
+    out = {"check_s": _stats(check), "record_s": _stats(record), "sync_check_s": _stats(sync), "step_s": _stats(steps)}
     per_slot = check + record
     if per_slot and steps:
         out["share_of_median_step"] = statistics.median(per_slot) / statistics.median(steps)

@@ -152,5 +152,54 @@ def test_install_warns_on_a_module_without_the_extension(caplog):
 
 
 def test_unknown_action_is_an_error():
-    with pytest.raises(ValueError, match="record' or 'check"):
+    with pytest.raises(ValueError, match="record', 'check' or a probe"):
         sw.served_weights_rpc(Worker(), "compare")
+
+
+def test_probes_answer_whether_a_ranks_weights_changed_at_its_last_record():
+    """``record`` notes whether the rank's fingerprint changed since its previous record; ``probe_unchanged`` raises
+    where it did not, ``probe_changed`` where it did, each with a payload the driver reads; neither answers before
+    a second record."""
+    worker = Worker(rank=2)
+    assert sw.served_weights_rpc(worker, "record", step=0)["changed"] is None
+    for probe in sw.PROBES:
+        sw.served_weights_rpc(worker, probe, step=0)  # nothing to compare yet: silent
+    assert sw.served_weights_rpc(worker, "record", step=4)["changed"] is False
+    sw.served_weights_rpc(worker, "probe_changed", step=4)
+    with pytest.raises(sw.ServedWeightsProbe) as caught:
+        sw.served_weights_rpc(worker, "probe_unchanged", step=4, replica=1)
+    payload = sw.parse_payload(f"Worker failed with error '{caught.value}'")
+    assert payload == {"probe": "probe_unchanged", "rank": 2, "replica": 1, "step": 4, "recorded_step": 4,
+                       "previous_step": 0, "changed": False}
+    bits(worker.model_runner.model["layers"][1].weight)[0] += 1
+    assert sw.served_weights_rpc(worker, "record", step=8)["changed"] is True
+    sw.served_weights_rpc(worker, "probe_unchanged", step=8)
+    with pytest.raises(sw.ServedWeightsProbe, match="rank 2: its weights changed at the sync of step 8"):
+        sw.served_weights_rpc(worker, "probe_changed", step=8)
+
+
+def test_the_trainers_digest_reads_its_shards_as_vllms_dtype():
+    """The actor worker's digest is of its parameters cast to the rollout dtype, the bits vLLM's loader stores: an
+    fp32 change below bf16's resolution leaves the bf16 digest as it was (vLLM would not change either), one above
+    changes it; fp32 sees both."""
+    from verl_offgrpo.sync import sync_reached
+
+    layer = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        layer.weight.fill_(1.0)
+    worker = SimpleNamespace(worker_dict={"actor_rollout_ref": SimpleNamespace(
+        actor=SimpleNamespace(engine=SimpleNamespace(module=layer)), ref=None)})
+    digests = lambda: [sync_reached.actor_weights_digest(worker, dtype)["digest"] for dtype in ("bfloat16", "float32")]
+    before = digests()
+    with torch.no_grad():
+        layer.weight[0, 0] += 2.0 ** -12  # bf16 has 8 significant bits: 1 + 2^-12 rounds back to 1
+    after_small = digests()
+    assert after_small[0] == before[0] and after_small[1] != before[1]
+    with torch.no_grad():
+        layer.weight[0, 0] += 2.0 ** -7
+    assert digests()[0] != before[0]
+    assert sync_reached.trainer_changed(None, before) is None
+    assert sync_reached.trainer_changed([before[0]], [before[0]]) is False
+    assert sync_reached.trainer_changed([before[0]], [after_small[0]]) is False
+    with pytest.raises(RuntimeError, match="no actor model"):
+        sync_reached.actor_weights_digest(SimpleNamespace(), "bfloat16")

@@ -159,13 +159,14 @@ class FakeVLLMServer:
             return
         await self.wake_up(["kv_cache"])
 
-    async def receive_weights(self, version):
-        """What verl's naive sync does to the server: resume, load π_version, set the version."""
+    async def receive_weights(self, version, policy=None):
+        """What verl's naive sync does to the server: resume, load π_version (the bits of the trainer's ``policy``,
+        by default ``version``), set the version."""
         if self.config.free_cache_engine:
             await self.wake_up(["weights"])
         self.weights = f"pi_{version}"
         for worker in self.workers:
-            worker.load(version)
+            worker.load(version if policy is None else policy)
         if version is not None:
             self.global_steps = version
         if self.config.free_cache_engine:
@@ -214,15 +215,35 @@ class FakeReplica(RolloutReplica):
         raise NotImplementedError
 
 
+def hold_policy(worker, policy):
+    """In a FakeWorker's process: the actor's weights (``worker.actor.engine.module``, where verl's worker holds
+    them) become those of the trainer's policy number ``policy``."""
+    import torch
+
+    if getattr(worker, "actor", None) is None:
+        worker.actor = SimpleNamespace(engine=SimpleNamespace(module=torch.nn.Linear(5, 4)))
+    gen = torch.Generator().manual_seed(policy)
+    with torch.no_grad():
+        for p in worker.actor.engine.module.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen))
+
+
 class FakeActorWG:
-    def __init__(self, workers, servers):
+    """verl's actor worker group as the manager uses it: ``workers`` and the naive sync ``update_weights``.
+    ``policy_of(step)``: which policy the trainer holds at a step's sync (``step`` itself: every update moves it;
+    a constant: a policy that never moves, e.g. a zero learning rate)."""
+
+    def __init__(self, workers, servers, policy_of=None):
         self.workers = workers
         self.servers = servers
         self.sync_calls = []
+        self.policy_of = policy_of or (lambda step: step or 0)
 
     def update_weights(self, global_steps=None, mode="auto"):
         self.sync_calls.append((global_steps, mode))
-        return [server.receive_weights.remote(global_steps) for server in self.servers]
+        policy = self.policy_of(global_steps)
+        ray.get([worker.__ray_call__.remote(hold_policy, policy) for worker in self.workers])
+        return [server.receive_weights.remote(global_steps, policy) for server in self.servers]
 
 
 class FakeV0Trainer:

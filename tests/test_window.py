@@ -342,7 +342,7 @@ def test_a_windows_lagged_batch_over_the_lagged_limit_warns_as_per_step_does(ray
     """A window's lagged batches come from the generation phase whose lag-0 batch met the strict limit, with no
     wake or transfer since, so a lagged batch over max_log_rprime_lagged is drift: a warning that says why and
     off_grpo/guard/lagged_over_limit, as per_step with the exact check gives, not a stop blaming vLLM's wake.
-    With vLLM never sleeping (rollout.free_cache_engine=false) too, and no fingerprint is recorded either way."""
+    With vLLM never sleeping (rollout.free_cache_engine=false) too; either way vLLM is never checked after a wake."""
     import functools
 
     monkeypatch.setattr(fakes, "make_cluster", functools.partial(fakes.make_cluster, free_cache_engine=free_cache_engine))
@@ -354,7 +354,10 @@ def test_a_windows_lagged_batch_over_the_lagged_limit_warns_as_per_step_does(ray
     [line] = [r.getMessage() for r in caplog.records if "max_log_rprime_lagged" in r.getMessage()]
     assert "step 3" in line and "generated in the phase whose lag-0 batch met" in line and "exact" not in line
     assert not rec.trainer.checkpoint_manager.verify_weights
-    assert [ray.get(server.get_rpcs.remote()) for server in rec.servers] == [[]] * len(rec.servers)
+    # no wake without a sync to check: vLLM sees only the check that each sync reached it (a record at each real
+    # sync, then from the second sync on a probe whose silence says every rank's weights changed with the trainer's)
+    rpcs = [(action, step) for method, action, step, rank in ray.get(rec.servers[0].get_rpcs.remote())]
+    assert rpcs == [("record", 0), ("record", 4), ("probe_unchanged", 4)]
 
 
 def test_the_lag_0_limit_still_stops_a_window(ray_local, monkeypatch):
@@ -363,6 +366,88 @@ def test_the_lag_0_limit_still_stops_a_window(ray_local, monkeypatch):
 
     with pytest.raises(ServedPolicyError, match="step 5"):
         run_fit(monkeypatch, "trainer.test_freq=-1", total=8, rprime=lambda step: 0.9 if step == 5 else 0.01)
+
+
+def trainer_policies(monkeypatch, policy_of):
+    """The fake clusters' trainer holds policy ``policy_of(step)`` at each sync (a constant: it never moves)."""
+    make = fakes.make_cluster
+
+    def made(*args, **kwargs):
+        servers, workers, replicas, wg = make(*args, **kwargs)
+        wg.policy_of = policy_of
+        return servers, workers, replicas, wg
+
+    monkeypatch.setattr(fakes, "make_cluster", made)
+
+
+def serve_at_sync_4(monkeypatch, loads):
+    """At the sync of step 4 each fake vLLM server loads, per TP rank, the policy ``loads(rank, policy sent)``
+    instead of the one sent: a sync that did not reach (part of) the engine, or reached it with other weights."""
+    original = fakes.FakeVLLMServer.receive_weights
+
+    async def receive(self, version, policy=None):
+        await original(self, version, policy)
+        if version == 4:
+            for worker in self.workers:
+                worker.load(loads(worker.rank, policy))
+
+    monkeypatch.setattr(fakes.FakeVLLMServer, "receive_weights", receive)
+
+
+@pytest.mark.parametrize("schedule", ["window", "per_step"])
+def test_a_sync_that_leaves_vllm_on_the_old_weights_stops_before_the_next_rollout(ray_local, monkeypatch, schedule):
+    """At the sync of step 4 every vLLM rank keeps π_0's weights while the trainer moved to π_4: the lag-0 limit would
+    see only the drift of four updates, the exact check sees that no served weight changed with the trainer's.
+    The window on V1's fit; per_step in v0's order (its lagged manager, level-1 sleep and the wake check)."""
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    serve_at_sync_4(monkeypatch, lambda rank, policy: 0)
+    stopped = pytest.raises(ServedPolicyError, match=r"step 4: the weight sync did not reach vLLM: the trainer's weights "
+                                                     r"changed since the sync of step 0, but every TP worker of replica 0")
+    if schedule == "window":
+        with stopped:
+            run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
+        return
+    cfg = fakes.compose_cfg(*fakes.V0_OVERRIDES, "algorithm.off_grpo.sync_period=4", "trainer.test_freq=-1")
+    servers, _, replicas, wg = fakes.make_cluster()
+    manager = fakes.FakeV0Trainer(cfg, wg).init_workers(replicas)
+    with stopped:
+        fakes.run_v0_loop(manager.trainer, manager, servers, range(1, 9))
+    assert [c[0] for c in wg.sync_calls] == [0, 4]
+
+
+def test_a_sync_that_changes_vllm_while_the_trainer_did_not_move_stops(ray_local, monkeypatch):
+    """The trainer never moves (think: a zero learning rate), yet at the sync of step 4 vLLM loads other weights."""
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    trainer_policies(monkeypatch, lambda step: 0)
+    serve_at_sync_4(monkeypatch, lambda rank, policy: 7)
+    with pytest.raises(ServedPolicyError, match=r"step 4: vLLM's weights changed at the sync although the trainer's "
+                                                r"did not since the sync of step 0 \(replica 0 of 2, TP rank 0"):
+        run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
+
+
+def test_syncs_that_change_nothing_or_one_tp_shard_pass_the_check(ray_local, monkeypatch):
+    """A trainer that does not move and a vLLM that does not either (no false alarm from a zero learning rate), and
+    a sync after which one TP rank's shard is unchanged while the other's changed (a shard may see no change):
+    both run to the end. off_grpo/trainer_changed says which."""
+    import functools
+
+    trainer_policies(monkeypatch, lambda step: 0)
+    rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
+    assert series(rec, "off_grpo/trainer_changed", [4, 8]) == [0.0, 0.0]
+    assert rec.updates == {s: 1 for s in range(1, 9)}
+    monkeypatch.undo()
+    serve_at_sync_4(monkeypatch, lambda rank, policy: 0 if rank == 1 else policy)
+    monkeypatch.setattr(fakes, "make_cluster", functools.partial(fakes.make_cluster, tp=2))
+    rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
+    assert series(rec, "off_grpo/trainer_changed", [4, 8]) == [1.0, 1.0]
+    assert rec.updates == {s: 1 for s in range(1, 9)}
+    probes = [(action, step, rank) for _, action, step, rank in ray.get(rec.servers[0].get_rpcs.remote())
+              if action.startswith("probe")]
+    # step 4: rank 1 answers "unchanged", so the second probe asks who changed (rank 0); step 8: every rank changed
+    assert probes == [("probe_unchanged", 4, 0), ("probe_unchanged", 4, 1), ("probe_changed", 4, 0),
+                      ("probe_unchanged", 8, 0), ("probe_unchanged", 8, 1)]
 
 
 SKIP = ("algorithm.off_grpo.skip_old_log_prob=true", f"actor_rollout_ref.actor.ppo_mini_batch_size={B}")
@@ -377,8 +462,8 @@ def test_guard_stops_a_window_sampled_from_lost_weights(ray_local, monkeypatch, 
 
     original = fakes.FakeVLLMServer.receive_weights
 
-    async def lossy(self, version):
-        await original(self, version)
+    async def lossy(self, version, policy=None):
+        await original(self, version, policy)
         if version == 4:
             self.weights = "garbage"
 

@@ -13,6 +13,8 @@ that module is imported; elsewhere it does nothing. ``OFFGRPO_GUARD_FAULT`` pick
   of decoder layer L (``OFFGRPO_GUARD_FAULT_LAYER``, default 3) gains one ulp (its bits + 1), on TP rank
   ``OFFGRPO_GUARD_FAULT_RANK`` (default: the last rank).
 * ``noise``: as ``perturb``, but that whole tensor gets Gaussian noise of 1e-3 times its RMS.
+* ``stale_sync``: the worker's K-th real sync (``OFFGRPO_GUARD_FAULT_AFTER_SYNC``) is received as usual, then
+  every parameter is put back as it was before it, on every rank: vLLM keeps the previous sync's weights.
 
 Each injection prints a ``[guard-fault]`` line (the vLLM worker's output reaches the job's console log).
 """
@@ -28,7 +30,7 @@ LAYER = int(os.environ.get("OFFGRPO_GUARD_FAULT_LAYER", "3"))
 RANK = os.environ.get("OFFGRPO_GUARD_FAULT_RANK", "last")
 GPU_WORKER = "vllm.v1.worker.gpu_worker"
 EXTENSION_MODULE = "verl.workers.rollout.vllm_rollout.utils"
-FAULTS = ("level2", "perturb", "noise")
+FAULTS = ("level2", "perturb", "noise", "stale_sync")
 _MARK = "__guard_fault_patched__"
 
 
@@ -47,6 +49,35 @@ def _count_syncs(worker) -> None:
     def update_weights_from_ipc(self, *args, **kwargs):
         out = original(self, *args, **kwargs)
         self._guard_fault_syncs = getattr(self, "_guard_fault_syncs", 0) + 1
+        return out
+
+    setattr(update_weights_from_ipc, _MARK, True)
+    cls.update_weights_from_ipc = update_weights_from_ipc
+
+
+def _keep_weights_at_a_sync() -> None:
+    """Wrap verl's worker-extension ``update_weights_from_ipc`` (once per process): its K-th call on a worker
+    receives the weights, then copies the ones from before it back (the transfer's handshake stays verl's)."""
+    module = sys.modules.get(EXTENSION_MODULE)
+    cls = getattr(module, "vLLMColocateWorkerExtension", None)
+    if cls is None or getattr(cls.update_weights_from_ipc, _MARK, False):
+        return
+    original = cls.update_weights_from_ipc
+
+    def update_weights_from_ipc(self, *args, **kwargs):
+        import torch
+
+        self._guard_fault_syncs = getattr(self, "_guard_fault_syncs", 0) + 1
+        if self._guard_fault_syncs != AFTER_SYNC:
+            return original(self, *args, **kwargs)
+        params = list(self.model_runner.model.parameters())
+        before = [p.detach().clone() for p in params]
+        out = original(self, *args, **kwargs)
+        with torch.no_grad():
+            for param, old in zip(params, before):
+                param.copy_(old)
+        _say(f"stale_sync: rank {getattr(self, 'rank', '?')}: sync #{self._guard_fault_syncs} received, then the "
+             f"{len(params)} parameter tensors from before it put back")  # fmt: skip
         return out
 
     setattr(update_weights_from_ipc, _MARK, True)
@@ -112,6 +143,14 @@ def patch_worker(module) -> None:
                 self._guard_fault_done = True
                 _perturb(self)
             return out
+
+        worker_cls.wake_up = wake_up
+    elif FAULT == "stale_sync":
+        original_wake = worker_cls.wake_up
+
+        def wake_up(self, tags=None):  # every sync wakes the weights first: the extension is loaded by then
+            _keep_weights_at_a_sync()
+            return original_wake(self, tags)
 
         worker_cls.wake_up = wake_up
 

@@ -29,7 +29,8 @@ from .param_copy import RefResetError, copy_params_into_
 SUPPORTED_STRATEGIES = ("fsdp", "fsdp2")
 
 
-def _candidates(obj: Any) -> list:
+def worker_roles(obj: Any) -> list:
+    """The role workers a Ray actor instance holds (verl's colocated ``worker_dict`` / ``fused_worker_dict``), then itself."""
     found = []
     for attr in ("worker_dict", "fused_worker_dict"):
         mapping = getattr(obj, attr, None)
@@ -41,7 +42,7 @@ def _candidates(obj: Any) -> list:
 
 def find_actor_and_ref(obj: Any):
     """``(actor TrainingWorker, ref TrainingWorker)`` held by the Ray actor instance ``obj``."""
-    cands = _candidates(obj)
+    cands = worker_roles(obj)
     actor = next((c.actor for c in cands if getattr(c, "actor", None) is not None), None)
     ref = next((c.ref for c in cands if getattr(c, "ref", None) is not None), None)
     if actor is None:

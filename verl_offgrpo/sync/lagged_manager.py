@@ -56,7 +56,7 @@ from ..config import advisories_silenced, check_sync_config, check_window_config
 from ..config import config_value as _get
 from ..config.readers import guards_verls_advantage, rollout_data_parallel_size
 from ..patches import tracking_merge, v0_advantage_metrics
-from . import served_weights
+from . import served_weights, sync_reached
 from .alpha_guard import EXACT_CHECK_PASSED, SAME_PHASE_AS_LAG_0, ServedPolicyError, check_served_policy
 from .schedule import FIRST, REPEAT, SlotDecision, SyncSchedule, validation_follows
 from .window import WINDOW, WindowSchedule
@@ -150,6 +150,19 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         # checks nothing; at v = 1 nothing is ever served without a sync.
         self.verify_weights = (bool(self.knobs.verify_served_weights) and self.keeps_weights and lagged
                                and not self.windowed)
+        # The exact check that each real sync reached vLLM (:mod:`.sync_reached`), both schedules at v > 1: the
+        # served weights change at a sync exactly when the trainer's (as vLLM's dtype) changed since the last one.
+        self.verify_syncs = bool(self.knobs.verify_served_weights) and lagged
+        self.rollout_dtype = sync_reached.DTYPES.get(str(_get(full_config, "actor_rollout_ref.rollout.dtype", "bfloat16")))
+        if self.verify_syncs and self.rollout_dtype is None:
+            self.verify_syncs = False
+            logger.warning(
+                "verl-offgrpo: actor_rollout_ref.rollout.dtype=%s: the check that each sync reached vLLM compares "
+                "the trainer's weights cast to vLLM's dtype, and knows only %s; it is off for this run.",
+                _get(full_config, "actor_rollout_ref.rollout.dtype", None), sorted(set(sync_reached.DTYPES.values())),
+            )  # fmt: skip
+        self.actor_digests: Optional[list[str]] = None  # per actor rank, at the last real sync
+        self.last_sync_step: Optional[int] = None
         # with vLLM data parallelism inside a replica the check reaches the leader's shard only (.served_weights)
         self.data_parallel_size = int(rollout_data_parallel_size(full_config))
         if self.verify_weights and self.data_parallel_size > 1 and lagged:
@@ -192,8 +205,10 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         windowed_repeat = self.windowed and decision.reason == REPEAT
         if decision.sync or windowed_repeat or (not self.windowed and not self.keeps_weights):
             result = await super().update_weights(global_steps)
-            if self.verify_weights:
+            if self.verify_weights or self.verify_syncs:
                 slot_metrics = await self.verify_served_weights("record", decision)
+            if self.verify_syncs:
+                slot_metrics.update(await self.verify_sync_reached(decision))
         elif self.windowed:
             pass  # the window's batches are already generated: vLLM stays asleep until the window's last slot
         else:
@@ -352,12 +367,42 @@ class LaggedCheckpointManager(CheckpointEngineManager):
                 "max_log_rprime_lagged stops the run instead: %s",
                 decision.step, index, " ".join(str(error).split())[:1500],
             )  # fmt: skip
-            self.verify_weights = False
+            self.verify_weights = self.verify_syncs = False
             return {"off_grpo/weights_verify_failed": 1.0}
         return {
             "timing_s/off_grpo_verify_weights": time.perf_counter() - start,
             "off_grpo/weights_verified": float(action == "check"),
         }
+
+    async def verify_sync_reached(self, decision: SlotDecision) -> dict[str, float]:
+        """The exact check that the sync just made reached every replica (:mod:`.sync_reached`): raises
+        :class:`ServedPolicyError` if a replica's weights did not change as the trainer's did since the last real
+        sync. Returns ``timing_s/off_grpo_verify_sync`` and ``off_grpo/trainer_changed`` (1 or 0; none at the first
+        sync, which has nothing to compare with)."""
+        start = time.perf_counter()
+        workers = getattr(self.actor_wg, "workers", None) or []
+        try:
+            reports = ray.get([w.__ray_call__.remote(sync_reached.actor_weights_digest, self.rollout_dtype) for w in workers])
+            digests = [r["digest"] for r in reports]
+            changed = sync_reached.trainer_changed(self.actor_digests, digests)
+            breaking = [] if changed is None else await sync_reached.replicas_breaking_the_rule(
+                self.replicas, changed, decision.step)
+        except Exception as err:  # noqa: BLE001 - the check cannot run here: say so once, fall back to the r' monitor
+            logger.warning(
+                "verl-offgrpo: could not check that the sync of step %s reached vLLM, so that part of "
+                "algorithm.off_grpo.verify_served_weights is off for this run: %s",
+                decision.step, " ".join(str(err).split())[:1500],
+            )  # fmt: skip
+            self.verify_syncs = False
+            return {"off_grpo/sync_verify_failed": 1.0}
+        previous_step, self.actor_digests, self.last_sync_step = self.last_sync_step, digests, decision.step
+        if breaking:
+            raise ServedPolicyError(sync_reached.rule_broken_message(
+                breaking, changed, decision.step, previous_step, len(self.replicas)))
+        metrics = {"timing_s/off_grpo_verify_sync": time.perf_counter() - start}
+        if changed is not None:
+            metrics["off_grpo/trainer_changed"] = float(changed)
+        return metrics
 
     @property
     def lagged_limit_warns(self) -> bool:

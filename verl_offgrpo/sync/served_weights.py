@@ -25,6 +25,10 @@ checkpoint manager compares the served parameters themselves, with tolerance 0:
   tensor or checksum crosses a process.
 * **When**: ``record`` right after every real sync (the weights just loaded are α); ``check`` on every
   wake without a sync (skipped slots and the repeated wake of a validation step), after vLLM woke.
+  ``record`` also notes whether the rank's weights changed since its previous record, which the probes
+  ``probe_unchanged`` / ``probe_changed`` report (by raising :class:`ServedWeightsProbe`: verl's
+  ``collective_rpc`` returns no results, only errors) for :mod:`.sync_reached`, the check that each sync
+  reached vLLM.
   A rank whose weights differ raises; verl's ``collective_rpc`` passes the error's text on (vLLM
   wraps it), and the manager turns it into a
   :class:`~verl_offgrpo.sync.alpha_guard.ServedPolicyError` that names the step whose rollout would
@@ -62,6 +66,14 @@ MAX_LISTED = 3
 
 class ServedWeightsMismatch(RuntimeError):
     """Raised inside a vLLM worker whose served weights are not the ones recorded at the last sync."""
+
+
+class ServedWeightsProbe(RuntimeError):
+    """Raised by a probe inside a vLLM worker whose last record matches the probe (:data:`PROBES`): the answer."""
+
+
+#: probe action → the rank's record answers it (raises) when its weights ``changed`` at the last record is this
+PROBES = {"probe_unchanged": False, "probe_changed": True}
 
 
 # ----------------------------------------------------------------------------- fingerprint (worker side)
@@ -158,8 +170,10 @@ def served_weights_rpc(worker, action: str, step: Optional[int] = None, replica:
     from the record (or that finds no record: a worker restarted since the sync) raises
     :class:`ServedWeightsMismatch` with a human-readable message and a JSON payload (:func:`parse_payload`).
     """
+    if action in PROBES:
+        return _probe(worker, action, step, replica)
     if action not in ("record", "check"):
-        raise ValueError(f"verl-offgrpo: served-weights action must be 'record' or 'check', got {action!r}")
+        raise ValueError(f"verl-offgrpo: served-weights action must be 'record', 'check' or a probe, got {action!r}")
     start = time.perf_counter()
     current = fingerprint(_model_parameters(worker))
     rank = getattr(worker, "rank", None)
@@ -170,8 +184,11 @@ def served_weights_rpc(worker, action: str, step: Optional[int] = None, replica:
         "digest": digest(current),
     }
     if action == "record":
-        setattr(worker, RECORD_ATTR, {"step": step, "fp": current, "digest": summary["digest"]})
-        return {**summary, "seconds": time.perf_counter() - start}
+        previous = getattr(worker, RECORD_ATTR, None)
+        changed = None if previous is None else previous["fp"] != current
+        setattr(worker, RECORD_ATTR, {"step": step, "fp": current, "digest": summary["digest"], "changed": changed,
+                                      "previous_step": None if previous is None else previous["step"]})
+        return {**summary, "changed": changed, "seconds": time.perf_counter() - start}
     record = getattr(worker, RECORD_ATTR, None)
     if record is None:
         payload = {"rank": rank, "replica": replica, "step": step, "recorded_step": None, "tensors": len(current),
@@ -192,6 +209,24 @@ def served_weights_rpc(worker, action: str, step: Optional[int] = None, replica:
             f"{listed} {PAYLOAD_TAG}{json.dumps(payload)}{PAYLOAD_END}"
         )
     return {**summary, "seconds": time.perf_counter() - start}
+
+
+def _probe(worker, action: str, step: Optional[int], replica: Optional[int]) -> dict:
+    """Raise :class:`ServedWeightsProbe` if this rank's weights changed (``probe_changed``) or did not
+    (``probe_unchanged``) at its last record, compared with the record before; else return. A rank without two
+    records answers neither."""
+    record = getattr(worker, RECORD_ATTR, None) or {}
+    changed = record.get("changed")
+    if changed is not None and changed == PROBES[action]:
+        payload = {"probe": action, "rank": getattr(worker, "rank", None), "replica": replica, "step": step,
+                   "recorded_step": record.get("step"), "previous_step": record.get("previous_step"),
+                   "changed": changed}  # fmt: skip
+        raise ServedWeightsProbe(
+            f"verl-offgrpo: vLLM worker rank {getattr(worker, 'rank', None)}: its weights "
+            f"{'changed' if changed else 'did not change'} at the sync of step {record.get('step')} "
+            f"{PAYLOAD_TAG}{json.dumps(payload)}{PAYLOAD_END}"
+        )
+    return {"rank": getattr(worker, "rank", None), "changed": changed}
 
 
 def _describe(diff: dict) -> str:

@@ -1,0 +1,134 @@
+"""Exact check that each weight sync reached vLLM (part of ``algorithm.off_grpo.verify_served_weights``, v > 1).
+
+A sync that silently leaves vLLM on its old weights makes the next window sample from π_p (the last sync's
+policy), not α = π_s; the lag-0 limit of the r' monitor sees only the drift since p, which can be small. So at
+every real sync after the first, with exact integer fingerprints (:func:`.served_weights.fingerprint`):
+
+    trainer changed  = some actor rank's parameters, as vLLM's dtype, differ from that rank's at the previous sync
+    replica changed  = some TP worker of the replica serves weights that differ from its record of the previous sync
+    each replica:      replica changed == trainer changed
+
+* **Trainer side** (:func:`actor_weights_digest`, in each actor worker through Ray's ``__ray_call__``): the
+  fingerprint of the rank's local FSDP shards cast to ``actor_rollout_ref.rollout.dtype``, the bits vLLM stores
+  (verl's naive sync sends the full tensors in the training dtype and vLLM's loader casts them). A zero
+  learning rate, an update below that dtype's resolution or an update skipped by the zero-variance mask leave
+  it unchanged, and then vLLM must be unchanged too: no false alarm from a policy that did not move.
+* **vLLM side**: the served-weights ``record`` right after the sync notes, per TP worker, whether its
+  fingerprint changed since its previous record; a probe per replica asks "any rank changed?" or "any rank
+  unchanged?" (verl's ``collective_rpc`` returns errors only, so a rank answers by raising:
+  :class:`.served_weights.ServedWeightsProbe`). With the trainer changed, ``probe_unchanged`` first (no answer:
+  every rank changed, the usual case, nothing logged), then ``probe_changed`` if some rank did not (a TP shard may
+  see no change); with the trainer unchanged, ``probe_changed``.
+
+A replica that breaks the rule stops the run with :class:`.alpha_guard.ServedPolicyError` before any batch is
+sampled from it. Not covered: a sync that changed some weights but not all of them (only a layout-aware
+comparison of the tensors sent and loaded could tell), quantized rollouts (their loader does not store the cast).
+
+Written for verl 0.9.1: reads the actor worker as :mod:`verl_offgrpo.ref_reset.worker` does (``worker_dict`` /
+``fused_worker_dict`` → ``ActorRolloutRefWorker.actor.engine.module``, the FSDP module whose parameters verl's
+naive sync gathers and sends).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+from .served_weights import call_replicas, digest, fingerprint, parse_payload
+
+#: the rollout dtypes whose values are the actor's cast exactly (``actor_rollout_ref.rollout.dtype``)
+DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16", "half": "float16",
+          "float32": "float32", "fp32": "float32", "float": "float32"}  # fmt: skip
+
+
+def find_actor(obj: Any) -> Any:
+    """The actor ``TrainingWorker`` held by a verl actor worker (``ActorRolloutRefWorker`` inside the colocated
+    ``WorkerDict`` / ``FusedWorker``; :func:`verl_offgrpo.ref_reset.worker.find_actor_and_ref` reads the same)."""
+    from verl_offgrpo.ref_reset.worker import worker_roles
+
+    actor = next((c.actor for c in worker_roles(obj) if getattr(c, "actor", None) is not None), None)
+    if actor is None or getattr(getattr(actor, "engine", None), "module", None) is None:
+        raise RuntimeError(f"verl-offgrpo: no actor model (actor.engine.module) in worker {type(obj).__name__}")
+    return actor
+
+
+def _local_shards_as(module: Any, dtype: Any):
+    """``(name, the rank's local shard cast to dtype)``: a DTensor's local part (FSDP2), else the tensor (FSDP1's
+    flat parameters); cast on the device when there is one (an offloaded shard is copied there, then freed)."""
+    import torch
+
+    device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None
+    for name, param in module.named_parameters():
+        local = param.to_local() if hasattr(param, "to_local") else param
+        local = local.detach()
+        if device is not None and local.device.type == "cpu":
+            local = local.to(device, non_blocking=False)
+        yield name, local.to(dtype)
+
+
+def actor_weights_digest(worker: Any, dtype_name: str) -> dict:
+    """Run inside an actor worker (``worker.__ray_call__.remote(actor_weights_digest, dtype)``): the digest of its
+    local parameter shards as ``dtype_name`` (one tensor cast at a time). ``{"digest", "seconds"}``."""
+    import torch
+
+    start = time.perf_counter()
+    module = find_actor(worker).engine.module
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()  # verl's offload copies are non_blocking: read the shards once written
+    fp = fingerprint(_local_shards_as(module, getattr(torch, DTYPES[dtype_name])))
+    return {"digest": digest(fp), "seconds": time.perf_counter() - start}
+
+
+def trainer_changed(previous: Optional[list[str]], current: list[str]) -> Optional[bool]:
+    """Whether any actor rank's digest differs from the previous sync's; None without a previous one."""
+    if previous is None or len(previous) != len(current):
+        return None
+    return previous != current
+
+
+async def replicas_breaking_the_rule(replicas, changed: bool, step: int) -> list[tuple[int, Optional[dict]]]:
+    """The replicas whose served weights did not change as the trainer's did at the sync of ``step``, as
+    ``(replica index, payload of the rank that tells, or None)``; raises RuntimeError if a probe fails otherwise."""
+    def answers(failures):
+        out = {}
+        for index, error in failures:
+            payload = parse_payload(error)
+            if payload is None or "probe" not in payload:
+                raise RuntimeError(" ".join(str(error).split())[:1500])
+            out[index] = payload
+        return out
+
+    if not changed:  # nothing may have changed: a rank that changed breaks it
+        return sorted(answers(await call_replicas(replicas, "probe_changed", step)).items())
+    unchanged_somewhere = answers(await call_replicas(replicas, "probe_unchanged", step))
+    if not unchanged_somewhere:
+        return []
+    changed_somewhere = answers(await call_replicas(replicas, "probe_changed", step))
+    return [(index, payload) for index, payload in sorted(unchanged_somewhere.items()) if index not in changed_somewhere]
+
+
+def rule_broken_message(breaking: list[tuple[int, Optional[dict]]], changed: bool, step: int, previous_step: Optional[int],
+                        num_replicas: int) -> str:
+    """The :class:`~.alpha_guard.ServedPolicyError` text for :func:`replicas_breaking_the_rule`'s result."""
+    index, payload = breaking[0]
+    where = f"replica {index}" + (f" of {num_replicas}" if num_replicas > 1 else "")
+    others = f" ({len(breaking)} of {num_replicas} replicas)" if len(breaking) > 1 else ""
+    since = f"the sync of step {previous_step}" if previous_step is not None else "the previous sync"
+    if changed:
+        return (
+            f"verl-offgrpo: step {step}: the weight sync did not reach vLLM: the trainer's weights changed since "
+            f"{since}, but every TP worker of {where}{others} serves the same weights as after it, so its next "
+            f"rollout would sample from the policy of {since}, not α = the policy of step {step}. Stopped before any "
+            "batch was sampled from them. Check the weight-sync path (verl's checkpoint engine, vLLM's sleep/wake); "
+            "algorithm.off_grpo.verify_served_weights=false turns the check off."
+        )
+    rank = (payload or {}).get("rank")
+    return (
+        f"verl-offgrpo: step {step}: vLLM's weights changed at the sync although the trainer's did not since {since} "
+        f"({where}, TP rank {rank}{others}): the engine serves weights the trainer never had. Stopped before any "
+        "batch was sampled from them. algorithm.off_grpo.verify_served_weights=false turns the check off."
+    )
+
+
+__all__ = ["actor_weights_digest", "find_actor", "replicas_breaking_the_rule",
+           "rule_broken_message", "trainer_changed"]  # fmt: skip
