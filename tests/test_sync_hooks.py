@@ -98,9 +98,12 @@ class FakeVLLMServer:
     """``vLLMHttpServer``'s sleep/wake over ``tp`` fake workers, and its ``collective_rpc``. Faults, from
     outside the plugin's code path: ``force_level2`` (every sleep discards the weights while the
     server's ``_resolve_sleep_level`` still says what the override made it), ``perturb_at_wake=(n, rank)``
-    (one ulp in one element of that rank's first tensor right after the server's n-th weights wake)."""
+    (one ulp in one element of that rank's first tensor right after the server's n-th weights wake),
+    ``load_at={version: {rank: policy}}`` (at the sync of that version those ranks load that policy's weights instead
+    of the one sent: a sync that did not reach them, or brought other weights)."""
 
-    def __init__(self, free_cache_engine=True, level1_sleep_s=0.0, tp=1, force_level2=False, perturb_at_wake=None):
+    def __init__(self, free_cache_engine=True, level1_sleep_s=0.0, tp=1, force_level2=False, perturb_at_wake=None,
+                 load_at=None):
         from verl_offgrpo.patches import served_weights_worker
 
         self.config = SimpleNamespace(free_cache_engine=free_cache_engine)
@@ -114,6 +117,7 @@ class FakeVLLMServer:
         self.log = []
         self.force_level2 = force_level2
         self.perturb_at_wake = perturb_at_wake
+        self.load_at = load_at or {}
         self.weight_wakes = 0
         self.rpcs = []  # (method, action, step, rank) of each collective_rpc, per worker
         # what the plugin's post-import hook does in vLLM's worker processes
@@ -166,7 +170,7 @@ class FakeVLLMServer:
             await self.wake_up(["weights"])
         self.weights = f"pi_{version}"
         for worker in self.workers:
-            worker.load(version if policy is None else policy)
+            worker.load(self.load_at.get(version, {}).get(worker.rank, version if policy is None else policy))
         if version is not None:
             self.global_steps = version
         if self.config.free_cache_engine:

@@ -380,18 +380,12 @@ def trainer_policies(monkeypatch, policy_of):
     monkeypatch.setattr(fakes, "make_cluster", made)
 
 
-def serve_at_sync_4(monkeypatch, loads):
-    """At the sync of step 4 each fake vLLM server loads, per TP rank, the policy ``loads(rank, policy sent)``
-    instead of the one sent: a sync that did not reach (part of) the engine, or reached it with other weights."""
-    original = fakes.FakeVLLMServer.receive_weights
+def serve_at_sync_4(monkeypatch, policies, tp=1):
+    """At the sync of step 4 each fake vLLM server's TP rank r loads the weights of policy ``policies[r]`` instead
+    of the one sent: a sync that did not reach (part of) the engine, or brought it other weights."""
+    import functools
 
-    async def receive(self, version, policy=None):
-        await original(self, version, policy)
-        if version == 4:
-            for worker in self.workers:
-                worker.load(loads(worker.rank, policy))
-
-    monkeypatch.setattr(fakes.FakeVLLMServer, "receive_weights", receive)
+    monkeypatch.setattr(fakes, "make_cluster", functools.partial(fakes.make_cluster, tp=tp, load_at={4: policies}))
 
 
 @pytest.mark.parametrize("schedule", ["window", "per_step"])
@@ -401,7 +395,7 @@ def test_a_sync_that_leaves_vllm_on_the_old_weights_stops_before_the_next_rollou
     The window on V1's fit; per_step in v0's order (its lagged manager, level-1 sleep and the wake check)."""
     from verl_offgrpo.sync.alpha_guard import ServedPolicyError
 
-    serve_at_sync_4(monkeypatch, lambda rank, policy: 0)
+    serve_at_sync_4(monkeypatch, {0: 0})
     stopped = pytest.raises(ServedPolicyError, match=r"step 4: the weight sync did not reach vLLM: the trainer's weights "
                                                      r"changed since the sync of step 0, but every TP worker of replica 0")
     if schedule == "window":
@@ -421,7 +415,7 @@ def test_a_sync_that_changes_vllm_while_the_trainer_did_not_move_stops(ray_local
     from verl_offgrpo.sync.alpha_guard import ServedPolicyError
 
     trainer_policies(monkeypatch, lambda step: 0)
-    serve_at_sync_4(monkeypatch, lambda rank, policy: 7)
+    serve_at_sync_4(monkeypatch, {0: 7})
     with pytest.raises(ServedPolicyError, match=r"step 4: vLLM's weights changed at the sync although the trainer's "
                                                 r"did not since the sync of step 0 \(replica 0 of 2, TP rank 0"):
         run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
@@ -431,15 +425,12 @@ def test_syncs_that_change_nothing_or_one_tp_shard_pass_the_check(ray_local, mon
     """A trainer that does not move and a vLLM that does not either (no false alarm from a zero learning rate), and
     a sync after which one TP rank's shard is unchanged while the other's changed (a shard may see no change):
     both run to the end. off_grpo/trainer_changed says which."""
-    import functools
-
     trainer_policies(monkeypatch, lambda step: 0)
     rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
     assert series(rec, "off_grpo/trainer_changed", [4, 8]) == [0.0, 0.0]
     assert rec.updates == {s: 1 for s in range(1, 9)}
     monkeypatch.undo()
-    serve_at_sync_4(monkeypatch, lambda rank, policy: 0 if rank == 1 else policy)
-    monkeypatch.setattr(fakes, "make_cluster", functools.partial(fakes.make_cluster, tp=2))
+    serve_at_sync_4(monkeypatch, {1: 0}, tp=2)
     rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
     assert series(rec, "off_grpo/trainer_changed", [4, 8]) == [1.0, 1.0]
     assert rec.updates == {s: 1 for s in range(1, 9)}
