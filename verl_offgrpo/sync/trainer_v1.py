@@ -73,10 +73,10 @@ _REPLAY_BUFFER = "verl.trainer.ppo.v1.replay_buffer.ReplayBuffer"
 #: relies on instance attributes, which exist only once verl's constructors ran: ``PPOTrainer.trainer_mode``
 #: (assigned in ``__init__``; shadowed here by a property), ``curr_step_profile``, ``global_steps`` (which
 #: ``_next_train_batch`` and ``_submit_batch_to_rollout`` read as the prompts' tag), ``train_dataloader`` (its
-#: ``state_dict``, which ``_save_checkpoint`` saves), ``total_training_steps``, ``steps_per_epoch``, ``checkpoint_manager`` (verl's ``CheckpointEngineManager``: ``config``,
-#: ``actor_wg``, ``replicas``), ``replay_buffer``, ``_pending_sync_metrics`` (read by
-#: ``_consume_sync_metrics`` right after ``on_step_end``), and ``ReplayBuffer.poll_interval`` and
-#: ``ReplayBuffer.{pending,running,finished,failure}_keys``.
+#: ``state_dict``, which ``_save_checkpoint`` saves), ``total_training_steps``, ``steps_per_epoch``,
+#: ``checkpoint_manager`` (verl's ``CheckpointEngineManager``: ``config``, ``actor_wg``, ``replicas``),
+#: ``replay_buffer``, ``_pending_sync_metrics`` (read by ``_consume_sync_metrics`` right after ``on_step_end``),
+#: and ``ReplayBuffer.poll_interval`` and ``ReplayBuffer.{pending,running,finished,failure}_keys``.
 VERL_INTERNALS = (
     *(f"{_TRAINER}.{name}" for name in (
         "_setup", "_build_replay_buffer", "_compute_old_log_prob", "_compute_advantage", "_update_actor",
