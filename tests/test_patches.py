@@ -410,6 +410,25 @@ def test_a_plain_job_validated_after_a_selecting_one_in_the_same_process_is_not_
     assert JOB_ENV not in ray_env.get_ppo_ray_runtime_env()["env_vars"]
 
 
+def test_validate_config_imported_from_verl_utils_is_the_plugins_too(ray_env):
+    """``from verl.utils import validate_config`` (verl 0.9.1's ``verl/utils/__init__.py`` binds it before the plugin
+    loads): the plugin's checks and marks, as through ``verl.utils.config``."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils import validate_config
+
+    from verl_offgrpo.config import OffGRPOConfigError
+
+    def validate(config):
+        return validate_config(config=config, use_reference_policy=need_reference_policy(config),
+                               use_critic=need_critic(config))
+
+    with pytest.raises(OffGRPOConfigError):
+        validate(shipped_config("actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"))
+    config = shipped_config()
+    validate(config)
+    assert ray_env.get_ppo_ray_runtime_env(config)["env_vars"][JOB_ENV] == "1"
+
+
 # ----------------------------------------------------------------------------- the entry point
 def test_import_verl_loads_no_verl_module_for_the_plugin_and_registers_on_first_use(procs):
     """The entry point imports none of verl's modules (the same ``verl.*`` modules as plain verl), then

@@ -20,7 +20,10 @@ plugin (:func:`.selection.config_selects`):
 Any other config goes straight to verl's ``validate_config``; if it sets ``algorithm.off_grpo`` knobs
 (composed from the plugin's yaml: away from their defaults), one warning says they have no effect
 (:mod:`verl_offgrpo.config.unselected`).
-``verl.utils.config`` is already imported by ``import verl`` (verl 0.9.1), so the wrap goes in at once.
+``verl.utils.config`` is already imported by ``import verl`` (verl 0.9.1), so the wrap goes in at once; by then
+``verl/utils/__init__.py`` (verl 0.9.1) has bound ``verl.utils.validate_config`` to verl's function too, so every
+loaded ``verl.*`` module attribute that is verl's function is rebound to the wrap (``from verl.utils import
+validate_config`` gets it as well).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import sys
 
 from verl_offgrpo.patches import VERL_VERSIONS, complain, job_selected, target_problem
 
-TARGETS = ("verl.utils.config.validate_config",)
+TARGETS = ("verl.utils.config.validate_config", "verl.utils.validate_config")
 WHEN = "driver (main_ppo): the plugin's checks, then verl's, for a config that selects it; verl's alone otherwise"
 MODULE = "verl.utils.config"
 _WRAPPED = "__off_grpo_wrapped__"
@@ -140,8 +143,9 @@ def _check_names(config) -> None:
 
 
 def live() -> bool:
-    module = sys.modules.get(MODULE)
-    return module is not None and getattr(getattr(module, "validate_config", None), _WRAPPED, False)
+    modules = [sys.modules.get(target.rpartition(".")[0]) for target in TARGETS]
+    return all(module is not None and getattr(getattr(module, "validate_config", None), _WRAPPED, False)
+               for module in modules)
 
 
 def install() -> None:
@@ -155,4 +159,21 @@ def _apply(module) -> None:
     if not hasattr(module, "validate_config"):
         complain(target_problem(TARGETS[0]) or f"verl-offgrpo: {TARGETS[0]} is missing", job_selected())
         return
-    module.validate_config = wrap(module.validate_config)
+    original = module.validate_config
+    wrapped = wrap(original)
+    module.validate_config = wrapped
+    _rebind_loaded_references(original, wrapped)
+
+
+def _rebind_loaded_references(original, wrapped) -> None:
+    """Every attribute of a loaded ``verl.*`` module that is verl's ``validate_config`` itself becomes the wrap:
+    ``verl.utils.validate_config`` (``from .config import validate_config`` in verl 0.9.1's ``verl/utils/__init__.py``,
+    run before the plugin loads) and any module that imported it by name before the wrap went in."""
+    if wrapped is original:
+        return
+    for name, loaded in list(sys.modules.items()):
+        if loaded is None or not (name == "verl" or name.startswith("verl.")):
+            continue
+        for attr, value in list(getattr(loaded, "__dict__", {}).items()):
+            if value is original:
+                setattr(loaded, attr, wrapped)
