@@ -410,6 +410,30 @@ def test_a_plain_job_validated_after_a_selecting_one_in_the_same_process_is_not_
     assert JOB_ENV not in ray_env.get_ppo_ray_runtime_env()["env_vars"]
 
 
+@pytest.mark.parametrize("key", ["trainer.v1.trainer_mode", "+algorithm.off_grpo.sync_period",
+                                 "+actor_rollout_ref.rollout.checkpoint_manager_class",
+                                 "actor_rollout_ref.actor.policy_loss.loss_mode"])
+def test_a_plain_config_with_an_unresolvable_key_is_left_to_verls_validate_config(key, monkeypatch, ray_env):
+    """``key=${oc.env:UNSET}`` in a plain GRPO config: the plugin's selection test cannot read the key, so the job
+    gets verl's validate_config alone, with verl's outcome (verl 0.9.1 resolves the loss mode, not the others)."""
+    from verl.utils import config as verl_config_module
+
+    monkeypatch.delenv("OFFGRPO_TEST_UNSET", raising=False)
+    config = verl_config(key + "=${oc.env:OFFGRPO_TEST_UNSET}")
+
+    def outcome(validate):
+        try:
+            validate(config=config, use_reference_policy=False, use_critic=False)
+        except Exception as err:  # noqa: BLE001 - the outcome compared
+            return type(err).__name__
+        return "passed"
+
+    verls = outcome(verl_config_module.validate_config.__wrapped__)
+    assert verls == ("InterpolationResolutionError" if key.endswith("loss_mode") else "passed")
+    assert outcome(verl_config_module.validate_config) == verls
+    assert JOB_ENV not in ray_env.get_ppo_ray_runtime_env(config)["env_vars"]
+
+
 def test_validate_config_imported_from_verl_utils_is_the_plugins_too(ray_env):
     """``from verl.utils import validate_config`` (verl 0.9.1's ``verl/utils/__init__.py`` binds it before the plugin
     loads): the plugin's checks and marks, as through ``verl.utils.config``."""

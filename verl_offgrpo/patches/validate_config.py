@@ -17,7 +17,8 @@ plugin (:func:`.selection.config_selects`):
    already runs in this process with other marks (which ``main_ppo`` would reuse), one line refuses the
    job, a plain one included (:func:`.job_env.running_ray_problem`).
 
-Any other config goes straight to verl's ``validate_config``; if it sets ``algorithm.off_grpo`` knobs
+Any other config (or one whose selection test cannot resolve a key it reads: :func:`_selects`) goes straight to
+verl's ``validate_config``; if it sets ``algorithm.off_grpo`` knobs
 (composed from the plugin's yaml: away from their defaults), one warning says they have no effect
 (:mod:`verl_offgrpo.config.unselected`).
 ``verl.utils.config`` is already imported by ``import verl`` (verl 0.9.1), so the wrap goes in at once; by then
@@ -49,10 +50,8 @@ def wrap(original):
 
     @functools.wraps(original)
     def validate_config(config, *args, **kwargs):
-        from verl_offgrpo.patches.selection import config_selects
-
         _unmark_quietly()  # an earlier selecting config's mark: only a passing selecting config re-marks
-        if not config_selects(config):
+        if not _selects(config):
             _warn_unselected_knobs(config)
             _refuse_a_marked_ray(config)
             return original(config, *args, **kwargs)
@@ -86,6 +85,20 @@ def wrap(original):
 
     setattr(validate_config, _WRAPPED, True)
     return validate_config
+
+
+def _selects(config) -> bool:
+    """:func:`.selection.config_selects`, False where reading the config raises (an interpolation that does not
+    resolve in the driver, e.g. ``${oc.env:UNSET}`` in a key the test reads): verl's own ``validate_config`` does not
+    resolve every key, so such a config is left to it, as plain verl would."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    from verl_offgrpo.patches.selection import config_selects
+
+    try:
+        return config_selects(config)
+    except OmegaConfBaseException:
+        return False
 
 
 def _unmark_quietly() -> None:
