@@ -14,8 +14,9 @@ plugin (:func:`.selection.config_selects`):
 4. the job's Ray processes are marked as selecting the plugin, and as asking vLLM for final outputs
    only where ``final_outputs_only`` is on (:mod:`.job_env`). Every validation first removes the marks
    an earlier one in the same process left, so only a selecting config that passed is marked; where Ray
-   already runs in this process with other marks (which ``main_ppo`` would reuse), one line refuses the
-   job, a plain one included (:func:`.job_env.running_ray_problem`).
+   already runs in this process with other marks (which ``main_ppo`` would reuse), or where the driver's own
+   environment sets a mark the job must not have (which its Ray processes inherit), one line refuses the
+   job, a plain one included (:func:`.job_env.running_ray_problem`, :func:`.job_env.driver_env_problem`).
 
 Any other config (or one whose selection test cannot resolve a key it reads: :func:`_selects`) goes straight to
 verl's ``validate_config``; if it sets ``algorithm.off_grpo`` knobs
@@ -56,7 +57,7 @@ def wrap(original):
             _refuse_a_marked_ray(config)
             return original(config, *args, **kwargs)
         from verl_offgrpo.patches import PatchError, preflight
-        from verl_offgrpo.patches.job_env import mark_job, running_ray_problem
+        from verl_offgrpo.patches.job_env import driver_env_problem, mark_job, running_ray_problem
 
         problems = preflight(config=config)
         if problems:
@@ -77,6 +78,8 @@ def wrap(original):
             if hint is not None:
                 err.args = (f"{err} {hint}",)
             raise
+        if problem := driver_env_problem(True, knobs.final_outputs_only):
+            raise PatchError(problem)
         result = original(config, *args, **kwargs)
         if problem := running_ray_problem(True, knobs.final_outputs_only):
             raise PatchError(problem)
@@ -113,14 +116,15 @@ def _unmark_quietly() -> None:
 
 
 def _refuse_a_marked_ray(config) -> None:
-    """A plain job in a process whose Ray an earlier selecting job started (with the plugin's marks, which
-    main_ppo would reuse): one line, before verl's checks. Nothing else of the plugin's may fail a plain job."""
+    """A plain job whose Ray processes would carry the plugin's marks: exported in the driver's environment, or in
+    the runtime env of a Ray an earlier selecting job started in this process (which main_ppo would reuse). One
+    line, before verl's checks. Nothing else of the plugin's may fail a plain job."""
     from verl_offgrpo.patches import PatchError
 
     try:
-        from verl_offgrpo.patches.job_env import running_ray_problem
+        from verl_offgrpo.patches.job_env import driver_env_problem, running_ray_problem
 
-        problem = running_ray_problem(False)
+        problem = driver_env_problem(False) or running_ray_problem(False)
     except Exception:  # noqa: BLE001 - a plain verl job must not fail on the plugin's account
         return
     if problem is not None:
