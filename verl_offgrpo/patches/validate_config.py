@@ -53,6 +53,7 @@ def wrap(original):
     def validate_config(config, *args, **kwargs):
         _unmark_quietly()  # an earlier selecting config's mark: only a passing selecting config re-marks
         if not _selects(config):
+            _refuse_a_foreign_plugin_name(config)
             _warn_unselected_knobs(config)
             _refuse_a_marked_ray(config)
             return original(config, *args, **kwargs)
@@ -102,6 +103,25 @@ def _selects(config) -> bool:
         return config_selects(config)
     except OmegaConfBaseException:
         return False
+
+
+def _refuse_a_foreign_plugin_name(config) -> None:
+    """A config naming one of the plugin's (reserved) estimator or loss names that another package holds in verl's
+    registry does not select the plugin (:func:`.selection.plugins_name`), but is refused as a selecting one is
+    (:func:`verl_offgrpo.config.names.check_names_are_the_plugins`): two packages claim the name, and verl runs
+    whichever registered last in each process. Reads ``core_algos`` only where it is already imported (the only
+    way another package can have registered there)."""
+    core_algos = sys.modules.get("verl.trainer.ppo.core_algos")
+    if core_algos is None:
+        return
+    from omegaconf.errors import OmegaConfBaseException
+
+    from verl_offgrpo.config.names import check_names_are_the_plugins
+
+    try:
+        check_names_are_the_plugins(config, core_algos.ADV_ESTIMATOR_REGISTRY, core_algos.POLICY_LOSS_REGISTRY)
+    except OmegaConfBaseException:  # a name that does not resolve here: verl's own checks say so, or not
+        pass
 
 
 def _unmark_quietly() -> None:
