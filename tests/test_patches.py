@@ -410,6 +410,80 @@ def test_a_plain_job_validated_after_a_selecting_one_in_the_same_process_is_not_
     assert JOB_ENV not in ray_env.get_ppo_ray_runtime_env()["env_vars"]
 
 
+@pytest.mark.parametrize(("environ", "overrides", "refused"), [
+    ({JOB_ENV: "1"}, None, "VERL_OFFGRPO_JOB=1 is set in this driver's environment, .* so this plain verl job's "
+                           "workers would run the plugin's patches: unset VERL_OFFGRPO_JOB"),
+    ({JOB_ENV: "1", patches.FINAL_OUTPUTS_ENV: "1"}, None, "VERL_OFFGRPO_JOB=1 is set"),
+    ({patches.FINAL_OUTPUTS_ENV: "1"}, None, "VERL_OFFGRPO_FINAL_OUTPUTS=1 is set .* unset VERL_OFFGRPO_FINAL_OUTPUTS"),
+    ({JOB_ENV: "0"}, [], "VERL_OFFGRPO_JOB=0 is set .* so this job's workers would run without the plugin's patches"),
+    ({JOB_ENV: "1", patches.FINAL_OUTPUTS_ENV: "1"}, ["algorithm.off_grpo.final_outputs_only=false"],
+     "VERL_OFFGRPO_FINAL_OUTPUTS=1 is set .* so vLLM would be asked for final outputs only where this job's final_outputs_only resolves to false"),
+    ({patches.FINAL_OUTPUTS_ENV: "0"}, ["algorithm.off_grpo.final_outputs_only=true"],
+     "VERL_OFFGRPO_FINAL_OUTPUTS=0 is set .* so vLLM would not be asked for final outputs only where this job's final_outputs_only resolves to true"),
+    ({JOB_ENV: "0"}, None, None),  # what the workers read as unmarked: harmless for a plain job
+    ({JOB_ENV: "1", patches.FINAL_OUTPUTS_ENV: "1"}, [], None),  # the shipped yaml: final outputs on (V1, vLLM)
+])
+def test_a_mark_in_the_drivers_environment_must_be_the_one_the_job_needs(environ, overrides, refused, monkeypatch,
+                                                                          ray_env):
+    """The driver's environment reaches the job's Ray processes, and verl 0.9.1's get_ppo_ray_runtime_env drops the
+    job's own mark where the driver's environment sets one: a mark exported in the shell that disagrees with the
+    job (``overrides`` None: verl's GRPO; else the shipped yaml with them) is refused in one line."""
+    monkeypatch.delenv(patches.FINAL_OUTPUTS_ENV, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    config = verl_config() if overrides is None else shipped_config(*overrides)
+    assert not set(environ) & set(ray_env.get_ppo_ray_runtime_env(config)["env_vars"])  # verl keeps the driver's
+    if refused is None:
+        _validate(config)
+        return
+    with pytest.raises(PatchError, match=r"^verl-offgrpo: " + refused):
+        _validate(config)
+    assert JOB_ENV not in ray_env.PPO_RAY_RUNTIME_ENV["env_vars"]  # not marked
+
+
+@pytest.mark.parametrize("key", ["trainer.v1.trainer_mode", "+algorithm.off_grpo.sync_period",
+                                 "+actor_rollout_ref.rollout.checkpoint_manager_class",
+                                 "actor_rollout_ref.actor.policy_loss.loss_mode"])
+def test_a_plain_config_with_an_unresolvable_key_is_left_to_verls_validate_config(key, monkeypatch, ray_env):
+    """``key=${oc.env:UNSET}`` in a plain GRPO config: the plugin's selection test cannot read the key, so the job
+    gets verl's validate_config alone, with verl's outcome (verl 0.9.1 resolves the loss mode, not the others)."""
+    from verl.utils import config as verl_config_module
+
+    monkeypatch.delenv("OFFGRPO_TEST_UNSET", raising=False)
+    config = verl_config(key + "=${oc.env:OFFGRPO_TEST_UNSET}")
+
+    def outcome(validate):
+        try:
+            validate(config=config, use_reference_policy=False, use_critic=False)
+        except Exception as err:  # noqa: BLE001 - the outcome compared
+            return type(err).__name__
+        return "passed"
+
+    verls = outcome(verl_config_module.validate_config.__wrapped__)
+    assert verls == ("InterpolationResolutionError" if key.endswith("loss_mode") else "passed")
+    assert outcome(verl_config_module.validate_config) == verls
+    assert JOB_ENV not in ray_env.get_ppo_ray_runtime_env(config)["env_vars"]
+
+
+def test_validate_config_imported_from_verl_utils_is_the_plugins_too(ray_env):
+    """``from verl.utils import validate_config`` (verl 0.9.1's ``verl/utils/__init__.py`` binds it before the plugin
+    loads): the plugin's checks and marks, as through ``verl.utils.config``."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils import validate_config
+
+    from verl_offgrpo.config import OffGRPOConfigError
+
+    def validate(config):
+        return validate_config(config=config, use_reference_policy=need_reference_policy(config),
+                               use_critic=need_critic(config))
+
+    with pytest.raises(OffGRPOConfigError):
+        validate(shipped_config("actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"))
+    config = shipped_config()
+    validate(config)
+    assert ray_env.get_ppo_ray_runtime_env(config)["env_vars"][JOB_ENV] == "1"
+
+
 # ----------------------------------------------------------------------------- the entry point
 def test_import_verl_loads_no_verl_module_for_the_plugin_and_registers_on_first_use(procs):
     """The entry point imports none of verl's modules (the same ``verl.*`` modules as plain verl), then

@@ -19,20 +19,27 @@ never stops it: a second job in the same process (a hydra ``-m`` sweep, an inter
 job's env. :func:`running_ray_problem` says when that env would mark the job wrongly (a plain job's
 workers running the plugin's patches, or a selecting job's without them); the ``validate_config`` wrap
 raises it as one line.
+
+The driver's own environment reaches the job's Ray processes too (a Ray started here inherits it), and verl
+0.9.1's ``get_ppo_ray_runtime_env`` drops from the runtime env every variable the driver's environment already
+sets, so a mark exported in the shell wins over the job's: :func:`driver_env_problem` says when it disagrees
+with what the job needs (``VERL_OFFGRPO_JOB=1`` left in the shell of a plain job, ``=0`` in a selecting
+one's); the ``validate_config`` wrap raises it as one line, for plain and selecting jobs alike.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
-from verl_offgrpo.patches import FINAL_OUTPUTS_ENV, JOB_ENV, VERL_VERSIONS
+from verl_offgrpo.patches import FINAL_OUTPUTS_ENV, JOB_ENV, VERL_VERSIONS, _truthy
 
 TARGETS = ("verl.trainer.constants_ppo.PPO_RAY_RUNTIME_ENV",)
 WHEN = ("driver: adds VERL_OFFGRPO_JOB=1 (and VERL_OFFGRPO_FINAL_OUTPUTS=1 with final_outputs_only) to the Ray "
         "job's env_vars, only once a selecting config is validated")
 MODULE = "verl.trainer.constants_ppo"
 
-__all__ = ["TARGETS", "VERL_VERSIONS", "WHEN", "expected_marks", "install", "live", "mark_job", "running_ray_marks",
+__all__ = ["TARGETS", "VERL_VERSIONS", "WHEN", "driver_env_problem", "expected_marks", "install", "live", "mark_job", "running_ray_marks",
            "running_ray_problem", "unmark_job"]
 
 
@@ -62,6 +69,27 @@ def expected_marks(selecting: bool, final_outputs_only: bool = False) -> dict[st
     if not selecting:
         return {}
     return {JOB_ENV: "1", **({FINAL_OUTPUTS_ENV: "1"} if final_outputs_only else {})}
+
+
+def driver_env_problem(selecting: bool, final_outputs_only: bool = False, environ=os.environ) -> str | None:
+    """Why a mark set in this driver's environment would give this job's workers the wrong one, or None. Compared
+    as the workers read a mark (``1``, ``true``, ``yes``, ``on`` set it; any other value, or none, does not)."""
+    want = expected_marks(selecting, final_outputs_only)
+    for name in (JOB_ENV, FINAL_OUTPUTS_ENV):
+        value = environ.get(name)
+        if value is None or _truthy(value) == (name in want):
+            continue
+        if name == FINAL_OUTPUTS_ENV:
+            effect = (f"vLLM would {'' if _truthy(value) else 'not '}be asked for final outputs only where this job's "
+                      f"final_outputs_only resolves to {str(final_outputs_only).lower()}")
+        elif selecting:
+            effect = "this job's workers would run without the plugin's patches"
+        else:
+            effect = "this plain verl job's workers would run the plugin's patches"
+        return (f"verl-offgrpo: {name}={value} is set in this driver's environment, which the job's Ray processes "
+                f"inherit (verl's get_ppo_ray_runtime_env keeps a driver's own value over the job's), so {effect}: "
+                f"unset {name} (the plugin sets it for the jobs that need it).")
+    return None
 
 
 def running_ray_marks() -> dict[str, str] | None:

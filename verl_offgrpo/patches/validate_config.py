@@ -14,13 +14,18 @@ plugin (:func:`.selection.config_selects`):
 4. the job's Ray processes are marked as selecting the plugin, and as asking vLLM for final outputs
    only where ``final_outputs_only`` is on (:mod:`.job_env`). Every validation first removes the marks
    an earlier one in the same process left, so only a selecting config that passed is marked; where Ray
-   already runs in this process with other marks (which ``main_ppo`` would reuse), one line refuses the
-   job, a plain one included (:func:`.job_env.running_ray_problem`).
+   already runs in this process with other marks (which ``main_ppo`` would reuse), or where the driver's own
+   environment sets a mark the job must not have (which its Ray processes inherit), one line refuses the
+   job, a plain one included (:func:`.job_env.running_ray_problem`, :func:`.job_env.driver_env_problem`).
 
-Any other config goes straight to verl's ``validate_config``; if it sets ``algorithm.off_grpo`` knobs
+Any other config (or one whose selection test cannot resolve a key it reads: :func:`_selects`) goes straight to
+verl's ``validate_config``; if it sets ``algorithm.off_grpo`` knobs
 (composed from the plugin's yaml: away from their defaults), one warning says they have no effect
 (:mod:`verl_offgrpo.config.unselected`).
-``verl.utils.config`` is already imported by ``import verl`` (verl 0.9.1), so the wrap goes in at once.
+``verl.utils.config`` is already imported by ``import verl`` (verl 0.9.1), so the wrap goes in at once; by then
+``verl/utils/__init__.py`` (verl 0.9.1) has bound ``verl.utils.validate_config`` to verl's function too, so every
+loaded ``verl.*`` module attribute that is verl's function is rebound to the wrap (``from verl.utils import
+validate_config`` gets it as well).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import sys
 
 from verl_offgrpo.patches import VERL_VERSIONS, complain, job_selected, target_problem
 
-TARGETS = ("verl.utils.config.validate_config",)
+TARGETS = ("verl.utils.config.validate_config", "verl.utils.validate_config")
 WHEN = "driver (main_ppo): the plugin's checks, then verl's, for a config that selects it; verl's alone otherwise"
 MODULE = "verl.utils.config"
 _WRAPPED = "__off_grpo_wrapped__"
@@ -46,15 +51,14 @@ def wrap(original):
 
     @functools.wraps(original)
     def validate_config(config, *args, **kwargs):
-        from verl_offgrpo.patches.selection import config_selects
-
         _unmark_quietly()  # an earlier selecting config's mark: only a passing selecting config re-marks
-        if not config_selects(config):
+        if not _selects(config):
+            _refuse_a_foreign_plugin_name(config)
             _warn_unselected_knobs(config)
             _refuse_a_marked_ray(config)
             return original(config, *args, **kwargs)
         from verl_offgrpo.patches import PatchError, preflight
-        from verl_offgrpo.patches.job_env import mark_job, running_ray_problem
+        from verl_offgrpo.patches.job_env import driver_env_problem, mark_job, running_ray_problem
 
         problems = preflight(config=config)
         if problems:
@@ -75,6 +79,8 @@ def wrap(original):
             if hint is not None:
                 err.args = (f"{err} {hint}",)
             raise
+        if problem := driver_env_problem(True, knobs.final_outputs_only):
+            raise PatchError(problem)
         result = original(config, *args, **kwargs)
         if problem := running_ray_problem(True, knobs.final_outputs_only):
             raise PatchError(problem)
@@ -83,6 +89,39 @@ def wrap(original):
 
     setattr(validate_config, _WRAPPED, True)
     return validate_config
+
+
+def _selects(config) -> bool:
+    """:func:`.selection.config_selects`, False where reading the config raises (an interpolation that does not
+    resolve in the driver, e.g. ``${oc.env:UNSET}`` in a key the test reads): verl's own ``validate_config`` does not
+    resolve every key, so such a config is left to it, as plain verl would."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    from verl_offgrpo.patches.selection import config_selects
+
+    try:
+        return config_selects(config)
+    except OmegaConfBaseException:
+        return False
+
+
+def _refuse_a_foreign_plugin_name(config) -> None:
+    """A config naming one of the plugin's (reserved) estimator or loss names that another package holds in verl's
+    registry does not select the plugin (:func:`.selection.plugins_name`), but is refused as a selecting one is
+    (:func:`verl_offgrpo.config.names.check_names_are_the_plugins`): two packages claim the name, and verl runs
+    whichever registered last in each process. Reads ``core_algos`` only where it is already imported (the only
+    way another package can have registered there)."""
+    core_algos = sys.modules.get("verl.trainer.ppo.core_algos")
+    if core_algos is None:
+        return
+    from omegaconf.errors import OmegaConfBaseException
+
+    from verl_offgrpo.config.names import check_names_are_the_plugins
+
+    try:
+        check_names_are_the_plugins(config, core_algos.ADV_ESTIMATOR_REGISTRY, core_algos.POLICY_LOSS_REGISTRY)
+    except OmegaConfBaseException:  # a name that does not resolve here: verl's own checks say so, or not
+        pass
 
 
 def _unmark_quietly() -> None:
@@ -97,14 +136,15 @@ def _unmark_quietly() -> None:
 
 
 def _refuse_a_marked_ray(config) -> None:
-    """A plain job in a process whose Ray an earlier selecting job started (with the plugin's marks, which
-    main_ppo would reuse): one line, before verl's checks. Nothing else of the plugin's may fail a plain job."""
+    """A plain job whose Ray processes would carry the plugin's marks: exported in the driver's environment, or in
+    the runtime env of a Ray an earlier selecting job started in this process (which main_ppo would reuse). One
+    line, before verl's checks. Nothing else of the plugin's may fail a plain job."""
     from verl_offgrpo.patches import PatchError
 
     try:
-        from verl_offgrpo.patches.job_env import running_ray_problem
+        from verl_offgrpo.patches.job_env import driver_env_problem, running_ray_problem
 
-        problem = running_ray_problem(False)
+        problem = driver_env_problem(False) or running_ray_problem(False)
     except Exception:  # noqa: BLE001 - a plain verl job must not fail on the plugin's account
         return
     if problem is not None:
@@ -140,8 +180,9 @@ def _check_names(config) -> None:
 
 
 def live() -> bool:
-    module = sys.modules.get(MODULE)
-    return module is not None and getattr(getattr(module, "validate_config", None), _WRAPPED, False)
+    modules = [sys.modules.get(target.rpartition(".")[0]) for target in TARGETS]
+    return all(module is not None and getattr(getattr(module, "validate_config", None), _WRAPPED, False)
+               for module in modules)
 
 
 def install() -> None:
@@ -155,4 +196,21 @@ def _apply(module) -> None:
     if not hasattr(module, "validate_config"):
         complain(target_problem(TARGETS[0]) or f"verl-offgrpo: {TARGETS[0]} is missing", job_selected())
         return
-    module.validate_config = wrap(module.validate_config)
+    original = module.validate_config
+    wrapped = wrap(original)
+    module.validate_config = wrapped
+    _rebind_loaded_references(original, wrapped)
+
+
+def _rebind_loaded_references(original, wrapped) -> None:
+    """Every attribute of a loaded ``verl.*`` module that is verl's ``validate_config`` itself becomes the wrap:
+    ``verl.utils.validate_config`` (``from .config import validate_config`` in verl 0.9.1's ``verl/utils/__init__.py``,
+    run before the plugin loads) and any module that imported it by name before the wrap went in."""
+    if wrapped is original:
+        return
+    for name, loaded in list(sys.modules.items()):
+        if loaded is None or not (name == "verl" or name.startswith("verl.")):
+            continue
+        for attr, value in list(getattr(loaded, "__dict__", {}).items()):
+            if value is original:
+                setattr(loaded, attr, wrapped)
