@@ -96,6 +96,7 @@ print(sorted(n for n in core_algos.ADV_ESTIMATOR_REGISTRY if n in ("off_grpo", "
 """
 
 
+@pytest.mark.slow  # a fresh process importing verl; the two tests above cover the hook in process
 def test_verls_registries_get_the_plugins_names_after_a_find_spec_of_core_algos():
     """The plugin's post-import hook on ``verl.trainer.ppo.core_algos`` survives a ``find_spec`` before the import,
     in a fresh process (the entry point runs at ``import verl``)."""
