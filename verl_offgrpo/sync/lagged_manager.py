@@ -151,7 +151,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         self.verify_weights = (bool(self.knobs.verify_served_weights) and self.keeps_weights and lagged
                                and not self.windowed)
         # with vLLM data parallelism inside a replica the check reaches the leader's shard only (.served_weights)
-        self.data_parallel_size = int(rollout_data_parallel_size(full_config))
+        self.data_parallel_size = rollout_data_parallel_size(full_config)
         if self.verify_weights and self.data_parallel_size > 1 and lagged:
             logger.warning(
                 "verl-offgrpo: actor_rollout_ref.rollout.data_parallel_size=%d: the exact served-weights check reaches "
