@@ -37,6 +37,7 @@ from .loss_estimator_checks import (
     check_rec_knobs_reach_the_loss,
     check_rows_leaving_denominator,
     tell_loss_over_other_estimator,
+    untruncated_is_under_verls_loss,
     warn_idle_red_drop_seed,
     warn_masked_mini_batch_with_other_loss,
 )
@@ -132,6 +133,9 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
         check_ref_reset_config(config, knobs=knobs)
     check_skip_old_log_prob(config, knobs)
     knobs = resolve_final_outputs(config, knobs)
+    # warnings of a job that runs, after every check that can refuse it
+    if not uses_loss and (untruncated := untruncated_is_under_verls_loss(config)) is not None:
+        loss_estimator_checks.logger.warning(untruncated)
     # after every check that can refuse the job, so that no line says how vLLM will generate before an error
     # says the job cannot run; before the window's own advisories, which name the window
     tell_rollout_schedule(config, requested)

@@ -112,8 +112,10 @@ def _refuse_a_marked_ray(config) -> None:
 
 
 def _warn_unselected_knobs(config) -> None:
-    """One warning for plugin knobs in a config that does not select the plugin (they do nothing there);
-    never an error: this is a plain verl job's path."""
+    """One warning for plugin knobs in a config that does not select the plugin (they do nothing there), and one
+    for the plugin's yaml's untruncated rollout IS weights under verl's own loss
+    (:func:`~verl_offgrpo.config.loss_estimator_checks.untruncated_is_under_verls_loss`); never an error: this is a
+    plain verl job's path."""
     try:
         from verl_offgrpo.config.unselected import unselected_knobs_message
 
@@ -122,6 +124,15 @@ def _warn_unselected_knobs(config) -> None:
         return
     if message is not None:
         logging.getLogger(__name__).warning(message)
+    try:  # the plugin's yaml's untruncated rollout IS under verl's own loss: verl's GRPO it is not
+        from verl_offgrpo.config.loss_estimator_checks import untruncated_is_under_verls_loss
+        from verl_offgrpo.config.yaml_hint import composed_from_plugin_yaml
+
+        untruncated = untruncated_is_under_verls_loss(config) if composed_from_plugin_yaml(config) else None
+    except Exception:  # noqa: BLE001 - a plain verl job must not fail on the plugin's account
+        return
+    if untruncated is not None:
+        logging.getLogger(__name__).warning(untruncated)
 
 
 def _check_names(config) -> None:
