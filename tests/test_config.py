@@ -297,6 +297,26 @@ def test_a_plain_verl_config_with_untruncated_is_weights_is_left_alone(caplog):
     assert "rollout IS weights" not in caplog.text
 
 
+V0_UNWIRED = ("off_grpo: trainer.use_v1=false without the plugin's checkpoint manager (got None): on the v0 trainer the "
+              "served-policy guard (algorithm.off_grpo.max_log_rprime_*) and the off_grpo/bound/* metrics run only "
+              "through it; add +actor_rollout_ref.rollout.checkpoint_manager_class="
+              "verl_offgrpo.sync.lagged_manager.LaggedCheckpointManager to run them.")
+
+
+def test_the_v0_trainer_without_the_plugins_manager_warns_that_the_guard_and_bound_metrics_do_not_run(caplog):
+    """At v = 1 the v0 trainer runs the plugin's estimator and loss without its checkpoint manager, but the
+    served-policy guard and the off_grpo/bound/* metrics are wired through that manager: one warning naming the
+    override (the README's); with the manager, or on V1, none."""
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        validate(composed("trainer.use_v1=false"))
+    assert [r.getMessage() for r in caplog.records if "checkpoint manager" in r.getMessage()] == [V0_UNWIRED]
+    for overrides in (("trainer.use_v1=false", V0_MANAGER), ()):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger=LOGGER):
+            validate(composed(*overrides))
+        assert "checkpoint manager" not in caplog.text, overrides
+
+
 def test_clip_ratio_alone_warns_that_the_per_side_values_win(caplog):
     """verl's yaml sets clip_ratio_low/high to 0.2: clip_ratio=0.3 alone would leave ε at 0.2."""
     with caplog.at_level(logging.WARNING, logger=LOGGER):

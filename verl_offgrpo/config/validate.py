@@ -22,6 +22,7 @@ from . import (
     old_log_prob_checks,
     rec_option,
     sampler_checks,
+    sync_checks,
     validation_lag,
     window_checks,
 )
@@ -49,7 +50,7 @@ from .rec import RECConfig
 from .ref_reset_checks import check_ref_reset_config
 from .refill_checks import check_gen_batch_divides, refuse_refill_on_v0
 from .sampler_checks import check_sampler
-from .sync_checks import check_mode_section, check_sync_config
+from .sync_checks import check_mode_section, check_sync_config, tell_v0_without_manager
 from .values import OffGRPOConfigError, closest_knob, target_fields
 from .values import config_value as _get
 from .window_checks import (
@@ -64,7 +65,7 @@ from .window_checks import (
 #: the loggers of the checks' warning and info lines (:func:`advisories_silenced` quiets them)
 _ADVISING_LOGGERS = (loss_estimator_checks.logger, window_checks.logger, final_outputs_checks.logger,
                      validation_lag.logger, sampler_checks.logger, old_log_prob_checks.logger, rec_option.logger,
-                     names.logger)
+                     names.logger, sync_checks.logger)
 
 
 def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
@@ -136,6 +137,8 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     # warnings of a job that runs, after every check that can refuse it
     if not uses_loss and (untruncated := untruncated_is_under_verls_loss(config)) is not None:
         loss_estimator_checks.logger.warning(untruncated)
+    if uses_estimator or uses_loss:  # at v > 1 (and with a reference reset) the v0 manager is required, not advised
+        tell_v0_without_manager(config)
     # after every check that can refuse the job, so that no line says how vLLM will generate before an error
     # says the job cannot run; before the window's own advisories, which name the window
     tell_rollout_schedule(config, requested)
