@@ -192,6 +192,26 @@ def test_compose_says_a_data_parallel_size_that_is_no_integer_in_one_line(capsys
                     f"(got {got}); it counts the vLLM data-parallel ranks of one replica.")
 
 
+@pytest.mark.parametrize("override, key, rule", [
+    ("trainer.test_freq=${oc.env:OFF_GRPO_TEST_UNSET_TF,5}", "trainer.test_freq", "an integer"),
+    ("algorithm.off_grpo.sync_period=${oc.env:OFF_GRPO_TEST_UNSET_V,4}", "algorithm.off_grpo.sync_period", "an integer"),
+    ("actor_rollout_ref.rollout.n=${oc.env:OFF_GRPO_TEST_UNSET_N,4}", "actor_rollout_ref.rollout.n", "an integer"),
+], ids=["test_freq", "sync_period", "rollout.n"])
+def test_a_number_from_oc_env_says_to_decode_it_not_to_drop_quotes(capsys, override, key, rule):
+    """oc.env returns a string, default included: "drop the quotes" would be no way out. The line names the
+    interpolation and the override that works (oc.decode, quoted whole), which then passes."""
+    raw = override.partition("=")[2]
+    line = _compose_error(capsys, override, code=2)
+    value = raw.rstrip("}").rpartition(",")[2]
+    fix = f"{key}='${{oc.decode:{raw}}}'"
+    assert line.endswith(f"must be {rule} (got the string '{value}': {raw} resolves to a string): wrap it in "
+                         f"oc.decode, the override quoted: {fix}."), line
+    from verl_offgrpo.cli.compose import dry_run
+
+    assert dry_run([*BASE, fix]) == 0
+    capsys.readouterr()
+
+
 def test_a_plain_verl_job_keeps_verls_own_handling_of_its_counts():
     """Not selecting the plugin: test_freq=null passes verl's validate_config as it does without the plugin, and
     a word for the batch size meets verl's own TypeError, not the plugin's line."""

@@ -51,7 +51,7 @@ from .ref_reset_checks import check_ref_reset_config
 from .refill_checks import check_gen_batch_divides, refuse_refill_on_v0
 from .sampler_checks import check_sampler
 from .sync_checks import check_mode_section, check_sync_config, tell_v0_without_manager
-from .values import OffGRPOConfigError, closest_knob, target_fields
+from .values import OffGRPOConfigError, closest_knob, reading, target_fields
 from .values import config_value as _get
 from .window_checks import (
     advise_on_window,
@@ -74,8 +74,13 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
 
     ``config`` is the full composed verl config. Checks only what the config selects: one of the plugin's
     estimators (off_grpo, red_drop), one of its losses (off_grpo, rec), a lag (sync_period > 1), a window,
-    a reference reset.
+    a reference reset. A number read as a string says whether an interpolation made it one (:func:`.values.reading`).
     """
+    with reading(config):
+        return _validate(config)
+
+
+def _validate(config: Any) -> OffGRPOConfig:
     refuse_misspelt_off_grpo_section(config)
     check_policy_loss_section(config)
     requested = OffGRPOConfig.from_algorithm(_get(config, "algorithm"))
