@@ -31,9 +31,19 @@ def config_selects(config: Any) -> bool:
     plugin: one of its estimators (``off_grpo``, ``red_drop``), one of its policy losses (``off_grpo``,
     ``rec``), ``algorithm.off_grpo.sync_period``
     set to anything but 1, ``rollout_schedule`` other than ``per_step`` or ``auto``, ``final_outputs_only`` true, the
-    ``off_grpo_sync`` V1 trainer mode, or the lagged v0 checkpoint manager."""
+    ``off_grpo_sync`` V1 trainer mode, or the lagged v0 checkpoint manager. A key it reads whose ``${...}`` does
+    not resolve selects it too: the plugin's checks then say which, in one line."""
     if config is None:
         return False
+    from omegaconf.errors import InterpolationResolutionError
+
+    try:
+        return _selects(config)
+    except InterpolationResolutionError:
+        return True
+
+
+def _selects(config: Any) -> bool:
     if _get(config, "algorithm.adv_estimator") in ESTIMATOR_NAMES:
         return True
     if _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode") in LOSS_NAMES:

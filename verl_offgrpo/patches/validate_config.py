@@ -3,6 +3,8 @@
 ``main_ppo``'s driver calls ``validate_config`` before it starts Ray. For a config that selects the
 plugin (:func:`.selection.config_selects`):
 
+0. every value must be readable: a ``${...}`` that does not resolve, or a section of verl's set to null, is
+   :class:`~verl_offgrpo.config.readable.UnreadableConfigError`, one line (:mod:`verl_offgrpo.config.readable`);
 1. the installed verl must be in :data:`VERL_VERSIONS` and every patch target and verl internal the job's
    trainer uses must exist (:func:`verl_offgrpo.patches.preflight`), else :class:`~verl_offgrpo.patches.PatchError`, one line;
 2. the estimator and loss names and the V1 trainer mode against verl's registries
@@ -55,7 +57,9 @@ def wrap(original):
             return original(config, *args, **kwargs)
         from verl_offgrpo.patches import PatchError, preflight
         from verl_offgrpo.patches.job_env import mark_job, running_ray_problem
+        from verl_offgrpo.config.readable import check_readable
 
+        check_readable(config)  # a ${...} that does not resolve, a section set to null: before anything reads them
         problems = preflight(config=config)
         if problems:
             raise PatchError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
