@@ -6,6 +6,7 @@ the traceback of anything else the plugin's checks raise. In-process (``main``/`
 import re
 
 import pytest
+from omegaconf import OmegaConf
 
 import verl  # noqa: F401  (loads the plugin)
 from verl_offgrpo.config import OffGRPOConfigError, validate_off_grpo_config
@@ -166,3 +167,73 @@ def test_python_m_entry_is_thin_and_keeps_its_names():
             "    print(done.code, 'verl' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout == f"{paths.config_dir()}\n0 False\n", proc.stderr[-2000:]
+
+
+#: overrides hydra composes (or hydra's defaults list refuses) but whose config cannot be read: an interpolation that
+#: does not resolve, a section of verl's set to null or a value. Each was a traceback on exit 1, the install's code.
+UNREADABLE = [
+    ("algorithm.off_grpo.sync_period=${oc.env:OFF_GRPO_TEST_UNSET_V}",
+     "algorithm.off_grpo.sync_period=${oc.env:OFF_GRPO_TEST_UNSET_V} does not resolve: the environment variable "
+     "OFF_GRPO_TEST_UNSET_V is not set: export it, or give oc.env a default (${oc.env:OFF_GRPO_TEST_UNSET_V,<value>})."),
+    ("algorithm.off_grpo.sync_period=${algorithm.nope}",
+     "algorithm.off_grpo.sync_period=${algorithm.nope} does not resolve: algorithm.nope is not a key of the config."),
+    # verl's own interpolations that refer to it (rollout.prometheus.served_model_name) are not what is named
+    ("actor_rollout_ref.model.path=${oc.env:OFF_GRPO_TEST_UNSET_M}",
+     "actor_rollout_ref.model.path=${oc.env:OFF_GRPO_TEST_UNSET_M} does not resolve: the environment variable "
+     "OFF_GRPO_TEST_UNSET_M is not set: export it, or give oc.env a default (${oc.env:OFF_GRPO_TEST_UNSET_M,<value>})."),
+    *((f"{section}={value}", f"{section}={value} replaces a section of verl's config, which its trainer reads key by key: "
+       f"drop that override and set single keys instead ({section}.<key>=...).")
+      for section, value in (("algorithm", "null"), ("transfer_queue", "null"), ("actor_rollout_ref", "null"),
+                             ("trainer", "null"), ("actor_rollout_ref.actor", "null"), ("algorithm", "5"))),
+]
+
+
+@pytest.mark.parametrize("override, says", UNREADABLE, ids=[o for o, _ in UNREADABLE])
+def test_compose_says_an_unreadable_config_in_one_line_on_exit_5(capsys, override, says):
+    """python -m verl_offgrpo compose (main, as the shell runs it): exit 5 and one line on stderr, no traceback,
+    no yaml; check <overrides> says the same."""
+    from verl_offgrpo.cli.main import main
+
+    readme = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct", VLLM, "actor_rollout_ref.rollout.n=8",
+              "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
+              "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
+              "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8"]
+    assert main(["compose", *readme, override]) == 5
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    assert captured.err.splitlines()[-1] == f"config error (unreadable): {says}", captured.err
+    assert main(["check", *readme, override]) == 5
+    checked = capsys.readouterr()
+    assert f"config error (unreadable): {says}" in checked.out + checked.err and "Traceback" not in checked.err
+
+
+def test_compose_says_an_override_without_a_key_as_hydras_error(capsys):
+    """``=5``: hydra's defaults list's bare ValueError (a traceback on exit 1) is hydra's one line, exit 4."""
+    from verl_offgrpo.cli.compose import dry_run
+
+    assert dry_run([*BASE, "=5"]) == 4
+    assert capsys.readouterr().err.splitlines() == ["config error (hydra): the override '=5' names no key: write key=value."]
+
+
+def test_main_ppos_validate_config_says_an_unreadable_selecting_config_in_one_line():
+    """main_ppo's validate_config (the plugin's wrapper): the same line, a hydra-compact OffGRPOConfigError, before
+    any check reads the value; a plain verl config is left to verl."""
+    from verl_offgrpo.config.readable import UnreadableConfigError
+    from _overrides import verl_config
+
+    with pytest.raises(UnreadableConfigError) as raised:
+        validate_as_main_ppo(shipped_config(UNREADABLE[0][0]))
+    assert str(raised.value) == UNREADABLE[0][1]
+    validate_as_main_ppo(verl_config("trainer.test_freq=${oc.env:OFF_GRPO_TEST_UNSET_TF}"))
+
+
+def test_the_sections_refused_as_values_are_sections_of_the_composed_yaml():
+    """readable.SECTIONS names sections of the config the shipped yaml composes (verl 0.9.1's ppo_trainer): every
+    top-level section among them."""
+    from omegaconf import DictConfig
+
+    from verl_offgrpo.config.readable import SECTIONS
+
+    config = shipped_config()
+    assert all(isinstance(OmegaConf.select(config, s), DictConfig) for s in SECTIONS)
+    assert {k for k in config if isinstance(config[k], DictConfig)} <= set(SECTIONS)

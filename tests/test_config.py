@@ -227,6 +227,10 @@ REJECTED = [
      r"^trainer.v1.sampler.sync_refill_failed_groups=true \(refill failed groups\) is read only by verl's V1"),
     # verl's first rollout would find -inf (its upper bound must be positive): not "untruncated"
     (["algorithm.rollout_correction.rollout_is_threshold=-inf"], r"rollout_is_threshold=-inf truncates it: set it to inf"),
+    # verl reads it with DictConfig.get(..., 2.0), which a null does not default: a TypeError at its first batch
+    (["algorithm.rollout_correction.rollout_is_threshold=null"],
+     r"rollout_is_threshold=null, which verl's rollout correction refuses at its first batch \(a TypeError\): set it "
+     r"to inf, or set algorithm.off_grpo.allow_truncated_rprime=true"),
     # verl loads the v0 manager by its dotted path only in Ray's TaskRunner
     (["trainer.use_v1=false", "algorithm.off_grpo.sync_period=4",
       "+actor_rollout_ref.rollout.checkpoint_manager_class=verl_offgrpo.sync.lagged_manager.LaggedCheckpointManagr"],
@@ -250,6 +254,67 @@ def test_rejected_configs(overrides, message):
     with pytest.raises(OffGRPOConfigError, match=message) as err:
         validate(composed(*overrides))
     assert "\n" not in str(err.value), overrides
+
+
+VERLS_GRPO = ("algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla")
+UNTRUNCATED_UNDER_VERL = (
+    "off_grpo: actor_rollout_ref.actor.policy_loss.loss_mode=vanilla is verl's loss, which verl multiplies per token "
+    "by its rollout IS weights (algorithm.rollout_correction.rollout_is=token), untruncated here "
+    "(rollout_is_threshold=inf, which the plugin's yaml sets for its own losses): for verl's behaviour set "
+    "algorithm.rollout_correction.rollout_is_threshold=2.0 (verl's default) or rollout_is=null."
+)
+
+
+@pytest.mark.parametrize("overrides", [VERLS_GRPO, VERLS_GRPO[1:], (*VERLS_GRPO, "trainer.v1.trainer_mode=sync")],
+                         ids=["grpo+vanilla", "off_grpo+vanilla", "grpo+vanilla, sync mode (plain verl)"])
+def test_verls_loss_under_the_yamls_untruncated_is_weights_warns_once(caplog, overrides):
+    """The plugin's yaml keeps r' untruncated for its losses (rollout_is=token, threshold inf); verl's own losses
+    multiply each token's loss by those weights: verl's vanilla loss composed from the plugin's yaml is not verl's
+    GRPO. One warning line (a job that does not select the plugin at all gets it too), naming the fix."""
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        validate(composed(*overrides))
+    said = [r.getMessage() for r in caplog.records if "rollout IS weights" in r.getMessage()]
+    assert said == [UNTRUNCATED_UNDER_VERL]
+
+
+@pytest.mark.parametrize("fix", ["algorithm.rollout_correction.rollout_is_threshold=2.0",
+                                 "algorithm.rollout_correction.rollout_is=null",
+                                 "actor_rollout_ref.actor.policy_loss.loss_mode=off_grpo"])
+def test_verls_loss_with_truncated_or_no_is_weights_or_the_plugins_loss_does_not_warn(caplog, fix):
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        validate(composed(*VERLS_GRPO, fix))
+    assert "rollout IS weights" not in caplog.text
+
+
+def test_a_plain_verl_config_with_untruncated_is_weights_is_left_alone(caplog):
+    """verl's own yaml with a threshold of inf set by hand: the user's choice, no line of the plugin's."""
+    from _overrides import verl_config
+
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        validate(verl_config("algorithm.rollout_correction.rollout_is=token",
+                             "algorithm.rollout_correction.rollout_is_threshold=inf",
+                             "actor_rollout_ref.rollout.calculate_log_probs=true"))
+    assert "rollout IS weights" not in caplog.text
+
+
+V0_UNWIRED = ("off_grpo: trainer.use_v1=false without the plugin's checkpoint manager (got None): on the v0 trainer the "
+              "served-policy guard (algorithm.off_grpo.max_log_rprime_*) and the off_grpo/bound/* metrics run only "
+              "through it; add +actor_rollout_ref.rollout.checkpoint_manager_class="
+              "verl_offgrpo.sync.lagged_manager.LaggedCheckpointManager to run them.")
+
+
+def test_the_v0_trainer_without_the_plugins_manager_warns_that_the_guard_and_bound_metrics_do_not_run(caplog):
+    """At v = 1 the v0 trainer runs the plugin's estimator and loss without its checkpoint manager, but the
+    served-policy guard and the off_grpo/bound/* metrics are wired through that manager: one warning naming the
+    override (the README's); with the manager, or on V1, none."""
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        validate(composed("trainer.use_v1=false"))
+    assert [r.getMessage() for r in caplog.records if "checkpoint manager" in r.getMessage()] == [V0_UNWIRED]
+    for overrides in (("trainer.use_v1=false", V0_MANAGER), ()):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger=LOGGER):
+            validate(composed(*overrides))
+        assert "checkpoint manager" not in caplog.text, overrides
 
 
 def test_clip_ratio_alone_warns_that_the_per_side_values_win(caplog):

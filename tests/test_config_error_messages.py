@@ -137,10 +137,30 @@ VERL_COUNTS = [
     ("trainer.nnodes=0", "trainer.nnodes must be an integer >= 1 (got 0); it counts the nodes."),
     ("actor_rollout_ref.actor.ppo_mini_batch_size='8'",
      "actor_rollout_ref.actor.ppo_mini_batch_size must be an integer >= 1 (got the string '8'): drop the quotes."),
+    # counts the plugin's checks pick their paths by, which verl's validate_config lets through as words
+    ("transfer_queue.backend.SimpleStorage.total_storage_size=abc",
+     "transfer_queue.backend.SimpleStorage.total_storage_size must be an integer >= 1 (got 'abc'); it counts the "
+     "samples verl's TransferQueue holds."),
+    ("actor_rollout_ref.rollout.max_num_seqs=abc", "actor_rollout_ref.rollout.max_num_seqs must be an integer >= 1 "
+                                                   "(got 'abc'); it counts the sequences one vLLM engine runs at once."),
+    ("+trainer.v1.sync.parameter_sync_step=abc",
+     "trainer.v1.sync.parameter_sync_step must be an integer >= 1 (got 'abc'); it counts the optimizer steps per "
+     "weight sync of V1's sync mode."),
+    ("actor_rollout_ref.rollout.tensor_model_parallel_size=abc",
+     "actor_rollout_ref.rollout.tensor_model_parallel_size must be an integer >= 1 (got 'abc'); it counts the GPUs "
+     "of one vLLM replica's tensor parallelism."),
+    ("actor_rollout_ref.rollout.val_kwargs.n=abc", "actor_rollout_ref.rollout.val_kwargs.n must be an integer >= 1 "
+                                                   "(got 'abc'); it counts the responses per validation prompt."),
+    ("actor_rollout_ref.rollout.data_parallel_size=2.5",
+     "actor_rollout_ref.rollout.data_parallel_size must be an integer >= 1 (got 2.5); it counts the vLLM "
+     "data-parallel ranks of one replica."),
+    ("actor_rollout_ref.rollout.data_parallel_size=[2]",
+     "actor_rollout_ref.rollout.data_parallel_size must be an integer >= 1 (got [2]); it counts the vLLM "
+     "data-parallel ranks of one replica."),
 ]
 
 
-@pytest.mark.parametrize("override, said", VERL_COUNTS, ids=[o.partition("=")[0].rpartition(".")[2] for o, _ in VERL_COUNTS])
+@pytest.mark.parametrize("override, said", VERL_COUNTS, ids=[o for o, _ in VERL_COUNTS])
 def test_a_verl_count_a_selecting_job_reads_must_be_an_integer(override, said):
     from _overrides import shipped_config, validate_as_main_ppo
 
@@ -149,6 +169,47 @@ def test_a_verl_count_a_selecting_job_reads_must_be_an_integer(override, said):
     with pytest.raises(OffGRPOConfigError) as raised:
         validate_as_main_ppo(shipped_config(override))
     assert str(raised.value) == said
+
+
+@pytest.mark.parametrize("override", ["actor_rollout_ref.rollout.max_num_seqs=null",
+                                      "actor_rollout_ref.rollout.data_parallel_size=null",
+                                      "+trainer.v1.sync.parameter_sync_step=1"])
+def test_a_null_rollout_count_is_left_to_verl(override):
+    """A null max_num_seqs (vLLM's own default) or data_parallel_size (1) passes, as verl passes it."""
+    from _overrides import shipped_config, validate_as_main_ppo
+
+    validate_as_main_ppo(shipped_config("algorithm.off_grpo.sync_period=4", override))
+
+
+@pytest.mark.parametrize("value, got", [("abc", "'abc'"), ("[2]", "[2]"), ("2.5", "2.5")])
+def test_compose_says_a_data_parallel_size_that_is_no_integer_in_one_line(capsys, value, got):
+    """With skip_old_log_prob at a lag (whose check reads the data-parallel size): it was int()'s bare ValueError
+    (a word), a TypeError (a list) or 2.5 read as 2; now the plugin's line, exit 2."""
+    line = _compose_error(capsys, "algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.skip_old_log_prob=true",
+                          "actor_rollout_ref.actor.ppo_mini_batch_size=1024", "algorithm.off_grpo.rollout_schedule=per_step",
+                          f"actor_rollout_ref.rollout.data_parallel_size={value}", code=2)
+    assert line == (f"off_grpo config error: actor_rollout_ref.rollout.data_parallel_size must be an integer >= 1 "
+                    f"(got {got}); it counts the vLLM data-parallel ranks of one replica.")
+
+
+@pytest.mark.parametrize("override, key, rule", [
+    ("trainer.test_freq=${oc.env:OFF_GRPO_TEST_UNSET_TF,5}", "trainer.test_freq", "an integer"),
+    ("algorithm.off_grpo.sync_period=${oc.env:OFF_GRPO_TEST_UNSET_V,4}", "algorithm.off_grpo.sync_period", "an integer"),
+    ("actor_rollout_ref.rollout.n=${oc.env:OFF_GRPO_TEST_UNSET_N,4}", "actor_rollout_ref.rollout.n", "an integer"),
+], ids=["test_freq", "sync_period", "rollout.n"])
+def test_a_number_from_oc_env_says_to_decode_it_not_to_drop_quotes(capsys, override, key, rule):
+    """oc.env returns a string, default included: "drop the quotes" would be no way out. The line names the
+    interpolation and the override that works (oc.decode, quoted whole), which then passes."""
+    raw = override.partition("=")[2]
+    line = _compose_error(capsys, override, code=2)
+    value = raw.rstrip("}").rpartition(",")[2]
+    fix = f"{key}='${{oc.decode:{raw}}}'"
+    assert line.endswith(f"must be {rule} (got the string '{value}': {raw} resolves to a string): wrap it in "
+                         f"oc.decode, the override quoted: {fix}."), line
+    from verl_offgrpo.cli.compose import dry_run
+
+    assert dry_run([*BASE, fix]) == 0
+    capsys.readouterr()
 
 
 def test_a_plain_verl_job_keeps_verls_own_handling_of_its_counts():

@@ -9,8 +9,10 @@ import verl  # noqa: F401  (loads the plugin)
 from _overrides import shipped_config, validate_as_main_ppo, verl_config
 
 LOGGER = "verl_offgrpo.patches.validate_config"
+#: verl's GRPO from the plugin's yaml: verl's estimator, loss and trainer mode, and verl's rollout correction (off;
+#: the yaml's untruncated IS weights under verl's loss are a warning of their own, test_config.py)
 PLAIN = ("algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla",
-         "trainer.v1.trainer_mode=sync")
+         "trainer.v1.trainer_mode=sync", "algorithm.rollout_correction.rollout_is=null")
 
 
 def _warnings(caplog, config):

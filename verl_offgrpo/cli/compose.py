@@ -1,7 +1,8 @@
 """``compose``: the shipped yaml + overrides, composed and validated exactly as main_ppo's driver does, without
 Ray or a GPU (:func:`validate`), and printed (:func:`dry_run`); each way it can fail is one line and an exit
 code: 1 the plugin is not usable here, 2 the plugin's checks, 3 a ``???`` value still unset (said before the
-checks run), 4 hydra or verl's own ``validate_config``."""
+checks run), 4 hydra or verl's own ``validate_config``, 5 a value that cannot be read (a ``${...}`` that does not
+resolve, a section set to null: :mod:`verl_offgrpo.config.readable`)."""
 
 from __future__ import annotations
 
@@ -116,6 +117,29 @@ def _plugin_info_on_stderr():
         plugin.propagate = previous[1]
 
 
+def _group_override_error(err: Exception, overrides: list[str]) -> tuple[int, str, None]:
+    """:func:`validate`'s answer to an exception of hydra's that is no ``HydraException`` (its defaults list's
+    ValueError "Config group override must be a string or a list", or a TypeError): a config group given a value
+    (``algorithm=null``, ``transfer_queue=5``, ``data=[1]``) is a section set to a value, exit 5; an override
+    without a key (``=5``) or anything else is hydra's, exit 4; one line each."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from verl_offgrpo.config.readable import section_set_to_a_value
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except Exception:  # noqa: BLE001 - hydra's line as it is
+        parsed = []
+    for override in parsed:  # a group is a key without a dot; hydra refused a value that names none of its options
+        key, value = override.key_or_group, override.value()
+        if not key:
+            return 4, f"config error (hydra): the override {override.input_line!r} names no key: write key=value.", None
+        names = isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+        if "." not in key and not names:
+            return 5, f"config error (unreadable): {section_set_to_a_value(key, value)}", None
+    return 4, f"config error (hydra): {_one_line(err) or type(err).__name__}", None
+
+
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
@@ -150,6 +174,7 @@ def validate(overrides: list[str]):
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
 
     from verl_offgrpo.config import OffGRPOConfigError
+    from verl_offgrpo.config.readable import UnreadableConfigError, check_readable
     from verl_offgrpo.patches import PatchError
     from verl_offgrpo.patches import validate_config as validate_config_patch
 
@@ -157,9 +182,15 @@ def validate(overrides: list[str]):
         config = compose(overrides)
     except (HydraException, OmegaConfBaseException) as err:
         return 4, f"config error (hydra): {_override_hint(str(err), overrides) or _one_line(err)}", None
+    except Exception as err:  # noqa: BLE001 - hydra's own ValueError/TypeError for an override it cannot apply
+        return _group_override_error(err, overrides)
     if not validate_config_patch.live():
         return 1, ("verl did not load the verl-offgrpo plugin, so its checks would not run here or in main_ppo; "
                    "`python -m verl_offgrpo check` shows why."), config
+    try:  # before anything reads it: an unresolvable ${...} or a section set to null would stop the first reader
+        check_readable(config)
+    except UnreadableConfigError as err:  # no config to hand on: nothing can read it
+        return 5, f"config error (unreadable): {err}", None
     missing = missing_values(config)
     if missing:  # first: the checks would read a ??? as unset, and pass or fail for the wrong reason
         return 3, incomplete(missing), config
@@ -193,7 +224,8 @@ def dry_run(overrides: list[str], path_hints: dict[str, str] | None = None) -> i
 
     Exit 3 if a mandatory value (``???``, e.g. ``rollout.name``) is still unset, said before any check runs;
     2 for a config the plugin rejects, 4 for a config hydra cannot compose (a typo in a key, bad override
-    syntax) or verl's own ``validate_config`` rejects (any exception it raises); one line each, no traceback.
+    syntax) or verl's own ``validate_config`` rejects (any exception it raises), 5 for a value that cannot be read
+    (a ``${...}`` that does not resolve, a section set to null); one line each, no traceback.
     Exit 1 if verl did not load the plugin (``VERL_USE_EXTERNAL_PLUGINS`` leaves it out, the package is not
     pip-installed, or its import failed, which verl logs only at DEBUG): verl's own ``validate_config`` would
     then pass without the off_grpo checks, and main_ppo would not know them; also 1 if the installed verl does

@@ -9,8 +9,9 @@
 
 Exit codes: 0 fine; 1 the plugin is not usable here (not loaded, a patch or package missing); 2 the
 plugin's checks reject the config; 3 a mandatory ``???`` value is still unset; 4 hydra cannot compose
-the config or verl's ``validate_config`` rejects it; 64 a usage error (an unknown flag: ``compose`` and
-``check`` take hydra overrides only).
+the config or verl's ``validate_config`` rejects it; 5 a value cannot be read (a ``${...}`` that does not
+resolve, a section set to null); 64 a usage error (an unknown flag: ``compose`` and ``check`` take hydra
+overrides only).
 """
 
 from __future__ import annotations
@@ -52,11 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
         "check", help="whether the plugin is usable here: the verdict and any problems (-v: each registration, patch "
         "and verl internal checked); exit 1 if the plugin is not usable or the config needs a package that is missing; "
         "with overrides, also compose's validation of the shipped yaml + overrides (compose's one-line error and exit "
-        "code 2/3/4; no yaml)",
+        "code 2/3/4/5; no yaml)",
         description="Self-check: the plugin's registrations, patches and versions, for the shipped yaml (+ overrides): "
         "the verdict, the versions, the config and any problems (in full), or with -v everything checked; "
         "exit 1 if the plugin is not usable here or the config needs a package that is missing. Given overrides, "
-        "check also validates the config exactly as compose does (same one-line error, same exit code 2/3/4; the "
+        "check also validates the config exactly as compose does (same one-line error, same exit code 2/3/4/5; the "
         "yaml is not printed); without overrides the config is not validated (the shipped yaml alone is not "
         "runnable). Takes " + _OVERRIDES_ONLY)
     p_check.add_argument("-v", "--verbose", action="store_true",
@@ -69,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
         "compose", help="compose + validate the training config (no GPU), print it",
         description="Compose the shipped yaml + overrides and validate it as main_ppo's driver does, without Ray or "
         "a GPU: exit 0 and the yaml on stdout, or one line on stderr: 1 the plugin is not usable here, 2 the "
-        "plugin's checks, 3 a ??? value still unset, 4 hydra or verl's validate_config; 64 a usage error. "
+        "plugin's checks, 3 a ??? value still unset, 4 hydra or verl's validate_config, 5 a value that cannot be read "
+        "(a ${...} that does not resolve, a section set to null); 64 a usage error. "
         + "Takes " + _OVERRIDES_ONLY)
     p_compose.add_argument("--path-hint", action="append", default=[], nargs=2, metavar=("PATH", "TEXT"),
                            help="what the note about PATH says in parentheses if PATH does not exist here "

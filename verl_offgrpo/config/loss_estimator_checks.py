@@ -103,6 +103,32 @@ def tell_loss_over_other_estimator(config: Any, loss_mode: str) -> None:
     )
 
 
+def untruncated_is_under_verls_loss(config: Any) -> str | None:
+    """The warning line for verl's own loss (``policy_loss.loss_mode`` not the plugin's) under a rollout correction
+    that weighs it by untruncated IS weights, or None. The plugin's yaml sets ``rollout_is=token`` with
+    ``rollout_is_threshold=inf`` for its own losses, which need r' untruncated; verl's losses multiply each token's
+    loss by those weights (``core_algos``' policy losses: ``pg_losses * rollout_is_weights``), which verl computes
+    where vLLM's log-probs are on and bypass mode is off. A deliberate choice is not refused: one line says that
+    this is not verl's own GRPO and how to get it."""
+    loss_mode = _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode")
+    rc = _get(config, "algorithm.rollout_correction")
+    if loss_mode in LOSS_NAMES or rc is None or _get(rc, "rollout_is") is None:
+        return None
+    if flag_at(config, "algorithm.rollout_correction.bypass_mode", False):
+        return None
+    if not flag_at(config, "actor_rollout_ref.rollout.calculate_log_probs", False):
+        return None
+    spec = written_value(rc, "rollout_is_threshold", 2.0)
+    if spec is None or _threshold_upper(spec) != math.inf:
+        return None
+    return (
+        f"off_grpo: actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode} is verl's loss, which verl multiplies "
+        f"per token by its rollout IS weights (algorithm.rollout_correction.rollout_is={_get(rc, 'rollout_is')}), "
+        f"untruncated here (rollout_is_threshold={spec}, which the plugin's yaml sets for its own losses): for verl's "
+        "behaviour set algorithm.rollout_correction.rollout_is_threshold=2.0 (verl's default) or rollout_is=null."
+    )
+
+
 def _threshold_upper(spec: Any) -> float:
     """Upper bound of verl's ``rollout_is_threshold`` ("inf", 2.0, or an IcePop "lower_upper" string); anything
     else is the plugin's one-line error."""
@@ -281,10 +307,16 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
     if rollout_is == "token" and (needs_exact_rprime or not knobs.allow_truncated_rprime):
         escape = (f" ({REC_PREFIX}.anchor={rec.anchor} needs α exactly; {REC_PREFIX}.anchor=pi_k does not)"
                   if needs_exact_rprime else f", or set {PREFIX}.allow_truncated_rprime=true to accept a truncated r'")  # fmt: skip
-        upper = _threshold_upper(_get(rc, "rollout_is_threshold", 2.0))
+        threshold = written_value(rc, "rollout_is_threshold", 2.0)  # absent: verl's default
         # rec with anchor=pi_k keeps r' out of its loss; the guard and the bound monitor still read it
         needs = (f"loss {loss_mode} needs" if loss_mode != REC_LOSS_NAME or needs_exact_rprime else
                  f"the served-policy guard and the bound monitor need (the loss with {REC_PREFIX}.anchor=pi_k does not)")  # fmt: skip
+        if threshold is None:  # verl reads it with DictConfig.get, whose default a null does not take
+            raise OffGRPOConfigError(
+                f"{needs} r' = π_k/α untruncated, but algorithm.rollout_correction.rollout_is_threshold=null, which "
+                f"verl's rollout correction refuses at its first batch (a TypeError): set it to inf{escape}."
+            )
+        upper = _threshold_upper(threshold)
         if upper != math.inf:  # -inf: verl refuses it at the first batch (its upper bound must be positive)
             raise OffGRPOConfigError(
                 f"{needs} r' = π_k/α untruncated, but algorithm.rollout_correction.rollout_is_threshold="

@@ -69,7 +69,7 @@ def check_skip_old_log_prob(config: Any, knobs: OffGRPOConfig) -> None:
             "the update): use the KL loss instead (actor_rollout_ref.actor.use_kl_loss=true, "
             "algorithm.use_kl_in_reward=false)."
         )
-    data_parallel = int(rollout_data_parallel_size(config))
+    data_parallel = rollout_data_parallel_size(config)
     unchecked = (f"with {PREFIX}.verify_served_weights=false" if not knobs.verify_served_weights else
                  f"with actor_rollout_ref.rollout.data_parallel_size={data_parallel} (the exact check reaches the "
                  "leader's shard only)" if data_parallel > 1 else None)  # fmt: skip

@@ -116,10 +116,12 @@ def guards_verls_advantage(config: Any) -> bool:
     return loss_mode in LOSS_NAMES and not bool(_get(config, "algorithm.off_grpo.allow_truncated_rprime", False))
 
 
-def rollout_data_parallel_size(config: Any) -> Any:
-    """vLLM's data-parallel ranks in one rollout replica (``actor_rollout_ref.rollout.data_parallel_size``; absent or
-    null: 1), as written: the callers check its type."""
-    return _get(config, "actor_rollout_ref.rollout.data_parallel_size", 1) or 1
+def rollout_data_parallel_size(config: Any) -> int:
+    """vLLM's data-parallel ranks in one rollout replica (``actor_rollout_ref.rollout.data_parallel_size``; absent,
+    null or 0: 1), read by :func:`as_integer`: a word, a float or a list is the plugin's one-line error (a quoted
+    number: drop the quotes), never read as some other count."""
+    key = "actor_rollout_ref.rollout.data_parallel_size"
+    return as_integer(_get(config, key, 1), key) or 1
 
 
 def one_optimizer_step_per_batch(config: Any) -> bool:

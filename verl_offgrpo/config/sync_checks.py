@@ -4,6 +4,7 @@ the weights while it sleeps, and the plugin's V1 trainer mode or v0 checkpoint m
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from verl_offgrpo import TRAINER_MODE
@@ -14,6 +15,8 @@ from .values import OffGRPOConfigError
 from .values import config_value as _get
 from .values import is_dict_config, written_value
 from .values import is_int as _is_int
+
+logger = logging.getLogger(__name__)
 
 
 def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPOConfig | None = None) -> OffGRPOConfig:
@@ -92,6 +95,24 @@ def require_plugin_v0_manager(config: Any, error: type[OffGRPOConfigError], lead
     if fqn not in V0_MANAGER_FQNS:
         plus = "+" if fqn is None else ""  # verl's yaml has no such key: an override adds it
         raise error(f"{lead} {plus}actor_rollout_ref.rollout.checkpoint_manager_class={V0_MANAGER_FQN} (got {fqn!r}).")
+
+
+def tell_v0_without_manager(config: Any) -> None:
+    """One warning for a selecting job on the v0 trainer (``trainer.use_v1=false``) without the plugin's checkpoint
+    manager, which only v > 1 and the reference reset require: on v0 the served-policy guard and the bound monitor's
+    ``off_grpo/bound/*`` metrics run through that manager (it wraps verl's ``compute_advantage``,
+    :mod:`verl_offgrpo.patches.v0_advantage_metrics`), so without it neither runs."""
+    if uses_v1(config):
+        return
+    fqn = _get(config, "actor_rollout_ref.rollout.checkpoint_manager_class")
+    if fqn in V0_MANAGER_FQNS:
+        return
+    plus = "+" if fqn is None else ""
+    logger.warning(
+        "off_grpo: trainer.use_v1=false without the plugin's checkpoint manager (got %r): on the v0 trainer the "
+        "served-policy guard (%s.max_log_rprime_*) and the off_grpo/bound/* metrics run only through it; add "
+        "%sactor_rollout_ref.rollout.checkpoint_manager_class=%s to run them.", fqn, PREFIX, plus, V0_MANAGER_FQN,
+    )  # fmt: skip
 
 
 def check_mode_section(config: Any) -> None:

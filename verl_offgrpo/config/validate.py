@@ -22,6 +22,7 @@ from . import (
     old_log_prob_checks,
     rec_option,
     sampler_checks,
+    sync_checks,
     validation_lag,
     window_checks,
 )
@@ -37,6 +38,7 @@ from .loss_estimator_checks import (
     check_rec_knobs_reach_the_loss,
     check_rows_leaving_denominator,
     tell_loss_over_other_estimator,
+    untruncated_is_under_verls_loss,
     warn_idle_red_drop_seed,
     warn_masked_mini_batch_with_other_loss,
 )
@@ -48,8 +50,8 @@ from .rec import RECConfig
 from .ref_reset_checks import check_ref_reset_config
 from .refill_checks import check_gen_batch_divides, refuse_refill_on_v0
 from .sampler_checks import check_sampler
-from .sync_checks import check_mode_section, check_sync_config
-from .values import OffGRPOConfigError, closest_knob, target_fields
+from .sync_checks import check_mode_section, check_sync_config, tell_v0_without_manager
+from .values import OffGRPOConfigError, closest_knob, reading, target_fields
 from .values import config_value as _get
 from .window_checks import (
     advise_on_window,
@@ -63,7 +65,7 @@ from .window_checks import (
 #: the loggers of the checks' warning and info lines (:func:`advisories_silenced` quiets them)
 _ADVISING_LOGGERS = (loss_estimator_checks.logger, window_checks.logger, final_outputs_checks.logger,
                      validation_lag.logger, sampler_checks.logger, old_log_prob_checks.logger, rec_option.logger,
-                     names.logger)
+                     names.logger, sync_checks.logger)
 
 
 def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
@@ -72,8 +74,13 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
 
     ``config`` is the full composed verl config. Checks only what the config selects: one of the plugin's
     estimators (off_grpo, red_drop), one of its losses (off_grpo, rec), a lag (sync_period > 1), a window,
-    a reference reset.
+    a reference reset. A number read as a string says whether an interpolation made it one (:func:`.values.reading`).
     """
+    with reading(config):
+        return _validate(config)
+
+
+def _validate(config: Any) -> OffGRPOConfig:
     refuse_misspelt_off_grpo_section(config)
     check_policy_loss_section(config)
     requested = OffGRPOConfig.from_algorithm(_get(config, "algorithm"))
@@ -132,6 +139,11 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
         check_ref_reset_config(config, knobs=knobs)
     check_skip_old_log_prob(config, knobs)
     knobs = resolve_final_outputs(config, knobs)
+    # warnings of a job that runs, after every check that can refuse it
+    if not uses_loss and (untruncated := untruncated_is_under_verls_loss(config)) is not None:
+        loss_estimator_checks.logger.warning(untruncated)
+    if uses_estimator or uses_loss:  # at v > 1 (and with a reference reset) the v0 manager is required, not advised
+        tell_v0_without_manager(config)
     # after every check that can refuse the job, so that no line says how vLLM will generate before an error
     # says the job cannot run; before the window's own advisories, which name the window
     tell_rollout_schedule(config, requested)

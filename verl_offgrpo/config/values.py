@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from collections.abc import Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from hydra.errors import CompactHydraException
@@ -26,16 +28,55 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+#: the composed config the start-up checks are reading (:func:`reading`), where :func:`quoted_number_error` looks
+#: up whether a string came from an interpolation
+_BEING_READ: ContextVar[Any] = ContextVar("off_grpo_config_being_read", default=None)
+
+
+@contextmanager
+def reading(config: Any):
+    """Within it, :func:`quoted_number_error` tells a string that an interpolation of ``config`` resolved to
+    (``${oc.env:TF,5}``: oc.env returns a string) from a number quoted by mistake."""
+    token = _BEING_READ.set(config)
+    try:
+        yield
+    finally:
+        _BEING_READ.reset(token)
+
+
+def interpolation_at(cfg: Any, dotted: str) -> str | None:
+    """The interpolation (``${...}``) ``cfg`` holds at ``dotted`` as written, or None: not one, absent, or ``cfg``
+    no DictConfig (a dict or verl's dataclasses hold resolved values)."""
+    parent, _, key = dotted.rpartition(".")
+    node = config_value(cfg, parent) if parent else cfg
+    if not is_dict_config(node):
+        return None
+    try:
+        child = node._get_node(key)  # omegaconf's node, unresolved (``OmegaConf.is_interpolation`` reads it so)
+    except Exception:  # noqa: BLE001 - not a key of it: nothing written there
+        return None
+    return str(child._value()) if child is not None and child._is_interpolation() else None
+
+
 def quoted_number_error(dotted: str, value: Any, what: str = "a number") -> OffGRPOConfigError | None:
     """The error for a number given as a string (``'10'``, ``'0.7'``, ``'inf'``: an override quoted by mistake,
-    which hydra keeps a string): "``dotted`` must be ``what`` (got the string '10'): drop the quotes". None for
-    anything else, a string that is no number included (the knob's own check names it with its rule)."""
+    which hydra keeps a string): "``dotted`` must be ``what`` (got the string '10'): drop the quotes". Where the
+    config being read (:func:`reading`) holds an interpolation at ``dotted`` (``${oc.env:TF,5}``, whose value is
+    always a string), the way out is ``oc.decode`` around it, not quotes. None for anything else, a string that is
+    no number included (the knob's own check names it with its rule)."""
     if not isinstance(value, str):
         return None
     try:
         float(value)
     except ValueError:
         return None
+    key = dotted.split(" ", 1)[0]  # a name may say more after the key: "...clip_ratio (ε of the ... window)"
+    raw = interpolation_at(_BEING_READ.get(), key) if _BEING_READ.get() is not None else None
+    if raw is not None:
+        return OffGRPOConfigError(
+            f"{dotted} must be {what} (got the string {value!r}: {raw} resolves to a string): wrap it in oc.decode, "
+            f"the override quoted: {key}='${{oc.decode:{raw}}}'."
+        )
     return OffGRPOConfigError(f"{dotted} must be {what} (got the string {value!r}): drop the quotes.")
 
 

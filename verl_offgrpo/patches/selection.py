@@ -52,7 +52,8 @@ def config_selects(config: Any) -> bool:
     plugin: one of its estimators (``off_grpo``, ``red_drop``), one of its policy losses (``off_grpo``,
     ``rec``) while registered as the plugin's (:func:`plugins_name`), ``algorithm.off_grpo.sync_period``
     set to anything but 1, ``rollout_schedule`` other than ``per_step`` or ``auto``, ``final_outputs_only`` true, the
-    ``off_grpo_sync`` V1 trainer mode, or the lagged v0 checkpoint manager."""
+    ``off_grpo_sync`` V1 trainer mode, or the lagged v0 checkpoint manager. A key it reads whose ``${...}`` does
+    not resolve raises (the validate_config wrapper then leaves the config to verl, as plain verl would)."""
     if config is None:
         return False
     if plugins_name(_get(config, "algorithm.adv_estimator"), ESTIMATOR_NAMES, "ADV_ESTIMATOR_REGISTRY"):

@@ -3,6 +3,8 @@
 ``main_ppo``'s driver calls ``validate_config`` before it starts Ray. For a config that selects the
 plugin (:func:`.selection.config_selects`):
 
+0. every value must be readable: a ``${...}`` that does not resolve, or a section of verl's set to null, is
+   :class:`~verl_offgrpo.config.readable.UnreadableConfigError`, one line (:mod:`verl_offgrpo.config.readable`);
 1. the installed verl must be in :data:`VERL_VERSIONS` and every patch target and verl internal the job's
    trainer uses must exist (:func:`verl_offgrpo.patches.preflight`), else :class:`~verl_offgrpo.patches.PatchError`, one line;
 2. the estimator and loss names and the V1 trainer mode against verl's registries
@@ -58,8 +60,10 @@ def wrap(original):
             _refuse_a_marked_ray(config)
             return original(config, *args, **kwargs)
         from verl_offgrpo.patches import PatchError, preflight
+        from verl_offgrpo.config.readable import check_readable
         from verl_offgrpo.patches.job_env import driver_env_problem, mark_job, running_ray_problem
 
+        check_readable(config)  # a ${...} that does not resolve, a section set to null: before anything reads them
         problems = preflight(config=config)
         if problems:
             raise PatchError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
@@ -152,8 +156,10 @@ def _refuse_a_marked_ray(config) -> None:
 
 
 def _warn_unselected_knobs(config) -> None:
-    """One warning for plugin knobs in a config that does not select the plugin (they do nothing there);
-    never an error: this is a plain verl job's path."""
+    """One warning for plugin knobs in a config that does not select the plugin (they do nothing there), and one
+    for the plugin's yaml's untruncated rollout IS weights under verl's own loss
+    (:func:`~verl_offgrpo.config.loss_estimator_checks.untruncated_is_under_verls_loss`); never an error: this is a
+    plain verl job's path."""
     try:
         from verl_offgrpo.config.unselected import unselected_knobs_message
 
@@ -162,6 +168,15 @@ def _warn_unselected_knobs(config) -> None:
         return
     if message is not None:
         logging.getLogger(__name__).warning(message)
+    try:  # the plugin's yaml's untruncated rollout IS under verl's own loss: verl's GRPO it is not
+        from verl_offgrpo.config.loss_estimator_checks import untruncated_is_under_verls_loss
+        from verl_offgrpo.config.yaml_hint import composed_from_plugin_yaml
+
+        untruncated = untruncated_is_under_verls_loss(config) if composed_from_plugin_yaml(config) else None
+    except Exception:  # noqa: BLE001 - a plain verl job must not fail on the plugin's account
+        return
+    if untruncated is not None:
+        logging.getLogger(__name__).warning(untruncated)
 
 
 def _check_names(config) -> None:

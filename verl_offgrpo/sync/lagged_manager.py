@@ -164,7 +164,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         self.actor_digests: Optional[list[str]] = None  # per actor rank, at the last real sync
         self.last_sync_step: Optional[int] = None
         # with vLLM data parallelism inside a replica the check reaches the leader's shard only (.served_weights)
-        self.data_parallel_size = int(rollout_data_parallel_size(full_config))
+        self.data_parallel_size = rollout_data_parallel_size(full_config)
         if self.verify_weights and self.data_parallel_size > 1 and lagged:
             logger.warning(
                 "verl-offgrpo: actor_rollout_ref.rollout.data_parallel_size=%d: the exact served-weights check reaches "
