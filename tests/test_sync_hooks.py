@@ -586,7 +586,8 @@ def test_a_one_ulp_change_on_one_rank_is_caught_at_its_step(ray_local):
 def test_an_engine_without_the_check_falls_back_loudly_to_the_lagged_rprime_limit(ray_local, monkeypatch, caplog):
     """If the fingerprint cannot be recorded (an engine without verl's worker extension), the run warns,
     logs off_grpo/weights_verify_failed and goes on with the r' monitor, whose lagged limit is then an
-    error again, as before the exact check existed."""
+    error again, as before the exact check existed. With rollout TP > 1 it stops instead: vLLM's multi-process
+    executor raises at the first rank's failure and leaves the others' answers queued for its next call."""
     from verl_offgrpo.sync import served_weights
     from verl_offgrpo.sync.alpha_guard import STATISTIC, ServedPolicyError
 
@@ -594,7 +595,11 @@ def test_an_engine_without_the_check_falls_back_loudly_to_the_lagged_rprime_limi
         return [(0, AttributeError("'Worker' object has no attribute 'off_grpo_served_weights'"))]
 
     monkeypatch.setattr(served_weights, "call_replicas", no_method)
-    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=3")
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=3", "actor_rollout_ref.rollout.tensor_model_parallel_size=2")
+    servers, _, replicas, wg = make_cluster(n_servers=1, tp=2)
+    with pytest.raises(ServedPolicyError, match="step 0: could not record .* with rollout TP > 1 a failed call leaves"):
+        FakeV0Trainer(cfg, wg).init_workers(replicas).update_weights(0)
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=3", "actor_rollout_ref.rollout.tensor_model_parallel_size=1")
     servers, _, replicas, wg = make_cluster(n_servers=1)
     manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
     assert manager.verify_weights

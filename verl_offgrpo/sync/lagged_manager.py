@@ -54,7 +54,7 @@ from verl.utils.ray_utils import auto_await
 
 from ..config import advisories_silenced, check_sync_config, check_window_config
 from ..config import config_value as _get
-from ..config.readers import guards_verls_advantage, rollout_data_parallel_size
+from ..config.readers import as_integer, guards_verls_advantage, rollout_data_parallel_size
 from ..patches import tracking_merge, v0_advantage_metrics
 from . import served_weights, sync_reached
 from .alpha_guard import EXACT_CHECK_PASSED, SAME_PHASE_AS_LAG_0, ServedPolicyError, check_served_policy
@@ -153,6 +153,15 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         # The exact check that each real sync reached vLLM (:mod:`.sync_reached`), both schedules at v > 1: the
         # served weights change at a sync exactly when the trainer's (as vLLM's dtype) changed since the last one.
         self.verify_syncs = bool(self.knobs.verify_served_weights) and lagged
+        self.tensor_parallel_size = as_integer(_get(full_config, "actor_rollout_ref.rollout.tensor_model_parallel_size", 1),
+                                               "actor_rollout_ref.rollout.tensor_model_parallel_size") or 1
+        one_worker = self.tensor_parallel_size == 1 and rollout_data_parallel_size(full_config) == 1
+        if self.verify_syncs and not one_worker:
+            self.verify_syncs = False
+            logger.info(
+                "verl-offgrpo: the check that each sync reached vLLM runs with one vLLM worker per replica (rollout "
+                "TP = DP = 1) only; off here (verl_offgrpo/sync/sync_reached.py says why)."
+            )
         self.rollout_dtype = sync_reached.DTYPES.get(str(_get(full_config, "actor_rollout_ref.rollout.dtype", "bfloat16")))
         if self.verify_syncs and self.rollout_dtype is None:
             self.verify_syncs = False
@@ -357,6 +366,14 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             raise ServedPolicyError(
                 served_weights.mismatch_message(failures, decision.step, decision.reason == REPEAT, len(self.replicas))
             )
+        if failures and self.tensor_parallel_size > 1:
+            index, error = failures[0]
+            raise ServedPolicyError(
+                f"verl-offgrpo: step {decision.step}: could not record the served weights' fingerprint after the sync "
+                f"on rollout replica {index}; with rollout TP > 1 a failed call leaves vLLM's executor out of step, so "
+                "the run stops here. algorithm.off_grpo.verify_served_weights=false runs without the check: "
+                + " ".join(str(error).split())[:1500]
+            )
         if failures:
             # the check itself cannot run (e.g. an engine without verl's worker extension): say so loudly and
             # fall back to the r' monitor, whose lagged limit is then an error again (check_served_policy)
@@ -385,8 +402,9 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             reports = ray.get([w.__ray_call__.remote(sync_reached.actor_weights_digest, self.rollout_dtype) for w in workers])
             digests = [r["digest"] for r in reports]
             changed = sync_reached.trainer_changed(self.actor_digests, digests)
-            breaking = [] if changed is None else await sync_reached.replicas_breaking_the_rule(
-                self.replicas, changed, decision.step)
+            # "unchanged ⇒ unchanged" only where vLLM keeps its weights across sleep (not after a level-2 sleep)
+            asked = changed is not None and (changed or self.keeps_weights)
+            breaking = await sync_reached.replicas_breaking_the_rule(self.replicas, changed, decision.step) if asked else []
         except Exception as err:  # noqa: BLE001 - the check cannot run here: say so once, fall back to the r' monitor
             logger.warning(
                 "verl-offgrpo: could not check that the sync of step %s reached vLLM, so that part of "

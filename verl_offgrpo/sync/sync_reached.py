@@ -5,20 +5,25 @@ policy), not α = π_s; the lag-0 limit of the r' monitor sees only the drift si
 every real sync after the first, with exact integer fingerprints (:func:`.served_weights.fingerprint`):
 
     trainer changed  = some actor rank's parameters, as vLLM's dtype, differ from that rank's at the previous sync
-    replica changed  = some TP worker of the replica serves weights that differ from its record of the previous sync
-    each replica:      replica changed == trainer changed
+    replica changed  = the replica's vLLM worker serves weights that differ from its record of the previous sync
+    each replica:      trainer changed ⇒ replica changed;  trainer unchanged ⇒ replica unchanged (where vLLM keeps
+                       its weights across sleep: per_step's level 1 or ``no_sleep``)
 
 * **Trainer side** (:func:`actor_weights_digest`, in each actor worker through Ray's ``__ray_call__``): the
   fingerprint of the rank's local FSDP shards cast to ``actor_rollout_ref.rollout.dtype``, the bits vLLM stores
   (verl's naive sync sends the full tensors in the training dtype and vLLM's loader casts them). A zero
   learning rate, an update below that dtype's resolution or an update skipped by the zero-variance mask leave
   it unchanged, and then vLLM must be unchanged too: no false alarm from a policy that did not move.
-* **vLLM side**: the served-weights ``record`` right after the sync notes, per TP worker, whether its
-  fingerprint changed since its previous record; a probe per replica asks "any rank changed?" or "any rank
-  unchanged?" (verl's ``collective_rpc`` returns errors only, so a rank answers by raising:
-  :class:`.served_weights.ServedWeightsProbe`). With the trainer changed, ``probe_unchanged`` first (no answer:
-  every rank changed, the usual case, nothing logged), then ``probe_changed`` if some rank did not (a TP shard may
-  see no change); with the trainer unchanged, ``probe_changed``.
+* **vLLM side**: the served-weights ``record`` right after the sync notes whether the worker's fingerprint changed
+  since its previous record; one probe per replica asks the other way round ("unchanged?" when the trainer
+  changed, "changed?" when it did not), and the worker answers yes by raising
+  (:class:`.served_weights.ServedWeightsProbe`: verl's ``collective_rpc`` returns errors only), so an honest run
+  raises nothing. With a level-2 sleep between syncs (the window) a weight the sync does not rewrite may come
+  back different, so "trainer unchanged ⇒ unchanged" is asked only where vLLM keeps its weights.
+* **One vLLM worker per replica** (rollout TP = DP = 1) only: vLLM 0.24's multi-process executor reads its
+  workers' answers in rank order and raises at the first failure, leaving the later ranks' answers queued for
+  the next call, so an answer by raising would put a TP ≥ 2 engine out of step. Elsewhere the check is off (an
+  info line says so) until the answers travel as return values.
 
 A replica that breaks the rule stops the run with :class:`.alpha_guard.ServedPolicyError` before any batch is
 sampled from it. Not covered: a sync that changed some weights but not all of them (only a layout-aware
@@ -86,46 +91,37 @@ def trainer_changed(previous: Optional[list[str]], current: list[str]) -> Option
     return previous != current
 
 
-async def replicas_breaking_the_rule(replicas, changed: bool, step: int) -> list[tuple[int, Optional[dict]]]:
-    """The replicas whose served weights did not change as the trainer's did at the sync of ``step``, as
-    ``(replica index, payload of the rank that tells, or None)``; raises RuntimeError if a probe fails otherwise."""
-    def answers(failures):
-        out = {}
-        for index, error in failures:
-            payload = parse_payload(error)
-            if payload is None or "probe" not in payload:
-                raise RuntimeError(" ".join(str(error).split())[:1500])
-            out[index] = payload
-        return out
-
-    if not changed:  # nothing may have changed: a rank that changed breaks it
-        return sorted(answers(await call_replicas(replicas, "probe_changed", step)).items())
-    unchanged_somewhere = answers(await call_replicas(replicas, "probe_unchanged", step))
-    if not unchanged_somewhere:
-        return []
-    changed_somewhere = answers(await call_replicas(replicas, "probe_changed", step))
-    return [(index, payload) for index, payload in sorted(unchanged_somewhere.items()) if index not in changed_somewhere]
+async def replicas_breaking_the_rule(replicas, changed: bool, step: int) -> list[tuple[int, dict]]:
+    """The replicas whose served weights did not change as the trainer's did at the sync of ``step`` (one vLLM
+    worker each), as ``(replica index, the worker's answer)``; raises RuntimeError if a probe fails otherwise."""
+    probe = "probe_unchanged" if changed else "probe_changed"
+    breaking = []
+    for index, error in await call_replicas(replicas, probe, step):
+        payload = parse_payload(error)
+        if payload is None or payload.get("probe") != probe or payload.get("step") != step:
+            raise RuntimeError(" ".join(str(error).split())[:1500])
+        breaking.append((index, payload))
+    return sorted(breaking, key=lambda item: item[0])
 
 
-def rule_broken_message(breaking: list[tuple[int, Optional[dict]]], changed: bool, step: int, previous_step: Optional[int],
+def rule_broken_message(breaking: list[tuple[int, dict]], changed: bool, step: int, previous_step: Optional[int],
                         num_replicas: int) -> str:
     """The :class:`~.alpha_guard.ServedPolicyError` text for :func:`replicas_breaking_the_rule`'s result."""
     index, payload = breaking[0]
     where = f"replica {index}" + (f" of {num_replicas}" if num_replicas > 1 else "")
-    others = f" ({len(breaking)} of {num_replicas} replicas)" if len(breaking) > 1 else ""
+    others = f" ({len(breaking)} of {num_replicas} replicas alike)" if len(breaking) > 1 else ""
     since = f"the sync of step {previous_step}" if previous_step is not None else "the previous sync"
     if changed:
         return (
             f"verl-offgrpo: step {step}: the weight sync did not reach vLLM: the trainer's weights changed since "
-            f"{since}, but every TP worker of {where}{others} serves the same weights as after it, so its next "
+            f"{since}, but the vLLM worker of {where}{others} serves the same weights as after it, so its next "
             f"rollout would sample from the policy of {since}, not α = the policy of step {step}. Stopped before any "
             "batch was sampled from them. Check the weight-sync path (verl's checkpoint engine, vLLM's sleep/wake); "
             "algorithm.off_grpo.verify_served_weights=false turns the check off."
         )
-    rank = (payload or {}).get("rank")
     return (
         f"verl-offgrpo: step {step}: vLLM's weights changed at the sync although the trainer's did not since {since} "
-        f"({where}, TP rank {rank}{others}): the engine serves weights the trainer never had. Stopped before any "
+        f"({where}){others}: the engine serves weights the trainer never had. Stopped before any "
         "batch was sampled from them. algorithm.off_grpo.verify_served_weights=false turns the check off."
     )
 
