@@ -257,8 +257,8 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
         verl's sync replay buffer returns as soon as B groups are finished, and the sleep after it only
         drains the requests vLLM already holds: groups of the window still queued in the agent loop
         would reach a sleeping engine (empty responses) and the B groups of the first step would be
-        the ones that finished first (the shortest). Waiting for all of them keeps every step's batch a
-        random draw of the window."""
+        the ones that finished first (the shortest). Waiting for all of them keeps every step's batch its own,
+        complete batch of prompts, as ``per_step`` gives it."""
         super().on_sample_begin()
         if self.windowed and self.window_generated:
             wait_for_window(self.replay_buffer, self.window_schedule.current.length * int(self.config.data.train_batch_size))
