@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 import verl  # noqa: F401  (loads the plugin)
 from verl_offgrpo.config import OffGRPOConfigError, validate_off_grpo_config
 
+from _cases import slow_after
 from _overrides import BASE, shipped_config, validate_as_main_ppo
 
 VLLM = "actor_rollout_ref.rollout.name=vllm"
@@ -188,7 +189,8 @@ UNREADABLE = [
 ]
 
 
-@pytest.mark.parametrize("override, says", UNREADABLE, ids=[o for o, _ in UNREADABLE])
+@pytest.mark.parametrize("override, says", slow_after(2, UNREADABLE, [o for o, _ in UNREADABLE]),
+                         ids=[o for o, _ in UNREADABLE])
 def test_compose_says_an_unreadable_config_in_one_line_on_exit_5(capsys, override, says):
     """python -m verl_offgrpo compose (main, as the shell runs it): exit 5 and one line on stderr, no traceback,
     no yaml; check <overrides> says the same."""

@@ -4,8 +4,10 @@ fix that would do nothing or fail in turn."""
 
 import pytest
 
+
 import verl  # noqa: F401  (loads the plugin)
 
+from _cases import slow_after
 from _overrides import BASE
 
 VLLM = "actor_rollout_ref.rollout.name=vllm"
@@ -160,7 +162,8 @@ VERL_COUNTS = [
 ]
 
 
-@pytest.mark.parametrize("override, said", VERL_COUNTS, ids=[o for o, _ in VERL_COUNTS])
+@pytest.mark.parametrize("override, said", slow_after(5, VERL_COUNTS, [o for o, _ in VERL_COUNTS]),
+                         ids=[o for o, _ in VERL_COUNTS])
 def test_a_verl_count_a_selecting_job_reads_must_be_an_integer(override, said):
     from _overrides import shipped_config, validate_as_main_ppo
 

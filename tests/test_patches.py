@@ -11,6 +11,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+
 import verl
 
 import verl_offgrpo
@@ -18,6 +19,7 @@ from verl_offgrpo import patches
 from verl_offgrpo.patches import JOB_ENV, PatchError, PatchWarning, empty_update, selection
 
 from _background import module_jobs
+from _cases import slow_after
 from _overrides import BASE, shipped_config, verl_config
 from _overrides import validate_as_main_ppo as _validate
 
@@ -410,7 +412,7 @@ def test_a_plain_job_validated_after_a_selecting_one_in_the_same_process_is_not_
     assert JOB_ENV not in ray_env.get_ppo_ray_runtime_env()["env_vars"]
 
 
-@pytest.mark.parametrize(("environ", "overrides", "refused"), [
+MARKS = [
     ({JOB_ENV: "1"}, None, "VERL_OFFGRPO_JOB=1 is set in this driver's environment, .* so this plain verl job's "
                            "workers would run the plugin's patches: unset VERL_OFFGRPO_JOB"),
     ({JOB_ENV: "1", patches.FINAL_OUTPUTS_ENV: "1"}, None, "VERL_OFFGRPO_JOB=1 is set"),
@@ -422,7 +424,10 @@ def test_a_plain_job_validated_after_a_selecting_one_in_the_same_process_is_not_
      "VERL_OFFGRPO_FINAL_OUTPUTS=0 is set .* so vLLM would not be asked for final outputs only where this job's final_outputs_only resolves to true"),
     ({JOB_ENV: "0"}, None, None),  # what the workers read as unmarked: harmless for a plain job
     ({JOB_ENV: "1", patches.FINAL_OUTPUTS_ENV: "1"}, [], None),  # the shipped yaml: final outputs on (V1, vLLM)
-])
+]
+
+
+@pytest.mark.parametrize(("environ", "overrides", "refused"), slow_after(3, MARKS))
 def test_a_mark_in_the_drivers_environment_must_be_the_one_the_job_needs(environ, overrides, refused, monkeypatch,
                                                                           ray_env):
     """The driver's environment reaches the job's Ray processes, and verl 0.9.1's get_ppo_ray_runtime_env drops the

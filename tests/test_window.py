@@ -393,7 +393,7 @@ def serve_at_sync_4(monkeypatch, policies, tp=1):
     monkeypatch.setattr(fakes, "make_cluster", functools.partial(fakes.make_cluster, tp=tp, load_at={4: policies}))
 
 
-@pytest.mark.parametrize("schedule", ["window", "per_step"])
+@pytest.mark.parametrize("schedule", ["window", pytest.param("per_step", marks=pytest.mark.slow)])
 def test_a_sync_that_leaves_vllm_on_the_old_weights_stops_before_the_next_rollout(ray_local, monkeypatch, schedule):
     """At the sync of step 4 every vLLM rank keeps π_0's weights while the trainer moved to π_4: the lag-0 limit would
     see only the drift of four updates, the exact check sees that no served weight changed with the trainer's.

@@ -1,0 +1,13 @@
+"""Parametrize helpers shared by the test modules."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def slow_after(count: int, cases: list, ids: list | None = None) -> list:
+    """``cases`` for ``pytest.mark.parametrize``, the first ``count`` in the default run and the rest marked ``slow``
+    (variants of one rule: the default run keeps representatives, ``-m slow`` checks them all)."""
+    return [case if i < count else pytest.param(*(case if isinstance(case, tuple) else (case,)), marks=pytest.mark.slow,
+                                                id=None if ids is None else ids[i])
+            for i, case in enumerate(cases)]
