@@ -51,11 +51,11 @@ def interpolation_at(cfg: Any, dotted: str) -> str | None:
     node = config_value(cfg, parent) if parent else cfg
     if not is_dict_config(node):
         return None
-    try:
-        child = node._get_node(key)  # omegaconf's node, unresolved (``OmegaConf.is_interpolation`` reads it so)
-    except Exception:  # noqa: BLE001 - not a key of it: nothing written there
+    from omegaconf import OmegaConf
+
+    if key not in node or not OmegaConf.is_interpolation(node, key):
         return None
-    return str(child._value()) if child is not None and child._is_interpolation() else None
+    return str(OmegaConf.to_container(node, resolve=False)[key])  # as written, unresolved
 
 
 def quoted_number_error(dotted: str, value: Any, what: str = "a number") -> OffGRPOConfigError | None:
