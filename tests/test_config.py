@@ -15,6 +15,7 @@ from verl_offgrpo.cli.paths import config_dir
 from verl_offgrpo.config import OffGRPOConfig, OffGRPOConfigError, check_window_config, validate_off_grpo_config
 
 from _background import module_jobs
+from _cases import slow_after
 from _overrides import BASE, V0_MANAGER, shipped_config, validate_as_main_ppo
 
 LOGGER = "verl_offgrpo.config"  # the check modules (loss_estimator_checks, window_checks, ...) log below it
@@ -265,7 +266,8 @@ UNTRUNCATED_UNDER_VERL = (
 )
 
 
-@pytest.mark.parametrize("overrides", [VERLS_GRPO, VERLS_GRPO[1:], (*VERLS_GRPO, "trainer.v1.trainer_mode=sync")],
+@pytest.mark.parametrize("overrides", slow_after(1, [VERLS_GRPO, VERLS_GRPO[1:], (*VERLS_GRPO, "trainer.v1.trainer_mode=sync")],
+                                                  one_name=True),
                          ids=["grpo+vanilla", "off_grpo+vanilla", "grpo+vanilla, sync mode (plain verl)"])
 def test_verls_loss_under_the_yamls_untruncated_is_weights_warns_once(caplog, overrides):
     """The plugin's yaml keeps r' untruncated for its losses (rollout_is=token, threshold inf); verl's own losses
@@ -277,9 +279,9 @@ def test_verls_loss_under_the_yamls_untruncated_is_weights_warns_once(caplog, ov
     assert said == [UNTRUNCATED_UNDER_VERL]
 
 
-@pytest.mark.parametrize("fix", ["algorithm.rollout_correction.rollout_is_threshold=2.0",
+@pytest.mark.parametrize("fix", slow_after(1, ["algorithm.rollout_correction.rollout_is_threshold=2.0",
                                  "algorithm.rollout_correction.rollout_is=null",
-                                 "actor_rollout_ref.actor.policy_loss.loss_mode=off_grpo"])
+                                 "actor_rollout_ref.actor.policy_loss.loss_mode=off_grpo"]))
 def test_verls_loss_with_truncated_or_no_is_weights_or_the_plugins_loss_does_not_warn(caplog, fix):
     with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
         validate(composed(*VERLS_GRPO, fix))

@@ -184,7 +184,7 @@ def test_a_null_rollout_count_is_left_to_verl(override):
     validate_as_main_ppo(shipped_config("algorithm.off_grpo.sync_period=4", override))
 
 
-@pytest.mark.parametrize("value, got", [("abc", "'abc'"), ("[2]", "[2]"), ("2.5", "2.5")])
+@pytest.mark.parametrize("value, got", slow_after(1, [("abc", "'abc'"), ("[2]", "[2]"), ("2.5", "2.5")]))
 def test_compose_says_a_data_parallel_size_that_is_no_integer_in_one_line(capsys, value, got):
     """With skip_old_log_prob at a lag (whose check reads the data-parallel size): it was int()'s bare ValueError
     (a word), a TypeError (a list) or 2.5 read as 2; now the plugin's line, exit 2."""
@@ -195,11 +195,11 @@ def test_compose_says_a_data_parallel_size_that_is_no_integer_in_one_line(capsys
                     f"(got {got}); it counts the vLLM data-parallel ranks of one replica.")
 
 
-@pytest.mark.parametrize("override, key, rule", [
+@pytest.mark.parametrize("override, key, rule", slow_after(1, [
     ("trainer.test_freq=${oc.env:OFF_GRPO_TEST_UNSET_TF,5}", "trainer.test_freq", "an integer"),
     ("algorithm.off_grpo.sync_period=${oc.env:OFF_GRPO_TEST_UNSET_V,4}", "algorithm.off_grpo.sync_period", "an integer"),
     ("actor_rollout_ref.rollout.n=${oc.env:OFF_GRPO_TEST_UNSET_N,4}", "actor_rollout_ref.rollout.n", "an integer"),
-], ids=["test_freq", "sync_period", "rollout.n"])
+], ["test_freq", "sync_period", "rollout.n"]), ids=["test_freq", "sync_period", "rollout.n"])
 def test_a_number_from_oc_env_says_to_decode_it_not_to_drop_quotes(capsys, override, key, rule):
     """oc.env returns a string, default included: "drop the quotes" would be no way out. The line names the
     interpolation and the override that works (oc.decode, quoted whole), which then passes."""

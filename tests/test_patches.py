@@ -446,9 +446,9 @@ def test_a_mark_in_the_drivers_environment_must_be_the_one_the_job_needs(environ
     assert JOB_ENV not in ray_env.PPO_RAY_RUNTIME_ENV["env_vars"]  # not marked
 
 
-@pytest.mark.parametrize("key", ["trainer.v1.trainer_mode", "+algorithm.off_grpo.sync_period",
-                                 "+actor_rollout_ref.rollout.checkpoint_manager_class",
-                                 "actor_rollout_ref.actor.policy_loss.loss_mode"])
+@pytest.mark.parametrize("key", slow_after(1, ["trainer.v1.trainer_mode", "+algorithm.off_grpo.sync_period",
+                                              "+actor_rollout_ref.rollout.checkpoint_manager_class",
+                                              "actor_rollout_ref.actor.policy_loss.loss_mode"]))
 def test_a_plain_config_with_an_unresolvable_key_is_left_to_verls_validate_config(key, monkeypatch, ray_env):
     """``key=${oc.env:UNSET}`` in a plain GRPO config: the plugin's selection test cannot read the key, so the job
     gets verl's validate_config alone, with verl's outcome (verl 0.9.1 resolves the loss mode, not the others)."""

@@ -336,7 +336,7 @@ def test_lag_is_the_next_batchs_staleness_after_a_forced_sync(ray_local, monkeyp
     assert series(rec, "off_grpo/synced", [6, 8]) == [1.0, 1.0]
 
 
-@pytest.mark.parametrize("free_cache_engine", [True, False])
+@pytest.mark.parametrize("free_cache_engine", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_a_windows_lagged_batch_over_the_lagged_limit_warns_as_per_step_does(ray_local, monkeypatch, caplog,
                                                                             free_cache_engine):
     """A window's lagged batches come from the generation phase whose lag-0 batch met the strict limit, with no
