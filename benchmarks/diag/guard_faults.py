@@ -38,8 +38,10 @@ def _say(text: str) -> None:
     print(f"[guard-fault] pid {os.getpid()}: {text}", flush=True)
 
 
-def _count_syncs(worker) -> None:
-    """Wrap verl's worker-extension ``update_weights_from_ipc`` (once per process) to count real syncs."""
+def _wrap_syncs() -> None:
+    """Wrap verl's worker-extension ``update_weights_from_ipc`` (once per process) to count a worker's real syncs;
+    with ``stale_sync`` its K-th call receives the weights, then copies the ones from before it back (the
+    transfer's handshake stays verl's)."""
     module = sys.modules.get(EXTENSION_MODULE)
     cls = getattr(module, "vLLMColocateWorkerExtension", None)
     if cls is None or getattr(cls.update_weights_from_ipc, _MARK, False):
@@ -47,29 +49,11 @@ def _count_syncs(worker) -> None:
     original = cls.update_weights_from_ipc
 
     def update_weights_from_ipc(self, *args, **kwargs):
-        out = original(self, *args, **kwargs)
         self._guard_fault_syncs = getattr(self, "_guard_fault_syncs", 0) + 1
-        return out
-
-    setattr(update_weights_from_ipc, _MARK, True)
-    cls.update_weights_from_ipc = update_weights_from_ipc
-
-
-def _keep_weights_at_a_sync() -> None:
-    """Wrap verl's worker-extension ``update_weights_from_ipc`` (once per process): its K-th call on a worker
-    receives the weights, then copies the ones from before it back (the transfer's handshake stays verl's)."""
-    module = sys.modules.get(EXTENSION_MODULE)
-    cls = getattr(module, "vLLMColocateWorkerExtension", None)
-    if cls is None or getattr(cls.update_weights_from_ipc, _MARK, False):
-        return
-    original = cls.update_weights_from_ipc
-
-    def update_weights_from_ipc(self, *args, **kwargs):
+        if FAULT != "stale_sync" or self._guard_fault_syncs != AFTER_SYNC:
+            return original(self, *args, **kwargs)
         import torch
 
-        self._guard_fault_syncs = getattr(self, "_guard_fault_syncs", 0) + 1
-        if self._guard_fault_syncs != AFTER_SYNC:
-            return original(self, *args, **kwargs)
         params = list(self.model_runner.model.parameters())
         before = [p.detach().clone() for p in params]
         out = original(self, *args, **kwargs)
@@ -135,7 +119,7 @@ def patch_worker(module) -> None:
         original_wake = worker_cls.wake_up
 
         def wake_up(self, tags=None):
-            _count_syncs(self)
+            _wrap_syncs()
             out = original_wake(self, tags)
             weights = tags is None or "weights" in tags
             if (weights and not getattr(self, "_guard_fault_done", False)
@@ -149,7 +133,7 @@ def patch_worker(module) -> None:
         original_wake = worker_cls.wake_up
 
         def wake_up(self, tags=None):  # every sync wakes the weights first: the extension is loaded by then
-            _keep_weights_at_a_sync()
+            _wrap_syncs()
             return original_wake(self, tags)
 
         worker_cls.wake_up = wake_up
