@@ -152,30 +152,37 @@ def test_install_warns_on_a_module_without_the_extension(caplog):
 
 
 def test_unknown_action_is_an_error():
-    with pytest.raises(ValueError, match="record', 'check' or a probe"):
+    with pytest.raises(ValueError, match="'record' or 'check', got 'compare'"):
         sw.served_weights_rpc(Worker(), "compare")
 
 
-def test_probes_answer_whether_a_ranks_weights_changed_at_its_last_record():
-    """``record`` notes whether the rank's fingerprint changed since its previous record; ``probe_unchanged`` raises
-    where it did not, ``probe_changed`` where it did, each with a payload the driver reads; neither answers before
-    a second record."""
+def test_a_record_answers_whether_the_ranks_weights_changed_since_its_previous_record():
+    """``record`` returns ``changed``: None at a rank's first record, then whether its fingerprint differs from the
+    previous record's (one ulp in one element counts)."""
     worker = Worker(rank=2)
     assert sw.served_weights_rpc(worker, "record", step=0)["changed"] is None
-    for probe in sw.PROBES:
-        sw.served_weights_rpc(worker, probe, step=0)  # nothing to compare yet: silent
     assert sw.served_weights_rpc(worker, "record", step=4)["changed"] is False
-    sw.served_weights_rpc(worker, "probe_changed", step=4)
-    with pytest.raises(sw.ServedWeightsProbe) as caught:
-        sw.served_weights_rpc(worker, "probe_unchanged", step=4, replica=1)
-    payload = sw.parse_payload(f"Worker failed with error '{caught.value}'")
-    assert payload == {"probe": "probe_unchanged", "rank": 2, "replica": 1, "step": 4, "recorded_step": 4,
-                       "previous_step": 0, "changed": False}
     bits(worker.model_runner.model["layers"][1].weight)[0] += 1
     assert sw.served_weights_rpc(worker, "record", step=8)["changed"] is True
-    sw.served_weights_rpc(worker, "probe_unchanged", step=8)
-    with pytest.raises(sw.ServedWeightsProbe, match="rank 2: its weights changed at the sync of step 8"):
-        sw.served_weights_rpc(worker, "probe_changed", step=8)
+    assert sw.served_weights_rpc(worker, "record", step=12)["changed"] is False
+
+
+def test_a_replica_changed_when_any_of_its_tp_ranks_did():
+    """The rule per replica from its ranks' ``record`` answers: a replica changed when some rank changed (each rank
+    holds a shard); ranks without a previous record tell nothing; a replica whose call returned no per-rank answers
+    (verl's collective_rpc without the plugin's patch returns None) is an error, not a pass."""
+    from verl_offgrpo.sync.sync_reached import replicas_breaking_the_rule
+
+    rank = lambda r, changed: {"rank": r, "changed": changed}
+    answers = [[rank(0, False), rank(1, True)],  # one shard moved: the replica changed
+               [rank(0, False), rank(1, False)],  # nothing moved
+               [rank(0, None), rank(1, None)]]  # first records: no evidence either way
+    assert replicas_breaking_the_rule(answers, changed=True) == [(1, {"changed": False, "ranks": [0, 1]})]
+    assert replicas_breaking_the_rule(answers, changed=False) == [(0, {"changed": True, "ranks": [0, 1]})]
+    assert replicas_breaking_the_rule([[rank(0, None), rank(1, False)]], changed=True) == [
+        (0, {"changed": False, "ranks": [0, 1]})]
+    with pytest.raises(RuntimeError, match="replica 1 answered None instead of one record per vLLM worker"):
+        replicas_breaking_the_rule([[rank(0, True)], None], changed=True)
 
 
 def test_the_trainers_digest_reads_its_shards_as_vllms_dtype():

@@ -32,7 +32,7 @@ from verl.workers.rollout.replica import RolloutReplica
 
 import verl_offgrpo
 from verl_offgrpo.config import V0_MANAGER_FQN, SyncConfigError, check_sync_config
-from verl_offgrpo.patches import tracking_merge
+from verl_offgrpo.patches import rpc_results, tracking_merge
 from verl_offgrpo.sync import register_sync_hooks
 from verl_offgrpo.sync import lagged_manager as cm
 from verl_offgrpo.sync import vllm_sleep
@@ -94,6 +94,28 @@ class FakeVLLMWorker(FakeWorkerExtension):
         self.params()[param].data.view(-1).view(__import__("torch").int16)[element] += 1
 
 
+class FakeEngine:
+    """vLLM's ``AsyncLLM`` as verl's server holds it (``engine``): ``collective_rpc`` runs ``method`` by name on every
+    TP worker, in rank order, and returns their results; a worker's error comes back as the text vLLM wraps it in
+    (multiproc executor, then the engine core's utility call)."""
+
+    def __init__(self, workers, rpcs):
+        self.workers, self.rpcs = workers, rpcs
+
+    async def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
+        results = []
+        for worker in self.workers:
+            self.rpcs.append((method, (kwargs or {}).get("action"), (kwargs or {}).get("step"), worker.rank))
+            try:
+                results.append(getattr(worker, method)(*args, **(kwargs or {})))
+            except Exception as err:
+                raise Exception(
+                    f"Call to collective_rpc method failed: Worker failed with error '{err}', please check the stack "
+                    "trace above for the root cause"
+                ) from None
+        return results
+
+
 class FakeVLLMServer:
     """``vLLMHttpServer``'s sleep/wake over ``tp`` fake workers, and its ``collective_rpc``. Faults, from
     outside the plugin's code path: ``force_level2`` (every sleep discards the weights while the
@@ -123,6 +145,7 @@ class FakeVLLMServer:
         # what the plugin's post-import hook does in vLLM's worker processes
         served_weights_worker.install_worker_method(SimpleNamespace(__name__="fake", vLLMColocateWorkerExtension=FakeWorkerExtension))
         self.workers = [FakeVLLMWorker(rank) for rank in range(tp)]
+        self.engine = FakeEngine(self.workers, self.rpcs)
 
     def _resolve_sleep_level(self):
         return 2
@@ -178,18 +201,9 @@ class FakeVLLMServer:
         self.log.append(("sync", version))
 
     async def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
-        """verl's ``vLLMHttpServer.collective_rpc``: vLLM runs ``method`` by name on every TP worker, in rank
-        order; a worker's error comes back as the text vLLM wraps it in (multiproc executor, then the engine
-        core's utility call); verl drops the results."""
-        for worker in self.workers:
-            self.rpcs.append((method, (kwargs or {}).get("action"), (kwargs or {}).get("step"), worker.rank))
-            try:
-                getattr(worker, method)(*args, **(kwargs or {}))
-            except Exception as err:
-                raise Exception(
-                    f"Call to collective_rpc method failed: Worker failed with error '{err}', please check the stack "
-                    "trace above for the root cause"
-                ) from None
+        """verl 0.9.1's ``vLLMHttpServer.collective_rpc``: vLLM's answer is dropped (below, the plugin's patch
+        :mod:`verl_offgrpo.patches.rpc_results` makes it return it, as in a selecting job's server actors)."""
+        await self.engine.collective_rpc(method=method, timeout=timeout, args=args, kwargs=kwargs)
 
     async def wait_for_requests_to_drain(self):
         return None
@@ -312,6 +326,9 @@ _SERVER_POOL = []
 _SERVERS_MADE = []  # weak references to the servers of this module's clusters that are not shared
 #: the fake server class as this module defines it: a test that patches it (test_window's lossy sync) gets
 #: new server actors of the patched class, as Ray pickles the class when it starts an actor
+#: verl 0.9.1's collective_rpc, which drops vLLM's answer (a test puts it back to see the plugin without its patch)
+VERL_COLLECTIVE_RPC = FakeVLLMServer.collective_rpc
+rpc_results.return_results(FakeVLLMServer)  # what the plugin's post-import hook does in a selecting job's servers
 _SERVER_CLASS_DICT = dict(vars(FakeVLLMServer))
 
 
@@ -592,7 +609,7 @@ def test_an_engine_without_the_check_falls_back_loudly_to_the_lagged_rprime_limi
     from verl_offgrpo.sync.alpha_guard import STATISTIC, ServedPolicyError
 
     async def no_method(replicas, action, step):
-        return [(0, AttributeError("'Worker' object has no attribute 'off_grpo_served_weights'"))]
+        return [AttributeError("'Worker' object has no attribute 'off_grpo_served_weights'")]
 
     monkeypatch.setattr(served_weights, "call_replicas", no_method)
     cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=3", "actor_rollout_ref.rollout.tensor_model_parallel_size=2")

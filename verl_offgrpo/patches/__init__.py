@@ -58,6 +58,7 @@ PATCH_MODULES = (
     "verl_offgrpo.patches.empty_update",
     "verl_offgrpo.patches.ipc_socket",
     "verl_offgrpo.patches.served_weights_worker",
+    "verl_offgrpo.patches.rpc_results",
     "verl_offgrpo.patches.final_outputs",
     "verl_offgrpo.patches.chunked_logprobs",
     "verl_offgrpo.patches.tracking_merge",

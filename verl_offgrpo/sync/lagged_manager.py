@@ -155,12 +155,12 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         self.verify_syncs = bool(self.knobs.verify_served_weights) and lagged
         self.tensor_parallel_size = as_integer(_get(full_config, "actor_rollout_ref.rollout.tensor_model_parallel_size", 1),
                                                "actor_rollout_ref.rollout.tensor_model_parallel_size") or 1
-        one_worker = self.tensor_parallel_size == 1 and rollout_data_parallel_size(full_config) == 1
-        if self.verify_syncs and not one_worker:
+        if self.verify_syncs and rollout_data_parallel_size(full_config) > 1:
             self.verify_syncs = False
             logger.info(
-                "verl-offgrpo: the check that each sync reached vLLM runs with one vLLM worker per replica (rollout "
-                "TP = DP = 1) only; off here (verl_offgrpo/sync/sync_reached.py says why)."
+                "verl-offgrpo: the check that each sync reached vLLM needs every vLLM worker's answer, which "
+                "collective_rpc does not reach with rollout data_parallel_size > 1; off here (the check of every wake "
+                "without a sync stays on)."
             )
         self.rollout_dtype = sync_reached.DTYPES.get(str(_get(full_config, "actor_rollout_ref.rollout.dtype", "bfloat16")))
         if self.verify_syncs and self.rollout_dtype is None:
@@ -171,6 +171,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
                 _get(full_config, "actor_rollout_ref.rollout.dtype", None), sorted(set(sync_reached.DTYPES.values())),
             )  # fmt: skip
         self.actor_digests: Optional[list[str]] = None  # per actor rank, at the last real sync
+        self.record_answers: list = []  # per replica, its vLLM workers' answers to the last served-weights record
         self.last_sync_step: Optional[int] = None
         # with vLLM data parallelism inside a replica the check reaches the leader's shard only (.served_weights)
         self.data_parallel_size = rollout_data_parallel_size(full_config)
@@ -361,7 +362,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         ``timing_s/off_grpo_sync``) and ``off_grpo/weights_verified`` (1 on a check, 0 on a record).
         """
         start = time.perf_counter()
-        failures = await served_weights.call_replicas(self.replicas, action, decision.step)
+        answers = await served_weights.call_replicas(self.replicas, action, decision.step)
+        failures = served_weights.failures(answers)
         if failures and action == "check":
             raise ServedPolicyError(
                 served_weights.mismatch_message(failures, decision.step, decision.reason == REPEAT, len(self.replicas))
@@ -386,6 +388,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             )  # fmt: skip
             self.verify_weights = self.verify_syncs = False
             return {"off_grpo/weights_verify_failed": 1.0}
+        if action == "record":
+            self.record_answers = answers
         return {
             "timing_s/off_grpo_verify_weights": time.perf_counter() - start,
             "off_grpo/weights_verified": float(action == "check"),
@@ -404,7 +408,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             changed = sync_reached.trainer_changed(self.actor_digests, digests)
             # "unchanged ⇒ unchanged" only where vLLM keeps its weights across sleep (not after a level-2 sleep)
             asked = changed is not None and (changed or self.keeps_weights)
-            breaking = await sync_reached.replicas_breaking_the_rule(self.replicas, changed, decision.step) if asked else []
+            breaking = sync_reached.replicas_breaking_the_rule(self.record_answers, changed) if asked else []
         except Exception as err:  # noqa: BLE001 - the check cannot run here: say so once, fall back to the r' monitor
             logger.warning(
                 "verl-offgrpo: could not check that the sync of step %s reached vLLM, so that part of "

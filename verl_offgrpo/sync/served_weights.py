@@ -25,10 +25,9 @@ checkpoint manager compares the served parameters themselves, with tolerance 0:
   tensor or checksum crosses a process.
 * **When**: ``record`` right after every real sync (the weights just loaded are α); ``check`` on every
   wake without a sync (skipped slots and the repeated wake of a validation step), after vLLM woke.
-  ``record`` also notes whether the rank's weights changed since its previous record, which the probes
-  ``probe_unchanged`` / ``probe_changed`` report (by raising :class:`ServedWeightsProbe`: verl's
-  ``collective_rpc`` returns no results, only errors) for :mod:`.sync_reached`, the check that each sync
-  reached vLLM.
+  ``record`` also returns whether the rank's weights changed since its previous record, which
+  :mod:`.sync_reached` (the check that each sync reached vLLM) reads from every rank's answer (verl's
+  ``collective_rpc`` returns the answers in a selecting job: :mod:`verl_offgrpo.patches.rpc_results`).
   A rank whose weights differ raises; verl's ``collective_rpc`` passes the error's text on (vLLM
   wraps it), and the manager turns it into a
   :class:`~verl_offgrpo.sync.alpha_guard.ServedPolicyError` that names the step whose rollout would
@@ -66,14 +65,6 @@ MAX_LISTED = 3
 
 class ServedWeightsMismatch(RuntimeError):
     """Raised inside a vLLM worker whose served weights are not the ones recorded at the last sync."""
-
-
-class ServedWeightsProbe(RuntimeError):
-    """Raised by a probe inside a vLLM worker whose last record matches the probe (:data:`PROBES`): the answer."""
-
-
-#: probe action → the rank's record answers it (raises) when its weights ``changed`` at the last record is this
-PROBES = {"probe_unchanged": False, "probe_changed": True}
 
 
 # ----------------------------------------------------------------------------- fingerprint (worker side)
@@ -166,14 +157,13 @@ def _model_parameters(worker) -> Iterable[tuple[str, Any]]:
 def served_weights_rpc(worker, action: str, step: Optional[int] = None, replica: Optional[int] = None) -> dict:
     """Runs inside a vLLM worker (one TP rank): ``record`` the served weights as α, or ``check`` them.
 
-    Returns ``{"rank", "tensors", "elements", "digest", "seconds"}``; a ``check`` whose weights differ
-    from the record (or that finds no record: a worker restarted since the sync) raises
+    Returns ``{"rank", "tensors", "elements", "digest", "seconds"}``, and for ``record`` also ``"changed"``:
+    whether the fingerprint differs from the rank's previous record (None at its first); a ``check`` whose
+    weights differ from the record (or that finds no record: a worker restarted since the sync) raises
     :class:`ServedWeightsMismatch` with a human-readable message and a JSON payload (:func:`parse_payload`).
     """
-    if action in PROBES:
-        return _probe(worker, action, step, replica)
     if action not in ("record", "check"):
-        raise ValueError(f"verl-offgrpo: served-weights action must be 'record', 'check' or a probe, got {action!r}")
+        raise ValueError(f"verl-offgrpo: served-weights action must be 'record' or 'check', got {action!r}")
     start = time.perf_counter()
     current = fingerprint(_model_parameters(worker))
     rank = getattr(worker, "rank", None)
@@ -211,24 +201,6 @@ def served_weights_rpc(worker, action: str, step: Optional[int] = None, replica:
     return {**summary, "seconds": time.perf_counter() - start}
 
 
-def _probe(worker, action: str, step: Optional[int], replica: Optional[int]) -> dict:
-    """Raise :class:`ServedWeightsProbe` if this rank's weights changed (``probe_changed``) or did not
-    (``probe_unchanged``) at its last record, compared with the record before; else return. A rank without two
-    records answers neither."""
-    record = getattr(worker, RECORD_ATTR, None) or {}
-    changed = record.get("changed")
-    if changed is not None and changed == PROBES[action]:
-        payload = {"probe": action, "rank": getattr(worker, "rank", None), "replica": replica, "step": step,
-                   "recorded_step": record.get("step"), "previous_step": record.get("previous_step"),
-                   "changed": changed}  # fmt: skip
-        raise ServedWeightsProbe(
-            f"verl-offgrpo: vLLM worker rank {getattr(worker, 'rank', None)}: its weights "
-            f"{'changed' if changed else 'did not change'} at the sync of step {record.get('step')} "
-            f"{PAYLOAD_TAG}{json.dumps(payload)}{PAYLOAD_END}"
-        )
-    return {"rank": getattr(worker, "rank", None), "changed": changed}
-
-
 def _describe(diff: dict) -> str:
     if diff["recorded"] is None:
         return f"{diff['name']} (not in the record)"
@@ -253,9 +225,10 @@ def parse_payload(error: BaseException | str) -> Optional[dict]:
         return None
 
 
-async def call_replicas(replicas, action: str, step: Optional[int]) -> list[tuple[int, BaseException]]:
+async def call_replicas(replicas, action: str, step: Optional[int]) -> list[Any]:
     """``action`` on every TP worker of every replica (verl's ``vLLMHttpServer.collective_rpc``, as its
-    weight sync uses); returns the failures as ``(replica index, error)``."""
+    weight sync uses); per replica, in order, the workers' answers (a list, one per TP rank; None where verl's
+    ``collective_rpc`` returns none, i.e. without :mod:`verl_offgrpo.patches.rpc_results`) or the error."""
     import asyncio
 
     from .vllm_sleep import replica_servers
@@ -264,8 +237,12 @@ async def call_replicas(replicas, action: str, step: Optional[int]) -> list[tupl
         server.collective_rpc.remote(RPC_METHOD, kwargs={"action": action, "step": step, "replica": index})
         for index, server in enumerate(replica_servers(replicas, leaders_only=True))
     ]
-    results = await asyncio.gather(*refs, return_exceptions=True)
-    return [(index, result) for index, result in enumerate(results) if isinstance(result, BaseException)]
+    return list(await asyncio.gather(*refs, return_exceptions=True))
+
+
+def failures(answers: list[Any]) -> list[tuple[int, BaseException]]:
+    """The replicas whose call failed, as ``(replica index, error)``."""
+    return [(index, answer) for index, answer in enumerate(answers) if isinstance(answer, BaseException)]
 
 
 def mismatch_message(failures: list[tuple[int, BaseException]], slot_step: int, repeat: bool, num_replicas: int) -> str:

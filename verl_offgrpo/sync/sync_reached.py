@@ -5,7 +5,8 @@ policy), not α = π_s; the lag-0 limit of the r' monitor sees only the drift si
 every real sync after the first, with exact integer fingerprints (:func:`.served_weights.fingerprint`):
 
     trainer changed  = some actor rank's parameters, as vLLM's dtype, differ from that rank's at the previous sync
-    replica changed  = the replica's vLLM worker serves weights that differ from its record of the previous sync
+    replica changed  = some vLLM worker (TP rank) of the replica serves weights that differ from its record of the
+                       previous sync
     each replica:      trainer changed ⇒ replica changed;  trainer unchanged ⇒ replica unchanged (where vLLM keeps
                        its weights across sleep: per_step's level 1 or ``no_sleep``)
 
@@ -14,20 +15,19 @@ every real sync after the first, with exact integer fingerprints (:func:`.served
   (verl's naive sync sends the full tensors in the training dtype and vLLM's loader casts them). A zero
   learning rate, an update below that dtype's resolution or an update skipped by the zero-variance mask leave
   it unchanged, and then vLLM must be unchanged too: no false alarm from a policy that did not move.
-* **vLLM side**: the served-weights ``record`` right after the sync notes whether the worker's fingerprint changed
-  since its previous record; one probe per replica asks the other way round ("unchanged?" when the trainer
-  changed, "changed?" when it did not), and the worker answers yes by raising
-  (:class:`.served_weights.ServedWeightsProbe`: verl's ``collective_rpc`` returns errors only), so an honest run
-  raises nothing. With a level-2 sleep between syncs (the window) a weight the sync does not rewrite may come
-  back different, so "trainer unchanged ⇒ unchanged" is asked only where vLLM keeps its weights.
-* **One vLLM worker per replica** (rollout TP = DP = 1) only: vLLM 0.24's multi-process executor reads its
-  workers' answers in rank order and raises at the first failure, leaving the later ranks' answers queued for
-  the next call, so an answer by raising would put a TP ≥ 2 engine out of step. Elsewhere the check is off (an
-  info line says so) until the answers travel as return values.
+* **vLLM side**: every worker's served-weights ``record`` right after the sync answers whether its fingerprint
+  changed since its previous record (verl's ``collective_rpc`` returns the answers in a selecting job:
+  :mod:`verl_offgrpo.patches.rpc_results`). A replica changed when any of its TP ranks did: a rank holds one
+  shard of the weights, and the replica holds them all. With a level-2 sleep between syncs (the window) a weight
+  the sync does not rewrite may come back different, so "trainer unchanged ⇒ unchanged" is asked only where vLLM
+  keeps its weights.
+* Every TP rank answers; with vLLM data parallelism inside one replica ``collective_rpc`` reaches the leader's
+  shard only, so the check runs where rollout DP = 1 (elsewhere an info line says it is off).
 
 A replica that breaks the rule stops the run with :class:`.alpha_guard.ServedPolicyError` before any batch is
-sampled from it. Not covered: a sync that changed some weights but not all of them (only a layout-aware
-comparison of the tensors sent and loaded could tell), quantized rollouts (their loader does not store the cast).
+sampled from it. Not covered: a sync that changed some weights but not all of them, e.g. on some TP ranks of a
+replica only (only a layout-aware comparison of the tensors sent and loaded could tell), quantized rollouts (their
+loader does not store the cast).
 
 Written for verl 0.9.1: reads the actor worker as :mod:`verl_offgrpo.ref_reset.worker` does (``worker_dict`` /
 ``fused_worker_dict`` → ``ActorRolloutRefWorker.actor.engine.module``, the FSDP module whose parameters verl's
@@ -39,7 +39,7 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
-from .served_weights import call_replicas, digest, fingerprint, parse_payload
+from .served_weights import digest, fingerprint
 
 #: the rollout dtypes whose values are the actor's cast exactly (``actor_rollout_ref.rollout.dtype``)
 DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16", "half": "float16",
@@ -91,17 +91,22 @@ def trainer_changed(previous: Optional[list[str]], current: list[str]) -> Option
     return previous != current
 
 
-async def replicas_breaking_the_rule(replicas, changed: bool, step: int) -> list[tuple[int, dict]]:
-    """The replicas whose served weights did not change as the trainer's did at the sync of ``step`` (one vLLM
-    worker each), as ``(replica index, the worker's answer)``; raises RuntimeError if a probe fails otherwise."""
-    probe = "probe_unchanged" if changed else "probe_changed"
+def replicas_breaking_the_rule(answers: list[Any], changed: bool) -> list[tuple[int, dict]]:
+    """The replicas whose served weights did not change as the trainer's did (``changed``), from each replica's
+    answers to the ``record`` after the sync (:func:`.served_weights.call_replicas`: one dict per TP rank with
+    ``"changed"``), as ``(replica index, {"changed", "ranks"})``; a rank without a previous record (None) tells
+    nothing. Raises RuntimeError if a replica gave no per-rank answers (verl's ``collective_rpc`` unpatched)."""
     breaking = []
-    for index, error in await call_replicas(replicas, probe, step):
-        payload = parse_payload(error)
-        if payload is None or payload.get("probe") != probe or payload.get("step") != step:
-            raise RuntimeError(" ".join(str(error).split())[:1500])
-        breaking.append((index, payload))
-    return sorted(breaking, key=lambda item: item[0])
+    for index, ranks in enumerate(answers):
+        if not isinstance(ranks, (list, tuple)) or not all(isinstance(rank, dict) for rank in ranks):
+            raise RuntimeError(
+                f"rollout replica {index} answered {ranks!r:.200} instead of one record per vLLM worker (verl's "
+                "vLLMHttpServer.collective_rpc returns no results without verl_offgrpo.patches.rpc_results)"
+            )
+        known = [rank["changed"] for rank in ranks if rank.get("changed") is not None]
+        if known and any(known) != changed:
+            breaking.append((index, {"changed": any(known), "ranks": [rank.get("rank") for rank in ranks]}))
+    return breaking
 
 
 def rule_broken_message(breaking: list[tuple[int, dict]], changed: bool, step: int, previous_step: Optional[int],
@@ -114,7 +119,7 @@ def rule_broken_message(breaking: list[tuple[int, dict]], changed: bool, step: i
     if changed:
         return (
             f"verl-offgrpo: step {step}: the weight sync did not reach vLLM: the trainer's weights changed since "
-            f"{since}, but the vLLM worker of {where}{others} serves the same weights as after it, so its next "
+            f"{since}, but the vLLM workers of {where}{others} serve the same weights as after it, so its next "
             f"rollout would sample from the policy of {since}, not α = the policy of step {step}. Stopped before any "
             "batch was sampled from them. Check the weight-sync path (verl's checkpoint engine, vLLM's sleep/wake); "
             "algorithm.off_grpo.verify_served_weights=false turns the check off."
