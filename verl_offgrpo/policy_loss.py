@@ -71,7 +71,8 @@ def aggregate(
 def row_metrics(mask: torch.Tensor, no_loss_token: bool) -> dict[str, float]:
     """The plugin's metrics about rows that left the loss, shared by its losses (names under ``actor/off_grpo/``)."""
     return {
-        # rows with no token left in the loss (zero-variance groups under the mask, RED-Drop's dropped rows)
+        # rows with no token left in the loss (zero-variance groups under the mask, RED-Drop's dropped rows, and
+        # the V1 trainer's is_padding filler rows, which the loss cannot tell apart; the advantage's metrics can)
         "actor/off_grpo/masked_seq_frac": (~mask.bool().any(dim=-1)).float().mean().item(),
         # 1 on each micro-batch of a mini-batch without a loss token when the engine skips its optimizer
         # step (verl_offgrpo.patches.empty_update); verl averages it over micro-batches, mini-batches and epochs,
