@@ -246,6 +246,17 @@ def complain(message: str, selected: bool) -> None:
     warnings.warn(message, PatchWarning, stacklevel=3)
 
 
+def hook_for_job(fullname: str, ready_attr: str, callback) -> None:
+    """For a patch of a selecting job's processes: the installed verl must be in :data:`VERL_VERSIONS` (else
+    :class:`PatchError`), then ``callback(module)`` once ``fullname`` is imported (:func:`.post_import.on_import`)."""
+    problem = version_problem(VERL_VERSIONS)
+    if problem is not None:
+        complain(problem, True)
+    from verl_offgrpo.patches.post_import import on_import
+
+    on_import(fullname, ready_attr, callback)
+
+
 def patch_modules() -> list:
     """The patch modules (cheap to import: none imports verl at import time)."""
     return [importlib.import_module(name) for name in PATCH_MODULES]

@@ -27,7 +27,7 @@ import functools
 import os
 import sys
 
-from verl_offgrpo.patches import VERL_VERSIONS, _truthy, complain, first_rank, job_selected, version_problem
+from verl_offgrpo.patches import VERL_VERSIONS, complain, first_rank, hook_for_job, job_selected, _truthy
 
 MODULE = "verl.utils.torch_functional"
 FUNCTION = "logprobs_from_logits_v2"
@@ -114,9 +114,4 @@ def install(environ=os.environ) -> None:
     """In a selecting job's process without :data:`LOOP_ENV`, a post-import hook on :data:`MODULE`; else nothing."""
     if not job_selected(environ) or _truthy(environ.get(LOOP_ENV)):
         return
-    problem = version_problem(VERL_VERSIONS)
-    if problem is not None:
-        complain(problem, True)
-    from verl_offgrpo.patches.post_import import on_import
-
-    on_import(MODULE, FUNCTION, replace_loop)
+    hook_for_job(MODULE, FUNCTION, replace_loop)

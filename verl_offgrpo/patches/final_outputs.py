@@ -35,7 +35,7 @@ import logging
 import os
 import sys
 
-from verl_offgrpo.patches import FINAL_OUTPUTS_ENV, VERL_VERSIONS, _truthy, complain, job_selected, version_problem
+from verl_offgrpo.patches import FINAL_OUTPUTS_ENV, VERL_VERSIONS, complain, hook_for_job, job_selected, _truthy
 
 MODULE = "verl.workers.rollout.vllm_rollout.vllm_async_server"
 CLASS = "vLLMHttpServer"
@@ -121,9 +121,4 @@ def install(environ=os.environ) -> None:
     """In a selecting job's process with :data:`FINAL_OUTPUTS_ENV`, a post-import hook on :data:`MODULE`."""
     if not (job_selected(environ) and _truthy(environ.get(FINAL_OUTPUTS_ENV))):
         return
-    problem = version_problem(VERL_VERSIONS)
-    if problem is not None:
-        complain(problem, True)
-    from verl_offgrpo.patches.post_import import on_import
-
-    on_import(MODULE, CLASS, _apply)
+    hook_for_job(MODULE, CLASS, _apply)

@@ -36,7 +36,7 @@ import importlib.util
 import os
 import sys
 
-from verl_offgrpo.patches import VERL_VERSIONS, complain, job_selected, version_problem
+from verl_offgrpo.patches import VERL_VERSIONS, hook_for_job, job_selected
 
 #: verl's module with both ends of the colocated weight transfer.
 WEIGHT_TRANSFER_MODULE = "verl.workers.rollout.vllm_rollout.bucketed_weight_transfer"
@@ -109,9 +109,4 @@ def install() -> None:
     :data:`WEIGHT_TRANSFER_MODULE`; in any other process nothing."""
     if not job_selected():
         return
-    problem = version_problem(VERL_VERSIONS)
-    if problem is not None:
-        complain(problem, True)
-    from verl_offgrpo.patches.post_import import on_import
-
-    on_import(WEIGHT_TRANSFER_MODULE, "BucketedWeightReceiver", make_transfer_sockets_unique)
+    hook_for_job(WEIGHT_TRANSFER_MODULE, "BucketedWeightReceiver", make_transfer_sockets_unique)

@@ -23,7 +23,7 @@ import importlib.util
 import inspect
 import sys
 
-from verl_offgrpo.patches import VERL_VERSIONS, complain, job_selected, version_problem
+from verl_offgrpo.patches import VERL_VERSIONS, complain, hook_for_job, job_selected
 
 MODULE = "verl.workers.rollout.vllm_rollout.vllm_async_server"
 CLASS = "vLLMHttpServer"
@@ -83,9 +83,4 @@ def install() -> None:
     """In a selecting job's process, a post-import hook on :data:`MODULE`; in any other process nothing."""
     if not job_selected():
         return
-    problem = version_problem(VERL_VERSIONS)
-    if problem is not None:
-        complain(problem, True)
-    from verl_offgrpo.patches.post_import import on_import
-
-    on_import(MODULE, CLASS, _apply)
+    hook_for_job(MODULE, CLASS, _apply)

@@ -15,7 +15,7 @@ import logging
 import sys
 from typing import Optional
 
-from verl_offgrpo.patches import VERL_VERSIONS, complain, job_selected, version_problem
+from verl_offgrpo.patches import VERL_VERSIONS, hook_for_job, job_selected
 
 MODULE = "verl.workers.rollout.vllm_rollout.utils"
 CLASS = "vLLMColocateWorkerExtension"
@@ -72,9 +72,4 @@ def install() -> None:
     """In a selecting job's process, a post-import hook on :data:`MODULE`; in any other process nothing."""
     if not job_selected():
         return
-    problem = version_problem(VERL_VERSIONS)
-    if problem is not None:
-        complain(problem, True)
-    from verl_offgrpo.patches.post_import import on_import
-
-    on_import(MODULE, CLASS, install_worker_method)
+    hook_for_job(MODULE, CLASS, install_worker_method)
