@@ -356,7 +356,9 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         its record, tolerance 0 (level-1 sleep restores the weights bit for bit); any difference raises
         :class:`ServedPolicyError` naming the step whose rollout would use the weights, the replica, the
         TP rank and the differing tensors, before that rollout. A windowed rollout never wakes vLLM
-        without a sync, so it neither records nor checks (``verify_weights`` is off there).
+        without a sync, so it never checks (``verify_weights`` is off there); it records at each real sync
+        when the check that the sync reached vLLM is on (``verify_syncs``), whose input is the record's
+        answers (:attr:`record_answers`).
 
         Returns ``timing_s/off_grpo_verify_weights`` (the call's wall time, inside the slot's
         ``timing_s/off_grpo_sync``) and ``off_grpo/weights_verified`` (1 on a check, 0 on a record).

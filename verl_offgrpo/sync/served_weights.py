@@ -33,7 +33,7 @@ checkpoint manager compares the served parameters themselves, with tolerance 0:
   :class:`~verl_offgrpo.sync.alpha_guard.ServedPolicyError` that names the step whose rollout would
   have used the weights, the replica, the rank and the first differing tensors — before any batch
   is sampled from them. A windowed rollout (``rollout_schedule=window``) wakes vLLM only inside a
-  real sync, so it records and checks nothing.
+  real sync, so it checks nothing; it records at each real sync for :mod:`.sync_reached` alone.
 
 Limits: the check covers ``model_runner.model``'s parameters (not an MTP drafter, not buffers, which
 vLLM itself saves and restores across sleep); with vLLM data parallelism inside one replica,
