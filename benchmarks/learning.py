@@ -94,15 +94,18 @@ The REC / RED comparison (issue 33; off_policy_v10 and on_policy_mask are its of
        NOTEBOOK §19; bigbatch_v10:2 cut at 80 updates, the REC runs at 134 and 139)
     7  red_weight:1,rec_oneside_noIS_v1:1,red_weight_v1:1,rec_oneside_wide_v1:0 (done with lease 8 on one x2,
     8  rec_oneside_noIS:2,rec_oneside_wide:2,red_weight:2,rec_oneside_noIS_v1:2   h200x2-2026-11-29, NOTEBOOK §20)
-    9  red_weight_v1:2,rec_oneside_wide_v1:1,rec_oneside_wide_v1:2, and seed 3 of lease 4's undecided configs
+    9  red_weight_v1:2,rec_oneside_wide_v1:1,rec_oneside_wide_v1:2 with lease 10's on_policy_mask:0 (done:
+       h200x1-2026-11-29g, NOTEBOOK §21; all four cut at 126-128 updates, a guard check shared the GPU)
 
 Reruns to 150 updates (issue 34 asks for >= 150; leases 1-3 cut these at 66-127), four jobs on one H200 each
 (a rerun replaces the cut run: the statistics then read a new run of the same seed):
 
-    10  on_policy_mask:0,off_policy_v10:0,window_v10:0,on_policy:0
-    11  on_policy_mask_rerun:0,on_policy_mask:1,off_policy_v10:1,window_v10:1
-    12  on_policy_mask_rerun:1,on_policy:1,on_policy_mask:2,off_policy_v10:2
-    13  window_v10:2,on_policy_mask_rerun:2,on_policy:2,reuse_i10:0
+    10  off_policy_v10:0,window_v10:0,on_policy:0,on_policy_mask_rerun:0 (on_policy_mask:0 ran in lease 9)
+    11  on_policy_mask:1,off_policy_v10:1,window_v10:1,on_policy_mask_rerun:1
+    12  on_policy:1,on_policy_mask:2,off_policy_v10:2,window_v10:2
+    13  on_policy_mask_rerun:2,on_policy:2,reuse_i10:0, and on_policy_mask:0 again (lease 9 cut it at 126)
+    14  the REC/RED runs cut before 150: rec_oneside_noIS:1,rec_oneside_wide:1 (lease 6), red_weight_v1:2,
+        rec_oneside_wide_v1:1, then rec_oneside_wide_v1:2 (lease 9)
 
 bigbatch_v10 takes ≈ 10 s an update (NOTEBOOK §19), so 150 updates and its start-up exceed one lease: its runs
 stop at 70-80 unless a lease longer than 26 minutes is lent.
