@@ -201,6 +201,8 @@ def plot_learning_updates(data: dict, out: Path, plt) -> None:
     (``learning_stats.drift_by_lag``), and the clip fraction (mean over seeds)."""
     fig, (ax, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4.6))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    if len(data["configs"]) > len(colors):  # one colour a configuration
+        colors = [plt.get_cmap("tab20")(k) for k in range(20)]
     color = {name: colors[k % len(colors)] for k, name in enumerate(data["configs"])}
     for name, cfg in data["configs"].items():
         label = f"{name} (v={cfg['v']}, {cfg.get('updates_per_step', 1)} updates/step), n={len(cfg['seeds'])}"
