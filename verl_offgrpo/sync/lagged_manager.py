@@ -159,8 +159,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             self.verify_syncs = False
             logger.info(
                 "verl-offgrpo: the check that each sync reached vLLM needs every vLLM worker's answer, which "
-                "collective_rpc does not reach with rollout data_parallel_size > 1; off here (the check of every wake "
-                "without a sync stays on)."
+                "collective_rpc does not return with rollout data_parallel_size > 1; off here (the check of every "
+                "wake without a sync stays on)."
             )
         self.rollout_dtype = sync_reached.DTYPES.get(str(_get(full_config, "actor_rollout_ref.rollout.dtype", "bfloat16")))
         if self.verify_syncs and self.rollout_dtype is None:

@@ -21,8 +21,8 @@ every real sync after the first, with exact integer fingerprints (:func:`.served
   shard of the weights, and the replica holds them all. With a level-2 sleep between syncs (the window) a weight
   the sync does not rewrite may come back different, so "trainer unchanged ⇒ unchanged" is asked only where vLLM
   keeps its weights.
-* Every TP rank answers; with vLLM data parallelism inside one replica ``collective_rpc`` reaches the leader's
-  shard only, so the check runs where rollout DP = 1 (elsewhere an info line says it is off).
+* Every TP rank answers; with vLLM data parallelism inside one replica ``collective_rpc`` returns the answers of
+  one data-parallel shard only, so the check runs where rollout DP = 1 (elsewhere an info line says it is off).
 
 A replica that breaks the rule stops the run with :class:`.alpha_guard.ServedPolicyError` before any batch is
 sampled from it. Not covered: a sync that changed some weights but not all of them, e.g. on some TP ranks of a
