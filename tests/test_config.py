@@ -249,7 +249,17 @@ REJECTED = [
 ]
 
 
-@pytest.mark.parametrize("overrides,message", REJECTED, ids=[" ".join(o) for o, _ in REJECTED])
+#: more values of a rule the default run already checks with one (a number's type, sign, range): ``-m slow`` only
+VARIANTS = {("algorithm.off_grpo.sync_period='10'",), ("algorithm.off_grpo.sync_period=2.5",),
+            ("algorithm.off_grpo.sync_period=true",), ("algorithm.off_grpo.std_eps=-1e-6",),
+            ("algorithm.off_grpo.std_eps=inf",), ("algorithm.off_grpo.std_eps='1e-3'",),
+            ("actor_rollout_ref.rollout.n=2.5",), ("actor_rollout_ref.rollout.n='8'",),
+            ("actor_rollout_ref.rollout.n=null",)}
+
+
+@pytest.mark.parametrize("overrides,message", [
+    pytest.param(o, m, marks=pytest.mark.slow) if tuple(o) in VARIANTS else (o, m) for o, m in REJECTED
+], ids=[" ".join(o) for o, _ in REJECTED])
 def test_rejected_configs(overrides, message):
     """Each rejected config fails with its message, in one line that names the knob and the value."""
     with pytest.raises(OffGRPOConfigError, match=message) as err:

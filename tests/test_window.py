@@ -470,7 +470,7 @@ def test_without_the_answers_the_sync_check_is_off_loudly(ray_local, monkeypatch
 SKIP = ("algorithm.off_grpo.skip_old_log_prob=true", f"actor_rollout_ref.actor.ppo_mini_batch_size={B}")
 
 
-@pytest.mark.parametrize("overrides", [(), SKIP], ids=["default", "skip_old_log_prob"])
+@pytest.mark.parametrize("overrides", [(), pytest.param(SKIP, marks=pytest.mark.slow)], ids=["default", "skip_old_log_prob"])
 def test_guard_stops_a_window_sampled_from_lost_weights(ray_local, monkeypatch, overrides):
     """If vLLM served garbage for a window (here: weights discarded behind the plugin's back after the
     sync), the window's first step stops before its update; with ``skip_old_log_prob`` too, since that
