@@ -169,20 +169,23 @@ def test_a_record_answers_whether_the_ranks_weights_changed_since_its_previous_r
 
 def test_a_replica_changed_when_any_of_its_tp_ranks_did():
     """The rule per replica from its ranks' ``record`` answers: a replica changed when some rank changed (each rank
-    holds a shard); ranks without a previous record tell nothing; a replica whose call returned no per-rank answers
-    (verl's collective_rpc without the plugin's patch returns None) is an error, not a pass."""
+    holds a shard); ranks without a previous record tell nothing, and a replica none of whose ranks has one, or whose
+    call returned no per-rank answers (verl's collective_rpc without the plugin's patch returns None), is an error
+    (the manager then warns that the check is off), not a pass."""
     from verl_offgrpo.sync.sync_reached import replicas_breaking_the_rule
 
     rank = lambda r, changed: {"rank": r, "changed": changed}
     answers = [[rank(0, False), rank(1, True)],  # one shard moved: the replica changed
-               [rank(0, False), rank(1, False)],  # nothing moved
-               [rank(0, None), rank(1, None)]]  # first records: no evidence either way
+               [rank(0, False), rank(1, False)]]  # nothing moved
     assert replicas_breaking_the_rule(answers, changed=True) == [(1, {"changed": False, "ranks": [0, 1]})]
     assert replicas_breaking_the_rule(answers, changed=False) == [(0, {"changed": True, "ranks": [0, 1]})]
     assert replicas_breaking_the_rule([[rank(0, None), rank(1, False)]], changed=True) == [
         (0, {"changed": False, "ranks": [0, 1]})]
     with pytest.raises(RuntimeError, match="replica 1 answered None instead of one record per vLLM worker"):
         replicas_breaking_the_rule([[rank(0, True)], None], changed=True)
+    # no rank remembers the previous sync (its workers restarted): the rule cannot be judged, which is said
+    with pytest.raises(RuntimeError, match="no vLLM worker of rollout replica 1 has a record of the previous sync"):
+        replicas_breaking_the_rule([[rank(0, True)], [rank(0, None), rank(1, None)]], changed=True)
 
 
 def test_the_trainers_digest_reads_its_shards_as_vllms_dtype():

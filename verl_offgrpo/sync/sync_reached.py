@@ -95,7 +95,8 @@ def replicas_breaking_the_rule(answers: list[Any], changed: bool) -> list[tuple[
     """The replicas whose served weights did not change as the trainer's did (``changed``), from each replica's
     answers to the ``record`` after the sync (:func:`.served_weights.call_replicas`: one dict per TP rank with
     ``"changed"``), as ``(replica index, {"changed", "ranks"})``; a rank without a previous record (None) tells
-    nothing. Raises RuntimeError if a replica gave no per-rank answers (verl's ``collective_rpc`` unpatched)."""
+    nothing. Raises RuntimeError if a replica gave no per-rank answers (verl's ``collective_rpc`` unpatched) or
+    none of its ranks has a previous record (its workers restarted since the last sync: nothing to compare)."""
     breaking = []
     for index, ranks in enumerate(answers):
         if not isinstance(ranks, (list, tuple)) or not all(isinstance(rank, dict) for rank in ranks):
@@ -104,7 +105,10 @@ def replicas_breaking_the_rule(answers: list[Any], changed: bool) -> list[tuple[
                 "vLLMHttpServer.collective_rpc returns no results without verl_offgrpo.patches.rpc_results)"
             )
         known = [rank["changed"] for rank in ranks if rank.get("changed") is not None]
-        if known and any(known) != changed:
+        if not known:
+            raise RuntimeError(f"no vLLM worker of rollout replica {index} has a record of the previous sync to compare "
+                               "with (restarted since?)")
+        if any(known) != changed:
             breaking.append((index, {"changed": any(known), "ranks": [rank.get("rank") for rank in ranks]}))
     return breaking
 
