@@ -245,3 +245,29 @@ def test_clip_mask_centre_per_token():
     assert one_side.int().tolist() == [[1, 1, 0, 1]]
     two_side = clip_mask(rho, -torch.ones_like(rho), centre, 0.25, 0.5, RECConfig(clip_mode="two-side"))
     assert two_side.int().tolist() == [[1, 0, 0, 1]]  # the band [c − 0.25, c + 0.5]: 1.5 < 2 − 0.25
+
+
+# verl's loss_agg_mode, by hand: row 0 has 4 loss tokens with A = +1, row 1 has 2 (then padding) with A = −1;
+# clip_mode none, weight none, so ∂loss/∂log π_θ = −A · (the mode's weight of the token)
+AGG_GRADS = {  # (row 0's tokens, row 1's loss tokens); row 1's padding always 0
+    "token-mean": (-1 / 6, 1 / 6),  # Σ over 6 tokens / 6
+    "token-sum": (-1.0, 1.0),  # Σ over 6 tokens
+    "seq-mean-token-sum": (-1 / 2, 1 / 2),  # (Σ row 0 + Σ row 1) / 2 rows
+    "seq-mean-token-mean": (-1 / 8, 1 / 4),  # (Σ row 0 / 4 + Σ row 1 / 2) / 2 rows
+    "seq-mean-token-sum-norm": (-1 / 8, 1 / 8),  # seq-mean-token-sum / 4 (the response length)
+}
+
+
+@pytest.mark.parametrize("mode", sorted(AGG_GRADS))
+def test_the_loss_aggregates_with_verls_loss_agg_mode(mode):
+    """The rec loss hands verl's loss_agg_mode to verl's agg_loss: each mode's gradient written out by hand."""
+    log_prob = torch.log(torch.tensor([[0.5, 0.25, 0.5, 0.125], [0.25, 0.5, 1.0, 1.0]])).requires_grad_(True)
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.bool)
+    adv = torch.tensor([[1.0] * 4, [-1.0] * 4]) * mask
+    loss, _ = get_policy_loss_fn("rec")(
+        old_log_prob=log_prob.detach(), log_prob=log_prob, advantages=adv, response_mask=mask,
+        loss_agg_mode=mode, config=actor_config(clip_mode="none", anchor="pi_k"),
+    )  # fmt: skip
+    (grad,) = torch.autograd.grad(loss, log_prob)
+    row0, row1 = AGG_GRADS[mode]
+    torch.testing.assert_close(grad, torch.tensor([[row0] * 4, [row1, row1, 0.0, 0.0]]))

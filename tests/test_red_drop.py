@@ -118,6 +118,9 @@ def test_reproducible_under_the_seed_and_another_seed_draws_again():
     assert red_drop_rows(scores, uids, 3).tolist() == first
     # fixed by (seed, uid), in any process (a salted hash would move it from run to run): g0 keeps row 1
     assert np.flatnonzero(red_drop_rows(scores[:8], uids[:8], 3).numpy()).tolist() == [2, 3, 4, 5, 6, 7]
+    # each group draws its own: the 16 alike groups do not all keep the negative at the same place
+    kept_place = {tuple(np.flatnonzero(~np.array(first[8 * g:8 * g + 8]))) for g in range(16)}
+    assert len(kept_place) > 1
 
 
 def test_registered_under_red_drop():
