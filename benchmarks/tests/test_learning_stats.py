@@ -213,3 +213,23 @@ def test_cli_prints_the_lag_table_only_with_lagged_configs(tmp_path, capsys):
     assert out.index("| off_policy_v10 - on_policy_mask |") < out.index("Drift per rollout lag") and "| 1 | 0.4 [0.3, 0.5] (n=2) |" in out
     written = json.loads((tmp_path / "s.json").read_text())["drift_by_lag"]
     assert written["horizon"] == 4 and written["configs"]["off_policy_v10"]["lags"][0]["mean"] == pytest.approx(0.1)
+
+
+#: the REC/RED pairs the results page quotes (issue 33), each against its off_grpo row at the same v
+REC_PAIRS = ("rec_oneside_noIS/off_policy_v10,rec_oneside_wide/off_policy_v10,red_weight/off_policy_v10,"
+             "rec_oneside_wide/rec_oneside_noIS,rec_oneside_noIS_v1/on_policy_mask,red_weight_v1/on_policy_mask,"
+             "rec_oneside_wide_v1/on_policy_mask,rec_oneside_wide_v1/rec_oneside_noIS_v1")
+
+
+def test_the_committed_rec_pairs_are_what_the_script_derives(tmp_path):
+    """results/learning_largest4/learning_stats_rec.json = learning_stats.py --horizon 60 --pairs REC_PAIRS over the
+    committed learning.json; the page's headline pair (REC-OneSide-NoIS − off_grpo at v = 10) is in it."""
+    from pathlib import Path
+
+    folder = Path(ls.__file__).parent / "results" / "learning_largest4"
+    out = tmp_path / "rec.json"
+    ls.main(["--learning", str(folder / "learning.json"), "--horizon", "60", "--pairs", REC_PAIRS, "--out", str(out)])
+    committed = json.loads((folder / "learning_stats_rec.json").read_text())
+    assert json.loads(out.read_text()) == committed
+    area = committed["paired"]["rec_oneside_noIS - off_policy_v10"]["acc_auc"]
+    assert round(area["mean"], 3) == -0.066 and area["n"] == 3
