@@ -914,6 +914,16 @@ def test_rec_says_which_option_of_the_paper_it_runs(caplog, overrides, option):
     assert f"off_grpo: the rec loss runs {option}" in lines[0].getMessage()
 
 
+def test_a_refused_rec_config_names_no_option(caplog):
+    """The option line says what will run: a config refused later in the checks (here anchor=alpha without α's
+    log-probs) prints its error only, not "the rec loss runs …" first."""
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=LOGGER), pytest.raises(OffGRPOConfigError, match="anchor=alpha measures"):
+        validate(composed(REC, "algorithm.norm_adv_by_std_in_grpo=false",
+                          "actor_rollout_ref.rollout.calculate_log_probs=false"))
+    assert not [r for r in caplog.records if "the rec loss runs" in r.getMessage()]
+
+
 def test_rec_warns_of_eps_that_cannot_act(caplog):
     """ε under clip_mode=none (no mask) and ε_low ≥ 1 (ρ < 1 − ε_low ≤ 0 never happens) change nothing."""
     def told(*overrides):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import logging
 import math
-from typing import Any
+from typing import Any, Optional
 
 from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME, LOSS_NAMES, RED_DROP_ESTIMATOR_NAME, REC_LOSS_NAME
 
@@ -20,7 +20,6 @@ from .off_grpo import POLICY_LOSS_CONFIG_FQN, PREFIX, OffGRPOConfig
 from .rec import PREFIX as REC_PREFIX
 from .readers import as_number, flag_at, one_optimizer_step_per_batch
 from .rec import RECConfig
-from .rec_option import tell_rec_option
 from .values import OffGRPOConfigError, quoted_number_error, target_fields, written_value
 from .values import config_value as _get
 from .values import is_int as _is_int
@@ -223,12 +222,13 @@ def is_plugin_policy_loss_config(target: Any) -> bool:
     return any(f"{cls.__module__}.{cls.__qualname__}" == POLICY_LOSS_CONFIG_FQN for cls in mro)
 
 
-def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig) -> None:
+def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig) -> Optional[tuple[float, float]]:
     """Checks that apply when ``actor.policy_loss.loss_mode`` is one of the plugin's losses (off_grpo, rec).
 
     Both read π_k (verl's recomputed ``old_log_prob``); the served-policy guard and the bound monitor read
     r' = π_k/α per token, untruncated, under a lag; the rec loss reads r' itself with ``rec.anchor`` rprime
-    or alpha.
+    or alpha. Returns the rec loss's (ε_low, ε_high) (None for off_grpo), for :func:`.rec_option.tell_rec_option`
+    once every check has passed.
     """
     actor = _get(config, "actor_rollout_ref.actor")
     # absent: verl's ActorConfig default, 0.2 each; a null side falls back to clip_ratio
@@ -264,7 +264,6 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
         fallback = 0.2 if clip_ratio is None else float(clip_ratio)
         eps_low, eps_high = float(fallback if low is None else low), float(fallback if high is None else high)
         rec.check_ring(eps_low, eps_high)
-        tell_rec_option(config, rec, eps_low, eps_high)
     rc = _get(config, "algorithm.rollout_correction")
     calculate_log_probs = flag_at(config, "actor_rollout_ref.rollout.calculate_log_probs", False)
     if rc is not None and flag_at(config, "algorithm.rollout_correction.bypass_mode", False):
@@ -338,6 +337,7 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
             "weight=is do nothing (plain group-relative REINFORCE); anchor=alpha measures ρ against the sampler.",
             REC_PREFIX,
         )
+    return (eps_low, eps_high) if loss_mode == REC_LOSS_NAME else None
 
 
 def check_rows_leaving_denominator(config: Any, knobs: OffGRPOConfig, estimator: str) -> None:

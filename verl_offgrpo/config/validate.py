@@ -100,7 +100,7 @@ def _validate(config: Any) -> OffGRPOConfig:
         check_norm_by_std(config, estimator)
         check_rewards_the_groups_read(config, knobs, estimator)
     if uses_loss:
-        check_loss(config, knobs, loss_mode, rec)
+        rec_eps = check_loss(config, knobs, loss_mode, rec)
         if not uses_estimator:
             tell_loss_over_other_estimator(config, loss_mode)
     elif knobs.sync_period > 1:
@@ -144,6 +144,8 @@ def _validate(config: Any) -> OffGRPOConfig:
         loss_estimator_checks.logger.warning(untruncated)
     if uses_estimator or uses_loss:  # at v > 1 (and with a reference reset) the v0 manager is required, not advised
         tell_v0_without_manager(config)
+    if uses_loss and rec_eps is not None:  # which REC/RED option runs: never before an error that stops the job
+        rec_option.tell_rec_option(config, rec, *rec_eps)
     # after every check that can refuse the job, so that no line says how vLLM will generate before an error
     # says the job cannot run; before the window's own advisories, which name the window
     tell_rollout_schedule(config, requested)
