@@ -57,7 +57,7 @@ def test_expected_steps_and_verdicts():
     assert gf.expected_step("noise", 4, 3) == 10 and gf.expected_step(None, 3, 2) is None
     assert gf.expected_step("stale_sync", 3, 2) == 3  # the slot of the 2nd sync, step 3, stops before step 4
     stale = ("verl-offgrpo: step 3: the weight sync did not reach vLLM: the trainer's weights changed since the sync "
-             "of step 0, but the vLLM worker of replica 0 serves the same weights as after it")  # fmt: skip
+             "of step 0, but the vLLM workers of replica 0 serve the same weights as after it")  # fmt: skip
     assert gf.parse_console(f"ServedPolicyError: {stale}\n")["caught_step"] == 3
     honest = {"fault": None, "verify": True, "caught": False, "rprime_error": None, "verify_cost": {"check_s": {"n": 9}}}
     assert gf.verdict(honest) and not gf.verdict({**honest, "caught": True})
