@@ -246,6 +246,18 @@ def complain(message: str, selected: bool) -> None:
     warnings.warn(message, PatchWarning, stacklevel=3)
 
 
+def targets_where_vllm(targets: tuple[str, ...]) -> tuple[str, ...]:
+    """A patch's ``preflight_targets`` whose verl module imports vllm: checked only where vllm is installed (a job
+    without vllm never imports the module)."""
+    return targets if importlib.util.find_spec("vllm") is not None else ()
+
+
+def loaded_class(module_name: str, class_name: str):
+    """``module_name.class_name`` if that module is imported in this process (a patch's ``live()`` reads it), else None."""
+    module = sys.modules.get(module_name)
+    return getattr(module, class_name, None) if module is not None else None
+
+
 def hook_for_job(fullname: str, ready_attr: str, callback) -> None:
     """For a patch of a selecting job's processes: the installed verl must be in :data:`VERL_VERSIONS` (else
     :class:`PatchError`), then ``callback(module)`` once ``fullname`` is imported (:func:`.post_import.on_import`)."""

@@ -29,13 +29,12 @@ to the job's Ray runtime env (:mod:`.job_env`), and the vLLM server actors read 
 from __future__ import annotations
 
 import functools
-import importlib.util
 import inspect
 import logging
 import os
-import sys
 
-from verl_offgrpo.patches import FINAL_OUTPUTS_ENV, VERL_VERSIONS, complain, hook_for_job, job_selected, _truthy
+from verl_offgrpo.patches import (FINAL_OUTPUTS_ENV, VERL_VERSIONS, _truthy, complain, hook_for_job, job_selected,
+                                  loaded_class, targets_where_vllm)
 
 MODULE = "verl.workers.rollout.vllm_rollout.vllm_async_server"
 CLASS = "vLLMHttpServer"
@@ -108,12 +107,11 @@ def _apply(module) -> None:
 
 def preflight_targets() -> tuple[str, ...]:
     """verl's module imports vllm: check it only where vllm is installed."""
-    return TARGETS if importlib.util.find_spec("vllm") is not None else ()
+    return targets_where_vllm(TARGETS)
 
 
 def live() -> bool:
-    module = sys.modules.get(MODULE)
-    cls = getattr(module, CLASS, None) if module is not None else None
+    cls = loaded_class(MODULE, CLASS)
     return cls is not None and getattr(getattr(cls, "generate", None), _WRAPPED, False)
 
 

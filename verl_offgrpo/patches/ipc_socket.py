@@ -32,11 +32,10 @@ that share ``/tmp`` but not their PIDs are not covered). Outside Ray (no
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import sys
 
-from verl_offgrpo.patches import VERL_VERSIONS, hook_for_job, job_selected
+from verl_offgrpo.patches import VERL_VERSIONS, hook_for_job, job_selected, targets_where_vllm
 
 #: verl's module with both ends of the colocated weight transfer.
 WEIGHT_TRANSFER_MODULE = "verl.workers.rollout.vllm_rollout.bucketed_weight_transfer"
@@ -95,7 +94,7 @@ def make_transfer_sockets_unique(module) -> None:
 def preflight_targets() -> tuple[str, ...]:
     """The targets to check before a selecting job starts: verl's module imports vllm, so only where
     vllm is installed (a job without vllm never imports the module)."""
-    return TARGETS if importlib.util.find_spec("vllm") is not None else ()
+    return targets_where_vllm(TARGETS)
 
 
 def live() -> bool:

@@ -19,11 +19,9 @@ Installed, as a post-import hook on :data:`MODULE`, only in the processes of a s
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
-import sys
 
-from verl_offgrpo.patches import VERL_VERSIONS, complain, hook_for_job, job_selected
+from verl_offgrpo.patches import VERL_VERSIONS, complain, hook_for_job, job_selected, loaded_class, targets_where_vllm
 
 MODULE = "verl.workers.rollout.vllm_rollout.vllm_async_server"
 CLASS = "vLLMHttpServer"
@@ -70,12 +68,11 @@ def _apply(module) -> None:
 
 def preflight_targets() -> tuple[str, ...]:
     """verl's module imports vllm: check it only where vllm is installed."""
-    return TARGETS if importlib.util.find_spec("vllm") is not None else ()
+    return targets_where_vllm(TARGETS)
 
 
 def live() -> bool:
-    module = sys.modules.get(MODULE)
-    cls = getattr(module, CLASS, None) if module is not None else None
+    cls = loaded_class(MODULE, CLASS)
     return cls is not None and getattr(getattr(cls, "collective_rpc", None), _MARK, False)
 
 

@@ -10,12 +10,10 @@ Written for verl 0.9.1 (:data:`VERL_VERSIONS`): adds ``vLLMColocateWorkerExtensi
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-import sys
 from typing import Optional
 
-from verl_offgrpo.patches import VERL_VERSIONS, hook_for_job, job_selected
+from verl_offgrpo.patches import VERL_VERSIONS, hook_for_job, job_selected, loaded_class, targets_where_vllm
 
 MODULE = "verl.workers.rollout.vllm_rollout.utils"
 CLASS = "vLLMColocateWorkerExtension"
@@ -57,14 +55,13 @@ def install_worker_method(module) -> None:
 
 def preflight_targets() -> tuple[str, ...]:
     """verl's module imports vllm: check it only where vllm is installed."""
-    return TARGETS if importlib.util.find_spec("vllm") is not None else ()
+    return targets_where_vllm(TARGETS)
 
 
 def live() -> bool:
     from verl_offgrpo.sync.served_weights import RPC_METHOD
 
-    module = sys.modules.get(MODULE)
-    cls = getattr(module, CLASS, None) if module is not None else None
+    cls = loaded_class(MODULE, CLASS)
     return cls is not None and getattr(cls, RPC_METHOD, None) is worker_method
 
 
