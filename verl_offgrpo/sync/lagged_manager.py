@@ -155,26 +155,27 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         self.verify_syncs = bool(self.knobs.verify_served_weights) and lagged
         self.tensor_parallel_size = as_integer(_get(full_config, "actor_rollout_ref.rollout.tensor_model_parallel_size", 1),
                                                "actor_rollout_ref.rollout.tensor_model_parallel_size") or 1
-        if self.verify_syncs and rollout_data_parallel_size(full_config) > 1:
+        # with vLLM data parallelism inside a replica the check reaches the leader's shard only (.served_weights)
+        self.data_parallel_size = rollout_data_parallel_size(full_config)
+        if self.verify_syncs and self.data_parallel_size > 1:
             self.verify_syncs = False
             logger.info(
                 "verl-offgrpo: the check that each sync reached vLLM needs every vLLM worker's answer, which "
                 "collective_rpc does not return with rollout data_parallel_size > 1; off here (the check of every "
                 "wake without a sync stays on)."
             )
-        self.rollout_dtype = sync_reached.DTYPES.get(str(_get(full_config, "actor_rollout_ref.rollout.dtype", "bfloat16")))
+        rollout_dtype = _get(full_config, "actor_rollout_ref.rollout.dtype", "bfloat16")
+        self.rollout_dtype = sync_reached.DTYPES.get(str(rollout_dtype))
         if self.verify_syncs and self.rollout_dtype is None:
             self.verify_syncs = False
             logger.warning(
                 "verl-offgrpo: actor_rollout_ref.rollout.dtype=%s: the check that each sync reached vLLM compares "
                 "the trainer's weights cast to vLLM's dtype, and knows only %s; it is off for this run.",
-                _get(full_config, "actor_rollout_ref.rollout.dtype", None), sorted(set(sync_reached.DTYPES.values())),
+                rollout_dtype, sorted(set(sync_reached.DTYPES.values())),
             )  # fmt: skip
         self.actor_digests: Optional[list[str]] = None  # per actor rank, at the last real sync
         self.record_answers: list = []  # per replica, its vLLM workers' answers to the last served-weights record
         self.last_sync_step: Optional[int] = None
-        # with vLLM data parallelism inside a replica the check reaches the leader's shard only (.served_weights)
-        self.data_parallel_size = rollout_data_parallel_size(full_config)
         if self.verify_weights and self.data_parallel_size > 1 and lagged:
             logger.warning(
                 "verl-offgrpo: actor_rollout_ref.rollout.data_parallel_size=%d: the exact served-weights check reaches "
