@@ -88,6 +88,37 @@ def test_chunks_combine_exactly(monkeypatch):
     assert sw.fingerprint([("t", u)])["t"] != chunked
 
 
+def murmur_weight(i):
+    """The docstring's formula for w_i in plain Python integers."""
+    h = i
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) % 2**32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) % 2**32
+    h ^= h >> 16
+    return (h >> 17) + 1
+
+
+def test_position_weights_are_the_formula_across_pieces_and_a_short_chunk_takes_their_prefix(monkeypatch):
+    """The weights are computed in pieces of PIECE positions and once per call at CHUNK length (a bounded
+    device footprint); every position still gets the formula's w_i, so the checksums do not depend on either."""
+    monkeypatch.setattr(sw, "PIECE", 7)
+    w = sw._position_weights(30, "cpu")
+    assert w.dtype == torch.int32 and w.tolist() == [murmur_weight(i) for i in range(30)]
+    assert w[0] == 1 and 1 <= int(w.min()) and int(w.max()) <= 2**15
+    t = torch.randn(300).to(torch.bfloat16)
+    short = torch.randn(5).to(torch.bfloat16)
+    monkeypatch.setattr(sw, "CHUNK", 64)
+    fp = sw.fingerprint([("t", t), ("short", short)])
+    x = short.view(torch.int16).tolist()
+    assert fp["short"][2:] == [sum(x), sum(murmur_weight(i) * v for i, v in enumerate(x))]
+    y = t.view(torch.int16).tolist()  # chunk c (of 64 words) weighted by c + 1, each with the prefix weights
+    s1 = sum((c + 1) * sum(murmur_weight(i) * v for i, v in enumerate(y[64 * c : 64 * (c + 1)])) for c in range(5))
+    assert fp["t"][2:] == [sum(y), s1]
+    monkeypatch.setattr(sw, "PIECE", 1 << 20)
+    assert sw.fingerprint([("t", t), ("short", short)]) == fp
+
+
 def test_missing_and_extra_tensors_differ():
     a = sw.fingerprint(model().named_parameters())
     b = dict(a)

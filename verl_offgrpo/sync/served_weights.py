@@ -54,8 +54,11 @@ from typing import Any, Iterable, Optional
 RPC_METHOD = "off_grpo_served_weights"
 #: attribute of a vLLM worker holding its record (fingerprint of α and the step it was synced after)
 RECORD_ATTR = "_off_grpo_alpha_record"
-#: words per chunk: bounds the temporary device memory at 2 × 4 B × CHUNK = 32 MiB
+#: words per chunk: bounds the temporary device memory at 2 × 4 B × CHUNK = 32 MiB (the chunk as int32 and the
+#: position weights: one vector per call and device, as long as the longest chunk; a shorter chunk takes its prefix)
 CHUNK = 1 << 22
+#: positions per piece while the weights are computed (their int64 temporaries stay at a few × 8 MiB)
+PIECE = 1 << 20
 #: the machine-readable part of a worker's error: ``<PAYLOAD_TAG>{json}<PAYLOAD_END>``
 PAYLOAD_TAG = "[off-grpo-served-weights]"
 PAYLOAD_END = "[/off-grpo-served-weights]"
@@ -83,13 +86,17 @@ def _position_weights(n: int, device) -> Any:
         w_i = (h >> 17) + 1
 
     Non-linear in i, so no distance d makes w_{i+d} = w_i for most i (a multiplicative hash alone did, at
-    d = 50 549 for 96 % of positions): a swap of two elements goes unseen only if their weights coincide."""
+    d = 50 549 for 96 % of positions): a swap of two elements goes unseen only if their weights coincide.
+    Computed in pieces of :data:`PIECE` positions (int64 temporaries of 8 B × PIECE each)."""
     import torch
 
-    h = torch.arange(n, dtype=torch.int64, device=device)
-    h = _mul32(h ^ (h >> 16), 0x85EBCA6B)
-    h = _mul32(h ^ (h >> 13), 0xC2B2AE35)
-    return (((h ^ (h >> 16)) >> 17) + 1).to(torch.int32)
+    pieces = []
+    for start in range(0, n, PIECE):
+        h = torch.arange(start, min(n, start + PIECE), dtype=torch.int64, device=device)
+        h = _mul32(h ^ (h >> 16), 0x85EBCA6B)
+        h = _mul32(h ^ (h >> 13), 0xC2B2AE35)
+        pieces.append((((h ^ (h >> 16)) >> 17) + 1).to(torch.int32))
+    return torch.cat(pieces) if pieces else torch.empty(0, dtype=torch.int32, device=device)
 
 
 def _words(tensor) -> Any:
@@ -113,11 +120,12 @@ def fingerprint(named_tensors: Iterable[tuple[str, Any]]) -> dict[str, list]:
         chunks = []
         for start in range(0, n, CHUNK):
             chunk = words[start : start + CHUNK]
-            key = (chunk.device, chunk.numel())
-            if key not in weights:
-                weights[key] = _position_weights(chunk.numel(), chunk.device)
+            w = weights.get(chunk.device)
+            if w is None or w.numel() < chunk.numel():  # one vector per device, as long as the longest chunk so far
+                w = weights[chunk.device] = _position_weights(chunk.numel(), chunk.device)
+            w = w[: chunk.numel()]  # w_i depends on i alone: a prefix is the shorter chunk's
             s0 = chunk.sum(dtype=torch.int64)
-            s1 = chunk.to(torch.int32).mul_(weights[key]).sum(dtype=torch.int64)  # |w·x| <= 2^30: no overflow
+            s1 = chunk.to(torch.int32).mul_(w).sum(dtype=torch.int64)  # |w·x| <= 2^30: no overflow
             chunks.append(len(parts))
             parts.extend((s0, s1))
         entries.append((name, int(tensor.numel()), str(tensor.dtype).replace("torch.", ""), chunks))

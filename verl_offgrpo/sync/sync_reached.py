@@ -20,7 +20,10 @@ every real sync after the first, with exact integer fingerprints (:func:`.served
   :mod:`verl_offgrpo.patches.rpc_results`). A replica changed when any of its TP ranks did: a rank holds one
   shard of the weights, and the replica holds them all. With a level-2 sleep between syncs (the window) a weight
   the sync does not rewrite may come back different, so "trainer unchanged ⇒ unchanged" is asked only where vLLM
-  keeps its weights.
+  keeps its weights. After a level-2 sleep "replica changed" holds whether the sync arrived or not (the wake
+  rewrites the weights' memory); a sync that did not arrive then serves memory nothing loaded, which the r'
+  monitor's lag-0 limit (``max_log_rprime_after_sync``) stops at the window's first batch, and a wake that
+  restored the old weights bit for bit reads "unchanged" here.
 * Every TP rank answers; with vLLM data parallelism inside one replica ``collective_rpc`` returns the answers of
   one data-parallel shard only, so the check runs where rollout DP = 1 (elsewhere an info line says it is off).
 
