@@ -198,20 +198,30 @@ def test_a_record_answers_whether_the_ranks_weights_changed_since_its_previous_r
     assert sw.served_weights_rpc(worker, "record", step=12)["changed"] is False
 
 
-def test_a_replica_changed_when_any_of_its_tp_ranks_did():
-    """The rule per replica from its ranks' ``record`` answers: a replica changed when some rank changed (each rank
-    holds a shard); ranks without a previous record tell nothing, and a replica none of whose ranks has one, or whose
+def test_every_tp_rank_must_change_as_the_trainer_did():
+    """The rule per TP rank from its ``record`` answer: when the trainer moved every rank must have changed (each
+    holds a shard of every layer; one that did not missed the sync), when it did not none may have; the breaking
+    ranks are named. Ranks without a previous record tell nothing, and a replica none of whose ranks has one, or whose
     call returned no per-rank answers (verl's collective_rpc without the plugin's patch returns None), is an error
     (the manager then warns that the check is off), not a pass."""
-    from verl_offgrpo.sync.sync_reached import replicas_breaking_the_rule
+    from verl_offgrpo.sync.sync_reached import replicas_breaking_the_rule, rule_broken_message
 
     rank = lambda r, changed: {"rank": r, "changed": changed}
-    answers = [[rank(0, False), rank(1, True)],  # one shard moved: the replica changed
+    answers = [[rank(0, True), rank(1, False)],  # the sync reached rank 0 only
+               [rank(0, True), rank(1, True)],  # both moved
                [rank(0, False), rank(1, False)]]  # nothing moved
-    assert replicas_breaking_the_rule(answers, changed=True) == [(1, {"changed": False, "ranks": [0, 1]})]
-    assert replicas_breaking_the_rule(answers, changed=False) == [(0, {"changed": True, "ranks": [0, 1]})]
+    moved = replicas_breaking_the_rule(answers, changed=True)
+    assert moved == [(0, {"changed": False, "ranks": [1]}), (2, {"changed": False, "ranks": [0, 1]})]
+    assert rule_broken_message(moved, True, 8, 4, 3).startswith(
+        "verl-offgrpo: step 8: the weight sync did not reach vLLM: the trainer's weights changed since the sync of "
+        "step 4, but the vLLM workers of replica 0 of 3 (TP rank 1) (2 of 3 replicas alike) serve the same weights")
+    still = replicas_breaking_the_rule(answers, changed=False)
+    assert still == [(0, {"changed": True, "ranks": [0]}), (1, {"changed": True, "ranks": [0, 1]})]
+    assert "(replica 0 of 3, TP rank 0) (2 of 3 replicas alike): the engine serves" in rule_broken_message(
+        still, False, 8, 4, 3)
+    assert replicas_breaking_the_rule([[rank(0, None), rank(1, True)]], changed=True) == []
     assert replicas_breaking_the_rule([[rank(0, None), rank(1, False)]], changed=True) == [
-        (0, {"changed": False, "ranks": [0, 1]})]
+        (0, {"changed": False, "ranks": [1]})]
     with pytest.raises(RuntimeError, match="replica 1 answered None instead of one record per vLLM worker"):
         replicas_breaking_the_rule([[rank(0, True)], None], changed=True)
     # no rank remembers the previous sync (its workers restarted): the rule cannot be judged, which is said

@@ -425,7 +425,7 @@ def test_a_sync_that_changes_vllm_while_the_trainer_did_not_move_stops_where_vll
     servers, _, replicas, wg = fakes.make_cluster()
     manager = fakes.FakeV0Trainer(cfg, wg).init_workers(replicas)
     with pytest.raises(ServedPolicyError, match=r"step 4: vLLM's weights changed at the sync although the trainer's "
-                                                r"did not since the sync of step 0 \(replica 0 of 2\)"):
+                                                r"did not since the sync of step 0 \(replica 0 of 2, TP rank 0\)"):
         fakes.run_v0_loop(manager.trainer, manager, servers, range(1, 9))
     rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
     assert series(rec, "off_grpo/trainer_changed", [4, 8]) == [0.0, 0.0]
@@ -442,7 +442,7 @@ def test_the_sync_check_reads_every_tp_rank(ray_local, monkeypatch):
 
     serve_at_sync_4(monkeypatch, {0: 0, 1: 0}, tp=2)
     with pytest.raises(ServedPolicyError, match=r"step 4: the weight sync did not reach vLLM: .* the vLLM workers of "
-                                                r"replica 0 of 2 \(2 of 2 replicas alike\)"):
+                                                r"replica 0 of 2 \(TP ranks 0, 1\) \(2 of 2 replicas alike\)"):
         run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
     monkeypatch.undo()
     for tp in (1, 2):
@@ -452,6 +452,27 @@ def test_the_sync_check_reads_every_tp_rank(ray_local, monkeypatch):
         assert rec.updates == {s: 1 for s in range(1, 9)}
         assert series(rec, "off_grpo/trainer_changed", [4, 8]) == [0.0, 0.0]
         monkeypatch.undo()
+
+
+@pytest.mark.parametrize("schedule", ["per_step", pytest.param("window", marks=pytest.mark.slow)])
+def test_a_sync_that_reaches_only_some_tp_ranks_stops(ray_local, monkeypatch, schedule):
+    """Rollout TP = 2: at the sync of step 4 rank 0 loads π_4 as sent, rank 1 keeps π_0. The replica as a whole
+    changed, but rank 1 would sample with four-update-old shards: stopped, naming the rank, in either schedule."""
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    serve_at_sync_4(monkeypatch, {1: 0}, tp=2)
+    stopped = pytest.raises(ServedPolicyError, match=r"step 4: the weight sync did not reach vLLM: .* the vLLM workers "
+                                                     r"of replica 0 of 2 \(TP rank 1\) \(2 of 2 replicas alike\) serve")
+    if schedule == "window":
+        with stopped:
+            run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
+        return
+    cfg = fakes.compose_cfg(*fakes.V0_OVERRIDES, "algorithm.off_grpo.sync_period=4", "trainer.test_freq=-1")
+    servers, _, replicas, wg = fakes.make_cluster()
+    manager = fakes.FakeV0Trainer(cfg, wg).init_workers(replicas)
+    with stopped:
+        fakes.run_v0_loop(manager.trainer, manager, servers, range(1, 9))
+    assert [c[0] for c in wg.sync_calls] == [0, 4]
 
 
 def test_without_the_answers_the_sync_check_is_off_loudly(ray_local, monkeypatch, caplog):

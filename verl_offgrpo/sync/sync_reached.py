@@ -5,10 +5,10 @@ policy), not α = π_s; the lag-0 limit of the r' monitor sees only the drift si
 every real sync after the first, with exact integer fingerprints (:func:`.served_weights.fingerprint`):
 
     trainer changed  = some actor rank's parameters, as vLLM's dtype, differ from that rank's at the previous sync
-    replica changed  = some vLLM worker (TP rank) of the replica serves weights that differ from its record of the
+    rank changed     = a vLLM worker (one TP rank of a replica) serves weights that differ from its record of the
                        previous sync
-    each replica:      trainer changed ⇒ replica changed;  trainer unchanged ⇒ replica unchanged (where vLLM keeps
-                       its weights across sleep: per_step's level 1 or ``no_sleep``)
+    each TP rank:      trainer changed ⇒ rank changed;  trainer unchanged ⇒ rank unchanged (where vLLM keeps its
+                       weights across sleep: per_step's level 1 or ``no_sleep``)
 
 * **Trainer side** (:func:`actor_weights_digest`, in each actor worker through Ray's ``__ray_call__``): the
   fingerprint of the rank's local FSDP shards cast to ``actor_rollout_ref.rollout.dtype``, the bits vLLM stores
@@ -17,10 +17,11 @@ every real sync after the first, with exact integer fingerprints (:func:`.served
   it unchanged, and then vLLM must be unchanged too: no false alarm from a policy that did not move.
 * **vLLM side**: every worker's served-weights ``record`` right after the sync answers whether its fingerprint
   changed since its previous record (verl's ``collective_rpc`` returns the answers in a selecting job:
-  :mod:`verl_offgrpo.patches.rpc_results`). A replica changed when any of its TP ranks did: a rank holds one
-  shard of the weights, and the replica holds them all. With a level-2 sleep between syncs (the window) a weight
+  :mod:`verl_offgrpo.patches.rpc_results`). Each TP rank must change when the trainer did: a rank holds a shard of
+  every layer, and an optimizer step that moved the trainer's bits moves some of every shard's (a sync that reached
+  rank 0 but not rank 1 leaves rank 1 on the old policy, which the r' monitor would see only as drift). With a level-2 sleep between syncs (the window) a weight
   the sync does not rewrite may come back different, so "trainer unchanged ⇒ unchanged" is asked only where vLLM
-  keeps its weights. After a level-2 sleep "replica changed" holds whether the sync arrived or not (the wake
+  keeps its weights. After a level-2 sleep "rank changed" holds whether the sync arrived or not (the wake
   rewrites the weights' memory); a sync that did not arrive then serves memory nothing loaded, which the r'
   monitor's lag-0 limit (``max_log_rprime_after_sync``) stops at the window's first batch, and a wake that
   restored the old weights bit for bit reads "unchanged" here.
@@ -28,9 +29,8 @@ every real sync after the first, with exact integer fingerprints (:func:`.served
   one data-parallel shard only, so the check runs where rollout DP = 1 (elsewhere an info line says it is off).
 
 A replica that breaks the rule stops the run with :class:`.alpha_guard.ServedPolicyError` before any batch is
-sampled from it. Not covered: a sync that changed some weights but not all of them, e.g. on some TP ranks of a
-replica only (only a layout-aware comparison of the tensors sent and loaded could tell), quantized rollouts (their
-loader does not store the cast).
+sampled from it. Not covered: a sync that changed some tensors of a rank but not all of them (only a layout-aware
+comparison of the tensors sent and loaded could tell), quantized rollouts (their loader does not store the cast).
 
 Written for verl 0.9.1: reads the actor worker as :mod:`verl_offgrpo.ref_reset.worker` does (``worker_dict`` /
 ``fused_worker_dict`` → ``ActorRolloutRefWorker.actor.engine.module``, the FSDP module whose parameters verl's
@@ -95,11 +95,12 @@ def trainer_changed(previous: Optional[list[str]], current: list[str]) -> Option
 
 
 def replicas_breaking_the_rule(answers: list[Any], changed: bool) -> list[tuple[int, dict]]:
-    """The replicas whose served weights did not change as the trainer's did (``changed``), from each replica's
-    answers to the ``record`` after the sync (:func:`.served_weights.call_replicas`: one dict per TP rank with
-    ``"changed"``), as ``(replica index, {"changed", "ranks"})``; a rank without a previous record (None) tells
-    nothing. Raises RuntimeError if a replica gave no per-rank answers (verl's ``collective_rpc`` unpatched) or
-    none of its ranks has a previous record (its workers restarted since the last sync: nothing to compare)."""
+    """The replicas some of whose TP ranks' served weights did not change as the trainer's did (``changed``), from
+    each replica's answers to the ``record`` after the sync (:func:`.served_weights.call_replicas`: one dict per TP
+    rank with ``"changed"``), as ``(replica index, {"changed": not changed, "ranks": [the ranks that broke it]})``;
+    a rank without a previous record (None) tells nothing. Raises RuntimeError if a replica gave no per-rank answers
+    (verl's ``collective_rpc`` unpatched) or none of its ranks has a previous record (its workers restarted since
+    the last sync: nothing to compare)."""
     breaking = []
     for index, ranks in enumerate(answers):
         if not isinstance(ranks, (list, tuple)) or not all(isinstance(rank, dict) for rank in ranks):
@@ -107,12 +108,14 @@ def replicas_breaking_the_rule(answers: list[Any], changed: bool) -> list[tuple[
                 f"rollout replica {index} answered {ranks!r:.200} instead of one record per vLLM worker (verl's "
                 "vLLMHttpServer.collective_rpc returns no results without verl_offgrpo.patches.rpc_results)"
             )
-        known = [rank["changed"] for rank in ranks if rank.get("changed") is not None]
+        known = [rank for rank in ranks if rank.get("changed") is not None]
         if not known:
             raise RuntimeError(f"no vLLM worker of rollout replica {index} has a record of the previous sync to compare "
                                "with (restarted since?)")
-        if any(known) != changed:
-            breaking.append((index, {"changed": any(known), "ranks": [rank.get("rank") for rank in ranks]}))
+        broke = [rank.get("rank", position) for position, rank in enumerate(ranks)
+                 if rank.get("changed") is not None and bool(rank["changed"]) != changed]
+        if broke:
+            breaking.append((index, {"changed": not changed, "ranks": broke}))
     return breaking
 
 
@@ -120,20 +123,22 @@ def rule_broken_message(breaking: list[tuple[int, dict]], changed: bool, step: i
                         num_replicas: int) -> str:
     """The :class:`~.alpha_guard.ServedPolicyError` text for :func:`replicas_breaking_the_rule`'s result."""
     index, payload = breaking[0]
-    where = f"replica {index}" + (f" of {num_replicas}" if num_replicas > 1 else "")
+    ranks = payload["ranks"]
+    replica = f"replica {index}" + (f" of {num_replicas}" if num_replicas > 1 else "")
+    tp_ranks = f"TP rank{'s' if len(ranks) > 1 else ''} {', '.join(str(r) for r in ranks)}"
     others = f" ({len(breaking)} of {num_replicas} replicas alike)" if len(breaking) > 1 else ""
     since = f"the sync of step {previous_step}" if previous_step is not None else "the previous sync"
     if changed:
         return (
             f"verl-offgrpo: step {step}: the weight sync did not reach vLLM: the trainer's weights changed since "
-            f"{since}, but the vLLM workers of {where}{others} serve the same weights as after it, so its next "
+            f"{since}, but the vLLM workers of {replica} ({tp_ranks}){others} serve the same weights as after it, so its next "
             f"rollout would sample from the policy of {since}, not α = the policy of step {step}. Stopped before any "
             "batch was sampled from them. Check the weight-sync path (verl's checkpoint engine, vLLM's sleep/wake); "
             "algorithm.off_grpo.verify_served_weights=false turns the check off."
         )
     return (
         f"verl-offgrpo: step {step}: vLLM's weights changed at the sync although the trainer's did not since {since} "
-        f"({where}){others}: the engine serves weights the trainer never had. Stopped before any "
+        f"({replica}, {tp_ranks}){others}: the engine serves weights the trainer never had. Stopped before any "
         "batch was sampled from them. algorithm.off_grpo.verify_served_weights=false turns the check off."
     )
 
