@@ -15,6 +15,7 @@ faults injected from outside the plugin's code path by ``benchmarks/diag/guard_f
     noise             as perturb, Gaussian noise (1e-3 RMS) on that whole tensor
     stale_sync        the 2nd real sync leaves vLLM on the 1st sync's weights (every rank): expected caught at
                       the slot of step v, before step v + 1's rollout (sync/sync_reached.py)
+    stale_sync_rank   as stale_sync on the last TP rank only (run it at --tp 2): expected caught there too
     level2_unchecked  level2 with verify_served_weights=false: what the r' monitor alone sees
 
 Each fault job should stop with ``ServedPolicyError`` at its first affected step; the script reads the
@@ -81,6 +82,7 @@ RUNS = {
     "noise": ("noise", True),
     "level2_unchecked": ("level2", False),
     "stale_sync": ("stale_sync", True),
+    "stale_sync_rank": ("stale_sync_rank", True),
 }
 #: the plugin's error for a failed served-weights check (served_weights.mismatch_message)
 CAUGHT = re.compile(
@@ -101,7 +103,7 @@ def expected_step(fault: str | None, period: int, after_sync: int) -> int | None
         return None
     if fault == "level2":
         return 2
-    if fault == "stale_sync":  # caught in the slot of the K-th sync, step v·(K−1)
+    if fault in ("stale_sync", "stale_sync_rank"):  # caught in the slot of the K-th sync, step v·(K−1)
         return period * (after_sync - 1)
     return period * (after_sync - 1) + 2
 

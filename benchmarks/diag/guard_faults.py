@@ -15,6 +15,8 @@ that module is imported; elsewhere it does nothing. ``OFFGRPO_GUARD_FAULT`` pick
 * ``noise``: as ``perturb``, but that whole tensor gets Gaussian noise of 1e-3 times its RMS.
 * ``stale_sync``: the worker's K-th real sync (``OFFGRPO_GUARD_FAULT_AFTER_SYNC``) is received as usual, then
   every parameter is put back as it was before it, on every rank: vLLM keeps the previous sync's weights.
+* ``stale_sync_rank``: as ``stale_sync``, on TP rank ``OFFGRPO_GUARD_FAULT_RANK`` only (default: the last rank):
+  the sync reaches the other ranks, so the replica as a whole changed.
 
 Each injection prints a ``[guard-fault]`` line (the vLLM worker's output reaches the job's console log).
 """
@@ -30,7 +32,7 @@ LAYER = int(os.environ.get("OFFGRPO_GUARD_FAULT_LAYER", "3"))
 RANK = os.environ.get("OFFGRPO_GUARD_FAULT_RANK", "last")
 GPU_WORKER = "vllm.v1.worker.gpu_worker"
 EXTENSION_MODULE = "verl.workers.rollout.vllm_rollout.utils"
-FAULTS = ("level2", "perturb", "noise", "stale_sync")
+FAULTS = ("level2", "perturb", "noise", "stale_sync", "stale_sync_rank")
 _MARK = "__guard_fault_patched__"
 
 
@@ -50,7 +52,9 @@ def _wrap_syncs() -> None:
 
     def update_weights_from_ipc(self, *args, **kwargs):
         self._guard_fault_syncs = getattr(self, "_guard_fault_syncs", 0) + 1
-        if FAULT != "stale_sync" or self._guard_fault_syncs != AFTER_SYNC:
+        if FAULT not in ("stale_sync", "stale_sync_rank") or self._guard_fault_syncs != AFTER_SYNC:
+            return original(self, *args, **kwargs)
+        if FAULT == "stale_sync_rank" and getattr(self, "rank", None) != _target_rank(self):
             return original(self, *args, **kwargs)
         import torch
 
@@ -60,7 +64,7 @@ def _wrap_syncs() -> None:
         with torch.no_grad():
             for param, old in zip(params, before):
                 param.copy_(old)
-        _say(f"stale_sync: rank {getattr(self, 'rank', '?')}: sync #{self._guard_fault_syncs} received, then the "
+        _say(f"{FAULT}: rank {getattr(self, 'rank', '?')}: sync #{self._guard_fault_syncs} received, then the "
              f"{len(params)} parameter tensors from before it put back")  # fmt: skip
         return out
 

@@ -56,6 +56,7 @@ def test_expected_steps_and_verdicts():
     assert gf.expected_step("level2", 3, 2) == 2 and gf.expected_step("perturb", 3, 2) == 5
     assert gf.expected_step("noise", 4, 3) == 10 and gf.expected_step(None, 3, 2) is None
     assert gf.expected_step("stale_sync", 3, 2) == 3  # the slot of the 2nd sync, step 3, stops before step 4
+    assert gf.expected_step("stale_sync_rank", 3, 2) == 3
     stale = ("verl-offgrpo: step 3: the weight sync did not reach vLLM: the trainer's weights changed since the sync "
              "of step 0, but the vLLM workers of replica 0 serve the same weights as after it")  # fmt: skip
     assert gf.parse_console(f"ServedPolicyError: {stale}\n")["caught_step"] == 3
