@@ -239,3 +239,20 @@ def test_the_sections_refused_as_values_are_sections_of_the_composed_yaml():
     config = shipped_config()
     assert all(isinstance(OmegaConf.select(config, s), DictConfig) for s in SECTIONS)
     assert {k for k in config if isinstance(config[k], DictConfig)} <= set(SECTIONS)
+
+
+def test_compose_repeats_the_plugins_warnings_under_the_yaml(capsys):
+    """A warning logged while the config is checked (top_p < 1 biases r') is said again after the printed config,
+    in the verdict's line and below it, once each; a config without one keeps the plain verdict. Exit 0 both ways."""
+    from verl_offgrpo.cli.compose import dry_run
+
+    assert dry_run([*BASE, VLLM, "actor_rollout_ref.rollout.top_p=0.9"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    verdict = next(i for i, line in enumerate(err) if line.startswith("# composed and validated"))
+    assert err[verdict].endswith("checks passed with 1 warning:")
+    assert err[verdict + 1].startswith("#   [WARNING] off_grpo: rollout top_p=0.9 top_k=-1 repetition_penalty=1.0: ")
+    assert sum("top_p=0.9 top_k=-1" in line for line in err) == 2  # logged above, repeated once below
+    assert dry_run([*BASE, VLLM]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert "# composed and validated: verl's validate_config + off_grpo checks passed" in err
+    assert not any("[WARNING]" in line for line in err)

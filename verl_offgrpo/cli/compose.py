@@ -117,6 +117,29 @@ def _plugin_info_on_stderr():
         plugin.propagate = previous[1]
 
 
+@contextlib.contextmanager
+def _plugin_warnings():
+    """The plugin's warnings (each message once, in order) logged while the block runs: :func:`dry_run` repeats
+    them under the printed config, where they are not lost above a thousand lines of yaml."""
+    import logging
+
+    seen: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = _one_line(record.getMessage())
+            if message not in seen:
+                seen.append(message)
+
+    plugin = logging.getLogger("verl_offgrpo")
+    handler = Collect(level=logging.WARNING)
+    plugin.addHandler(handler)
+    try:
+        yield seen
+    finally:
+        plugin.removeHandler(handler)
+
+
 def _group_override_error(err: Exception, overrides: list[str]) -> tuple[int, str, None]:
     """:func:`validate`'s answer to an exception of hydra's that is no ``HydraException`` (its defaults list's
     ValueError "Config group override must be a string or a list", or a TypeError): a config group given a value
@@ -233,12 +256,18 @@ def dry_run(overrides: list[str], path_hints: dict[str, str] | None = None) -> i
     """
     from omegaconf import OmegaConf
 
-    code, error, config = validate(overrides)
+    with _plugin_warnings() as warnings:
+        code, error, config = validate(overrides)
     if code:
         print(error, file=sys.stderr)
         return code
     print(OmegaConf.to_yaml(config))
-    print("# composed and validated: verl's validate_config + off_grpo checks passed", file=sys.stderr)
+    verdict = "# composed and validated: verl's validate_config + off_grpo checks passed"
+    if warnings:  # said again under the yaml, where the eye lands, not only above it
+        verdict += f" with {len(warnings)} warning{'s' if len(warnings) > 1 else ''}:"
+    print(verdict, file=sys.stderr)
+    for warning in warnings:
+        print(f"#   [WARNING] {warning}", file=sys.stderr)
     for note in local_path_notes(config, path_hints):
         print(note, file=sys.stderr)
     return 0

@@ -207,19 +207,19 @@ def tell_if_window_runs_in_waves(config: Any, sync_period: int) -> None:
     """One info line when vLLM's ``max_num_seqs`` cannot hold a window's samples: the window's generation
     then runs at most ``max_num_seqs`` at a time, ≈ ⌈samples / max_num_seqs⌉ rounds (vLLM refills a
     finished sequence's slot at once, so the rounds overlap). Information, not a warning: where the
-    engine is already busy at ``max_num_seqs``, one batch per window is not much faster."""
+    engine is already busy at ``max_num_seqs``, one batch per window is not much faster; and no number is
+    suggested: a window's whole count (thousands of sequences) can take the GPU's memory."""
     per_engine = window_samples_per_engine(config, sync_period)
     seqs = _get(config, "actor_rollout_ref.rollout.max_num_seqs")
     if per_engine is None or not _is_int(seqs) or seqs <= 0 or seqs >= per_engine:
         return
     rollout = "actor_rollout_ref.rollout"
-    fix = f"{rollout}.max_num_seqs={per_engine}"
     budget = token_budget(config)
-    if budget is not None and budget < per_engine:  # vLLM refuses a token budget below max_num_seqs
-        fix += f" {rollout}.max_num_batched_tokens={per_engine}"
+    tokens = " (and max_num_batched_tokens, as large)" if budget is not None and budget < per_engine else ""
     logger.info(
-        "off_grpo: each vLLM engine runs its %d window samples %d at a time (≈ %d rounds); if it is not busy at "
-        "%d, %s shortens generation (GPU memory grows: docs/window.md).",
-        per_engine, seqs, math.ceil(per_engine / seqs), seqs, fix,
+        "off_grpo: each vLLM engine runs its %d window samples %d at a time (≈ %d rounds); where it is not busy at "
+        "%d, a larger %s.max_num_seqs%s shortens generation, at a GPU-memory cost: raise it in a short run first "
+        "(docs/window.md).",
+        per_engine, seqs, math.ceil(per_engine / seqs), seqs, rollout, tokens,
     )
 
