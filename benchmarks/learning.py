@@ -97,23 +97,26 @@ The REC / RED comparison (issue 33; off_policy_v10 and on_policy_mask are its of
     9  red_weight_v1:2,rec_oneside_wide_v1:1,rec_oneside_wide_v1:2 with lease 10's on_policy_mask:0 (done:
        h200x1-2026-11-29g, NOTEBOOK §21; all four cut at 126-128 updates, a guard check shared the GPU)
 
-Reruns to 150 updates (issue 34 asks for >= 150; leases 1-3 cut these at 66-127), four jobs on one H200 each
-(a rerun replaces the cut run: the statistics then read a new run of the same seed):
+Reruns to 150 updates (issue 34 asks for >= 150; leases 1-3 cut these at 66-127; a rerun replaces the cut run: the
+statistics then read a new run of the same seed):
 
-    10  off_policy_v10:0,window_v10:0,on_policy:0,on_policy_mask_rerun:0 (on_policy_mask:0 ran in lease 9)
-    11  on_policy_mask:1,off_policy_v10:1,window_v10:1,on_policy_mask_rerun:1
-    12  on_policy:1,on_policy_mask:2,off_policy_v10:2,window_v10:2
-    13  on_policy_mask_rerun:2,on_policy:2,reuse_i10:0, and on_policy_mask:0 again (lease 9 cut it at 126)
-    14  the REC/RED runs cut before 150: rec_oneside_noIS:1,rec_oneside_wide:1 (lease 6), red_weight_v1:2,
-        rec_oneside_wide_v1:1, then rec_oneside_wide_v1:2 (lease 9)
+    10  off_policy_v10:0,window_v10:0,on_policy:0,on_policy_mask_rerun:0  (done with lease 11 on one x2, four a GPU,
+    11  on_policy_mask:1,off_policy_v10:1,window_v10:1,on_policy_mask_rerun:1   h200x2-2026-11-29b, NOTEBOOK §22: all
+                                                                            eight cut at 112-133 updates)
 
-bigbatch_v10 takes ≈ 10 s an update (NOTEBOOK §19), so 150 updates and its start-up exceed one lease: its runs
-stop at 70-80 unless a lease longer than 26 minutes is lent.
+Four jobs a GPU reached 150 on one host (§18, §20) and not on another (§22: start-up 370-430 s, 7.5 s an update),
+so from lease 12 on, **three a GPU** (six on an x2: ``--gpus 0,0,0,1,1,1``; three on one H200):
 
-On a two-GPU lease run two leases' jobs at once (``--gpus 0,0,0,0,1,1,1,1``; §20: eight runs of 150 updates).
-On a one-GPU lease run four jobs a GPU: ``--gpus 0,0,0,0 --gpu-mem 0.1
---kv-cache-gib 8 --agent-workers 4`` (§18: four runs of 150 updates in 1 170 s, 5.7 s an update each, as two a GPU
-took in §13–§14). The statistics need only updates 0–60, so a run the budget cuts after 60 still counts.
+    12  on_policy:1,on_policy_mask:2,off_policy_v10:2,window_v10:2,on_policy_mask_rerun:2,on_policy:2
+    13  off_policy_v10:0,window_v10:0,on_policy:0,on_policy_mask_rerun:0,on_policy_mask:1,off_policy_v10:1
+    14  window_v10:1,on_policy_mask_rerun:1,on_policy_mask:0,reuse_i10:0, and REC/RED rec_oneside_noIS:1,rec_oneside_wide:1
+    15  rec_oneside_wide_v1:1,rec_oneside_wide_v1:2,red_weight_v1:2, and bigbatch_v10:0 with verl's log-prob loop
+        replaced (``VERL_USE_EXTERNAL_MODULES=benchmarks.diag.vector_logprobs OFFGRPO_VECTOR_LOGPROBS=1`` exported
+        before ``detach.sh start``; its ≈ 10 s an update was that loop, NOTEBOOK §19); then bigbatch_v10:1, 2
+
+On a one-GPU lease run three jobs with ``--gpus 0,0,0 --gpu-mem 0.1 --kv-cache-gib 8 --agent-workers 4`` (§18's
+settings). The statistics use the horizon every run reached (70 since §22), so a run the budget cuts after it still
+counts.
 
 **Accumulating across sessions.** Each lease's ``learning.json`` already holds the earlier runs (it
 merged the committed file, which travels with the working tree). Back on the CPU: copy it to

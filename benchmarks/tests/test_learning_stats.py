@@ -222,14 +222,14 @@ REC_PAIRS = ("rec_oneside_noIS/off_policy_v10,rec_oneside_wide/off_policy_v10,re
 
 
 def test_the_committed_rec_pairs_are_what_the_script_derives(tmp_path):
-    """results/learning_largest4/learning_stats_rec.json = learning_stats.py --horizon 60 --pairs REC_PAIRS over the
+    """results/learning_largest4/learning_stats_rec.json = learning_stats.py --pairs REC_PAIRS (the common horizon) over the
     committed learning.json; the page's headline pair (REC-OneSide-NoIS − off_grpo at v = 10) is in it."""
     from pathlib import Path
 
     folder = Path(ls.__file__).parent / "results" / "learning_largest4"
     out = tmp_path / "rec.json"
-    ls.main(["--learning", str(folder / "learning.json"), "--horizon", "60", "--pairs", REC_PAIRS, "--out", str(out)])
+    ls.main(["--learning", str(folder / "learning.json"), "--pairs", REC_PAIRS, "--out", str(out)])
     committed = json.loads((folder / "learning_stats_rec.json").read_text())
     assert json.loads(out.read_text()) == committed
     area = committed["paired"]["rec_oneside_noIS - off_policy_v10"]["acc_auc"]
-    assert round(area["mean"], 3) == -0.066 and area["n"] == 3
+    assert round(area["mean"], 3) == -0.063 and area["n"] == 3
