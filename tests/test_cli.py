@@ -89,7 +89,8 @@ def test_compose_keeps_the_traceback_of_a_value_or_assertion_error_of_the_plugin
 
 
 @pytest.mark.parametrize("overrides, says", [
-    ([*BASE, VLLM, "trainer.n_gpus_per_node=3"],  # an assert in verl's validate_config itself
+    ([*BASE, VLLM, "trainer.n_gpus_per_node=3",  # an assert in verl's validate_config itself
+      "actor_rollout_ref.rollout.tensor_model_parallel_size=1"],  # (TP = 2 on 3 GPUs: the plugin's error, first)
      "real_train_batch_size (4096) must be divisible by minimal possible batch size (3)"),
     ([o for o in BASE if "rollout.log_prob" not in o] + [VLLM],  # a ValueError of a helper nested in it
      "[actor_rollout_ref.rollout] Please set at least one of 'actor_rollout_ref.rollout.log_prob_micro_batch_size'"),
@@ -256,3 +257,27 @@ def test_compose_repeats_the_plugins_warnings_under_the_yaml(capsys):
     err = capsys.readouterr().err.splitlines()
     assert "# composed and validated: verl's validate_config + off_grpo checks passed" in err
     assert not any("[WARNING]" in line for line in err)
+
+
+def test_compose_takes_your_own_yaml_as_main_ppo_does(tmp_path, monkeypatch, capsys):
+    """``compose --config-path DIR --config-name NAME`` composes a user's yaml (here verl's ppo_trainer selecting the
+    plugin's estimator and loss) and runs the same checks main_ppo's driver would, relative paths from the current
+    directory; --config-path alone is a usage error (64)."""
+    from verl_offgrpo.cli.main import EX_USAGE, main
+
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "my_grpo.yaml").write_text(
+        "hydra:\n  searchpath:\n    - pkg://verl.trainer.config\n"
+        "defaults:\n  - ppo_trainer\n  - _self_\n"
+        "algorithm:\n  adv_estimator: off_grpo\n"
+        "actor_rollout_ref:\n  actor:\n    policy_loss:\n      loss_mode: off_grpo\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert main(["compose", "--config-path", "mine", "--config-name", "my_grpo", *BASE]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith("off_grpo config error: algorithm.off_grpo.zero_var_mask=true on the V1 trainer needs "
+                          "trainer.v1.trainer_mode=off_grpo_sync (got 'sync')"), err
+    with pytest.raises(SystemExit) as stopped:
+        main(["compose", "--config-path", "mine", *BASE])
+    assert stopped.value.code == EX_USAGE
+    assert "--config-path needs --config-name" in capsys.readouterr().err

@@ -4,6 +4,7 @@ own ``validate_config`` (which the plugin extends). The list of rejected configs
 import dataclasses
 import logging
 import os
+import re
 import subprocess
 import sys
 
@@ -210,7 +211,8 @@ REJECTED = [
     (["actor_rollout_ref.actor.clip_ratio_low=null", "actor_rollout_ref.actor.clip_ratio=null"],
      r"clip_ratio_low and clip_ratio are both null: ε_low of the off_grpo clip window needs one of them"),
     (["algorithm.off_grpo.sync_period=4", "actor_rollout_ref.rollout.name=null"],
-     r"implemented for actor_rollout_ref.rollout.name=vllm only \(got None\)"),
+     r"implemented for actor_rollout_ref.rollout.name=vllm only \(got None\): set actor_rollout_ref.rollout.name=vllm, "
+     r"or algorithm.off_grpo.sync_period=1 \(on-policy\)\.$"),
     # main_ppo runs v0 for a null (the checks read V1) and V1 for a quoted 'false' (verl's `if use_v1:`)
     (["algorithm.off_grpo.sync_period=4", "trainer.use_v1=null"], r"^trainer.use_v1 must be true or false \(got None\)\.$"),
     # verl's flags the checks read: a quoted one is true in verl, whatever it says
@@ -538,13 +540,41 @@ def test_window_waves_count_engines_and_vllms_token_budget(caplog):
     (("trainer.nnodes=2",), 5120),  # 16 GPUs: 8 engines
     (("actor_rollout_ref.rollout.pipeline_model_parallel_size=2",), 20480),  # replicas of TP·PP = 4 GPUs: 2
     (("actor_rollout_ref.rollout.data_parallel_size=2",), 10240),  # 2 replicas of 4 GPUs, 2 DP engines each
-    (("trainer.n_gpus_per_node=6", "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
-      "actor_rollout_ref.rollout.data_parallel_size=4"), 10240),  # one replica of 4 GPUs (2 idle): 4 engines
+    (("trainer.n_gpus_per_node=4", "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+      "actor_rollout_ref.rollout.data_parallel_size=4"), 10240),  # one replica of 4 GPUs: 4 engines
 ])
 def test_window_samples_per_engine(overrides, per_engine):
     from verl_offgrpo.config.window_checks import window_samples_per_engine
 
     assert window_samples_per_engine(composed(*WINDOW_10, *overrides), 10) == per_engine
+
+
+@pytest.mark.parametrize("overrides, says", [
+    (("trainer.n_gpus_per_node=1",),  # verl's yaml: rollout TP = 2
+     "actor_rollout_ref.rollout.tensor_model_parallel_size=2 makes a vLLM replica of 2 GPUs, which the trainer's 1 "
+     "(trainer.n_gpus_per_node=1 × trainer.nnodes=1) cannot be split into, and verl would stop at its workers' "
+     "start-up, after Ray and the model: set actor_rollout_ref.rollout.tensor_model_parallel_size to one that "
+     "divides 1 (verl's yaml sets 2)."),
+    (("trainer.n_gpus_per_node=6", "actor_rollout_ref.rollout.tensor_model_parallel_size=4"),
+     "a vLLM replica of 4 GPUs, which the trainer's 6 (trainer.n_gpus_per_node=6 × trainer.nnodes=1)"),
+    (("trainer.n_gpus_per_node=3", "trainer.nnodes=2", "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+      "actor_rollout_ref.rollout.data_parallel_size=4"),
+     "tensor_model_parallel_size=1 × data_parallel_size=4 makes a vLLM replica of 4 GPUs, which the trainer's 6 "
+     "(trainer.n_gpus_per_node=3 × trainer.nnodes=2)"),
+])
+def test_a_rollout_replica_that_does_not_divide_the_gpus_is_one_line_before_ray(overrides, says):
+    """verl's actor-rollout workers assert that their world divides into replicas of TP × DP × PP GPUs, at start-up
+    on the GPUs; a selecting config hears it before Ray (v = 1 and v = 10 alike), a plain verl config is left to
+    verl, and layouts that divide pass."""
+    for v in (1, 10):
+        with pytest.raises(OffGRPOConfigError, match="^" + re.escape(says) if says.startswith("actor") else re.escape(says)):
+            validate(composed(f"algorithm.off_grpo.sync_period={v}", *overrides))
+    plain = ("algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla")
+    validate_off_grpo_config(composed(*plain, *overrides))  # not the plugin's to refuse
+    for fits in (("trainer.n_gpus_per_node=2",), ("trainer.n_gpus_per_node=6",),
+                 ("trainer.n_gpus_per_node=4", "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+                  "actor_rollout_ref.rollout.data_parallel_size=4")):
+        validate_off_grpo_config(composed(*fits))
 
 
 def test_window_advice_is_printed_once_per_job(caplog):
@@ -850,6 +880,27 @@ def test_local_path_notes_without_hints(tmp_path):
     (tmp_path / "shard-1.parquet").write_bytes(b"")  # datasets expands a glob: one that matches is there
     config.data.train_files = [str(tmp_path / "shard-*.parquet"), str(tmp_path / "other-*.parquet")]
     assert local_path_notes(config) == [f"note: data.train_files={tmp_path / 'other-*.parquet'} does not exist here"]
+
+
+def test_verls_placeholder_data_paths_are_noted_as_that_with_the_data_prep_command():
+    """The shipped yaml keeps verl's data placeholders (~/data/rlhf/gsm8k/...), which data_prep does not write: the
+    note says so and names the command and the file it does write; another missing path keeps the plain note."""
+    from verl_offgrpo.cli.paths import local_path_notes, verls_placeholder_data
+
+    assert verls_placeholder_data() == {"data.train_files": "~/data/rlhf/gsm8k/train.parquet",
+                                        "data.val_files": "~/data/rlhf/gsm8k/test.parquet"}
+    config = composed(*BASE)
+    notes = [n for n in local_path_notes(config) if n.startswith("note: data.")]
+    assert notes == [
+        "note: data.train_files=~/data/rlhf/gsm8k/train.parquet does not exist here (verl's placeholder: set "
+        "data.train_files to your data; `python data_prep/gsm8k.py --output-dir ~/data/gsm8k` writes "
+        "~/data/gsm8k/train.parquet)",
+        "note: data.val_files=~/data/rlhf/gsm8k/test.parquet does not exist here (verl's placeholder: set "
+        "data.val_files to your data; `python data_prep/gsm8k.py --output-dir ~/data/gsm8k` writes "
+        "~/data/gsm8k/test.parquet)",
+    ]
+    config = composed(*BASE, "data.train_files=/nowhere/train.parquet")
+    assert "note: data.train_files=/nowhere/train.parquet does not exist here" in local_path_notes(config)
 
 
 @pytest.mark.slow

@@ -16,13 +16,15 @@ from verl_offgrpo.config.missing_values import incomplete, missing_values
 from .paths import CONFIG_NAME, config_dir, local_path_notes
 
 
-def compose(overrides: list[str]):
-    """The full training config main_ppo would get from the shipped yaml plus ``overrides``."""
+def compose(overrides: list[str], config_path: str | None = None, config_name: str | None = None):
+    """The full training config main_ppo would get from ``--config-path config_path --config-name config_name``
+    (default: the shipped yaml) plus ``overrides``; a relative ``config_path`` is taken from the current directory."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    with initialize_config_dir(config_dir=config_dir(), version_base=None):
-        return hydra_compose(config_name=CONFIG_NAME, overrides=list(overrides))
+    where = os.path.abspath(os.path.expanduser(config_path)) if config_path else config_dir()
+    with initialize_config_dir(config_dir=where, version_base=None):
+        return hydra_compose(config_name=config_name or CONFIG_NAME, overrides=list(overrides))
 
 
 def _override_key(override: str) -> str:
@@ -61,7 +63,7 @@ def _closest_path(config, dotted: str) -> tuple[str | None, str | None]:
     return ".".join(found), section_of(found)
 
 
-def _override_hint(message: str, overrides: list[str]) -> str | None:
+def _override_hint(message: str, overrides: list[str], source: dict | None = None) -> str | None:
     """The one line for hydra's "Could not override '<key>'" (a key not in the config), or None for any other
     error: the existing path the key may misspell, each misspelt segment replaced by the closest existing one
     (``algorithm.offgrpo.red_drop_seed`` → ``algorithm.off_grpo.red_drop_seed``), read off the config composed
@@ -76,7 +78,7 @@ def _override_hint(message: str, overrides: list[str]) -> str | None:
     key = found.group(1)
     keys = [_override_key(o) for o in overrides]
     try:  # hydra applies the overrides in order: those before the first that failed compose
-        config = compose(list(overrides[: keys.index(key)]) if key in keys else [])
+        config = compose(list(overrides[: keys.index(key)]) if key in keys else [], **(source or {}))
     except Exception:  # noqa: BLE001 - hydra's line as it is
         return None
     path, section = _closest_path(config, key)
@@ -183,8 +185,8 @@ def _raised_in_verls_checks(err: BaseException) -> bool:
     return False
 
 
-def validate(overrides: list[str]):
-    """Compose the shipped yaml + ``overrides`` and validate it exactly as main_ppo's driver does, without Ray
+def validate(overrides: list[str], config_path: str | None = None, config_name: str | None = None):
+    """Compose the shipped yaml (or ``config_path``/``config_name``: :func:`compose`) + ``overrides`` and validate it exactly as main_ppo's driver does, without Ray
     or a GPU: ``(exit code, the one-line error or None, the composed config or None)``; the codes as
     :func:`dry_run`'s. The plugin's info lines and verl's banner go to stderr on the way.
 
@@ -201,10 +203,11 @@ def validate(overrides: list[str]):
     from verl_offgrpo.patches import PatchError
     from verl_offgrpo.patches import validate_config as validate_config_patch
 
+    source = {"config_path": config_path, "config_name": config_name}
     try:
-        config = compose(overrides)
+        config = compose(overrides, **source)
     except (HydraException, OmegaConfBaseException) as err:
-        return 4, f"config error (hydra): {_override_hint(str(err), overrides) or _one_line(err)}", None
+        return 4, f"config error (hydra): {_override_hint(str(err), overrides, source) or _one_line(err)}", None
     except Exception as err:  # noqa: BLE001 - hydra's own ValueError/TypeError for an override it cannot apply
         return _group_override_error(err, overrides)
     if not validate_config_patch.live():
@@ -240,8 +243,10 @@ def validate(overrides: list[str]):
     return 0, None, config
 
 
-def dry_run(overrides: list[str], path_hints: dict[str, str] | None = None) -> int:
-    """Compose and validate exactly as main_ppo's driver does (:func:`validate`), without Ray or a GPU, and
+def dry_run(overrides: list[str], path_hints: dict[str, str] | None = None, config_path: str | None = None,
+            config_name: str | None = None) -> int:
+    """Compose (the shipped yaml, or ``config_path``/``config_name`` as main_ppo's ``--config-path``/``--config-name``)
+    and validate exactly as main_ppo's driver does (:func:`validate`), without Ray or a GPU, and
     print the config; then note, on stderr, the data/model paths that do not exist here
     (:func:`~verl_offgrpo.cli.paths.local_path_notes`, with ``path_hints``; exit code unchanged).
 
@@ -257,7 +262,7 @@ def dry_run(overrides: list[str], path_hints: dict[str, str] | None = None) -> i
     from omegaconf import OmegaConf
 
     with _plugin_warnings() as warnings:
-        code, error, config = validate(overrides)
+        code, error, config = validate(overrides, config_path, config_name)
     if code:
         print(error, file=sys.stderr)
         return code

@@ -4,14 +4,16 @@
                                                    # usable here; -v lists each registration, patch (live?) and
                                                    # verl internal; with overrides, also compose's validation
     python -m verl_offgrpo config-dir              # directory of off_grpo_trainer.yaml (for --config-path)
-    python -m verl_offgrpo compose [overrides]     # compose + validate the full training config, print it;
-                                                   # notes data/model paths that do not exist here
+    python -m verl_offgrpo compose [--config-path DIR --config-name NAME] [overrides]
+                                                   # compose + validate the full training config (the shipped
+                                                   # yaml, or your own as main_ppo takes it), print it; notes
+                                                   # data/model paths that do not exist here
 
 Exit codes: 0 fine; 1 the plugin is not usable here (not loaded, a patch or package missing); 2 the
 plugin's checks reject the config; 3 a mandatory ``???`` value is still unset; 4 hydra cannot compose
 the config or verl's ``validate_config`` rejects it; 5 a value cannot be read (a ``${...}`` that does not
-resolve, a section set to null); 64 a usage error (an unknown flag: ``compose`` and ``check`` take hydra
-overrides only).
+resolve, a section set to null); 64 a usage error (an unknown flag: ``check`` takes hydra overrides only,
+``compose`` also ``--config-path``/``--config-name``).
 """
 
 from __future__ import annotations
@@ -72,11 +74,16 @@ def build_parser() -> argparse.ArgumentParser:
         "a GPU: exit 0 and the yaml on stdout, or one line on stderr: 1 the plugin is not usable here, 2 the "
         "plugin's checks, 3 a ??? value still unset, 4 hydra or verl's validate_config, 5 a value that cannot be read "
         "(a ${...} that does not resolve, a section set to null); 64 a usage error. "
-        + "Takes " + _OVERRIDES_ONLY)
+        + "Takes hydra overrides and main_ppo's --config-path/--config-name (your own yaml; a relative path is taken "
+        "from the current directory); other hydra flags (--cfg, ...) are main_ppo's.")
+    p_compose.add_argument("--config-path", metavar="DIR", help="the directory of your yaml, as main_ppo's "
+                           "--config-path (default: the shipped yaml's, `python -m verl_offgrpo config-dir`)")
+    p_compose.add_argument("--config-name", metavar="NAME", help="your yaml's name, as main_ppo's --config-name "
+                           "(default: off_grpo_trainer)")
     p_compose.add_argument("--path-hint", action="append", default=[], nargs=2, metavar=("PATH", "TEXT"),
                            help="what the note about PATH says in parentheses if PATH does not exist here "
                            "(the recipes: how to make their data); repeatable")
-    p_compose.add_argument("overrides", nargs="*", help="hydra overrides, as for main_ppo (no --cfg/--config-name)")
+    p_compose.add_argument("overrides", nargs="*", help="hydra overrides, as for main_ppo (no --cfg)")
     return parser
 
 
@@ -89,4 +96,6 @@ def main(argv: list[str] | None = None) -> int:
     quiet_verl_imports()  # before verl is imported
     if args.command == "check":
         return check(args.overrides, verbose=args.verbose)
-    return dry_run(args.overrides, dict(args.path_hint))
+    if bool(args.config_path) != bool(args.config_name) and args.config_path:
+        build_parser().error("--config-path needs --config-name (the yaml in that directory to compose)")
+    return dry_run(args.overrides, dict(args.path_hint), args.config_path, args.config_name)

@@ -22,6 +22,27 @@ _REMOTE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # hdfs://, s3://, gs://, .
 _HUB_ID = re.compile(r"^[A-Za-z0-9_][\w.-]*(/[A-Za-z0-9_][\w.-]*)?$")  # "gpt2", "Qwen/Qwen2.5-0.5B-Instruct"
 
 
+#: verl 0.9.1's data yaml, whose train/val files are a placeholder (``~/data/rlhf/gsm8k/...``) a user must replace
+VERL_DATA_YAML = ("verl", "trainer/config/data/legacy_data.yaml")
+#: what data_prep writes, for the placeholder's note (README "Use it with verl")
+DATA_PREP = {"data.train_files": "train.parquet", "data.val_files": "test.parquet"}
+
+
+def verls_placeholder_data() -> dict[str, str]:
+    """``{key: path}`` of verl's own data yaml (:data:`VERL_DATA_YAML`) for :data:`DATA_PATH_KEYS`; empty if it
+    cannot be read."""
+    from importlib import resources
+
+    from omegaconf import OmegaConf
+
+    package, name = VERL_DATA_YAML
+    try:
+        data = OmegaConf.load(str(resources.files(package).joinpath(name)))
+    except Exception:  # noqa: BLE001 - another verl: no placeholder note, the plain one stays
+        return {}
+    return {key: str(data.get(key.split(".", 1)[1])) for key in DATA_PATH_KEYS if data.get(key.split(".", 1)[1])}
+
+
 def local_path_notes(config, hints: dict[str, str] | None = None) -> list[str]:
     """One ``note:`` line per local path of ``config`` that does not exist on this machine: the data files
     (``data.train_files``/``val_files``, a string or a list) and the model (``actor_rollout_ref.model.path``).
@@ -29,11 +50,13 @@ def local_path_notes(config, hints: dict[str, str] | None = None) -> list[str]:
     Remote paths (``scheme://``) are not checked. verl passes a model path that is not ``hdfs://`` to
     transformers unchanged (``verl.utils.fs.copy_to_local``), which takes a name that is not a local directory
     as a Hugging Face hub id: such a model path is noted as that, not as missing. ``hints`` maps a path to
-    what its note adds in parentheses (the recipes say which data_prep script makes their files)."""
+    what its note adds in parentheses (the recipes say which data_prep script makes their files); verl's own
+    placeholder data paths (:func:`verls_placeholder_data`) are noted as that, with the data_prep command."""
     from omegaconf import OmegaConf
 
     hints = hints or {}
     notes = []
+    placeholders = verls_placeholder_data()
 
     def paths(key):
         value = OmegaConf.select(config, key, default=None, throw_on_missing=False)
@@ -43,9 +66,13 @@ def local_path_notes(config, hints: dict[str, str] | None = None) -> list[str]:
 
     for key in DATA_PATH_KEYS:
         for path in paths(key):
-            found = glob.glob(path) if glob.has_magic(path) else os.path.exists(path)  # datasets expands globs
+            local = os.path.expanduser(path)  # verl reads ~ as the home directory
+            found = glob.glob(local) if glob.has_magic(local) else os.path.exists(local)  # datasets expands globs
             if not _REMOTE.match(path) and not found:
                 hint = f" ({hints[path]})" if path in hints else ""
+                if not hint and placeholders.get(key) == path:
+                    hint = (f" (verl's placeholder: set {key} to your data; `python data_prep/gsm8k.py --output-dir "
+                            f"~/data/gsm8k` writes ~/data/gsm8k/{DATA_PREP[key]})")
                 notes.append(f"note: {key}={path} does not exist here{hint}")
     for path in paths(MODEL_PATH_KEY):
         if _REMOTE.match(path) or os.path.isdir(path):

@@ -44,7 +44,8 @@ def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPO
     rollout = _get(config, "actor_rollout_ref.rollout")
     name = written_value(rollout, "name", "vllm")
     if name != "vllm":
-        raise SyncConfigError(f"{why} is implemented for actor_rollout_ref.rollout.name=vllm only (got {name!r}).")
+        raise SyncConfigError(f"{why} is implemented for actor_rollout_ref.rollout.name=vllm only (got {name!r}): set "
+                              f"actor_rollout_ref.rollout.name=vllm, or {PREFIX}.sync_period=1 (on-policy).")
     if not flag_at(config, "actor_rollout_ref.hybrid_engine", True):
         raise SyncConfigError(f"{why} needs the colocated hybrid engine: actor_rollout_ref.hybrid_engine=true.")
     if uses_lora(config):
@@ -53,7 +54,8 @@ def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPO
             "vLLM's LoRA adapter path is not known to keep α across sleep; use sync_period=1 or full fine-tuning."
         )
     if flag_at(config, "actor_rollout_ref.rollout.disaggregation.enabled", False):
-        raise SyncConfigError(f"{why} is not supported with PD-disaggregated rollout.")
+        raise SyncConfigError(f"{why} is not supported with PD-disaggregated rollout: set "
+                              f"actor_rollout_ref.rollout.disaggregation.enabled=false, or {PREFIX}.sync_period=1.")
     free_cache_engine = flag_at(config, "actor_rollout_ref.rollout.free_cache_engine", True)
     v1_mode_sets_it = trainer == "v1" and v1_mode(config) == TRAINER_MODE
     if knobs.keep_weights == "no_sleep" and free_cache_engine and not v1_mode_sets_it:

@@ -45,7 +45,7 @@ from .loss_estimator_checks import (
 from .off_grpo import PREFIX, OffGRPOConfig
 from .old_log_prob_checks import check_skip_old_log_prob
 from .readers import uses_v1, v1_mode
-from .verl_counts import check_verl_counts
+from .verl_counts import check_rollout_fits_the_gpus, check_verl_counts
 from .rec import RECConfig
 from .ref_reset_checks import check_ref_reset_config
 from .refill_checks import check_gen_batch_divides, refuse_refill_on_v0
@@ -91,6 +91,7 @@ def _validate(config: Any) -> OffGRPOConfig:
     uses_loss = loss_mode in LOSS_NAMES
     if uses_estimator or uses_loss or knobs.sync_period > 1:
         check_verl_counts(config)
+        check_rollout_fits_the_gpus(config)
     rec = RECConfig.from_policy_loss(_get(config, "actor_rollout_ref.actor.policy_loss"))
     check_rec_knobs_reach_the_loss(config, loss_mode, rec)
     check_policy_loss_keys(config)

@@ -7,7 +7,12 @@ started. The rollout's sizes (``tensor_model_parallel_size``, ``data_parallel_si
 ``val_kwargs.n``), the TransferQueue's ``total_storage_size`` and V1's ``parameter_sync_step`` pick which of the
 plugin's checks and trainer paths run (the window's room, its rounds, the served-weights check's reach): a word
 there passes verl's ``validate_config`` and would skip them. For a config that selects the plugin each is one
-line before any of that; a plain verl config is left to verl."""
+line before any of that; a plain verl config is left to verl.
+
+The colocated rollout's layout too (:func:`check_rollout_fits_the_gpus`): verl 0.9.1's actor-rollout worker asserts
+that its world (``trainer.n_gpus_per_node`` × ``trainer.nnodes``) divides into replicas of TP × DP × PP GPUs
+(``engine_workers.py``, "rollout world_size ... is not divisible by infer_world_size"), after Ray, the model and
+FSDP have started; the shipped yaml's TP = 2 on one GPU is the usual case."""
 
 from __future__ import annotations
 
@@ -48,3 +53,27 @@ def check_verl_counts(config: Any) -> None:
             raise quoted
         if not is_int(value) or (least is not None and value < least):
             raise OffGRPOConfigError(f"{dotted} must be {rule} (got {value!r}); {what}.")
+
+
+def check_rollout_fits_the_gpus(config: Any) -> None:
+    """Raise :class:`OffGRPOConfigError` where the colocated rollout's replica (TP × DP × PP GPUs of
+    ``actor_rollout_ref.rollout``) does not divide the trainer's GPUs (``n_gpus_per_node`` × ``nnodes``); counts
+    that are absent or not integers are left to :func:`check_verl_counts` and verl."""
+    sizes = {name: written_value(config, f"{ROLLOUT}.{name}", 1) for name in
+             ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size")}
+    per_node, nodes = (written_value(config, f"trainer.{name}", 1) for name in ("n_gpus_per_node", "nnodes"))
+    if not all(is_int(v) and v >= 1 for v in (*sizes.values(), per_node, nodes)):
+        return
+    replica, gpus = sizes["tensor_model_parallel_size"] * sizes["data_parallel_size"] * sizes[
+        "pipeline_model_parallel_size"], per_node * nodes
+    if gpus % replica == 0:
+        return
+    layout = " × ".join(f"{name}={value}" for name, value in sizes.items() if value > 1 or name.startswith("tensor"))
+    only_tp = sizes["data_parallel_size"] == sizes["pipeline_model_parallel_size"] == 1
+    fix = (f"set {ROLLOUT}.tensor_model_parallel_size to one that divides {gpus} (verl's yaml sets 2)" if only_tp else
+           f"choose {ROLLOUT}'s tensor × data × pipeline parallel sizes so that their product divides {gpus}")
+    raise OffGRPOConfigError(
+        f"{ROLLOUT}.{layout} makes a vLLM replica of {replica} GPUs, which the trainer's {gpus} "
+        f"(trainer.n_gpus_per_node={per_node} × trainer.nnodes={nodes}) cannot be split into, and verl would stop at "
+        f"its workers' start-up, after Ray and the model: {fix}."
+    )
