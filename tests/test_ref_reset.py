@@ -400,6 +400,28 @@ def test_check_on_shipped_yaml_composition():
         check_ref_reset_config(no_kl)
 
 
+def test_a_reset_with_a_kl_weight_of_0_warns_that_it_changes_nothing(caplog):
+    """π_ref only enters the loss through the KL term: with kl_loss_coef = 0 (and no KL in the reward) a reset has
+    no effect, which is said in one warning; verl's default coefficient is silent."""
+    import logging
+
+    from hydra import compose, initialize_config_dir
+
+    cfg_dir = str(Path(__file__).resolve().parents[1] / "verl_offgrpo" / "config")
+    base = ["algorithm.off_grpo.ref_reset_period=3", "actor_rollout_ref.actor.use_kl_loss=True"]
+    with initialize_config_dir(config_dir=cfg_dir, version_base=None):
+        zero = compose("off_grpo_trainer", overrides=[*base, "actor_rollout_ref.actor.kl_loss_coef=0"])
+        default = compose("off_grpo_trainer", overrides=base)
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        assert check_ref_reset_config(zero) == 3
+        assert check_ref_reset_config(default) == 3
+    told = [r.getMessage() for r in caplog.records]
+    assert len(told) == 1 and told[0].startswith(
+        "off_grpo: algorithm.off_grpo.ref_reset_period=3 (π_ref ← π_θ every 3 steps) with a KL weight of 0 "
+        "(actor_rollout_ref.actor.kl_loss_coef=0, use_kl_in_reward=False): the KL term is 0, so the resets change "
+        "nothing"), told
+
+
 # ----------------------------------------------------------------------------- helpers (also used by the script)
 def wrap_fsdp2(module, offload=False):
     from torch.distributed.device_mesh import init_device_mesh

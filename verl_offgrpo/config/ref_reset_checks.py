@@ -4,6 +4,7 @@ copy is shard-local), and a trainer with the plugin's step-end hook."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from verl_offgrpo import TRAINER_MODE
@@ -14,6 +15,7 @@ from .sync_checks import require_plugin_v0_manager
 from .values import config_value as _get
 
 FSDP_STRATEGIES = ("fsdp", "fsdp2")
+logger = logging.getLogger(__name__)
 
 
 def _plain(value: Any) -> Any:
@@ -45,6 +47,14 @@ def check_ref_reset_config(config: Any, *, require_hooks: bool = True, knobs: Of
             f"{why} needs a reference model, which verl builds only with actor_rollout_ref.actor.use_kl_loss=true "
             "(β = kl_loss_coef) or algorithm.use_kl_in_reward=true (the latter not with the zero-variance mask or "
             "red_drop); set actor_rollout_ref.actor.use_kl_loss=true, or ref_reset_period=0."
+        )
+    kl_loss_coef = _get(config, "actor_rollout_ref.actor.kl_loss_coef", None)
+    kl_reward_coef = _get(config, "algorithm.kl_ctrl.kl_coef", None)
+    if (not use_kl_loss or kl_loss_coef == 0) and (not use_kl_in_reward or kl_reward_coef == 0):
+        logger.warning(
+            "off_grpo: %s with a KL weight of 0 (actor_rollout_ref.actor.kl_loss_coef=%s, use_kl_in_reward=%s): the KL "
+            "term is 0, so the resets change nothing; set the coefficient the KL term reads, or ref_reset_period=0.",
+            why, kl_loss_coef, use_kl_in_reward,
         )
     if uses_lora(config):
         raise RefResetConfigError(

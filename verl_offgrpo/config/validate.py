@@ -21,6 +21,7 @@ from . import (
     names,
     old_log_prob_checks,
     rec_option,
+    ref_reset_checks,
     sampler_checks,
     sync_checks,
     validation_lag,
@@ -65,7 +66,7 @@ from .window_checks import (
 #: the loggers of the checks' warning and info lines (:func:`advisories_silenced` quiets them)
 _ADVISING_LOGGERS = (loss_estimator_checks.logger, window_checks.logger, final_outputs_checks.logger,
                      validation_lag.logger, sampler_checks.logger, old_log_prob_checks.logger, rec_option.logger,
-                     names.logger, sync_checks.logger)
+                     names.logger, sync_checks.logger, ref_reset_checks.logger)
 
 
 def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
