@@ -390,16 +390,9 @@ def serve_at_sync_4(monkeypatch, policies, tp=1):
     monkeypatch.setattr(fakes, "make_cluster", functools.partial(fakes.make_cluster, tp=tp, load_at={4: policies}))
 
 
-@pytest.mark.parametrize("schedule", ["window", pytest.param("per_step", marks=pytest.mark.slow)])
-def test_a_sync_that_leaves_vllm_on_the_old_weights_stops_before_the_next_rollout(ray_local, monkeypatch, schedule):
-    """At the sync of step 4 every vLLM rank keeps π_0's weights while the trainer moved to π_4: the lag-0 limit would
-    see only the drift of four updates, the exact check sees that no served weight changed with the trainer's.
-    The window on V1's fit; per_step in v0's order (its lagged manager, level-1 sleep and the wake check)."""
-    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
-
-    serve_at_sync_4(monkeypatch, {0: 0})
-    stopped = pytest.raises(ServedPolicyError, match=r"step 4: the weight sync did not reach vLLM: the trainer's weights "
-                                                     r"changed since the sync of step 0, but the vLLM workers of replica 0")
+def stops_at_sync_4(monkeypatch, schedule, stopped):
+    """Run 8 steps at v = 4 inside ``stopped`` (a ``pytest.raises``): the window on V1's fit; per_step in v0's order
+    (its lagged manager, level-1 sleep and the wake check), which must have synced at steps 0 and 4 only."""
     if schedule == "window":
         with stopped:
             run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
@@ -410,6 +403,19 @@ def test_a_sync_that_leaves_vllm_on_the_old_weights_stops_before_the_next_rollou
     with stopped:
         fakes.run_v0_loop(manager.trainer, manager, servers, range(1, 9))
     assert [c[0] for c in wg.sync_calls] == [0, 4]
+
+
+@pytest.mark.parametrize("schedule", ["window", pytest.param("per_step", marks=pytest.mark.slow)])
+def test_a_sync_that_leaves_vllm_on_the_old_weights_stops_before_the_next_rollout(ray_local, monkeypatch, schedule):
+    """At the sync of step 4 every vLLM rank keeps π_0's weights while the trainer moved to π_4: the lag-0 limit would
+    see only the drift of four updates, the exact check sees that no served weight changed with the trainer's.
+    The window on V1's fit; per_step in v0's order (its lagged manager, level-1 sleep and the wake check)."""
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    serve_at_sync_4(monkeypatch, {0: 0})
+    stopped = pytest.raises(ServedPolicyError, match=r"step 4: the weight sync did not reach vLLM: the trainer's weights "
+                                                     r"changed since the sync of step 0, but the vLLM workers of replica 0")
+    stops_at_sync_4(monkeypatch, schedule, stopped)
 
 
 def test_a_sync_that_changes_vllm_while_the_trainer_did_not_move_stops_where_vllm_keeps_its_weights(ray_local,
@@ -463,16 +469,7 @@ def test_a_sync_that_reaches_only_some_tp_ranks_stops(ray_local, monkeypatch, sc
     serve_at_sync_4(monkeypatch, {1: 0}, tp=2)
     stopped = pytest.raises(ServedPolicyError, match=r"step 4: the weight sync did not reach vLLM: .* the vLLM workers "
                                                      r"of replica 0 of 2 \(TP rank 1\) \(2 of 2 replicas alike\) serve")
-    if schedule == "window":
-        with stopped:
-            run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
-        return
-    cfg = fakes.compose_cfg(*fakes.V0_OVERRIDES, "algorithm.off_grpo.sync_period=4", "trainer.test_freq=-1")
-    servers, _, replicas, wg = fakes.make_cluster()
-    manager = fakes.FakeV0Trainer(cfg, wg).init_workers(replicas)
-    with stopped:
-        fakes.run_v0_loop(manager.trainer, manager, servers, range(1, 9))
-    assert [c[0] for c in wg.sync_calls] == [0, 4]
+    stops_at_sync_4(monkeypatch, schedule, stopped)
 
 
 def test_without_the_answers_the_sync_check_is_off_loudly(ray_local, monkeypatch, caplog):
