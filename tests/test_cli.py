@@ -261,8 +261,8 @@ def test_compose_repeats_the_plugins_warnings_under_the_yaml(capsys):
 
 def test_compose_takes_your_own_yaml_as_main_ppo_does(tmp_path, monkeypatch, capsys):
     """``compose --config-path DIR --config-name NAME`` composes a user's yaml (here verl's ppo_trainer selecting the
-    plugin's estimator and loss) and runs the same checks main_ppo's driver would, relative paths from the current
-    directory; --config-path alone is a usage error (64)."""
+    plugin's estimator and loss) and runs the same checks main_ppo's driver would. Usage errors (64): one flag without
+    the other, and a relative path, which main_ppo (hydra) would read from verl/trainer/, not from here."""
     from verl_offgrpo.cli.main import EX_USAGE, main
 
     (tmp_path / "mine").mkdir()
@@ -273,11 +273,16 @@ def test_compose_takes_your_own_yaml_as_main_ppo_does(tmp_path, monkeypatch, cap
         "actor_rollout_ref:\n  actor:\n    policy_loss:\n      loss_mode: off_grpo\n"
     )
     monkeypatch.chdir(tmp_path)
-    assert main(["compose", "--config-path", "mine", "--config-name", "my_grpo", *BASE]) == 2
+    assert main(["compose", "--config-path", str(tmp_path / "mine"), "--config-name", "my_grpo", *BASE]) == 2
     err = capsys.readouterr().err.splitlines()[-1]
     assert err.startswith("off_grpo config error: algorithm.off_grpo.zero_var_mask=true on the V1 trainer needs "
                           "trainer.v1.trainer_mode=off_grpo_sync (got 'sync')"), err
-    with pytest.raises(SystemExit) as stopped:
-        main(["compose", "--config-path", "mine", *BASE])
-    assert stopped.value.code == EX_USAGE
-    assert "--config-path needs --config-name" in capsys.readouterr().err
+    for flags, says in ((["--config-path", str(tmp_path / "mine")], "--config-path and --config-name go together"),
+                        (["--config-name", "my_grpo"], "--config-path and --config-name go together"),
+                        (["--config-path", "mine", "--config-name", "my_grpo"],
+                         "--config-path mine is relative, which main_ppo (hydra) reads from verl/trainer/, not from "
+                         "here: pass an absolute path, e.g. \"$(pwd)/mine\"")):
+        with pytest.raises(SystemExit) as stopped:
+            main(["compose", *flags, *BASE])
+        assert stopped.value.code == EX_USAGE
+        assert says in capsys.readouterr().err

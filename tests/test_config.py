@@ -556,7 +556,9 @@ def test_window_samples_per_engine(overrides, per_engine):
      "start-up, after Ray and the model: set actor_rollout_ref.rollout.tensor_model_parallel_size to one that "
      "divides 1 (verl's yaml sets 2)."),
     (("trainer.n_gpus_per_node=6", "actor_rollout_ref.rollout.tensor_model_parallel_size=4"),
-     "a vLLM replica of 4 GPUs, which the trainer's 6 (trainer.n_gpus_per_node=6 × trainer.nnodes=1)"),
+     "a vLLM replica of 4 GPUs, which the trainer's 6 (trainer.n_gpus_per_node=6 × trainer.nnodes=1) cannot be split "
+     "into, and verl would stop at its workers' start-up, after Ray and the model: set "
+     "actor_rollout_ref.rollout.tensor_model_parallel_size to one that divides 6."),
     (("trainer.n_gpus_per_node=3", "trainer.nnodes=2", "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
       "actor_rollout_ref.rollout.data_parallel_size=4"),
      "tensor_model_parallel_size=1 × data_parallel_size=4 makes a vLLM replica of 4 GPUs, which the trainer's 6 "
@@ -571,6 +573,10 @@ def test_a_rollout_replica_that_does_not_divide_the_gpus_is_one_line_before_ray(
             validate(composed(f"algorithm.off_grpo.sync_period={v}", *overrides))
     plain = ("algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla")
     validate_off_grpo_config(composed(*plain, *overrides))  # not the plugin's to refuse
+    # outside the hybrid engine verl puts the rollout in a pool of its own: not these GPUs
+    separate = ("trainer.v1.trainer_mode=separate_async", "actor_rollout_ref.hybrid_engine=false",
+                "algorithm.off_grpo.zero_var_mask=false")
+    validate_off_grpo_config(composed(*separate, *overrides))
     for fits in (("trainer.n_gpus_per_node=2",), ("trainer.n_gpus_per_node=6",),
                  ("trainer.n_gpus_per_node=4", "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
                   "actor_rollout_ref.rollout.data_parallel_size=4")):
@@ -901,6 +907,18 @@ def test_verls_placeholder_data_paths_are_noted_as_that_with_the_data_prep_comma
     ]
     config = composed(*BASE, "data.train_files=/nowhere/train.parquet")
     assert "note: data.train_files=/nowhere/train.parquet does not exist here" in local_path_notes(config)
+
+
+def test_a_data_path_under_home_is_found_as_verl_reads_it(tmp_path, monkeypatch):
+    """verl's datasets expand ``~``: a file at ~/... that exists gets no note."""
+    from verl_offgrpo.cli.paths import local_path_notes
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "train.parquet").write_bytes(b"")
+    notes = local_path_notes(composed(*BASE, "data.train_files='~/d/train.parquet'", "data.val_files='~/d/test.parquet'"))
+    assert [n for n in notes if n.startswith("note: data.")] == [
+        "note: data.val_files=~/d/test.parquet does not exist here"]
 
 
 @pytest.mark.slow

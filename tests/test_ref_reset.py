@@ -409,17 +409,26 @@ def test_a_reset_with_a_kl_weight_of_0_warns_that_it_changes_nothing(caplog):
 
     cfg_dir = str(Path(__file__).resolve().parents[1] / "verl_offgrpo" / "config")
     base = ["algorithm.off_grpo.ref_reset_period=3", "actor_rollout_ref.actor.use_kl_loss=True"]
+    reward = ["algorithm.off_grpo.ref_reset_period=3", "algorithm.use_kl_in_reward=True",
+              "algorithm.off_grpo.zero_var_mask=false"]
     with initialize_config_dir(config_dir=cfg_dir, version_base=None):
         zero = compose("off_grpo_trainer", overrides=[*base, "actor_rollout_ref.actor.kl_loss_coef=0"])
         default = compose("off_grpo_trainer", overrides=base)
+        reward_zero = compose("off_grpo_trainer", overrides=[*reward, "algorithm.kl_ctrl.kl_coef=0"])
+        reward_default = compose("off_grpo_trainer", overrides=reward)
+        one_of_two = compose("off_grpo_trainer", overrides=[*base, "algorithm.use_kl_in_reward=True",
+                                                            "actor_rollout_ref.actor.kl_loss_coef=0"])
     with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
-        assert check_ref_reset_config(zero) == 3
-        assert check_ref_reset_config(default) == 3
+        for cfg in (zero, default, reward_zero, reward_default, one_of_two):
+            assert check_ref_reset_config(cfg) == 3
     told = [r.getMessage() for r in caplog.records]
-    assert len(told) == 1 and told[0].startswith(
-        "off_grpo: algorithm.off_grpo.ref_reset_period=3 (π_ref ← π_θ every 3 steps) with a KL weight of 0 "
-        "(actor_rollout_ref.actor.kl_loss_coef=0, use_kl_in_reward=False): the KL term is 0, so the resets change "
-        "nothing"), told
+    lead = "off_grpo: algorithm.off_grpo.ref_reset_period=3 (π_ref ← π_θ every 3 steps) with a KL weight of 0 "
+    assert told == [  # the weights in use, each named; one of two KL terms still weighted: silent
+        lead + "(actor_rollout_ref.actor.kl_loss_coef=0): the KL term is 0, so the resets change nothing; set that "
+        "coefficient, or ref_reset_period=0.",
+        lead + "(algorithm.kl_ctrl.kl_coef=0): the KL term is 0, so the resets change nothing; set that coefficient, "
+        "or ref_reset_period=0.",
+    ], told
 
 
 # ----------------------------------------------------------------------------- helpers (also used by the script)

@@ -109,14 +109,14 @@ def test_position_weights_are_the_formula_across_pieces_and_a_short_chunk_takes_
     t = torch.randn(300).to(torch.bfloat16)
     short = torch.randn(5).to(torch.bfloat16)
     monkeypatch.setattr(sw, "CHUNK", 64)
-    fp = sw.fingerprint([("t", t), ("short", short)])
+    fp = sw.fingerprint([("short", short), ("t", t)])  # the short one first: the vector grows at the long one
     x = short.view(torch.int16).tolist()
     assert fp["short"][2:] == [sum(x), sum(murmur_weight(i) * v for i, v in enumerate(x))]
     y = t.view(torch.int16).tolist()  # chunk c (of 64 words) weighted by c + 1, each with the prefix weights
     s1 = sum((c + 1) * sum(murmur_weight(i) * v for i, v in enumerate(y[64 * c : 64 * (c + 1)])) for c in range(5))
     assert fp["t"][2:] == [sum(y), s1]
     monkeypatch.setattr(sw, "PIECE", 1 << 20)
-    assert sw.fingerprint([("t", t), ("short", short)]) == fp
+    assert sw.fingerprint([("t", t), ("short", short)]) == fp  # long first: the short one takes a prefix
 
 
 def test_missing_and_extra_tensors_differ():

@@ -18,7 +18,7 @@ from .paths import CONFIG_NAME, config_dir, local_path_notes
 
 def compose(overrides: list[str], config_path: str | None = None, config_name: str | None = None):
     """The full training config main_ppo would get from ``--config-path config_path --config-name config_name``
-    (default: the shipped yaml) plus ``overrides``; a relative ``config_path`` is taken from the current directory."""
+    (default: the shipped yaml) plus ``overrides``; ``config_path`` absolute (``~`` expanded)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 

@@ -19,6 +19,7 @@ resolve, a section set to null); 64 a usage error (an unknown flag: ``check`` ta
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .compose import dry_run
@@ -74,12 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
         "a GPU: exit 0 and the yaml on stdout, or one line on stderr: 1 the plugin is not usable here, 2 the "
         "plugin's checks, 3 a ??? value still unset, 4 hydra or verl's validate_config, 5 a value that cannot be read "
         "(a ${...} that does not resolve, a section set to null); 64 a usage error. "
-        + "Takes hydra overrides and main_ppo's --config-path/--config-name (your own yaml; a relative path is taken "
-        "from the current directory); other hydra flags (--cfg, ...) are main_ppo's.")
-    p_compose.add_argument("--config-path", metavar="DIR", help="the directory of your yaml, as main_ppo's "
+        + "Takes hydra overrides and main_ppo's --config-path/--config-name (your own yaml; an absolute path, as "
+        "main_ppo reads a relative one from verl/trainer/); other hydra flags (--cfg, ...) are main_ppo's.")
+    p_compose.add_argument("--config-path", metavar="DIR", help="the directory of your yaml, absolute, as main_ppo's "
                            "--config-path (default: the shipped yaml's, `python -m verl_offgrpo config-dir`)")
     p_compose.add_argument("--config-name", metavar="NAME", help="your yaml's name, as main_ppo's --config-name "
-                           "(default: off_grpo_trainer)")
+                           "(with --config-path; default: off_grpo_trainer)")
     p_compose.add_argument("--path-hint", action="append", default=[], nargs=2, metavar=("PATH", "TEXT"),
                            help="what the note about PATH says in parentheses if PATH does not exist here "
                            "(the recipes: how to make their data); repeatable")
@@ -96,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     quiet_verl_imports()  # before verl is imported
     if args.command == "check":
         return check(args.overrides, verbose=args.verbose)
-    if bool(args.config_path) != bool(args.config_name) and args.config_path:
-        build_parser().error("--config-path needs --config-name (the yaml in that directory to compose)")
+    if bool(args.config_path) != bool(args.config_name):
+        build_parser().error("--config-path and --config-name go together (your yaml's directory and name); without "
+                             "them compose reads the shipped yaml")
+    if args.config_path and not os.path.isabs(os.path.expanduser(args.config_path)):
+        build_parser().error(f"--config-path {args.config_path} is relative, which main_ppo (hydra) reads from "
+                             f"verl/trainer/, not from here: pass an absolute path, e.g. \"$(pwd)/{args.config_path}\"")
     return dry_run(args.overrides, dict(args.path_hint), args.config_path, args.config_name)

@@ -48,14 +48,6 @@ def check_ref_reset_config(config: Any, *, require_hooks: bool = True, knobs: Of
             "(β = kl_loss_coef) or algorithm.use_kl_in_reward=true (the latter not with the zero-variance mask or "
             "red_drop); set actor_rollout_ref.actor.use_kl_loss=true, or ref_reset_period=0."
         )
-    kl_loss_coef = _get(config, "actor_rollout_ref.actor.kl_loss_coef", None)
-    kl_reward_coef = _get(config, "algorithm.kl_ctrl.kl_coef", None)
-    if (not use_kl_loss or kl_loss_coef == 0) and (not use_kl_in_reward or kl_reward_coef == 0):
-        logger.warning(
-            "off_grpo: %s with a KL weight of 0 (actor_rollout_ref.actor.kl_loss_coef=%s, use_kl_in_reward=%s): the KL "
-            "term is 0, so the resets change nothing; set the coefficient the KL term reads, or ref_reset_period=0.",
-            why, kl_loss_coef, use_kl_in_reward,
-        )
     if uses_lora(config):
         raise RefResetConfigError(
             f"{why} is not supported with LoRA (actor_rollout_ref.model.lora.rank / lora_rank / lora_adapter_path): "
@@ -86,8 +78,14 @@ def check_ref_reset_config(config: Any, *, require_hooks: bool = True, knobs: Of
                 f"actor_rollout_ref.actor.fsdp_config.{key}={a_val!r} but actor_rollout_ref.ref.fsdp_config.{key}="
                 f"{r_val!r} (mismatched sharding is not supported)."
             )
-    if not require_hooks:
-        return period
+    if require_hooks:
+        _require_step_end_hook(config, why)
+    _warn_if_no_kl_weight(config, why, use_kl_loss, use_kl_in_reward)
+    return period
+
+
+def _require_step_end_hook(config: Any, why: str) -> None:
+    """The reset runs from the plugin's step-end hook: V1 ``off_grpo_sync``, or v0 with its checkpoint manager."""
     if uses_v1(config):
         if v1_mode(config) != TRAINER_MODE:
             raise RefResetConfigError(
@@ -97,4 +95,13 @@ def check_ref_reset_config(config: Any, *, require_hooks: bool = True, knobs: Of
     else:
         lead = f"{why} with trainer.use_v1=false runs from the plugin's checkpoint manager: set"
         require_plugin_v0_manager(config, RefResetConfigError, lead)
-    return period
+
+
+def _warn_if_no_kl_weight(config: Any, why: str, use_kl_loss: bool, use_kl_in_reward: bool) -> None:
+    """π_ref enters training only through the KL terms in use; if each has weight 0 a reset changes nothing."""
+    weights = {key: _get(config, key, None) for key, used in (("actor_rollout_ref.actor.kl_loss_coef", use_kl_loss),
+                                                            ("algorithm.kl_ctrl.kl_coef", use_kl_in_reward)) if used}
+    if weights and all(value == 0 for value in weights.values()):
+        said = ", ".join(f"{key}={value}" for key, value in weights.items())
+        logger.warning("off_grpo: %s with a KL weight of 0 (%s): the KL term is 0, so the resets change nothing; "
+                       "set that coefficient, or ref_reset_period=0.", why, said)

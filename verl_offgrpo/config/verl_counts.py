@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .readers import flag_at
 from .values import OffGRPOConfigError, is_int, quoted_number_error, written_value
 
 ROLLOUT = "actor_rollout_ref.rollout"
@@ -58,7 +59,10 @@ def check_verl_counts(config: Any) -> None:
 def check_rollout_fits_the_gpus(config: Any) -> None:
     """Raise :class:`OffGRPOConfigError` where the colocated rollout's replica (TP × DP × PP GPUs of
     ``actor_rollout_ref.rollout``) does not divide the trainer's GPUs (``n_gpus_per_node`` × ``nnodes``); counts
-    that are absent or not integers are left to :func:`check_verl_counts` and verl."""
+    that are absent or not integers are left to :func:`check_verl_counts` and verl, and so is a rollout outside the
+    hybrid engine (``actor_rollout_ref.hybrid_engine=false``: verl's separate rollout pool, its own GPU counts)."""
+    if not flag_at(config, "actor_rollout_ref.hybrid_engine", True):
+        return
     sizes = {name: written_value(config, f"{ROLLOUT}.{name}", 1) for name in
              ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size")}
     per_node, nodes = (written_value(config, f"trainer.{name}", 1) for name in ("n_gpus_per_node", "nnodes"))
@@ -70,7 +74,8 @@ def check_rollout_fits_the_gpus(config: Any) -> None:
         return
     layout = " × ".join(f"{name}={value}" for name, value in sizes.items() if value > 1 or name.startswith("tensor"))
     only_tp = sizes["data_parallel_size"] == sizes["pipeline_model_parallel_size"] == 1
-    fix = (f"set {ROLLOUT}.tensor_model_parallel_size to one that divides {gpus} (verl's yaml sets 2)" if only_tp else
+    default = " (verl's yaml sets 2)" if sizes["tensor_model_parallel_size"] == 2 else ""
+    fix = (f"set {ROLLOUT}.tensor_model_parallel_size to one that divides {gpus}{default}" if only_tp else
            f"choose {ROLLOUT}'s tensor × data × pipeline parallel sizes so that their product divides {gpus}")
     raise OffGRPOConfigError(
         f"{ROLLOUT}.{layout} makes a vLLM replica of {replica} GPUs, which the trainer's {gpus} "
