@@ -29,7 +29,8 @@ from .quiet import quiet_verl_imports
 
 #: exit code of a usage error (BSD sysexits' EX_USAGE): argparse's own 2 is the plugin's checks' code here
 EX_USAGE = 64
-_OVERRIDES_ONLY = ("hydra overrides only (key=value), not hydra's flags (--cfg, --config-name, ...); hydra's "
+_OVERRIDES_ONLY = ("hydra overrides only (key=value; compose also --config-path/--config-name), not hydra's other "
+                   "flags (--cfg, ...); hydra's "
                    "composition without the checks is main_ppo's --cfg job: python -m verl.trainer.main_ppo "
                    "--config-path \"$(python -m verl_offgrpo config-dir)\" --config-name off_grpo_trainer "
                    "<overrides> --cfg job")
