@@ -36,8 +36,10 @@ checkpoint manager compares the served parameters themselves, with tolerance 0:
   real sync, so it checks nothing; it records at each real sync for :mod:`.sync_reached` alone.
 
 Limits: the check covers ``model_runner.model``'s parameters (not an MTP drafter, not buffers, which
-vLLM itself saves and restores across sleep); with vLLM data parallelism inside one replica,
-``collective_rpc`` reaches the TP workers of the leader's data-parallel shard only.
+vLLM itself saves and restores across sleep); with vLLM data parallelism inside one replica the plugin
+counts only the leader's data-parallel shard as checked: vLLM 0.24's load-balancing client
+(``DPLBAsyncMPClient.call_utility_async``) sends the call to every engine and raises the first error, but
+returns engine 0's answers only, and that fan-out has not been run on a GPU.
 
 This module never imports vllm; torch only inside the functions that run in vLLM's workers.
 """
