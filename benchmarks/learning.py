@@ -110,9 +110,9 @@ so from lease 12 on, **three a GPU** (six on an x2: ``--gpus 0,0,0,1,1,1``; thre
     12  on_policy:1,on_policy_mask:2,off_policy_v10:2,window_v10:2,on_policy_mask_rerun:2,on_policy:2
     13  off_policy_v10:0,window_v10:0,on_policy:0,on_policy_mask_rerun:0,on_policy_mask:1,off_policy_v10:1
     14  window_v10:1,on_policy_mask_rerun:1,on_policy_mask:0,reuse_i10:0, and REC/RED rec_oneside_noIS:1,rec_oneside_wide:1
-    15  rec_oneside_wide_v1:1,rec_oneside_wide_v1:2,red_weight_v1:2, and bigbatch_v10:0 with verl's log-prob loop
-        replaced (``VERL_USE_EXTERNAL_MODULES=benchmarks.diag.vector_logprobs OFFGRPO_VECTOR_LOGPROBS=1`` exported
-        before ``detach.sh start``; its ≈ 10 s an update was that loop, NOTEBOOK §19); then bigbatch_v10:1, 2
+    15  rec_oneside_wide_v1:1,rec_oneside_wide_v1:2,red_weight_v1:2, and bigbatch_v10:0, which now runs the lab's
+        chunked log-probs (:data:`PLAIN_VERL`; its ≈ 10 s an update was verl's per-row loop, NOTEBOOK §19);
+        then bigbatch_v10:1, 2
 
 On a one-GPU lease run three jobs with ``--gpus 0,0,0 --gpu-mem 0.1 --kv-cache-gib 8 --agent-workers 4`` (§18's
 settings). The statistics use the horizon every run reached (70 since §22), so a run the budget cuts after it still
@@ -158,6 +158,7 @@ import argparse
 import hashlib
 import importlib.util
 import json
+import os
 import re
 import socket
 import subprocess
@@ -776,6 +777,24 @@ def check_schedule(args, names: list[str]) -> None:
                                  f"step and of its sync period {cfg.v}")  # fmt: skip
 
 
+#: configs that run plain verl (no selecting estimator or loss), whose processes the package's chunked log-probs
+#: never reach: they get the lab's (``diag/vector_logprobs.py``, the same per-token formula), as every plugin job has
+#: the package's since NOTEBOOK §14 (verl's per-row loop made bigbatch_v10 ≈ 10 s an update, §19)
+PLAIN_VERL = frozenset({"bigbatch_v10"})
+VECTOR_LOGPROBS_MODULE = "benchmarks.diag.vector_logprobs"
+
+
+def job_env(name: str, env_extra: dict[str, str] | None = None, environ=os.environ) -> dict[str, str]:
+    """The extra environment of config ``name``'s job: ``env_extra`` (the GPU), and for :data:`PLAIN_VERL` the lab's
+    chunked log-probs added to the modules verl loads (after any the driver's environment names)."""
+    env = dict(env_extra or {})
+    if name in PLAIN_VERL:
+        modules = [m for m in environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+        env["VERL_USE_EXTERNAL_MODULES"] = ",".join(dict.fromkeys([*modules, VECTOR_LOGPROBS_MODULE]))
+        env["OFFGRPO_VECTOR_LOGPROBS"] = "1"
+    return env
+
+
 def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir: Path,
             env_extra: dict[str, str] | None = None) -> tuple[list[dict], dict]:
     tag = run_tag(name, seed, args.keep_weights, args.variant)
@@ -786,7 +805,7 @@ def run_job(args, name: str, seed: int, model_dir: Path, data_dir: Path, log_dir
     rc, progress, jsonl = mainppo_job.run_main_ppo(
         part_tag(tag, resumed), job_overrides(args, name, seed, model_dir, data_dir, resumed), args.out, log_dir,
         mainppo_job.job_timeout(args.run_timeout, args.budget_s, args.t0, start),
-        global_steps(cfg, args.steps) + 1, args.stall_s, **(env_extra or {}),
+        global_steps(cfg, args.steps) + 1, args.stall_s, **job_env(name, env_extra),
     )  # fmt: skip
     rows = curve(mainppo_job.parse_jsonl(jsonl), per)
     logged = updates_logged(rows, per)

@@ -277,3 +277,16 @@ def test_gpu_mem_and_kv_cache_change_only_vllms_share_of_the_gpu(tmp_path):
     fixed = learning.job_overrides(_args(kv_cache_gib=8.0), "rec_oneside_wide", 0, tmp_path / "m", tmp_path / "d")
     assert set(fixed) - set(plain) == {"+actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes=8589934592"}
     assert _compose(fixed).actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes == 8 * 2**30
+
+
+def test_plain_verl_jobs_load_the_labs_chunked_log_probs_and_plugin_jobs_keep_their_env():
+    """bigbatch_v10 is plain verl, which the package's chunked log-probs never reach: its job adds the lab's module
+    after any the driver names, with its switch; a plugin job gets only what it was given (its GPU)."""
+    gpu = {"CUDA_VISIBLE_DEVICES": "1"}
+    assert learning.job_env("bigbatch_v10", gpu, environ={}) == {
+        "CUDA_VISIBLE_DEVICES": "1", "VERL_USE_EXTERNAL_MODULES": "benchmarks.diag.vector_logprobs",
+        "OFFGRPO_VECTOR_LOGPROBS": "1"}
+    env = learning.job_env("bigbatch_v10", gpu, environ={"VERL_USE_EXTERNAL_MODULES": "a.b,benchmarks.diag.vector_logprobs"})
+    assert env["VERL_USE_EXTERNAL_MODULES"] == "a.b,benchmarks.diag.vector_logprobs"
+    assert learning.job_env("off_policy_v10", gpu, environ={}) == gpu
+    assert learning.PLAIN_VERL <= set(learning.CONFIGS)
