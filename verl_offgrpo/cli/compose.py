@@ -187,8 +187,8 @@ def _raised_in_verls_checks(err: BaseException) -> bool:
 
 def validate(overrides: list[str], config_path: str | None = None, config_name: str | None = None):
     """Compose the shipped yaml (or ``config_path``/``config_name``: :func:`compose`) + ``overrides`` and validate it
-    exactly as main_ppo's driver does, without Ray or a GPU: ``(exit code, the one-line error or None, the composed config or None)``; the codes as
-    :func:`dry_run`'s. The plugin's info lines and verl's banner go to stderr on the way.
+    exactly as main_ppo's driver does, without Ray or a GPU: ``(exit code, the one-line error or None, the composed
+    config or None)``; the codes as :func:`dry_run`'s. The plugin's info lines and verl's banner go to stderr on the way.
 
     A mandatory value still ``???`` (:func:`missing_values`) is said before any check runs, alone: the config
     cannot run without it (:func:`incomplete`), and the checks would read it as unset."""

@@ -19,12 +19,12 @@ every real sync after the first, with exact integer fingerprints (:func:`.served
   changed since its previous record (verl's ``collective_rpc`` returns the answers in a selecting job:
   :mod:`verl_offgrpo.patches.rpc_results`). Each TP rank must change when the trainer did: a rank holds a shard of
   every layer, and an optimizer step that moved the trainer's bits moves some of every shard's (a sync that reached
-  rank 0 but not rank 1 leaves rank 1 on the old policy, which the r' monitor would see only as drift). With a level-2 sleep between syncs (the window) a weight
-  the sync does not rewrite may come back different, so "trainer unchanged ⇒ unchanged" is asked only where vLLM
-  keeps its weights. After a level-2 sleep "rank changed" holds whether the sync arrived or not (the wake
-  rewrites the weights' memory); a sync that did not arrive then serves memory nothing loaded, which the r'
-  monitor's lag-0 limit (``max_log_rprime_after_sync``) stops at the window's first batch, and a wake that
-  restored the old weights bit for bit reads "unchanged" here.
+  rank 0 but not rank 1 leaves rank 1 on the old policy, which the r' monitor would see only as drift). With a
+  level-2 sleep between syncs (the window) a weight the sync does not rewrite may come back different, so "trainer
+  unchanged ⇒ unchanged" is asked only where vLLM keeps its weights. After a level-2 sleep "rank changed" holds
+  whether the sync arrived or not (the wake rewrites the weights' memory); a sync that did not arrive then serves
+  memory nothing loaded, which the r' monitor's lag-0 limit (``max_log_rprime_after_sync``) stops at the window's
+  first batch, and a wake that restored the old weights bit for bit reads "unchanged" here.
 * Every TP rank answers; with vLLM data parallelism inside one replica ``collective_rpc`` returns the answers of
   one data-parallel shard only, so the check runs where rollout DP = 1 (elsewhere an info line says it is off).
 
@@ -108,12 +108,11 @@ def replicas_breaking_the_rule(answers: list[Any], changed: bool) -> list[tuple[
                 f"rollout replica {index} answered {ranks!r:.200} instead of one record per vLLM worker (verl's "
                 "vLLMHttpServer.collective_rpc returns no results without verl_offgrpo.patches.rpc_results)"
             )
-        known = [rank for rank in ranks if rank.get("changed") is not None]
+        known = [(position, rank) for position, rank in enumerate(ranks) if rank.get("changed") is not None]
         if not known:
             raise RuntimeError(f"no vLLM worker of rollout replica {index} has a record of the previous sync to compare "
                                "with (restarted since?)")
-        broke = [rank.get("rank", position) for position, rank in enumerate(ranks)
-                 if rank.get("changed") is not None and bool(rank["changed"]) != changed]
+        broke = [rank.get("rank", position) for position, rank in known if bool(rank["changed"]) != changed]
         if broke:
             breaking.append((index, {"changed": not changed, "ranks": broke}))
     return breaking
@@ -131,10 +130,10 @@ def rule_broken_message(breaking: list[tuple[int, dict]], changed: bool, step: i
     if changed:
         return (
             f"verl-offgrpo: step {step}: the weight sync did not reach vLLM: the trainer's weights changed since "
-            f"{since}, but the vLLM workers of {replica} ({tp_ranks}){others} serve the same weights as after it, so its next "
-            f"rollout would sample from the policy of {since}, not α = the policy of step {step}. Stopped before any "
-            "batch was sampled from them. Check the weight-sync path (verl's checkpoint engine, vLLM's sleep/wake); "
-            "algorithm.off_grpo.verify_served_weights=false turns the check off."
+            f"{since}, but the vLLM workers of {replica} ({tp_ranks}){others} serve the same weights as after it, so "
+            f"its next rollout would sample from the policy of {since}, not α = the policy of step {step}. Stopped "
+            "before any batch was sampled from them. Check the weight-sync path (verl's checkpoint engine, vLLM's "
+            "sleep/wake); algorithm.off_grpo.verify_served_weights=false turns the check off."
         )
     return (
         f"verl-offgrpo: step {step}: vLLM's weights changed at the sync although the trainer's did not since {since} "
