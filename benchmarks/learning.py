@@ -158,7 +158,6 @@ import argparse
 import hashlib
 import importlib.util
 import json
-import os
 import re
 import socket
 import subprocess
@@ -784,14 +783,12 @@ PLAIN_VERL = frozenset({"bigbatch_v10"})
 VECTOR_LOGPROBS_MODULE = "benchmarks.diag.vector_logprobs"
 
 
-def job_env(name: str, env_extra: dict[str, str] | None = None, environ=os.environ) -> dict[str, str]:
+def job_env(name: str, env_extra: dict[str, str] | None = None) -> dict[str, str]:
     """The extra environment of config ``name``'s job: ``env_extra`` (the GPU), and for :data:`PLAIN_VERL` the lab's
-    chunked log-probs added to the modules verl loads (after any the driver's environment names)."""
+    chunked log-probs among the modules verl loads (``mainppo_job.run_env`` adds them to the driver's)."""
     env = dict(env_extra or {})
     if name in PLAIN_VERL:
-        modules = [m for m in environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
-        env["VERL_USE_EXTERNAL_MODULES"] = ",".join(dict.fromkeys([*modules, VECTOR_LOGPROBS_MODULE]))
-        env["OFFGRPO_VECTOR_LOGPROBS"] = "1"
+        env.update(VERL_USE_EXTERNAL_MODULES=VECTOR_LOGPROBS_MODULE, OFFGRPO_VECTOR_LOGPROBS="1")
     return env
 
 

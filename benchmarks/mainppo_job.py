@@ -173,6 +173,7 @@ def run_env(jsonl: Path, stack_dir: Path | None = None, **extra: str) -> dict:
     With ``stack_dir``, every Python process of the run can dump its stacks on demand
     (``benchmarks/diag/sitecustomize.py``; see :func:`launch`); with :data:`SHARED_GPU_ENV` ``=1`` in
     ``extra`` (:func:`on_gpus`), vLLM's sleep tolerates a neighbour on its GPU (``diag/shared_gpu_sleep.py``).
+    ``VERL_USE_EXTERNAL_MODULES`` in ``extra`` adds to the driver's, not replaces it (then the plugin, last).
     """
     env = dict(os.environ)
     # every job starts its own local Ray cluster: a RAY_ADDRESS would make side-by-side jobs
@@ -197,7 +198,7 @@ def run_env(jsonl: Path, stack_dir: Path | None = None, **extra: str) -> dict:
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     # load the plugin explicitly in every verl process (errors propagate, unlike entry points,
     # which verl logs at DEBUG); harmless if the entry point is installed too
-    extern = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+    extern = [m for source in (os.environ, extra) for m in source.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
     env["VERL_USE_EXTERNAL_MODULES"] = ",".join(dict.fromkeys([*extern, "verl_offgrpo.plugin"]))
     return env
 

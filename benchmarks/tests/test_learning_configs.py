@@ -279,14 +279,17 @@ def test_gpu_mem_and_kv_cache_change_only_vllms_share_of_the_gpu(tmp_path):
     assert _compose(fixed).actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes == 8 * 2**30
 
 
-def test_plain_verl_jobs_load_the_labs_chunked_log_probs_and_plugin_jobs_keep_their_env():
+def test_plain_verl_jobs_load_the_labs_chunked_log_probs_and_plugin_jobs_keep_their_env(monkeypatch, tmp_path):
     """bigbatch_v10 is plain verl, which the package's chunked log-probs never reach: its job adds the lab's module
     after any the driver names, with its switch; a plugin job gets only what it was given (its GPU)."""
+    import mainppo_job
+
     gpu = {"CUDA_VISIBLE_DEVICES": "1"}
-    assert learning.job_env("bigbatch_v10", gpu, environ={}) == {
+    assert learning.job_env("bigbatch_v10", gpu) == {
         "CUDA_VISIBLE_DEVICES": "1", "VERL_USE_EXTERNAL_MODULES": "benchmarks.diag.vector_logprobs",
         "OFFGRPO_VECTOR_LOGPROBS": "1"}
-    env = learning.job_env("bigbatch_v10", gpu, environ={"VERL_USE_EXTERNAL_MODULES": "a.b,benchmarks.diag.vector_logprobs"})
-    assert env["VERL_USE_EXTERNAL_MODULES"] == "a.b,benchmarks.diag.vector_logprobs"
-    assert learning.job_env("off_policy_v10", gpu, environ={}) == gpu
+    monkeypatch.setenv("VERL_USE_EXTERNAL_MODULES", "a.b,benchmarks.diag.vector_logprobs")
+    env = mainppo_job.run_env(tmp_path / "m.jsonl", **learning.job_env("bigbatch_v10", gpu))
+    assert env["VERL_USE_EXTERNAL_MODULES"] == "a.b,benchmarks.diag.vector_logprobs,verl_offgrpo.plugin"
+    assert learning.job_env("off_policy_v10", gpu) == gpu
     assert learning.PLAIN_VERL <= set(learning.CONFIGS)
