@@ -40,7 +40,12 @@ Writes ``OUT/window_speed.json``. Usage on a 4-GPU machine (after staging with `
     python3 benchmarks/window_speed.py --out $OUT --work /tmp/ws --gsm8k .gpu/gsm8k --gpus 0,1,2,3 \\
         --jobs v1=step:1,p4=step:4,w4=window:4,w10=window:10 --steps 40 --budget-s 900
 
-The 1.5B shape with TP=2, two 2-GPU jobs side by side::
+The 1.5B shape with TP=2 on a 2-GPU machine, the jobs one after the other (``--run-timeout`` each)::
+
+    python3 benchmarks/window_speed.py --out $OUT --work /tmp/ws --shape qwen2.5-1.5b --n-gpus 2 --tp 2 \
+        --gpus 0,1 --jobs v1=step:1,w10=window:10 --steps 60 --budget-s 1440 --run-timeout 700
+
+The same, two 2-GPU jobs side by side::
 
     python3 benchmarks/window_speed.py --out $OUT --work /tmp/ws --shape qwen2.5-1.5b --n-gpus 2 --tp 2 \
         --gpus 0,1,2,3 --jobs v1=step:1,w10=window:10 --response-length 512 --steps 60 --budget-s 1200
@@ -277,6 +282,9 @@ def main(argv=None) -> int:
     p.add_argument("--gpu-mem", type=float, default=0.4)
     p.add_argument("--lr", type=float, default=1e-6)
     p.add_argument("--budget-s", type=float, default=900)
+    p.add_argument("--run-timeout", type=float, default=None,
+                   help="wall seconds a job may run (default: what --budget-s leaves): jobs that queue for one "
+                        "GPU set, e.g. --gpus 0,1 --n-gpus 2 with two jobs, run one after the other")
     p.add_argument("--stall-s", type=float, default=300)
     p.add_argument("--mem-sample-s", type=float, default=mainppo_job.MEM_SAMPLE_S,
                    help="seconds between two GPU/host memory samples of a job (a shorter peak can be missed)")
@@ -318,7 +326,7 @@ def main(argv=None) -> int:
     def run(job, env_extra):
         name, kind, v, full = job
         env_extra = {**env_extra, **job_env(args.job_env, name)}
-        timeout = mainppo_job.job_timeout(None, args.budget_s, t0, time.time())
+        timeout = mainppo_job.job_timeout(args.run_timeout, args.budget_s, t0, time.time())
         rc, progress, jsonl = mainppo_job.run_main_ppo(
             name, job_overrides(args, name, kind, v, model_dir, data_dir, full), out, log_dir, timeout,
             -(-args.steps // (v if kind == "bigbatch" else 1)), args.stall_s, args.mem_sample_s, **env_extra)
