@@ -549,6 +549,22 @@ def test_window_samples_per_engine(overrides, per_engine):
     assert window_samples_per_engine(composed(*WINDOW_10, *overrides), 10) == per_engine
 
 
+@pytest.mark.parametrize("size", ["tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size"])
+def test_a_null_rollout_size_is_no_layout_for_either_reader(size):
+    """verl multiplies the three sizes as written (a null is its TypeError, after Ray): neither the window's count
+    nor the GPU-split check reads a null as 1 (one reader, :func:`rollout_layout`, for both)."""
+    from verl_offgrpo.config.readers import rollout_layout
+    from verl_offgrpo.config.verl_counts import check_rollout_fits_the_gpus
+    from verl_offgrpo.config.window_checks import window_samples_per_engine
+
+    config = composed(*WINDOW_10, "trainer.n_gpus_per_node=3", f"actor_rollout_ref.rollout.{size}=null")
+    assert rollout_layout(config) is None
+    assert window_samples_per_engine(config, 10) is None
+    check_rollout_fits_the_gpus(config)  # left to verl: no error here
+    layout = rollout_layout(composed(*WINDOW_10, "trainer.n_gpus_per_node=3"))
+    assert (layout.gpus, layout.replica_gpus, layout.engines) == (3, 2, 1)  # verl's TP = 2 on 3 GPUs: one replica
+
+
 @pytest.mark.parametrize("overrides, says", [
     (("trainer.n_gpus_per_node=1",),  # verl's yaml: rollout TP = 2
      "actor_rollout_ref.rollout.tensor_model_parallel_size=2 makes a vLLM replica of 2 GPUs, which the trainer's 1 "

@@ -5,6 +5,7 @@ verl does not share). Read only; each check module decides."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from .off_grpo import OffGRPOConfig
@@ -122,6 +123,44 @@ def rollout_data_parallel_size(config: Any) -> int:
     number: drop the quotes), never read as some other count."""
     key = "actor_rollout_ref.rollout.data_parallel_size"
     return as_integer(_get(config, key, 1), key) or 1
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutLayout:
+    """The colocated rollout's layout: verl builds ⌊GPUs / (TP·DP·PP)⌋ vLLM replicas on the trainer's GPUs
+    (``n_gpus_per_node`` × ``nnodes``), and each data-parallel rank of a replica is one engine with its own
+    ``max_num_seqs``: engines = ⌊GPUs / (TP·DP·PP)⌋ · DP."""
+
+    tensor: int
+    data: int
+    pipeline: int
+    per_node: int
+    nodes: int
+
+    @property
+    def gpus(self) -> int:
+        return self.per_node * self.nodes
+
+    @property
+    def replica_gpus(self) -> int:
+        return self.tensor * self.data * self.pipeline
+
+    @property
+    def engines(self) -> int:
+        return self.gpus // self.replica_gpus * self.data
+
+
+def rollout_layout(config: Any) -> RolloutLayout | None:
+    """The config's :class:`RolloutLayout` (``actor_rollout_ref.rollout``'s tensor, data and pipeline parallel sizes,
+    ``trainer.n_gpus_per_node`` and ``nnodes``; an absent one is 1), or None where one is null, a word or below 1:
+    verl multiplies them as they are, and :func:`.verl_counts.check_verl_counts` or verl names such a value."""
+    rollout = "actor_rollout_ref.rollout"
+    keys = (f"{rollout}.tensor_model_parallel_size", f"{rollout}.data_parallel_size",
+            f"{rollout}.pipeline_model_parallel_size", "trainer.n_gpus_per_node", "trainer.nnodes")
+    sizes = [written_value(config, key, 1) for key in keys]
+    if not all(_is_int(size) and size >= 1 for size in sizes):
+        return None
+    return RolloutLayout(*sizes)
 
 
 def one_optimizer_step_per_batch(config: Any) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .readers import flag_at
+from .readers import flag_at, rollout_layout
 from .values import OffGRPOConfigError, is_int, quoted_number_error, written_value
 
 ROLLOUT = "actor_rollout_ref.rollout"
@@ -63,22 +63,19 @@ def check_rollout_fits_the_gpus(config: Any) -> None:
     hybrid engine (``actor_rollout_ref.hybrid_engine=false``: verl's separate rollout pool, its own GPU counts)."""
     if not flag_at(config, "actor_rollout_ref.hybrid_engine", True):
         return
-    sizes = {name: written_value(config, f"{ROLLOUT}.{name}", 1) for name in
-             ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size")}
-    per_node, nodes = (written_value(config, f"trainer.{name}", 1) for name in ("n_gpus_per_node", "nnodes"))
-    if not all(is_int(v) and v >= 1 for v in (*sizes.values(), per_node, nodes)):
+    layout = rollout_layout(config)
+    if layout is None or layout.gpus % layout.replica_gpus == 0:
         return
-    replica, gpus = sizes["tensor_model_parallel_size"] * sizes["data_parallel_size"] * sizes[
-        "pipeline_model_parallel_size"], per_node * nodes
-    if gpus % replica == 0:
-        return
-    layout = " × ".join(f"{name}={value}" for name, value in sizes.items() if value > 1 or name.startswith("tensor"))
+    sizes = {"tensor_model_parallel_size": layout.tensor, "data_parallel_size": layout.data,
+             "pipeline_model_parallel_size": layout.pipeline}
+    replica, gpus, per_node, nodes = layout.replica_gpus, layout.gpus, layout.per_node, layout.nodes
+    written = " × ".join(f"{name}={value}" for name, value in sizes.items() if value > 1 or name.startswith("tensor"))
     only_tp = sizes["data_parallel_size"] == sizes["pipeline_model_parallel_size"] == 1
     default = " (verl's yaml sets 2)" if sizes["tensor_model_parallel_size"] == 2 else ""
     fix = (f"set {ROLLOUT}.tensor_model_parallel_size to one that divides {gpus}{default}" if only_tp else
            f"choose {ROLLOUT}'s tensor × data × pipeline parallel sizes so that their product divides {gpus}")
     raise OffGRPOConfigError(
-        f"{ROLLOUT}.{layout} makes a vLLM replica of {replica} GPUs, which the trainer's {gpus} "
+        f"{ROLLOUT}.{written} makes a vLLM replica of {replica} GPUs, which the trainer's {gpus} "
         f"(trainer.n_gpus_per_node={per_node} × trainer.nnodes={nodes}) cannot be split into, and verl would stop at "
         f"its workers' start-up, after Ray and the model: {fix}."
     )

@@ -15,7 +15,7 @@ from typing import Any
 from verl_offgrpo import TRAINER_MODE
 
 from .off_grpo import AUTO, PREFIX, OffGRPOConfig
-from .readers import flag_at, knobs_of, rollout_data_parallel_size, uses_v1, v1_mode
+from .readers import flag_at, knobs_of, rollout_layout, uses_v1, v1_mode
 from .refill_checks import REFILLS
 from .values import OffGRPOConfigError
 from .values import config_value as _get
@@ -157,19 +157,15 @@ def advise_on_window(config: Any, knobs: OffGRPOConfig) -> None:
 def window_samples_per_engine(config: Any, sync_period: int) -> int | None:
     """Samples each vLLM engine holds when a window of ``sync_period`` steps is generated at once, or None.
 
-    ⌈v · ``data.train_batch_size`` · ``rollout.n`` / engines⌉, engines = ⌊GPUs / (TP·DP·PP)⌋ · DP: verl
-    builds ⌊GPUs / (TP·DP·PP)⌋ replicas, spreads the requests over them, and each engine (one per
-    data-parallel rank of a replica) has its own ``max_num_seqs``.
+    ⌈v · ``data.train_batch_size`` · ``rollout.n`` / engines⌉, engines of :class:`.readers.RolloutLayout`: verl
+    spreads the requests over its replicas, and each engine (one per data-parallel rank of a replica) has its own
+    ``max_num_seqs``.
     """
-    rollout = "actor_rollout_ref.rollout"
-    batch, n = _get(config, "data.train_batch_size"), _get(config, f"{rollout}.n", 1)
-    gpus = (_get(config, "trainer.n_gpus_per_node", 1) or 1) * (_get(config, "trainer.nnodes", 1) or 1)
-    tp = _get(config, f"{rollout}.tensor_model_parallel_size", 1) or 1
-    pp = _get(config, f"{rollout}.pipeline_model_parallel_size", 1) or 1
-    dp = rollout_data_parallel_size(config)
-    if not all(_is_int(x) and x > 0 for x in (batch, n, gpus, tp, pp, dp)):
+    batch, n = _get(config, "data.train_batch_size"), _get(config, "actor_rollout_ref.rollout.n", 1)
+    layout = rollout_layout(config)
+    if layout is None or not all(_is_int(x) and x > 0 for x in (batch, n)):
         return None
-    return math.ceil(sync_period * batch * n / max(gpus // (tp * dp * pp) * dp, 1))
+    return math.ceil(sync_period * batch * n / max(layout.engines, 1))
 
 
 def token_budget(config: Any) -> int | None:
