@@ -577,6 +577,9 @@ CUSTOM_SAMPLER = ["+trainer.v1.sampler.custom_sampler.path=my_sampler.py", "+tra
         (["trainer.use_v1=false", f"+actor_rollout_ref.rollout.checkpoint_manager_class={fakes.V0_MANAGER_FQN}"],
          "V1 trainer"),
         (["+trainer.v1.sync.parameter_sync_step=2"], "parameter_sync_step"),
+        # verl's async modes generate on their own schedule: the window is the plugin's synchronous mode's
+        *[([f"trainer.v1.trainer_mode={mode}"], rf"^algorithm.off_grpo.rollout_schedule=window needs "
+           rf"trainer.v1.trainer_mode=off_grpo_sync \(got '{mode}'\): set it, or ") for mode in ("colocate_async", "separate_async")],
         (["algorithm.filter_groups.enable=true"], "filter_groups"),
         (["trainer.test_freq=5", "algorithm.off_grpo.sync_before_validate=false"], "sync_before_validate"),
         (["data.train_batch_size=6", "+data.gen_batch_size=3"], "gen_batch_size"),
