@@ -16,6 +16,7 @@ faults injected from outside the plugin's code path by ``benchmarks/diag/guard_f
     stale_sync        the 2nd real sync leaves vLLM on the 1st sync's weights (every rank): expected caught at
                       the slot of step v, before step v + 1's rollout (sync/sync_reached.py)
     stale_sync_rank   as stale_sync on the last TP rank only (run it at --tp 2): expected caught there too
+    stale_sync_tensor as stale_sync for one tensor only (layer 3's first), every rank: caught there too, per tensor
     level2_unchecked  level2 with verify_served_weights=false: what the r' monitor alone sees
 
 Each fault job should stop with ``ServedPolicyError`` at its first affected step; the script reads the
@@ -83,11 +84,12 @@ RUNS = {
     "level2_unchecked": ("level2", False),
     "stale_sync": ("stale_sync", True),
     "stale_sync_rank": ("stale_sync_rank", True),
+    "stale_sync_tensor": ("stale_sync_tensor", True),
 }
 #: the plugin's error for a failed served-weights check (served_weights.mismatch_message)
 CAUGHT = re.compile(
     r"(verl-offgrpo: step (\d+): (?:vLLM does not serve α|the served-weights check could not confirm|"
-    r"the weight sync did not reach vLLM)[^\n]*)"
+    r"the weight sync did not reach vLLM|the weight sync reached vLLM only in part)[^\n]*)"
 )
 #: the r' guard's own errors (alpha_guard)
 RPRIME_ERROR = re.compile(r"(verl-offgrpo: step (\d+): the batch was sampled[^\n]*)")
@@ -103,7 +105,7 @@ def expected_step(fault: str | None, period: int, after_sync: int) -> int | None
         return None
     if fault == "level2":
         return 2
-    if fault in ("stale_sync", "stale_sync_rank"):  # caught in the slot of the K-th sync, step v·(K−1)
+    if fault.startswith("stale_sync"):  # caught in the slot of the K-th sync, step v·(K−1)
         return period * (after_sync - 1)
     return period * (after_sync - 1) + 2
 

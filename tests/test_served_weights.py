@@ -254,3 +254,65 @@ def test_the_trainers_digest_reads_its_shards_as_vllms_dtype():
     assert sync_reached.trainer_changed([before[0]], [after_small[0]]) is False
     with pytest.raises(RuntimeError, match="no actor model"):
         sync_reached.actor_weights_digest(SimpleNamespace(), "bfloat16")
+
+
+def test_a_record_names_the_tensors_that_changed_and_vllms_packed_modules():
+    """``record`` also answers which tensors changed since the rank's previous record (None at its first), every
+    tensor's name, and the model's ``packed_modules_mapping`` (vLLM's fused tensor ← the checkpoint's)."""
+    worker = Worker(rank=0)
+    worker.model_runner.model.packed_modules_mapping = {"qkv_proj": ["q_proj", "k_proj", "v_proj"]}
+    first = sw.served_weights_rpc(worker, "record", step=0)
+    assert first["changed_tensors"] is None and first["packed"] == {"qkv_proj": ["q_proj", "k_proj", "v_proj"]}
+    assert first["tensor_names"] == ["layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias"]
+    bits(worker.model_runner.model["layers"][1].bias)[0] += 1
+    assert sw.served_weights_rpc(worker, "record", step=4)["changed_tensors"] == ["layers.1.bias"]
+    assert sw.served_weights_rpc(worker, "record", step=8)["changed_tensors"] == []
+
+
+def test_every_tensor_the_trainer_changed_must_change_on_some_tp_rank():
+    """By hand: the trainer changed q_proj and the norm; vLLM serves q_proj inside qkv_proj (its packed modules).
+    Replica 0: rank 1 changed qkv_proj and both changed the norm: passes. Replica 1: no rank changed qkv_proj: its
+    name is given. A trainer tensor vLLM does not serve under its name (lm_head here) is not checked; a replica with a
+    rank that has no previous record is skipped."""
+    from verl_offgrpo.sync.sync_reached import served_name, tensors_message, tensors_that_did_not_arrive
+
+    packed = {"qkv_proj": ["q_proj", "k_proj", "v_proj"], "gate_up_proj": ["gate_proj", "up_proj"]}
+    assert served_name("model.layers.0.self_attn.k_proj.weight", packed) == "model.layers.0.self_attn.qkv_proj.weight"
+    assert served_name("model.layers.0.mlp.up_proj.weight", packed) == "model.layers.0.mlp.gate_up_proj.weight"
+    assert served_name("model.norm.weight", packed) == "model.norm.weight"
+    names = ["model.layers.0.self_attn.qkv_proj.weight", "model.norm.weight"]
+    rank = lambda r, moved: {"rank": r, "changed_tensors": moved, "tensor_names": names, "packed": packed}
+    changed = {"model.layers.0.self_attn.q_proj.weight", "model.norm.weight", "lm_head.weight"}
+    answers = [[rank(0, ["model.norm.weight"]), rank(1, names)],
+               [rank(0, ["model.norm.weight"]), rank(1, ["model.norm.weight"])],
+               [rank(0, None), rank(1, [])]]
+    missing, checked = tensors_that_did_not_arrive(answers, changed)
+    assert missing == [(1, ["model.layers.0.self_attn.qkv_proj.weight"])] and checked == 4
+    assert tensors_message(missing, 8, 4, 3) == (
+        "verl-offgrpo: step 8: the weight sync reached vLLM only in part: the trainer changed "
+        "model.layers.0.self_attn.qkv_proj.weight since the sync of step 4, but no vLLM worker of replica 1 of 3 serves "
+        "a changed copy of it, so its next rollout would mix the policy of the sync of step 4 into α = the policy of "
+        "step 8. Stopped before any batch was sampled from them. Check the weight-sync path (verl's checkpoint engine, "
+        "the names vLLM's loader takes); algorithm.off_grpo.verify_served_weights=false turns the check off.")
+    # names vLLM does not serve: nothing to check, nothing missing
+    assert tensors_that_did_not_arrive([[rank(0, [])]], {"lm_head.weight"}) == ([], 0)
+
+
+def test_the_trainers_tensors_are_named_as_the_checkpoint_and_compared_per_rank():
+    """The actor's digest carries each tensor's fingerprint under its checkpoint name (torch's wrapper segments
+    dropped); a tensor changed on any rank's shard counts as changed."""
+    from verl_offgrpo.sync import sync_reached
+
+    assert sync_reached.checkpoint_name("_fsdp_wrapped_module.model.layers.0._checkpoint_wrapped_module.mlp.weight") \
+        == "model.layers.0.mlp.weight"
+    layer = torch.nn.Linear(3, 2)
+    worker = SimpleNamespace(worker_dict={"actor_rollout_ref": SimpleNamespace(
+        actor=SimpleNamespace(engine=SimpleNamespace(module=layer)), ref=None)})
+    before = sync_reached.actor_weights_digest(worker, "bfloat16")["tensors"]
+    assert sorted(before) == ["bias", "weight"]
+    with torch.no_grad():
+        layer.bias[1] += 1.0
+    after = sync_reached.actor_weights_digest(worker, "bfloat16")["tensors"]
+    assert sync_reached.trainer_changed_tensors(None, [after]) is None
+    assert sync_reached.trainer_changed_tensors([before, before], [before, after]) == {"bias"}
+    assert sync_reached.trainer_changed_tensors([before], [before]) == set()

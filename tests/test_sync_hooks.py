@@ -48,6 +48,14 @@ def compose_cfg(*overrides):
 
 
 # ----------------------------------------------------------------------------- fakes
+def served_model():
+    """The tiny model of the fakes, in the trainer (``actor.engine.module``) and in each vLLM rank alike: the same
+    tensor names (``layers.0.weight`` …), as a checkpoint's are in both."""
+    import torch
+
+    return torch.nn.ModuleDict({"layers": torch.nn.ModuleList([torch.nn.Linear(6, 10), torch.nn.Linear(10, 3)])})
+
+
 class FakeWorkerExtension:
     """Stands for verl's ``vLLMColocateWorkerExtension``: the plugin's post-import hook gives it the
     served-weights method (:func:`verl_offgrpo.patches.served_weights_worker.install_worker_method`), vLLM mixes it into its workers."""
@@ -62,20 +70,24 @@ class FakeVLLMWorker(FakeWorkerExtension):
         import torch
 
         self.rank = rank
-        layers = torch.nn.ModuleList([torch.nn.Linear(6, 10), torch.nn.Linear(10, 3)]).to(torch.bfloat16)
-        self.model_runner = SimpleNamespace(model=torch.nn.ModuleDict({"layers": layers}))
+        self.model_runner = SimpleNamespace(model=served_model().to(torch.bfloat16))
         self.host_copy = None
 
     def params(self):
         return list(self.model_runner.model.parameters())
 
     def load(self, version):
+        """π_version's weights; ``version`` may be ``(version, names)``: those tensors keep what they held (a sync
+        that reached this rank in part)."""
         import torch
 
+        version, kept = version if isinstance(version, tuple) else (version, ())
         gen = torch.Generator().manual_seed(1000 * (version or 0) + self.rank)
         with torch.no_grad():
-            for p in self.params():
-                p.copy_(torch.randn(p.shape, generator=gen))
+            for name, p in self.model_runner.model.named_parameters():
+                new = torch.randn(p.shape, generator=gen)
+                if name not in kept:
+                    p.copy_(new)
 
     def sleep(self, level):
         self.host_copy = [p.detach().clone() for p in self.params()] if level == 1 else None
@@ -239,7 +251,7 @@ def hold_policy(worker, policy):
     import torch
 
     if getattr(worker, "actor", None) is None:
-        worker.actor = SimpleNamespace(engine=SimpleNamespace(module=torch.nn.Linear(5, 4)))
+        worker.actor = SimpleNamespace(engine=SimpleNamespace(module=served_model()))
     gen = torch.Generator().manual_seed(policy)
     with torch.no_grad():
         for p in worker.actor.engine.module.parameters():

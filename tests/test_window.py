@@ -360,6 +360,8 @@ def test_a_windows_lagged_batch_over_the_lagged_limit_warns_as_per_step_does(ray
     rpcs = [(action, step) for method, action, step, rank in ray.get(rec.servers[0].get_rpcs.remote())]
     assert rpcs == [("record", 0), ("record", 4)]
     assert series(rec, "off_grpo/trainer_changed", [4]) == [1.0]
+    # the trainer's four tensors (same names in the fakes' vLLM) each changed on both replicas: 2 × 4 checked
+    assert series(rec, "off_grpo/sync_tensors_checked", [4]) == [8.0]
 
 
 def test_the_lag_0_limit_still_stops_a_window(ray_local, monkeypatch):
@@ -470,6 +472,20 @@ def test_a_sync_that_reaches_only_some_tp_ranks_stops(ray_local, monkeypatch, sc
     stopped = pytest.raises(ServedPolicyError, match=r"step 4: the weight sync did not reach vLLM: .* the vLLM workers "
                                                      r"of replica 0 of 2 \(TP rank 1\) \(2 of 2 replicas alike\) serve")
     stops_at_sync_4(monkeypatch, schedule, stopped)
+
+
+def test_a_sync_that_reaches_every_rank_with_some_tensors_only_stops(ray_local, monkeypatch):
+    """At the sync of step 4 every vLLM rank loads π_4 except ``layers.1.bias``, which keeps π_0's: each rank changed
+    (the rank rule passes) but a tensor the trainer changed did not arrive: stopped, naming it (per_step, level-1
+    sleep, where the old tensor would be served). Rollout TP = 2 with one rank missing it is left to the rank rule:
+    the other rank's copy changed, and a slice may honestly keep its bits."""
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    serve_at_sync_4(monkeypatch, {0: (4, ("layers.1.bias",))})
+    stopped = pytest.raises(ServedPolicyError, match=r"^verl-offgrpo: step 4: the weight sync reached vLLM only in part: "
+                                                     r"the trainer changed layers\.1\.bias since the sync of step 0, "
+                                                     r"but no vLLM worker of replica 0 of 2 \(2 of 2 replicas alike\)")
+    stops_at_sync_4(monkeypatch, "per_step", stopped)
 
 
 def test_without_the_answers_the_sync_check_is_off_loudly(ray_local, monkeypatch, caplog):

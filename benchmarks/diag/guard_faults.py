@@ -17,6 +17,8 @@ that module is imported; elsewhere it does nothing. ``OFFGRPO_GUARD_FAULT`` pick
   every parameter is put back as it was before it, on every rank: vLLM keeps the previous sync's weights.
 * ``stale_sync_rank``: as ``stale_sync``, on TP rank ``OFFGRPO_GUARD_FAULT_RANK`` only (default: the last rank):
   the sync reaches the other ranks, so the replica as a whole changed.
+* ``stale_sync_tensor``: as ``stale_sync``, on every rank, for one tensor only: the first parameter of decoder
+  layer L (``OFFGRPO_GUARD_FAULT_LAYER``): every rank changed, that tensor did not.
 
 Each injection prints a ``[guard-fault]`` line (the vLLM worker's output reaches the job's console log).
 """
@@ -32,7 +34,8 @@ LAYER = int(os.environ.get("OFFGRPO_GUARD_FAULT_LAYER", "3"))
 RANK = os.environ.get("OFFGRPO_GUARD_FAULT_RANK", "last")
 GPU_WORKER = "vllm.v1.worker.gpu_worker"
 EXTENSION_MODULE = "verl.workers.rollout.vllm_rollout.utils"
-FAULTS = ("level2", "perturb", "noise", "stale_sync", "stale_sync_rank")
+FAULTS = ("level2", "perturb", "noise", "stale_sync", "stale_sync_rank", "stale_sync_tensor")
+STALE_SYNCS = ("stale_sync", "stale_sync_rank", "stale_sync_tensor")
 _MARK = "__guard_fault_patched__"
 
 
@@ -52,20 +55,23 @@ def _wrap_syncs() -> None:
 
     def update_weights_from_ipc(self, *args, **kwargs):
         self._guard_fault_syncs = getattr(self, "_guard_fault_syncs", 0) + 1
-        if FAULT not in ("stale_sync", "stale_sync_rank") or self._guard_fault_syncs != AFTER_SYNC:
+        if FAULT not in STALE_SYNCS or self._guard_fault_syncs != AFTER_SYNC:
             return original(self, *args, **kwargs)
         if FAULT == "stale_sync_rank" and getattr(self, "rank", None) != _target_rank(self):
             return original(self, *args, **kwargs)
         import torch
 
-        params = list(self.model_runner.model.parameters())
+        named = list(self.model_runner.model.named_parameters())
+        if FAULT == "stale_sync_tensor":
+            named = [next((n, p) for n, p in named if f"layers.{LAYER}." in n)]
+        params = [p for _, p in named]
         before = [p.detach().clone() for p in params]
         out = original(self, *args, **kwargs)
         with torch.no_grad():
             for param, old in zip(params, before):
                 param.copy_(old)
         _say(f"{FAULT}: rank {getattr(self, 'rank', '?')}: sync #{self._guard_fault_syncs} received, then the "
-             f"{len(params)} parameter tensors from before it put back")  # fmt: skip
+             f"{len(params)} parameter tensor(s) from before it put back ({named[0][0]}, ...)")  # fmt: skip
         return out
 
     setattr(update_weights_from_ipc, _MARK, True)
@@ -133,7 +139,7 @@ def patch_worker(module) -> None:
             return out
 
         worker_cls.wake_up = wake_up
-    elif FAULT == "stale_sync":
+    elif FAULT in STALE_SYNCS:
         original_wake = worker_cls.wake_up
 
         def wake_up(self, tags=None):  # every sync wakes the weights first: the extension is loaded by then

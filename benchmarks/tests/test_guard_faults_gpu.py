@@ -57,9 +57,12 @@ def test_expected_steps_and_verdicts():
     assert gf.expected_step("noise", 4, 3) == 10 and gf.expected_step(None, 3, 2) is None
     assert gf.expected_step("stale_sync", 3, 2) == 3  # the slot of the 2nd sync, step 3, stops before step 4
     assert gf.expected_step("stale_sync_rank", 3, 2) == 3
+    assert gf.expected_step("stale_sync_tensor", 3, 2) == 3
     stale = ("verl-offgrpo: step 3: the weight sync did not reach vLLM: the trainer's weights changed since the sync "
              "of step 0, but the vLLM workers of replica 0 serve the same weights as after it")  # fmt: skip
     assert gf.parse_console(f"ServedPolicyError: {stale}\n")["caught_step"] == 3
+    part = "verl-offgrpo: step 3: the weight sync reached vLLM only in part: the trainer changed model.layers.3.x"
+    assert gf.parse_console(f"ServedPolicyError: {part}\n")["caught_step"] == 3
     honest = {"fault": None, "verify": True, "caught": False, "rprime_error": None, "verify_cost": {"check_s": {"n": 9}}}
     assert gf.verdict(honest) and not gf.verdict({**honest, "caught": True})
     assert not gf.verdict({**honest, "verify_cost": {"check_s": None}})  # no lagged wake was checked

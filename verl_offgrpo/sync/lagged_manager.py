@@ -174,6 +174,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
                 rollout_dtype, sorted(set(sync_reached.DTYPES.values())),
             )  # fmt: skip
         self.actor_digests: Optional[list[str]] = None  # per actor rank, at the last real sync
+        self.actor_tensors: Optional[list[dict]] = None  # per actor rank, its tensors' fingerprints at the last sync
+        self.told_no_tensor_names = False
         self.record_answers: list = []  # per replica, its vLLM workers' answers to the last served-weights record
         self.last_sync_step: Optional[int] = None
         if self.verify_weights and self.data_parallel_size > 1 and lagged:
@@ -408,10 +410,14 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         try:
             reports = ray.get([w.__ray_call__.remote(sync_reached.actor_weights_digest, self.rollout_dtype) for w in workers])
             digests = [r["digest"] for r in reports]
+            tensors = [r.get("tensors") or {} for r in reports]
             changed = sync_reached.trainer_changed(self.actor_digests, digests)
             # "unchanged ⇒ unchanged" only where vLLM keeps its weights across sleep (not after a level-2 sleep)
             asked = changed is not None and (changed or self.keeps_weights)
             breaking = sync_reached.replicas_breaking_the_rule(self.record_answers, changed) if asked else []
+            changed_tensors = sync_reached.trainer_changed_tensors(self.actor_tensors, tensors) if changed else None
+            missing, checked = (sync_reached.tensors_that_did_not_arrive(self.record_answers, changed_tensors)
+                                if changed_tensors else ([], 0))
         except Exception as err:  # noqa: BLE001 - the check cannot run here: say so once, fall back to the r' monitor
             logger.warning(
                 "verl-offgrpo: could not check that the sync of step %s reached vLLM, so that part of "
@@ -421,12 +427,25 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             self.verify_syncs = False
             return {"off_grpo/sync_verify_failed": 1.0}
         previous_step, self.actor_digests, self.last_sync_step = self.last_sync_step, digests, decision.step
+        self.actor_tensors = tensors
         if breaking:
             raise ServedPolicyError(sync_reached.rule_broken_message(
                 breaking, changed, decision.step, previous_step, len(self.replicas)))
+        if missing:
+            raise ServedPolicyError(sync_reached.tensors_message(missing, decision.step, previous_step,
+                                                                 len(self.replicas)))
         metrics = {"timing_s/off_grpo_verify_sync": time.perf_counter() - start}
         if changed is not None:
             metrics["off_grpo/trainer_changed"] = float(changed)
+        if changed_tensors:
+            metrics["off_grpo/sync_tensors_checked"] = float(checked)
+            if not checked and not self.told_no_tensor_names:
+                self.told_no_tensor_names = True
+                logger.info(
+                    "verl-offgrpo: none of the %d tensors the trainer changed by step %s has a vLLM tensor of its name "
+                    "(after vLLM's packed modules), so the sync check reads whole TP ranks only, not tensors.",
+                    len(changed_tensors), decision.step,
+                )  # fmt: skip
         return metrics
 
     @property

@@ -28,9 +28,21 @@ every real sync after the first, with exact integer fingerprints (:func:`.served
 * Every TP rank answers; with vLLM data parallelism inside one replica ``collective_rpc`` returns the answers of
   one data-parallel shard only, so the check runs where rollout DP = 1 (elsewhere an info line says it is off).
 
+* **Per tensor** (a sync that reached every rank with some tensors only): each tensor the trainer changed must
+  have changed in vLLM, on some TP rank of each replica (the ranks' slices of a tensor cover it, so a change anywhere
+  in it reaches one of them)::
+
+      trainer tensor t changed (on some actor rank)  ⇒  some TP rank's vLLM tensor V(t) changed
+
+  V(t) is t's name with a packed shard replaced by the fused tensor that loads it (vLLM's
+  ``packed_modules_mapping``: ``…q_proj…`` → ``…qkv_proj…``). A name vLLM does not serve under V(t) (another
+  naming, FSDP1's flat parameters) is not checked; ``off_grpo/sync_tensors_checked`` counts the tensors that were.
+
 A replica that breaks the rule stops the run with :class:`.alpha_guard.ServedPolicyError` before any batch is
-sampled from it. Not covered: a sync that changed some tensors of a rank but not all of them (only a layout-aware
-comparison of the tensors sent and loaded could tell), quantized rollouts (their loader does not store the cast).
+sampled from it. Not covered: quantized rollouts, or any loader that stores something other than the cast (the rule
+would stop an honest sync there, naming the tensor); per tensor, "unchanged ⇒ unchanged" (asked of whole ranks
+above); a tensor that reached some TP ranks but not others, where those others changed elsewhere (a slice of a tensor
+may honestly keep its bits, so per-rank tensors would be false alarms).
 
 Written for verl 0.9.1: reads the actor worker as :mod:`verl_offgrpo.ref_reset.worker` does (``worker_dict`` /
 ``fused_worker_dict`` → ``ActorRolloutRefWorker.actor.engine.module``, the FSDP module whose parameters verl's
@@ -60,13 +72,24 @@ def find_actor(obj: Any) -> Any:
     return actor
 
 
+#: the name segments torch's wrappers add to a parameter's name (FSDP1, activation checkpointing, torch.compile)
+WRAPPER_SEGMENTS = ("_fsdp_wrapped_module", "_checkpoint_wrapped_module", "_orig_mod")
+
+
+def checkpoint_name(name: str) -> str:
+    """A parameter's name as the checkpoint (and vLLM's loader) spell it: without :data:`WRAPPER_SEGMENTS`."""
+    return ".".join(part for part in name.split(".") if part not in WRAPPER_SEGMENTS)
+
+
 def _local_shards_as(module: Any, dtype: Any):
     """``(name, the rank's local shard cast to dtype)``: a DTensor's local part (FSDP2), else the tensor (FSDP1's
-    flat parameters); cast on the device when there is one (an offloaded shard is copied there, then freed)."""
+    flat parameters); cast on the device when there is one (an offloaded shard is copied there, then freed); names
+    as :func:`checkpoint_name` gives them."""
     import torch
 
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None
     for name, param in module.named_parameters():
+        name = checkpoint_name(name)
         local = param.to_local() if hasattr(param, "to_local") else param
         local = local.detach()
         if device is not None and local.device.type == "cpu":
@@ -76,7 +99,8 @@ def _local_shards_as(module: Any, dtype: Any):
 
 def actor_weights_digest(worker: Any, dtype_name: str) -> dict:
     """Run inside an actor worker (``worker.__ray_call__.remote(actor_weights_digest, dtype)``): the digest of its
-    local parameter shards as ``dtype_name`` (one tensor cast at a time). ``{"digest", "seconds"}``."""
+    local parameter shards as ``dtype_name`` (one tensor cast at a time), and each tensor's fingerprint.
+    ``{"digest", "tensors": {name: fingerprint}, "seconds"}``."""
     import torch
 
     start = time.perf_counter()
@@ -84,7 +108,7 @@ def actor_weights_digest(worker: Any, dtype_name: str) -> dict:
     if torch.cuda.is_available():
         torch.cuda.synchronize()  # verl's offload copies are non_blocking: read the shards once written
     fp = fingerprint(_local_shards_as(module, getattr(torch, DTYPES[dtype_name])))
-    return {"digest": digest(fp), "seconds": time.perf_counter() - start}
+    return {"digest": digest(fp), "tensors": fp, "seconds": time.perf_counter() - start}
 
 
 def trainer_changed(previous: Optional[list[str]], current: list[str]) -> Optional[bool]:
@@ -92,6 +116,60 @@ def trainer_changed(previous: Optional[list[str]], current: list[str]) -> Option
     if previous is None or len(previous) != len(current):
         return None
     return previous != current
+
+
+def trainer_changed_tensors(previous: Optional[list[dict]], current: list[dict]) -> Optional[set[str]]:
+    """The names of the tensors whose fingerprint differs from the previous sync's on some actor rank (each rank's
+    ``actor_weights_digest(...)["tensors"]``); None without a previous one."""
+    if previous is None or len(previous) != len(current):
+        return None
+    return {name for old, new in zip(previous, current)
+            for name in set(old) | set(new) if old.get(name) != new.get(name)}
+
+
+def served_name(name: str, packed: dict[str, list[str]]) -> str:
+    """The vLLM tensor that loads the checkpoint's tensor ``name``: a name segment that is a shard of a fused module
+    of ``packed`` (vLLM's ``packed_modules_mapping``) replaced by the fused one (``layers.0.self_attn.k_proj.weight``
+    → ``layers.0.self_attn.qkv_proj.weight``); else ``name``."""
+    fused = {shard: module for module, shards in packed.items() for shard in shards}
+    return ".".join(fused.get(part, part) for part in name.split("."))
+
+
+def tensors_that_did_not_arrive(answers: list[Any], changed: set[str]) -> tuple[list[tuple[int, list[str]]], int]:
+    """Per replica, the vLLM tensors fed by a trainer tensor in ``changed`` that no TP rank changed at the sync (from
+    the ranks' ``record`` answers: ``changed_tensors``, ``tensor_names``, ``packed``), as ``[(replica, names)]``,
+    and how many tensors were checked over all replicas. A replica some rank of which has no previous record is
+    skipped (the rank rule says so)."""
+    missing, checked = [], 0
+    for index, ranks in enumerate(answers):
+        if any(rank.get("changed_tensors") is None for rank in ranks):
+            continue
+        served = {name for rank in ranks for name in rank.get("tensor_names") or []}
+        moved = {name for rank in ranks for name in rank["changed_tensors"]}
+        packed = next((rank.get("packed") for rank in ranks if rank.get("packed")), None) or {}
+        expected = {served_name(name, packed) for name in changed} & served
+        checked += len(expected)
+        if expected - moved:
+            missing.append((index, sorted(expected - moved)))
+    return missing, checked
+
+
+def tensors_message(missing: list[tuple[int, list[str]]], step: int, previous_step: Optional[int],
+                    num_replicas: int) -> str:
+    """The :class:`~.alpha_guard.ServedPolicyError` text for :func:`tensors_that_did_not_arrive`'s result."""
+    index, names = missing[0]
+    replica = f"replica {index}" + (f" of {num_replicas}" if num_replicas > 1 else "")
+    others = f" ({len(missing)} of {num_replicas} replicas alike)" if len(missing) > 1 else ""
+    since = f"the sync of step {previous_step}" if previous_step is not None else "the previous sync"
+    listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return (
+        f"verl-offgrpo: step {step}: the weight sync reached vLLM only in part: the trainer changed {listed} since "
+        f"{since}, but no vLLM worker of {replica}{others} serves a changed copy of "
+        f"{'it' if len(names) == 1 else 'them'}, "
+        f"so its next rollout would mix the policy of {since} into α = the policy of step {step}. Stopped before any "
+        "batch was sampled from them. Check the weight-sync path (verl's checkpoint engine, the names vLLM's loader "
+        "takes); algorithm.off_grpo.verify_served_weights=false turns the check off."
+    )
 
 
 def replicas_breaking_the_rule(answers: list[Any], changed: bool) -> list[tuple[int, dict]]:
@@ -142,5 +220,6 @@ def rule_broken_message(breaking: list[tuple[int, dict]], changed: bool, step: i
     )
 
 
-__all__ = ["actor_weights_digest", "find_actor", "replicas_breaking_the_rule",
-           "rule_broken_message", "trainer_changed"]  # fmt: skip
+__all__ = ["actor_weights_digest", "checkpoint_name", "find_actor", "replicas_breaking_the_rule", "rule_broken_message",
+           "served_name", "tensors_message", "tensors_that_did_not_arrive", "trainer_changed",
+           "trainer_changed_tensors"]  # fmt: skip

@@ -1,0 +1,67 @@
+"""The lab's fault injection (benchmarks/diag/guard_faults.py) on CPU: each stale-sync fault leaves exactly the
+weights it names on the old sync's values, on the ranks it names, through vLLM's ``Worker.wake_up`` patch and verl's
+``update_weights_from_ipc`` wrapper (fakes of both)."""
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+DIAG = Path(__file__).resolve().parents[1] / "diag" / "guard_faults.py"
+
+
+def load(monkeypatch, fault):
+    """The module as a job's process imports it with ``OFFGRPO_GUARD_FAULT=fault`` (its post-import hook not kept)."""
+    import verl_offgrpo.patches.post_import as post_import
+
+    monkeypatch.setenv("OFFGRPO_GUARD_FAULT", fault)
+    monkeypatch.setattr(post_import, "on_import", lambda *args, **kwargs: None)
+    spec = importlib.util.spec_from_file_location(f"guard_faults_{fault}", DIAG)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def workers(monkeypatch, diag, tp=2):
+    class Extension:  # verl's vLLMColocateWorkerExtension: a sync loads π_version (every element = version)
+        def update_weights_from_ipc(self, version):
+            with torch.no_grad():
+                for param in self.model_runner.model.parameters():
+                    param.fill_(float(version))
+
+    class Worker(Extension):  # vLLM's Worker, with the extension mixed in
+        def __init__(self, rank):
+            self.rank, self.parallel_config = rank, SimpleNamespace(tensor_parallel_size=tp)
+            layers = torch.nn.ModuleList([torch.nn.Linear(2, 2) for _ in range(5)])
+            self.model_runner = SimpleNamespace(model=torch.nn.ModuleDict({"layers": layers}))
+
+        def wake_up(self, tags=None):
+            return None
+
+    monkeypatch.setitem(sys.modules, diag.EXTENSION_MODULE, SimpleNamespace(vLLMColocateWorkerExtension=Extension))
+    diag.patch_worker(SimpleNamespace(Worker=Worker))
+    ranks = [Worker(rank) for rank in range(tp)]
+    for version in (1, 2, 3):  # the 2nd sync (OFFGRPO_GUARD_FAULT_AFTER_SYNC's default) is the faulty one
+        for worker in ranks:
+            worker.wake_up(["weights"])
+            worker.update_weights_from_ipc(version)
+        if version == 2:
+            served = [{name: float(p.flatten()[0]) for name, p in w.model_runner.model.named_parameters()}
+                      for w in ranks]
+    return served
+
+
+@pytest.mark.parametrize("fault, stale", [
+    ("stale_sync", lambda rank, name: True),  # every rank keeps π_1
+    ("stale_sync_rank", lambda rank, name: rank == 1),  # the last TP rank only
+    ("stale_sync_tensor", lambda rank, name: name == "layers.3.weight"),  # one tensor, every rank
+])
+def test_each_stale_sync_fault_keeps_what_it_names(monkeypatch, fault, stale):
+    served = workers(monkeypatch, load(monkeypatch, fault))
+    for rank, tensors in enumerate(served):
+        assert len(tensors) == 10
+        for name, value in tensors.items():
+            assert value == (1.0 if stale(rank, name) else 2.0), (rank, name)
