@@ -88,9 +88,9 @@ def test_chunks_combine_exactly(monkeypatch):
     assert sw.fingerprint([("t", u)])["t"] != chunked
 
 
-def murmur_weight(i):
-    """The docstring's formula for w_i in plain Python integers."""
-    h = i
+def murmur_weight(i, offset=0):
+    """The docstring's formula for w_i (w'_i with ``offset`` = SECOND) in plain Python integers."""
+    h = (i + offset) % 2**32
     h ^= h >> 16
     h = (h * 0x85EBCA6B) % 2**32
     h ^= h >> 13
@@ -106,17 +106,40 @@ def test_position_weights_are_the_formula_across_pieces_and_a_short_chunk_takes_
     w = sw._position_weights(30, "cpu")
     assert w.dtype == torch.int32 and w.tolist() == [murmur_weight(i) for i in range(30)]
     assert w[0] == 1 and 1 <= int(w.min()) and int(w.max()) <= 2**15
+    assert sw._position_weights(30, "cpu", sw.SECOND).tolist() == [murmur_weight(i, sw.SECOND) for i in range(30)]
     t = torch.randn(300).to(torch.bfloat16)
     short = torch.randn(5).to(torch.bfloat16)
     monkeypatch.setattr(sw, "CHUNK", 64)
     fp = sw.fingerprint([("short", short), ("t", t)])  # the short one first: the vector grows at the long one
     x = short.view(torch.int16).tolist()
-    assert fp["short"][2:] == [sum(x), sum(murmur_weight(i) * v for i, v in enumerate(x))]
+    assert fp["short"][2:] == [sum(x), *(sum(murmur_weight(i, o) * v for i, v in enumerate(x)) for o in (0, sw.SECOND))]
     y = t.view(torch.int16).tolist()  # chunk c (of 64 words) weighted by c + 1, each with the prefix weights
-    s1 = sum((c + 1) * sum(murmur_weight(i) * v for i, v in enumerate(y[64 * c : 64 * (c + 1)])) for c in range(5))
-    assert fp["t"][2:] == [sum(y), s1]
+    s1, s2 = (sum((c + 1) * sum(murmur_weight(i, o) * v for i, v in enumerate(y[64 * c : 64 * (c + 1)]))
+                  for c in range(5)) for o in (0, sw.SECOND))
+    assert fp["t"][2:] == [sum(y), s1, s2]
     monkeypatch.setattr(sw, "PIECE", 1 << 20)
     assert sw.fingerprint([("t", t), ("short", short)]) == fp  # long first: the short one takes a prefix
+
+
+def test_two_changes_that_cancel_in_one_weighted_sum_show_in_the_other():
+    """+1 and −1 ulp at two positions with equal first weights leave s0 and s1 as they were (the collision a small
+    tensor with two changed elements meets about once in 2¹⁵ syncs); the second weights differ there, so s2 moves.
+    The per-tensor sync check reads such a tensor as changed, not as a sync that did not arrive."""
+    w = sw._position_weights(4096, "cpu").tolist()
+    seen = {}
+    for k, x in enumerate(w):  # the first two positions with equal first weights
+        if x in seen:
+            i, j = seen[x], k
+            break
+        seen[x] = k
+    assert w[i] == w[j] and murmur_weight(i, sw.SECOND) != murmur_weight(j, sw.SECOND)
+    t = torch.ones(4096, dtype=torch.bfloat16)
+    u = t.clone()
+    u.view(torch.int16)[i] += 1
+    u.view(torch.int16)[j] -= 1
+    before, after = sw.fingerprint([("norm", t)])["norm"], sw.fingerprint([("norm", u)])["norm"]
+    assert after[2:4] == before[2:4] and after[4] != before[4]
+    assert [d["name"] for d in sw.compare({"norm": before}, {"norm": after})] == ["norm"]
 
 
 def test_missing_and_extra_tensors_differ():
@@ -316,3 +339,13 @@ def test_the_trainers_tensors_are_named_as_the_checkpoint_and_compared_per_rank(
     assert sync_reached.trainer_changed_tensors(None, [after]) is None
     assert sync_reached.trainer_changed_tensors([before, before], [before, after]) == {"bias"}
     assert sync_reached.trainer_changed_tensors([before], [before]) == set()
+
+
+def test_the_per_tensor_rule_is_off_where_verls_delta_sync_decides_in_bf16_for_a_finer_rollout_dtype():
+    """verl's delta_sharded sync sends the elements whose bf16 value changed; an fp16 or fp32 rollout can then
+    honestly keep a tensor whose finer cast moved: no per-tensor rule there. With bf16, or verl's naive sync, it holds."""
+    from verl_offgrpo.sync.sync_reached import tensors_checkable
+
+    assert not tensors_checkable("delta_sharded", "float16") and not tensors_checkable("delta_sharded", "float32")
+    assert tensors_checkable("delta_sharded", "bfloat16") and tensors_checkable("naive", "float16")
+    assert tensors_checkable(None, "bfloat16")

@@ -173,6 +173,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
                 "the trainer's weights cast to vLLM's dtype, and knows only %s; it is off for this run.",
                 rollout_dtype, sorted(set(sync_reached.DTYPES.values())),
             )  # fmt: skip
+        self.verify_tensors = sync_reached.tensors_checkable(
+            _get(full_config, "actor_rollout_ref.rollout.checkpoint_engine.backend", None), self.rollout_dtype)
         self.actor_digests: Optional[list[str]] = None  # per actor rank, at the last real sync
         self.actor_tensors: Optional[list[dict]] = None  # per actor rank, its tensors' fingerprints at the last sync
         self.told_no_tensor_names = False
@@ -415,7 +417,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             # "unchanged ⇒ unchanged" only where vLLM keeps its weights across sleep (not after a level-2 sleep)
             asked = changed is not None and (changed or self.keeps_weights)
             breaking = sync_reached.replicas_breaking_the_rule(self.record_answers, changed) if asked else []
-            changed_tensors = sync_reached.trainer_changed_tensors(self.actor_tensors, tensors) if changed else None
+            changed_tensors = (sync_reached.trainer_changed_tensors(self.actor_tensors, tensors)
+                               if changed and self.verify_tensors else None)
             missing, checked = (sync_reached.tensors_that_did_not_arrive(self.record_answers, changed_tensors)
                                 if changed_tensors else ([], 0))
         except Exception as err:  # noqa: BLE001 - the check cannot run here: say so once, fall back to the r' monitor

@@ -9,13 +9,14 @@ checkpoint manager compares the served parameters themselves, with tolerance 0:
 * **Fingerprint** (:func:`fingerprint`): for every parameter tensor of vLLM's model, on its own device,
   an exact integer checksum of its raw bits. The tensor's bytes are read as 16-bit words x_i (8-bit
   for 1-byte dtypes such as fp8), in chunks of :data:`CHUNK` words; per chunk c the plain sum Σ x_i and
-  the weighted sum Σ w_i·x_i (w_i a fixed pseudo-random weight in [1, 2¹⁵] per position, so moved or
-  swapped elements show too, unless their weights coincide: 1 pair in 2¹⁵) are taken in int64 on the
-  device, then combined on the host as (Σ_c s0_c, Σ_c (c+1)·s1_c) in Python integers. Integer sums are
-  exact and independent of the reduction order, so the same weights give the same numbers on every call,
-  and any change of any single element changes them. One device→host copy per call. Cost: a few reads of the weights at
-  memory bandwidth (~24 bytes of traffic per bf16 element), in parallel on each tensor-parallel rank;
-  logged as ``timing_s/off_grpo_verify_weights``.
+  two weighted sums Σ w_i·x_i and Σ w'_i·x_i (w_i, w'_i two independent fixed pseudo-random weights in
+  [1, 2¹⁵] per position, so moved or swapped elements show too, and two changes that cancel in one sum
+  do not in the other: both pairs of weights must coincide, 1 pair in 2³⁰) are taken in int64 on the
+  device, then combined on the host as (Σ_c s0_c, Σ_c (c+1)·s1_c, Σ_c (c+1)·s2_c) in Python integers.
+  Integer sums are exact and independent of the reduction order, so the same weights give the same numbers
+  on every call, and any change of any single element changes them. One device→host copy per call. Cost: a
+  few reads of the weights at memory bandwidth (~36 bytes of traffic per bf16 element), in parallel on each
+  tensor-parallel rank; logged as ``timing_s/off_grpo_verify_weights``.
 * **Where it runs**: inside each vLLM worker process (every TP rank of every replica), as a method
   of verl's worker extension ``vLLMColocateWorkerExtension`` (:data:`RPC_METHOD`, installed by the
   patch :mod:`verl_offgrpo.patches.served_weights_worker` in the processes of a selecting job: vLLM's
@@ -56,8 +57,9 @@ from typing import Any, Iterable, Optional
 RPC_METHOD = "off_grpo_served_weights"
 #: attribute of a vLLM worker holding its record (fingerprint of α and the step it was synced after)
 RECORD_ATTR = "_off_grpo_alpha_record"
-#: words per chunk: bounds the temporary device memory at 2 × 4 B × CHUNK = 32 MiB (the chunk as int32 and the
-#: position weights: one vector per call and device, as long as the longest chunk; a shorter chunk takes its prefix)
+#: words per chunk: bounds the temporary device memory at 4 × 4 B × CHUNK = 64 MiB (the chunk as int32, one product
+#: and the two position-weight vectors: one pair per call and device, as long as the longest chunk; a shorter chunk
+#: takes their prefix)
 CHUNK = 1 << 22
 #: positions per piece while the weights are computed (their int64 temporaries stay at a few × 8 MiB)
 PIECE = 1 << 20
@@ -81,10 +83,15 @@ def _mul32(x: Any, k: int) -> Any:
     return (x * (k & 0xFFFF) + (((x * (k >> 16)) & 0xFFFF) << 16)) & _MASK32
 
 
-def _position_weights(n: int, device) -> Any:
-    """w_i ∈ [1, 32768] (int32), the top 15 bits of MurmurHash3's 32-bit finaliser of the position i < n, plus 1:
+#: the second weights' offset (w'_i = the formula at i + SECOND): the golden-ratio constant of MurmurHash's family
+SECOND = 0x9E3779B9
 
-        h = i;  h ^= h >> 16;  h *= 0x85EBCA6B;  h ^= h >> 13;  h *= 0xC2B2AE35;  h ^= h >> 16   (mod 2³²)
+
+def _position_weights(n: int, device, offset: int = 0) -> Any:
+    """w_i ∈ [1, 32768] (int32), the top 15 bits of MurmurHash3's 32-bit finaliser of the position i < n (plus
+    ``offset``, mod 2³²: :data:`SECOND` gives w'_i), plus 1:
+
+        h = i + offset;  h ^= h >> 16;  h *= 0x85EBCA6B;  h ^= h >> 13;  h *= 0xC2B2AE35;  h ^= h >> 16   (mod 2³²)
         w_i = (h >> 17) + 1
 
     Non-linear in i, so no distance d makes w_{i+d} = w_i for most i (a multiplicative hash alone did, at
@@ -94,7 +101,7 @@ def _position_weights(n: int, device) -> Any:
 
     pieces = []
     for start in range(0, n, PIECE):
-        h = torch.arange(start, min(n, start + PIECE), dtype=torch.int64, device=device)
+        h = (torch.arange(start, min(n, start + PIECE), dtype=torch.int64, device=device) + offset) & _MASK32
         h = _mul32(h ^ (h >> 16), 0x85EBCA6B)
         h = _mul32(h ^ (h >> 13), 0xC2B2AE35)
         pieces.append((((h ^ (h >> 16)) >> 17) + 1).to(torch.int32))
@@ -112,7 +119,7 @@ def _words(tensor) -> Any:
 
 
 def fingerprint(named_tensors: Iterable[tuple[str, Any]]) -> dict[str, list]:
-    """``{name: [numel, dtype, s0, s1]}``: exact integer checksums of each tensor's bits (module docstring)."""
+    """``{name: [numel, dtype, s0, s1, s2]}``: exact integer checksums of each tensor's bits (module docstring)."""
     import torch
 
     entries, parts, weights = [], [], {}
@@ -122,14 +129,17 @@ def fingerprint(named_tensors: Iterable[tuple[str, Any]]) -> dict[str, list]:
         chunks = []
         for start in range(0, n, CHUNK):
             chunk = words[start : start + CHUNK]
-            w = weights.get(chunk.device)
-            if w is None or w.numel() < chunk.numel():  # one vector per device, as long as the longest chunk so far
-                w = weights[chunk.device] = _position_weights(chunk.numel(), chunk.device)
-            w = w[: chunk.numel()]  # w_i depends on i alone: a prefix is the shorter chunk's
+            pair = weights.get(chunk.device)
+            if pair is None or pair[0].numel() < chunk.numel():  # one pair per device, as long as the longest chunk
+                pair = weights[chunk.device] = (_position_weights(chunk.numel(), chunk.device),
+                                                _position_weights(chunk.numel(), chunk.device, SECOND))
+            w, w2 = (v[: chunk.numel()] for v in pair)  # w_i depends on i alone: a prefix is the shorter chunk's
             s0 = chunk.sum(dtype=torch.int64)
-            s1 = chunk.to(torch.int32).mul_(w).sum(dtype=torch.int64)  # |w·x| <= 2^30: no overflow
+            x = chunk.to(torch.int32)
+            s1 = torch.mul(x, w).sum(dtype=torch.int64)  # |w·x| <= 2^30: no overflow
+            s2 = x.mul_(w2).sum(dtype=torch.int64)
             chunks.append(len(parts))
-            parts.extend((s0, s1))
+            parts.extend((s0, s1, s2))
         entries.append((name, int(tensor.numel()), str(tensor.dtype).replace("torch.", ""), chunks))
     # one device→host copy (a model's parameters share one device; any other is moved first)
     values = torch.stack([p.to(parts[0].device) for p in parts]).cpu().tolist() if parts else []
@@ -137,7 +147,8 @@ def fingerprint(named_tensors: Iterable[tuple[str, Any]]) -> dict[str, list]:
     for name, numel, dtype, chunks in entries:
         s0 = sum(values[i] for i in chunks)
         s1 = sum((c + 1) * values[i + 1] for c, i in enumerate(chunks))
-        out[name] = [numel, dtype, s0, s1]
+        s2 = sum((c + 1) * values[i + 2] for c, i in enumerate(chunks))
+        out[name] = [numel, dtype, s0, s1, s2]
     return out
 
 

@@ -37,6 +37,9 @@ every real sync after the first, with exact integer fingerprints (:func:`.served
   V(t) is t's name with a packed shard replaced by the fused tensor that loads it (vLLM's
   ``packed_modules_mapping``: ``…q_proj…`` → ``…qkv_proj…``). A name vLLM does not serve under V(t) (another
   naming, FSDP1's flat parameters) is not checked; ``off_grpo/sync_tensors_checked`` counts the tensors that were.
+  A small tensor (a norm) often changes in two or three elements a sync; two changes that cancel in one weighted
+  sum of the fingerprint do not in the other (:mod:`.served_weights`), so it still reads as changed. Off where
+  verl's delta sync decides in bf16 for a finer rollout dtype (:func:`tensors_checkable`).
 
 A replica that breaks the rule stops the run with :class:`.alpha_guard.ServedPolicyError` before any batch is
 sampled from it. Not covered: quantized rollouts, or any loader that stores something other than the cast (the rule
@@ -125,6 +128,13 @@ def trainer_changed_tensors(previous: Optional[list[dict]], current: list[dict])
         return None
     return {name for old, new in zip(previous, current)
             for name in set(old) | set(new) if old.get(name) != new.get(name)}
+
+
+def tensors_checkable(checkpoint_backend: Any, rollout_dtype: Optional[str]) -> bool:
+    """Whether the per-tensor rule applies: not where verl's delta sync (``rollout.checkpoint_engine.backend``
+    ``delta_sharded``) decides what changed in bf16 (verl 0.9.1's ``get_per_tensor_param_shard``) while vLLM holds a
+    finer dtype: a change below bf16's resolution is then not sent, honestly."""
+    return not (checkpoint_backend == "delta_sharded" and rollout_dtype != "bfloat16")
 
 
 def served_name(name: str, packed: dict[str, list[str]]) -> str:
@@ -221,5 +231,5 @@ def rule_broken_message(breaking: list[tuple[int, dict]], changed: bool, step: i
 
 
 __all__ = ["actor_weights_digest", "checkpoint_name", "find_actor", "replicas_breaking_the_rule", "rule_broken_message",
-           "served_name", "tensors_message", "tensors_that_did_not_arrive", "trainer_changed",
+           "served_name", "tensors_checkable", "tensors_message", "tensors_that_did_not_arrive", "trainer_changed",
            "trainer_changed_tensors"]  # fmt: skip
