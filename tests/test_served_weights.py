@@ -139,7 +139,8 @@ def test_two_changes_that_cancel_in_one_weighted_sum_show_in_the_other():
     u.view(torch.int16)[j] -= 1
     before, after = sw.fingerprint([("norm", t)])["norm"], sw.fingerprint([("norm", u)])["norm"]
     assert after[2:4] == before[2:4] and after[4] != before[4]
-    assert [d["name"] for d in sw.compare({"norm": before}, {"norm": after})] == ["norm"]
+    [diff] = sw.compare({"norm": before}, {"norm": after})
+    assert diff["name"] == "norm" and sw._describe(diff).endswith(f"-> {after[3:]})")  # the message shows s2 moved
 
 
 def test_missing_and_extra_tensors_differ():
@@ -309,16 +310,20 @@ def test_every_tensor_the_trainer_changed_must_change_on_some_tp_rank():
     answers = [[rank(0, ["model.norm.weight"]), rank(1, names)],
                [rank(0, ["model.norm.weight"]), rank(1, ["model.norm.weight"])],
                [rank(0, None), rank(1, [])]]
-    missing, checked = tensors_that_did_not_arrive(answers, changed)
-    assert missing == [(1, ["model.layers.0.self_attn.qkv_proj.weight"])] and checked == 4
+    missing, checked, replicas = tensors_that_did_not_arrive(answers, changed)
+    assert missing == [(1, [("model.layers.0.self_attn.qkv_proj.weight", ["model.layers.0.self_attn.q_proj.weight"])])]
+    assert (checked, replicas) == (4, 2)  # two tensors on each of the two replicas with records
     assert tensors_message(missing, 8, 4, 3) == (
         "verl-offgrpo: step 8: the weight sync reached vLLM only in part: the trainer changed "
-        "model.layers.0.self_attn.qkv_proj.weight since the sync of step 4, but no vLLM worker of replica 1 of 3 serves "
-        "a changed copy of it, so its next rollout would mix the policy of the sync of step 4 into α = the policy of "
-        "step 8. Stopped before any batch was sampled from them. Check the weight-sync path (verl's checkpoint engine, "
-        "the names vLLM's loader takes); algorithm.off_grpo.verify_served_weights=false turns the check off.")
-    # names vLLM does not serve: nothing to check, nothing missing
-    assert tensors_that_did_not_arrive([[rank(0, [])]], {"lm_head.weight"}) == ([], 0)
+        "model.layers.0.self_attn.q_proj.weight (vLLM's model.layers.0.self_attn.qkv_proj.weight) since the sync of "
+        "step 4, but no vLLM worker of replica 1 of 3 serves a changed copy, so its next rollout would mix the policy "
+        "of the sync of step 4 into α = the policy of step 8. Stopped before any batch was sampled from it. Check the "
+        "weight-sync path (verl's checkpoint engine, the names vLLM's loader takes); "
+        "algorithm.off_grpo.verify_served_weights=false turns the check off.")
+    # names vLLM does not serve: nothing to check; replicas without records: none checked (the manager's metric and
+    # its "no name matched" line need a replica that was)
+    assert tensors_that_did_not_arrive([[rank(0, [])]], {"lm_head.weight"}) == ([], 0, 1)
+    assert tensors_that_did_not_arrive([[{"rank": 0, "changed": True}]], {"model.norm.weight"}) == ([], 0, 0)
 
 
 def test_the_trainers_tensors_are_named_as_the_checkpoint_and_compared_per_rank():
@@ -343,9 +348,11 @@ def test_the_trainers_tensors_are_named_as_the_checkpoint_and_compared_per_rank(
 
 def test_the_per_tensor_rule_is_off_where_verls_delta_sync_decides_in_bf16_for_a_finer_rollout_dtype():
     """verl's delta_sharded sync sends the elements whose bf16 value changed; an fp16 or fp32 rollout can then
-    honestly keep a tensor whose finer cast moved: no per-tensor rule there. With bf16, or verl's naive sync, it holds."""
+    honestly keep a tensor whose finer cast moved: no per-tensor rule there, nor with a quantized rollout. With bf16,
+    or verl's naive sync, it holds."""
     from verl_offgrpo.sync.sync_reached import tensors_checkable
 
     assert not tensors_checkable("delta_sharded", "float16") and not tensors_checkable("delta_sharded", "float32")
     assert tensors_checkable("delta_sharded", "bfloat16") and tensors_checkable("naive", "float16")
     assert tensors_checkable(None, "bfloat16")
+    assert not tensors_checkable(None, "bfloat16", "fp8")  # a quantized rollout: a few changes may round away

@@ -174,7 +174,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
                 rollout_dtype, sorted(set(sync_reached.DTYPES.values())),
             )  # fmt: skip
         self.verify_tensors = sync_reached.tensors_checkable(
-            _get(full_config, "actor_rollout_ref.rollout.checkpoint_engine.backend", None), self.rollout_dtype)
+            _get(full_config, "actor_rollout_ref.rollout.checkpoint_engine.backend", None), self.rollout_dtype,
+            _get(full_config, "actor_rollout_ref.rollout.quantization", None))
         self.actor_digests: Optional[list[str]] = None  # per actor rank, at the last real sync
         self.actor_tensors: Optional[list[dict]] = None  # per actor rank, its tensors' fingerprints at the last sync
         self.told_no_tensor_names = False
@@ -419,8 +420,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             breaking = sync_reached.replicas_breaking_the_rule(self.record_answers, changed) if asked else []
             changed_tensors = (sync_reached.trainer_changed_tensors(self.actor_tensors, tensors)
                                if changed and self.verify_tensors else None)
-            missing, checked = (sync_reached.tensors_that_did_not_arrive(self.record_answers, changed_tensors)
-                                if changed_tensors else ([], 0))
+            missing, checked, replicas = (sync_reached.tensors_that_did_not_arrive(self.record_answers, changed_tensors)
+                                          if changed_tensors else ([], 0, 0))
         except Exception as err:  # noqa: BLE001 - the check cannot run here: say so once, fall back to the r' monitor
             logger.warning(
                 "verl-offgrpo: could not check that the sync of step %s reached vLLM, so that part of "
@@ -440,7 +441,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         metrics = {"timing_s/off_grpo_verify_sync": time.perf_counter() - start}
         if changed is not None:
             metrics["off_grpo/trainer_changed"] = float(changed)
-        if changed_tensors:
+        if changed_tensors and replicas:
             metrics["off_grpo/sync_tensors_checked"] = float(checked)
             if not checked and not self.told_no_tensor_names:
                 self.told_no_tensor_names = True

@@ -234,7 +234,8 @@ def _describe(diff: dict) -> str:
         return f"{diff['name']} (not in the record)"
     if diff["served"] is None:
         return f"{diff['name']} (no longer served)"
-    return f"{diff['name']} (bit-sum {diff['recorded'][2]} -> {diff['served'][2]}, weighted {diff['recorded'][3]} -> {diff['served'][3]})"
+    old, new = diff["recorded"], diff["served"]
+    return f"{diff['name']} (bit-sum {old[2]} -> {new[2]}, weighted {old[3:]} -> {new[3:]})"
 
 
 # ----------------------------------------------------------------------------- driver side

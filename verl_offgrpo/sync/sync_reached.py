@@ -39,7 +39,7 @@ every real sync after the first, with exact integer fingerprints (:func:`.served
   naming, FSDP1's flat parameters) is not checked; ``off_grpo/sync_tensors_checked`` counts the tensors that were.
   A small tensor (a norm) often changes in two or three elements a sync; two changes that cancel in one weighted
   sum of the fingerprint do not in the other (:mod:`.served_weights`), so it still reads as changed. Off where
-  verl's delta sync decides in bf16 for a finer rollout dtype (:func:`tensors_checkable`).
+  verl's delta sync decides in bf16 for a finer rollout dtype, and for quantized rollouts (:func:`tensors_checkable`).
 
 A replica that breaks the rule stops the run with :class:`.alpha_guard.ServedPolicyError` before any batch is
 sampled from it. Not covered: quantized rollouts, or any loader that stores something other than the cast (the rule
@@ -130,11 +130,12 @@ def trainer_changed_tensors(previous: Optional[list[dict]], current: list[dict])
             for name in set(old) | set(new) if old.get(name) != new.get(name)}
 
 
-def tensors_checkable(checkpoint_backend: Any, rollout_dtype: Optional[str]) -> bool:
-    """Whether the per-tensor rule applies: not where verl's delta sync (``rollout.checkpoint_engine.backend``
-    ``delta_sharded``) decides what changed in bf16 (verl 0.9.1's ``get_per_tensor_param_shard``) while vLLM holds a
-    finer dtype: a change below bf16's resolution is then not sent, honestly."""
-    return not (checkpoint_backend == "delta_sharded" and rollout_dtype != "bfloat16")
+def tensors_checkable(checkpoint_backend: Any, rollout_dtype: Optional[str], quantization: Any = None) -> bool:
+    """Whether the per-tensor rule applies: not with a quantized rollout (``rollout.quantization``: a tensor whose
+    few changed elements round to the same quantized values honestly keeps its bits), nor where verl's delta sync
+    (``rollout.checkpoint_engine.backend`` ``delta_sharded``) decides what changed in bf16 (verl 0.9.1's
+    ``get_per_tensor_param_shard``) while vLLM holds a finer dtype: a change below bf16's resolution is not sent."""
+    return quantization is None and not (checkpoint_backend == "delta_sharded" and rollout_dtype != "bfloat16")
 
 
 def served_name(name: str, packed: dict[str, list[str]]) -> str:
@@ -145,40 +146,47 @@ def served_name(name: str, packed: dict[str, list[str]]) -> str:
     return ".".join(fused.get(part, part) for part in name.split("."))
 
 
-def tensors_that_did_not_arrive(answers: list[Any], changed: set[str]) -> tuple[list[tuple[int, list[str]]], int]:
+def tensors_that_did_not_arrive(answers: list[Any], changed: set[str]) -> tuple[list[tuple[int, list]], int, int]:
     """Per replica, the vLLM tensors fed by a trainer tensor in ``changed`` that no TP rank changed at the sync (from
-    the ranks' ``record`` answers: ``changed_tensors``, ``tensor_names``, ``packed``), as ``[(replica, names)]``,
-    and how many tensors were checked over all replicas. A replica some rank of which has no previous record is
-    skipped (the rank rule says so)."""
-    missing, checked = [], 0
+    the ranks' ``record`` answers: ``changed_tensors``, ``tensor_names``, ``packed``), as ``[(replica, [(vLLM name,
+    [the trainer's changed tensors it loads])])]``; how many tensors were checked, summed over replicas; and how many
+    replicas were. A replica some rank of which has no previous record is skipped (the rank rule says so)."""
+    missing, checked, replicas = [], 0, 0
     for index, ranks in enumerate(answers):
         if any(rank.get("changed_tensors") is None for rank in ranks):
             continue
+        replicas += 1
         served = {name for rank in ranks for name in rank.get("tensor_names") or []}
         moved = {name for rank in ranks for name in rank["changed_tensors"]}
         packed = next((rank.get("packed") for rank in ranks if rank.get("packed")), None) or {}
-        expected = {served_name(name, packed) for name in changed} & served
-        checked += len(expected)
-        if expected - moved:
-            missing.append((index, sorted(expected - moved)))
-    return missing, checked
+        sources: dict[str, list[str]] = {}
+        for name in sorted(changed):
+            if served_name(name, packed) in served:
+                sources.setdefault(served_name(name, packed), []).append(name)
+        checked += len(sources)
+        lost = [(name, sources[name]) for name in sorted(sources) if name not in moved]
+        if lost:
+            missing.append((index, lost))
+    return missing, checked, replicas
 
 
-def tensors_message(missing: list[tuple[int, list[str]]], step: int, previous_step: Optional[int],
+def tensors_message(missing: list[tuple[int, list]], step: int, previous_step: Optional[int],
                     num_replicas: int) -> str:
-    """The :class:`~.alpha_guard.ServedPolicyError` text for :func:`tensors_that_did_not_arrive`'s result."""
-    index, names = missing[0]
+    """The :class:`~.alpha_guard.ServedPolicyError` text for :func:`tensors_that_did_not_arrive`'s result: the
+    trainer's tensors, with the vLLM tensor that loads them where its name differs (a fused one)."""
+    index, lost = missing[0]
     replica = f"replica {index}" + (f" of {num_replicas}" if num_replicas > 1 else "")
     others = f" ({len(missing)} of {num_replicas} replicas alike)" if len(missing) > 1 else ""
     since = f"the sync of step {previous_step}" if previous_step is not None else "the previous sync"
-    listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    named = [", ".join(sources) if sources == [served] else f"{', '.join(sources)} (vLLM's {served})"
+             for served, sources in lost]
+    listed = "; ".join(named[:3]) + (f"; and {len(named) - 3} more" if len(named) > 3 else "")
     return (
         f"verl-offgrpo: step {step}: the weight sync reached vLLM only in part: the trainer changed {listed} since "
-        f"{since}, but no vLLM worker of {replica}{others} serves a changed copy of "
-        f"{'it' if len(names) == 1 else 'them'}, "
-        f"so its next rollout would mix the policy of {since} into α = the policy of step {step}. Stopped before any "
-        "batch was sampled from them. Check the weight-sync path (verl's checkpoint engine, the names vLLM's loader "
-        "takes); algorithm.off_grpo.verify_served_weights=false turns the check off."
+        f"{since}, but no vLLM worker of {replica}{others} serves a changed copy, so its next rollout would mix the "
+        f"policy of {since} into α = the policy of step {step}. Stopped before any batch was sampled from it. Check "
+        "the weight-sync path (verl's checkpoint engine, the names vLLM's loader takes); "
+        "algorithm.off_grpo.verify_served_weights=false turns the check off."
     )
 
 
