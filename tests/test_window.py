@@ -460,6 +460,11 @@ def test_the_sync_check_reads_every_tp_rank(ray_local, monkeypatch):
         assert rec.updates == {s: 1 for s in range(1, 9)}
         assert series(rec, "off_grpo/trainer_changed", [4, 8]) == [0.0, 0.0]
         monkeypatch.undo()
+    # a trainer that moves, TP = 2: every tensor changed on both ranks; per tensor 4 checked on each of 2 replicas
+    monkeypatch.setattr(fakes, "make_cluster", functools.partial(fakes.make_cluster, tp=2))
+    rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
+    assert rec.updates == {s: 1 for s in range(1, 9)}
+    assert series(rec, "off_grpo/sync_tensors_checked", [4, 8]) == [8.0, 8.0]
 
 
 @pytest.mark.parametrize("schedule", ["per_step", pytest.param("window", marks=pytest.mark.slow)])
