@@ -406,8 +406,9 @@ class LaggedCheckpointManager(CheckpointEngineManager):
     async def verify_sync_reached(self, decision: SlotDecision) -> dict[str, float]:
         """The exact check that the sync just made reached every replica (:mod:`.sync_reached`): raises
         :class:`ServedPolicyError` if a replica's weights did not change as the trainer's did since the last real
-        sync. Returns ``timing_s/off_grpo_verify_sync`` and ``off_grpo/trainer_changed`` (1 or 0; none at the first
-        sync, which has nothing to compare with)."""
+        sync (per TP rank), or a tensor the trainer changed did not change in it (per tensor, where
+        :attr:`verify_tensors`). Returns ``timing_s/off_grpo_verify_sync``, ``off_grpo/trainer_changed`` (1 or 0; none
+        at the first sync, which has nothing to compare with) and ``off_grpo/sync_tensors_checked``."""
         start = time.perf_counter()
         workers = getattr(self.actor_wg, "workers", None) or []
         try:
