@@ -66,16 +66,16 @@ def check_rollout_fits_the_gpus(config: Any) -> None:
     layout = rollout_layout(config)
     if layout is None or layout.gpus % layout.replica_gpus == 0:
         return
-    sizes = {"tensor_model_parallel_size": layout.tensor, "data_parallel_size": layout.data,
-             "pipeline_model_parallel_size": layout.pipeline}
-    replica, gpus, per_node, nodes = layout.replica_gpus, layout.gpus, layout.per_node, layout.nodes
-    written = " × ".join(f"{name}={value}" for name, value in sizes.items() if value > 1 or name.startswith("tensor"))
-    only_tp = sizes["data_parallel_size"] == sizes["pipeline_model_parallel_size"] == 1
-    default = " (verl's yaml sets 2)" if sizes["tensor_model_parallel_size"] == 2 else ""
-    fix = (f"set {ROLLOUT}.tensor_model_parallel_size to one that divides {gpus}{default}" if only_tp else
-           f"choose {ROLLOUT}'s tensor × data × pipeline parallel sizes so that their product divides {gpus}")
+    written = " × ".join([f"tensor_model_parallel_size={layout.tensor}"]
+                         + [f"{name}={value}" for name, value in (("data_parallel_size", layout.data),
+                                                                  ("pipeline_model_parallel_size", layout.pipeline))
+                            if value > 1])
+    default = " (verl's yaml sets 2)" if layout.tensor == 2 else ""
+    fix = (f"set {ROLLOUT}.tensor_model_parallel_size to one that divides {layout.gpus}{default}"
+           if layout.data == layout.pipeline == 1 else
+           f"choose {ROLLOUT}'s tensor × data × pipeline parallel sizes so that their product divides {layout.gpus}")
     raise OffGRPOConfigError(
-        f"{ROLLOUT}.{written} makes a vLLM replica of {replica} GPUs, which the trainer's {gpus} "
-        f"(trainer.n_gpus_per_node={per_node} × trainer.nnodes={nodes}) cannot be split into, and verl would stop at "
-        f"its workers' start-up, after Ray and the model: {fix}."
+        f"{ROLLOUT}.{written} makes a vLLM replica of {layout.replica_gpus} GPUs, which the trainer's {layout.gpus} "
+        f"(trainer.n_gpus_per_node={layout.per_node} × trainer.nnodes={layout.nodes}) cannot be split into, and verl "
+        f"would stop at its workers' start-up, after Ray and the model: {fix}."
     )
