@@ -264,7 +264,8 @@ def test_the_trainers_digest_reads_its_shards_as_vllms_dtype():
         layer.weight.fill_(1.0)
     worker = SimpleNamespace(worker_dict={"actor_rollout_ref": SimpleNamespace(
         actor=SimpleNamespace(engine=SimpleNamespace(module=layer)), ref=None)})
-    digests = lambda: [sync_reached.actor_weights_digest(worker, dtype)["digest"] for dtype in ("bfloat16", "float32")]
+    digests = lambda: [sync_reached.actor_tensor_fingerprints(worker, dtype)["tensors"]
+                       for dtype in ("bfloat16", "float32")]
     before = digests()
     with torch.no_grad():
         layer.weight[0, 0] += 2.0 ** -12  # bf16 has 8 significant bits: 1 + 2^-12 rounds back to 1
@@ -273,11 +274,11 @@ def test_the_trainers_digest_reads_its_shards_as_vllms_dtype():
     with torch.no_grad():
         layer.weight[0, 0] += 2.0 ** -7
     assert digests()[0] != before[0]
-    assert sync_reached.trainer_changed(None, before) is None
-    assert sync_reached.trainer_changed([before[0]], [before[0]]) is False
-    assert sync_reached.trainer_changed([before[0]], [after_small[0]]) is False
+    assert sync_reached.trainer_changed_tensors(None, [before[0]]) is None
+    assert sync_reached.trainer_changed_tensors([before[0]], [before[0]]) == set()
+    assert sync_reached.trainer_changed_tensors([before[0]], [after_small[0]]) == set()
     with pytest.raises(RuntimeError, match="no actor model"):
-        sync_reached.actor_weights_digest(SimpleNamespace(), "bfloat16")
+        sync_reached.actor_tensor_fingerprints(SimpleNamespace(), "bfloat16")
 
 
 def test_a_record_names_the_tensors_that_changed_and_vllms_packed_modules():
@@ -336,11 +337,11 @@ def test_the_trainers_tensors_are_named_as_the_checkpoint_and_compared_per_rank(
     layer = torch.nn.Linear(3, 2)
     worker = SimpleNamespace(worker_dict={"actor_rollout_ref": SimpleNamespace(
         actor=SimpleNamespace(engine=SimpleNamespace(module=layer)), ref=None)})
-    before = sync_reached.actor_weights_digest(worker, "bfloat16")["tensors"]
+    before = sync_reached.actor_tensor_fingerprints(worker, "bfloat16")["tensors"]
     assert sorted(before) == ["bias", "weight"]
     with torch.no_grad():
         layer.bias[1] += 1.0
-    after = sync_reached.actor_weights_digest(worker, "bfloat16")["tensors"]
+    after = sync_reached.actor_tensor_fingerprints(worker, "bfloat16")["tensors"]
     assert sync_reached.trainer_changed_tensors(None, [after]) is None
     assert sync_reached.trainer_changed_tensors([before, before], [before, after]) == {"bias"}
     assert sync_reached.trainer_changed_tensors([before], [before]) == set()

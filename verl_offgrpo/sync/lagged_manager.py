@@ -176,7 +176,6 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         self.verify_tensors = sync_reached.tensors_checkable(
             _get(full_config, "actor_rollout_ref.rollout.checkpoint_engine.backend", None), self.rollout_dtype,
             _get(full_config, "actor_rollout_ref.rollout.quantization", None))
-        self.actor_digests: Optional[list[str]] = None  # per actor rank, at the last real sync
         self.actor_tensors: Optional[list[dict]] = None  # per actor rank, its tensors' fingerprints at the last sync
         self.told_no_tensor_names = False
         self.record_answers: list = []  # per replica, its vLLM workers' answers to the last served-weights record
@@ -412,15 +411,16 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         start = time.perf_counter()
         workers = getattr(self.actor_wg, "workers", None) or []
         try:
-            reports = ray.get([w.__ray_call__.remote(sync_reached.actor_weights_digest, self.rollout_dtype) for w in workers])
-            digests = [r["digest"] for r in reports]
-            tensors = [r.get("tensors") or {} for r in reports]
-            changed = sync_reached.trainer_changed(self.actor_digests, digests)
+            reports = ray.get([w.__ray_call__.remote(sync_reached.actor_tensor_fingerprints, self.rollout_dtype)
+                               for w in workers])
+            tensors = [r["tensors"] for r in reports]
+            changed_tensors = sync_reached.trainer_changed_tensors(self.actor_tensors, tensors)
+            changed = None if changed_tensors is None else bool(changed_tensors)
             # "unchanged ⇒ unchanged" only where vLLM keeps its weights across sleep (not after a level-2 sleep)
             asked = changed is not None and (changed or self.keeps_weights)
             breaking = sync_reached.replicas_breaking_the_rule(self.record_answers, changed) if asked else []
-            changed_tensors = (sync_reached.trainer_changed_tensors(self.actor_tensors, tensors)
-                               if changed and self.verify_tensors else None)
+            if not self.verify_tensors:
+                changed_tensors = None
             missing, checked, replicas = (sync_reached.tensors_that_did_not_arrive(self.record_answers, changed_tensors)
                                           if changed_tensors else ([], 0, 0))
         except Exception as err:  # noqa: BLE001 - the check cannot run here: say so once, fall back to the r' monitor
@@ -431,8 +431,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             )  # fmt: skip
             self.verify_syncs = False
             return {"off_grpo/sync_verify_failed": 1.0}
-        previous_step, self.actor_digests, self.last_sync_step = self.last_sync_step, digests, decision.step
-        self.actor_tensors = tensors
+        previous_step, self.actor_tensors, self.last_sync_step = self.last_sync_step, tensors, decision.step
         if breaking:
             raise ServedPolicyError(sync_reached.rule_broken_message(
                 breaking, changed, decision.step, previous_step, len(self.replicas)))

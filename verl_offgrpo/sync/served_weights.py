@@ -199,10 +199,10 @@ def served_weights_rpc(worker, action: str, step: Optional[int] = None, replica:
     }
     if action == "record":
         previous = getattr(worker, RECORD_ATTR, None)
-        changed = None if previous is None else previous["fp"] != current
+        changed_tensors = None if previous is None else [d["name"] for d in compare(previous["fp"], current)]
+        changed = None if changed_tensors is None else bool(changed_tensors)
         setattr(worker, RECORD_ATTR, {"step": step, "fp": current, "digest": summary["digest"], "changed": changed,
                                       "previous_step": None if previous is None else previous["step"]})
-        changed_tensors = None if previous is None else [d["name"] for d in compare(previous["fp"], current)]
         packed = getattr(worker.model_runner.model, "packed_modules_mapping", None) or {}
         return {**summary, "changed": changed, "changed_tensors": changed_tensors, "tensor_names": list(current),
                 "packed": {str(k): [str(v) for v in vs] for k, vs in dict(packed).items()},

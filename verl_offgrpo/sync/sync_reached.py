@@ -10,7 +10,7 @@ every real sync after the first, with exact integer fingerprints (:func:`.served
     each TP rank:      trainer changed ⇒ rank changed;  trainer unchanged ⇒ rank unchanged (where vLLM keeps its
                        weights across sleep: per_step's level 1 or ``no_sleep``)
 
-* **Trainer side** (:func:`actor_weights_digest`, in each actor worker through Ray's ``__ray_call__``): the
+* **Trainer side** (:func:`actor_tensor_fingerprints`, in each actor worker through Ray's ``__ray_call__``): the
   fingerprint of the rank's local FSDP shards cast to ``actor_rollout_ref.rollout.dtype``, the bits vLLM stores
   (verl's naive sync sends the full tensors in the training dtype and vLLM's loader casts them). A zero
   learning rate, an update below that dtype's resolution or an update skipped by the zero-variance mask leave
@@ -57,7 +57,7 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
-from .served_weights import digest, fingerprint
+from .served_weights import fingerprint
 
 #: the rollout dtypes whose values are the actor's cast exactly (``actor_rollout_ref.rollout.dtype``)
 DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16", "half": "float16",
@@ -100,10 +100,10 @@ def _local_shards_as(module: Any, dtype: Any):
         yield name, local.to(dtype)
 
 
-def actor_weights_digest(worker: Any, dtype_name: str) -> dict:
-    """Run inside an actor worker (``worker.__ray_call__.remote(actor_weights_digest, dtype)``): the digest of its
-    local parameter shards as ``dtype_name`` (one tensor cast at a time), and each tensor's fingerprint.
-    ``{"digest", "tensors": {name: fingerprint}, "seconds"}``."""
+def actor_tensor_fingerprints(worker: Any, dtype_name: str) -> dict:
+    """Run inside an actor worker (``worker.__ray_call__.remote(actor_tensor_fingerprints, dtype)``): the fingerprint
+    of each of its local parameter shards as ``dtype_name`` (one tensor cast at a time).
+    ``{"tensors": {name: fingerprint}, "seconds"}``."""
     import torch
 
     start = time.perf_counter()
@@ -111,19 +111,13 @@ def actor_weights_digest(worker: Any, dtype_name: str) -> dict:
     if torch.cuda.is_available():
         torch.cuda.synchronize()  # verl's offload copies are non_blocking: read the shards once written
     fp = fingerprint(_local_shards_as(module, getattr(torch, DTYPES[dtype_name])))
-    return {"digest": digest(fp), "tensors": fp, "seconds": time.perf_counter() - start}
-
-
-def trainer_changed(previous: Optional[list[str]], current: list[str]) -> Optional[bool]:
-    """Whether any actor rank's digest differs from the previous sync's; None without a previous one."""
-    if previous is None or len(previous) != len(current):
-        return None
-    return previous != current
+    return {"tensors": fp, "seconds": time.perf_counter() - start}
 
 
 def trainer_changed_tensors(previous: Optional[list[dict]], current: list[dict]) -> Optional[set[str]]:
     """The names of the tensors whose fingerprint differs from the previous sync's on some actor rank (each rank's
-    ``actor_weights_digest(...)["tensors"]``); None without a previous one."""
+    ``actor_tensor_fingerprints(...)["tensors"]``); None without a previous one. The trainer changed where it is
+    not empty."""
     if previous is None or len(previous) != len(current):
         return None
     return {name for old, new in zip(previous, current)
@@ -161,8 +155,9 @@ def tensors_that_did_not_arrive(answers: list[Any], changed: set[str]) -> tuple[
         packed = next((rank.get("packed") for rank in ranks if rank.get("packed")), None) or {}
         sources: dict[str, list[str]] = {}
         for name in sorted(changed):
-            if served_name(name, packed) in served:
-                sources.setdefault(served_name(name, packed), []).append(name)
+            loaded_by = served_name(name, packed)
+            if loaded_by in served:
+                sources.setdefault(loaded_by, []).append(name)
         checked += len(sources)
         lost = [(name, sources[name]) for name in sorted(sources) if name not in moved]
         if lost:
@@ -170,14 +165,21 @@ def tensors_that_did_not_arrive(answers: list[Any], changed: set[str]) -> tuple[
     return missing, checked, replicas
 
 
+def _where(index: int, alike: int, num_replicas: int, previous_step: Optional[int]) -> tuple[str, str, str]:
+    """The parts both stop messages share: the first breaking replica, how many more break alike, and the sync since
+    which the trainer's weights are compared."""
+    replica = f"replica {index}" + (f" of {num_replicas}" if num_replicas > 1 else "")
+    others = f" ({alike} of {num_replicas} replicas alike)" if alike > 1 else ""
+    since = f"the sync of step {previous_step}" if previous_step is not None else "the previous sync"
+    return replica, others, since
+
+
 def tensors_message(missing: list[tuple[int, list]], step: int, previous_step: Optional[int],
                     num_replicas: int) -> str:
     """The :class:`~.alpha_guard.ServedPolicyError` text for :func:`tensors_that_did_not_arrive`'s result: the
     trainer's tensors, with the vLLM tensor that loads them where its name differs (a fused one)."""
     index, lost = missing[0]
-    replica = f"replica {index}" + (f" of {num_replicas}" if num_replicas > 1 else "")
-    others = f" ({len(missing)} of {num_replicas} replicas alike)" if len(missing) > 1 else ""
-    since = f"the sync of step {previous_step}" if previous_step is not None else "the previous sync"
+    replica, others, since = _where(index, len(missing), num_replicas, previous_step)
     named = [", ".join(sources) if sources == [served] else f"{', '.join(sources)} (vLLM's {served})"
              for served, sources in lost]
     listed = "; ".join(named[:3]) + (f"; and {len(named) - 3} more" if len(named) > 3 else "")
@@ -219,10 +221,8 @@ def rule_broken_message(breaking: list[tuple[int, dict]], changed: bool, step: i
     """The :class:`~.alpha_guard.ServedPolicyError` text for :func:`replicas_breaking_the_rule`'s result."""
     index, payload = breaking[0]
     ranks = payload["ranks"]
-    replica = f"replica {index}" + (f" of {num_replicas}" if num_replicas > 1 else "")
+    replica, others, since = _where(index, len(breaking), num_replicas, previous_step)
     tp_ranks = f"TP rank{'s' if len(ranks) > 1 else ''} {', '.join(str(r) for r in ranks)}"
-    others = f" ({len(breaking)} of {num_replicas} replicas alike)" if len(breaking) > 1 else ""
-    since = f"the sync of step {previous_step}" if previous_step is not None else "the previous sync"
     if changed:
         return (
             f"verl-offgrpo: step {step}: the weight sync did not reach vLLM: the trainer's weights changed since "
@@ -238,6 +238,6 @@ def rule_broken_message(breaking: list[tuple[int, dict]], changed: bool, step: i
     )
 
 
-__all__ = ["actor_weights_digest", "checkpoint_name", "find_actor", "replicas_breaking_the_rule", "rule_broken_message",
-           "served_name", "tensors_checkable", "tensors_message", "tensors_that_did_not_arrive", "trainer_changed",
+__all__ = ["actor_tensor_fingerprints", "checkpoint_name", "find_actor", "replicas_breaking_the_rule", "rule_broken_message",
+           "served_name", "tensors_checkable", "tensors_message", "tensors_that_did_not_arrive",
            "trainer_changed_tensors"]  # fmt: skip
