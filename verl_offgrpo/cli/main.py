@@ -91,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the subcommand of ``argv`` (``sys.argv[1:]`` when None); its exit code."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.command == "config-dir":
         print(config_dir())
         return 0
@@ -99,9 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check":
         return check(args.overrides, verbose=args.verbose)
     if bool(args.config_path) != bool(args.config_name):
-        build_parser().error("--config-path and --config-name go together (your yaml's directory and name); without "
+        parser.error("--config-path and --config-name go together (your yaml's directory and name); without "
                              "them compose reads the shipped yaml")
     if args.config_path and not os.path.isabs(os.path.expanduser(args.config_path)):
-        build_parser().error(f"--config-path {args.config_path} is relative, which main_ppo (hydra) reads from "
+        parser.error(f"--config-path {args.config_path} is relative, which main_ppo (hydra) reads from "
                              f"verl/trainer/, not from here: pass an absolute path, e.g. \"$(pwd)/{args.config_path}\"")
     return dry_run(args.overrides, dict(args.path_hint), args.config_path, args.config_name)
