@@ -67,12 +67,15 @@ def test_shipped_yaml_wires_estimator_loss_rprime_and_trainer_mode():
         # the mask's rows leave token-sum (no denominator); seq-mean is fine without the mask
         ["actor_rollout_ref.actor.loss_agg_mode=token-sum"],
         ["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean", "algorithm.off_grpo.zero_var_mask=false"],
-        # the window (V1 off_grpo_sync); gen_batch_size unset or equal to train_batch_size
+        # the window (V1 off_grpo_sync), with any gen_batch_size that divides train_batch_size (verl fetches each
+        # step's batch in such chunks, window or not)
         ["algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=4"],
         ["algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=4",
          "data.gen_batch_size=1024"],  # = verl's default train_batch_size
-        # per_step (auto's fallback) with a gen_batch_size that divides the batch; dynamic sampling with any
-        # (verl's V1 trainer then fetches one prompt at a time)
+        ["algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=4", "data.train_batch_size=512",
+         "data.gen_batch_size=256"],
+        # auto with a gen_batch_size that divides the batch; dynamic sampling with any (verl's V1 trainer then
+        # fetches one prompt at a time)
         ["algorithm.off_grpo.sync_period=4", "data.train_batch_size=512", "data.gen_batch_size=256"],
         ["algorithm.off_grpo.sync_period=4", "data.train_batch_size=512", "data.gen_batch_size=768",
          "algorithm.filter_groups.enable=true"],
@@ -141,13 +144,11 @@ REJECTED = [
     (["algorithm.off_grpo=5"], r"algorithm.off_grpo must be a mapping of knobs \(got int 5\)"),
     # groups of one: no group statistics
     (["actor_rollout_ref.rollout.n=1"], r"rollout.n=1 with algorithm.adv_estimator=off_grpo.*>= 2"),
-    # the window runs in the V1 mode off_grpo_sync, on whole training batches
+    # the window runs in the V1 mode off_grpo_sync
     (["algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=4", "trainer.use_v1=false",
       V0_MANAGER], "rollout_schedule=window runs in the V1 trainer mode off_grpo_sync only"),
     (["algorithm.off_grpo.rollout_schedule=window", "trainer.v1.trainer_mode=sync", "algorithm.off_grpo.zero_var_mask=false"],
      "rollout_schedule=window needs trainer.v1.trainer_mode=off_grpo_sync"),
-    (["algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=4", "data.train_batch_size=64",
-      "data.gen_batch_size=32"], r"data.gen_batch_size=32 must be unset \(null\) or equal to data.train_batch_size=64"),
     # verl's V1 trainer fetches a step's prompts in whole gen_batch_size chunks (at the first step otherwise)
     (["algorithm.off_grpo.sync_period=4", "data.train_batch_size=64", "data.gen_batch_size=96"],
      r"^data.gen_batch_size=96 must divide data.train_batch_size=64: verl's V1 trainer fetches each step's prompts "

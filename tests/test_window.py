@@ -603,7 +603,8 @@ CUSTOM_SAMPLER = ["+trainer.v1.sampler.custom_sampler.path=my_sampler.py", "+tra
            rf"trainer.v1.trainer_mode=off_grpo_sync \(got '{mode}'\): set it, or ") for mode in ("colocate_async", "separate_async")],
         (["algorithm.filter_groups.enable=true"], "filter_groups"),
         (["trainer.test_freq=5", "algorithm.off_grpo.sync_before_validate=false"], "sync_before_validate"),
-        (["data.train_batch_size=6", "+data.gen_batch_size=3"], "gen_batch_size"),
+        # a gen_batch_size that does not divide the batch: verl's V1 fetch fails (refill_checks), window or not
+        (["data.train_batch_size=6", "+data.gen_batch_size=4"], r"^data.gen_batch_size=4 must divide data.train_batch_size=6"),
         (CUSTOM_SAMPLER, r"not a custom sampler .*: drop trainer.v1.sampler.custom_sampler, or "),
         # validating after step 5 (test_freq 5, v 4): step 5's batch and steps 6-8's, 4·10·5 = 200, plus 10·5 of a
         # validation batch = 250 > 249 (≥ 200 = v·B·n, the window alone)
@@ -687,7 +688,8 @@ def test_a_config_the_lagged_sync_refuses_gets_its_error_with_no_line_on_how_vll
          "runs in the V1 trainer mode off_grpo_sync only"),
         (["algorithm.filter_groups.enable=true"], "cannot refill filtered groups"),
         (["trainer.test_freq=5", "algorithm.off_grpo.sync_before_validate=false"], "validation needs a sync"),
-        (["data.train_batch_size=6", "+data.gen_batch_size=3"], "data.gen_batch_size=3 must be unset"),
+        # a gen_batch_size that divides the batch: each step's batch is fetched in chunks, as per_step fetches it
+        (["data.train_batch_size=6", "+data.gen_batch_size=3"], None),
         (CUSTOM_SAMPLER, "through verl's ReplayBuffer, not a custom sampler"),
         # dynamic sampling: verl fetches prompts one at a time (gen_batch_size 1), so the refill is the cause
         (["algorithm.filter_groups.enable=true", "data.train_batch_size=6", "+data.gen_batch_size=4"],
@@ -778,11 +780,11 @@ def test_every_metric_the_plugins_trainer_logs_is_documented(ray_local, monkeypa
 
 
 # ----------------------------------------------------------------------------- which prompts a step trains on
-def prompt_pipeline(monkeypatch, num_prompts=24):
-    """verl's own ``_add_prompts_to_generate`` (dataloader fetch, prompt tags) and sync ``ReplayBuffer.sample`` over
-    a TransferQueue stand-in where every submitted group finishes at once; a seeded ``StatefulDataLoader``
-    over prompts whose ``idx`` is their dataset position. Returns (trainer stand-in, sample(step) -> idx list,
-    make_loader)."""
+def prompt_pipeline(monkeypatch, num_prompts=24, gen_batch_size=None):
+    """verl's own ``_add_prompts_to_generate`` (dataloader fetch in ``gen_batch_size`` chunks, prompt tags) and sync
+    ``ReplayBuffer.sample`` over a TransferQueue stand-in where every submitted group finishes at once; a seeded
+    ``StatefulDataLoader`` (verl's: batches of gen_batch_size or B) over prompts whose ``idx`` is their dataset
+    position. Returns (trainer stand-in, sample(step) -> idx list, make_loader)."""
     import torch
     from omegaconf import OmegaConf
     from torchdata.stateful_dataloader import StatefulDataLoader
@@ -810,17 +812,17 @@ def prompt_pipeline(monkeypatch, num_prompts=24):
                 store["train"][f"{uid}_{session}_0"] = {"seq_len": 8}
 
     def make_loader():
-        return StatefulDataLoader(dataset, batch_size=B, drop_last=True, collate_fn=collate_fn,
+        return StatefulDataLoader(dataset, batch_size=gen_batch_size or B, drop_last=True, collate_fn=collate_fn,
                                   sampler=torch.utils.data.RandomSampler(dataset, generator=torch.Generator().manual_seed(0)))
 
-    trainer = SimpleNamespace(config=OmegaConf.create({"data": {"train_batch_size": B, "gen_batch_size": None}}),
+    trainer = SimpleNamespace(config=OmegaConf.create({"data": {"train_batch_size": B, "gen_batch_size": gen_batch_size}}),
                               train_dataloader=make_loader(), train_dataloader_it=None, global_steps=0,
                               trainer_mode="sync", agent_loop_manager=SimpleNamespace(generate_sequences=finish))
     for name in ("_fetch_one_gen_batch", "_next_train_batch", "_submit_batch_to_rollout", "_add_prompts_to_generate"):
         setattr(trainer, name, getattr(PPOTrainer, name).__get__(trainer))
     buffer = rbm.ReplayBuffer(trainer_mode="sync", trainer_config=OmegaConf.create({}), max_off_policy_threshold=None,
                               max_off_policy_strategy="drop", sampler_kwargs=OmegaConf.create({}),
-                              train_batch_size=B, gen_batch_size=B)
+                              train_batch_size=B, gen_batch_size=gen_batch_size or B)
 
     def sample(step):
         batch, _ = buffer.sample(global_steps=step, partition_id="train", batch_size=B)
@@ -830,19 +832,22 @@ def prompt_pipeline(monkeypatch, num_prompts=24):
     return trainer, sample, make_loader
 
 
-def test_each_step_of_a_window_trains_on_the_batch_per_step_would_give_it(monkeypatch):
+@pytest.mark.parametrize("gen_batch_size", [None, 1])
+def test_each_step_of_a_window_trains_on_the_batch_per_step_would_give_it(monkeypatch, gen_batch_size):
     """Through verl's real prompt submission and sync replay buffer: the window's v batches are tagged with their
     steps, so step s of the window samples exactly the dataloader batch step s samples with per_step (one tag for
-    the whole window would let the buffer split it at random)."""
+    the whole window would let the buffer split it at random); also where verl fetches each batch in
+    ``data.gen_batch_size`` chunks (1 of B = 2 here: two fetches a step)."""
     from verl_offgrpo.sync.trainer_v1 import submit_window
 
-    trainer, sample, _ = prompt_pipeline(monkeypatch)
+    trainer, sample, _ = prompt_pipeline(monkeypatch, gen_batch_size=gen_batch_size)
     per_step = []
     for step in range(1, 5):
         trainer.global_steps = step
         trainer._add_prompts_to_generate(B)
         per_step.append(sample(step))
-    trainer, sample, _ = prompt_pipeline(monkeypatch)
+    assert trainer.train_dataloader.state_dict()["_num_yielded"] == 4 * B // (gen_batch_size or B)
+    trainer, sample, _ = prompt_pipeline(monkeypatch, gen_batch_size=gen_batch_size)
     trainer.global_steps = 1
     submit_window(trainer, 1, 4)
     assert trainer.global_steps == 1

@@ -1,5 +1,5 @@
 """The checks of ``rollout_schedule=window``: whether a config can generate a whole sync window of v steps in
-one generation phase (V1 trainer mode ``off_grpo_sync`` only, whole training batches, no refills), which
+one generation phase (V1 trainer mode ``off_grpo_sync`` only, no refills), which
 ``auto`` (the default) resolves to at v > 1 wherever it can, and how many samples that puts on each vLLM engine:
 
     samples per engine = ⌈v · data.train_batch_size · rollout.n / engines⌉,  engines = ⌊GPUs / (TP·DP·PP)⌋ · DP
@@ -32,8 +32,9 @@ STORAGE_SIZE = "transfer_queue.backend.SimpleStorage.total_storage_size"
 
 def window_problem(config: Any, knobs: OffGRPOConfig | None = None) -> tuple[str, str] | None:
     """Why ``config`` cannot generate a whole sync window at once, as (cause, fix), or None: the window is the
-    V1 trainer mode's, and one generation phase samples the prompts of v steps (v × ``data.train_batch_size``),
-    so the dataloader must hand out whole training batches, nothing may refill a batch after it (verl's own
+    V1 trainer mode's, and one generation phase samples the prompts of v steps (v × ``data.train_batch_size``,
+    each step's batch fetched as ``per_step`` fetches it, in ``data.gen_batch_size`` chunks where that divides
+    the batch: :mod:`.refill_checks`), so nothing may refill a batch after it (verl's own
     ReplayBuffer serves them, no custom sampler), verl's TransferQueue must hold the window's v·B·n samples,
     and a validation inside a window needs a sync (vLLM drops α after generating) and room beside the window.
     ``rollout_schedule=window`` raises "<schedule> <cause>: <fix>."; ``auto`` falls back to per_step and names
@@ -51,10 +52,7 @@ def window_problem(config: Any, knobs: OffGRPOConfig | None = None) -> tuple[str
     if _get(config, f"{CUSTOM_SAMPLER}.path") and _get(config, f"{CUSTOM_SAMPLER}.name"):
         return (f"serves the window's buffered batches through verl's ReplayBuffer, not a custom sampler "
                 f"({CUSTOM_SAMPLER}, which verl lets refill)", f"drop {CUSTOM_SAMPLER}, or {per_step}")
-    gen, train = _get(config, "data.gen_batch_size"), _get(config, "data.train_batch_size")
-    if gen is not None and gen != train:
-        return (f"samples v × data.train_batch_size prompts per window, so data.gen_batch_size={gen!r} must be "
-                f"unset (null) or equal to data.train_batch_size={train!r}", f"unset it, or {per_step}")
+    train = _get(config, "data.train_batch_size")
     k = _get(config, "trainer.v1.sync.parameter_sync_step", 1)
     if k not in (None, 1):
         return (f"does not combine with trainer.v1.sync.parameter_sync_step={k!r} (verl's own batched generation)",
