@@ -619,7 +619,8 @@ def test_window_advice_is_printed_once_per_job(caplog):
 
 def test_max_num_seqs_above_the_token_budget_fails_before_vllm_does():
     """vLLM refuses max_num_batched_tokens < max_num_seqs at startup; raising max_num_seqs for a window alone
-    would pass every check and fail there. Without chunked prefill verl raises the budget to max_model_len."""
+    would pass every check and fail there. Without chunked prefill verl raises the budget to max_model_len (an
+    unset one: the model's max_position_embeddings, not known here, so not checked)."""
     seqs = "actor_rollout_ref.rollout.max_num_seqs=20480"
     with pytest.raises(OffGRPOConfigError, match=r"max_num_seqs=20480 is more than .*max_num_batched_tokens=8192, "
                                                  r"which vLLM refuses at startup: set .*max_num_batched_tokens=20480"):
@@ -627,6 +628,12 @@ def test_max_num_seqs_above_the_token_budget_fails_before_vllm_does():
     validate(composed(*WINDOW_10, *ONE_GPU, seqs, "actor_rollout_ref.rollout.max_num_batched_tokens=20480"))
     no_chunks = ("actor_rollout_ref.rollout.enable_chunked_prefill=false", "actor_rollout_ref.rollout.max_model_len=32768")
     validate(composed(*WINDOW_10, *ONE_GPU, seqs, *no_chunks))  # verl raises the budget to 32768 itself
+    no_chunks = ("actor_rollout_ref.rollout.enable_chunked_prefill=false", "actor_rollout_ref.rollout.max_model_len=null",
+                 "data.max_prompt_length=256", "data.max_response_length=512")
+    validate(composed(*WINDOW_10, *ONE_GPU, seqs, *no_chunks))  # verl raises it to the model's max_position_embeddings
+    with pytest.raises(OffGRPOConfigError, match=r"max_num_seqs=20480 is more than .*max_num_batched_tokens=16384"):
+        validate(composed(*WINDOW_10, *ONE_GPU, seqs, "actor_rollout_ref.rollout.enable_chunked_prefill=false",
+                          "actor_rollout_ref.rollout.max_model_len=16384"))  # the larger of the two, still too few
 
 
 def test_keep_weights_no_sleep_does_nothing_with_the_window(caplog):
@@ -1087,3 +1094,18 @@ def test_main_ppos_validate_config_refuses_a_selecting_config_with_a_mandatory_v
         "e.g. actor_rollout_ref.rollout.name=vllm") and "\n" not in str(err.value)
     validate_as_main_ppo(shipped_config())  # set (the tests' BASE): the same config passes
     validate_as_main_ppo(verl_config("actor_rollout_ref.rollout.name=???"))  # plain verl: verl's checks pass it
+
+
+def test_a_refused_config_gets_its_error_and_none_of_the_warnings_checked_before_it(caplog):
+    """The checks run in a fixed order and some warn early (an idle red_drop_seed); a config a later check refuses
+    (a gen_batch_size that does not divide the batch) gets the one error, no warning above it; one that passes
+    gets the warning, once, after the checks."""
+    idle_seed, bad_split = ("algorithm.off_grpo.red_drop_seed=3",), ("data.train_batch_size=64", "data.gen_batch_size=96")
+    with caplog.at_level(logging.INFO, logger=LOGGER), pytest.raises(OffGRPOConfigError, match="must divide"):
+        validate(composed(*idle_seed, *bad_split))
+    assert [r.getMessage() for r in caplog.records if r.name.startswith(LOGGER)] == []
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        validate(composed(*idle_seed))
+    told = [r.getMessage() for r in caplog.records if "red_drop_seed=3: no effect" in r.getMessage()]
+    assert told == ["off_grpo: algorithm.off_grpo.red_drop_seed=3: no effect with algorithm.adv_estimator=off_grpo "
+                    "(only red_drop reads it)."]

@@ -130,11 +130,14 @@ def test_a_numeric_knob_that_is_no_number_says_it_must_be_a_number(override, sai
 
 
 #: verl's counts a selecting job reads (config/verl_counts.py): verl says "TypeError: not all arguments converted
-#: during string formatting" for the first, and lets test_freq=null through to the trainer's first step
+#: during string formatting" for the first, and lets test_freq=null and save_freq=null through to the trainer's
+#: first step (its fit compares them with 0)
 VERL_COUNTS = [
     ("data.train_batch_size=abc", "data.train_batch_size must be an integer >= 1 (got 'abc'); it counts the prompts "
                                   "per step."),
     ("trainer.test_freq=null", "trainer.test_freq must be an integer (got None); validation runs every that many "
+                               "steps, and -1 turns it off."),
+    ("trainer.save_freq=null", "trainer.save_freq must be an integer (got None); a checkpoint is saved every that many "
                                "steps, and -1 turns it off."),
     ("trainer.nnodes=0", "trainer.nnodes must be an integer >= 1 (got 0); it counts the nodes."),
     ("actor_rollout_ref.actor.ppo_mini_batch_size='8'",

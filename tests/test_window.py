@@ -725,6 +725,12 @@ def test_auto_takes_the_window_where_it_can_run_and_says_why_not(caplog, overrid
         assert "rollout_schedule=per_step" not in lines[0]  # the explicit window's fix: auto already does it
         assert [r.levelno for r in caplog.records if "rollout_schedule=auto" in r.getMessage()] == [logging.WARNING]
         assert reason in lines[0]
+        # the fix the explicit window's error gives, without its "or per_step" (auto already generates every step)
+        fix = lines[0].split("; for the window: ")[1].removesuffix(".")
+        with pytest.raises(OffGRPOConfigError) as explicit:
+            validate_off_grpo_config(fakes.compose_cfg("algorithm.off_grpo.sync_period=4", *overrides,
+                                                       "algorithm.off_grpo.rollout_schedule=window"))
+        assert f": {fix}" in str(explicit.value)
 
 
 def documented_metric_names() -> set[str]:

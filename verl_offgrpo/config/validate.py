@@ -10,6 +10,7 @@ verl's ``validate_config``, before verl's own checks and their success banner.
 
 from __future__ import annotations
 
+import logging
 from contextlib import contextmanager
 from typing import Any
 
@@ -77,8 +78,30 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     estimators (off_grpo, red_drop), one of its losses (off_grpo, rec), a lag (sync_period > 1), a window,
     a reference reset. A number read as a string says whether an interpolation made it one (:func:`.values.reading`).
     """
-    with reading(config):
+    with reading(config), _advice_after_the_checks():
         return _validate(config)
+
+
+@contextmanager
+def _advice_after_the_checks():
+    """Hold the checks' warning and info lines (:data:`_ADVISING_LOGGERS`) until every check has passed, then log
+    them in order; a config that is refused gets its one error line and none of them (a warning on a job that
+    does not run is noise above the error that matters)."""
+    held = []
+
+    def hold(record) -> bool:
+        held.append(record)
+        return False
+
+    for logger in _ADVISING_LOGGERS:
+        logger.addFilter(hold)
+    try:
+        yield
+    finally:
+        for logger in _ADVISING_LOGGERS:
+            logger.removeFilter(hold)
+    for record in held:  # only when the block raised nothing
+        logging.getLogger(record.name).handle(record)
 
 
 def _validate(config: Any) -> OffGRPOConfig:

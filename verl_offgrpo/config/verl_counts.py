@@ -1,9 +1,9 @@
 """verl's own counts that a selecting job's checks and trainers read, which must be integers before they do.
 
 verl 0.9.1's ``validate_config`` meets a word or a null in ``data.train_batch_size`` with
-``TypeError: not all arguments converted during string formatting``, and ``trainer.test_freq=null`` passes
-it and every check, then stops the V1 trainer's ``fit`` at its first step, after Ray, vLLM and the model have
-started. The rollout's sizes (``tensor_model_parallel_size``, ``data_parallel_size``, ``max_num_seqs``,
+``TypeError: not all arguments converted during string formatting``, and ``trainer.test_freq=null`` (or
+``save_freq=null``) passes it and every check, then stops the V1 trainer's ``fit`` at its first step, after Ray,
+vLLM and the model have started. The rollout's sizes (``tensor_model_parallel_size``, ``data_parallel_size``, ``max_num_seqs``,
 ``val_kwargs.n``), the TransferQueue's ``total_storage_size`` and V1's ``parameter_sync_step`` pick which of the
 plugin's checks and trainer paths run (the window's room, its rounds, the served-weights check's reach): a word
 there passes verl's ``validate_config`` and would skip them. For a config that selects the plugin each is one
@@ -28,6 +28,7 @@ COUNTS = {
     "data.train_batch_size": (1, "it counts the prompts per step", False),
     "actor_rollout_ref.actor.ppo_mini_batch_size": (1, "it counts the prompts per optimizer step", False),
     "trainer.test_freq": (None, "validation runs every that many steps, and -1 turns it off", False),
+    "trainer.save_freq": (None, "a checkpoint is saved every that many steps, and -1 turns it off", False),
     "trainer.n_gpus_per_node": (1, "it counts the GPUs per node", False),
     "trainer.nnodes": (1, "it counts the nodes", False),
     f"{ROLLOUT}.tensor_model_parallel_size": (1, "it counts the GPUs of one vLLM replica's tensor parallelism", True),

@@ -96,15 +96,17 @@ def resolve_rollout_schedule(config: Any, knobs: OffGRPOConfig | None = None) ->
 
 def tell_rollout_schedule(config: Any, requested: OffGRPOConfig) -> None:
     """One line at sync_period > 1 when ``rollout_schedule=auto`` was resolved: the window (info), or per_step
-    and the window's refusal (:func:`window_problem`; a warning, since the run loses the window's speed)."""
+    and the window's refusal with its fix (:func:`window_problem`; a warning, since the run loses the window's
+    speed)."""
     if requested.rollout_schedule != AUTO or requested.sync_period == 1:
         return
     problem = window_problem(config, requested)
     if problem:
+        cause, fix = problem
         logger.warning(
             "off_grpo: %s.rollout_schedule=auto generates every step at sync_period=%d: the window (vLLM generating "
-            "a sync window's rollouts at once, faster where generation is a large part of the step) %s.",
-            PREFIX, requested.sync_period, problem[0],
+            "a sync window's rollouts at once, faster where generation is a large part of the step) %s; for the "
+            "window: %s.", PREFIX, requested.sync_period, cause, fix.removesuffix(f", or {PREFIX}.rollout_schedule=per_step"),
         )
     else:
         logger.info("off_grpo: %s.rollout_schedule=auto: vLLM generates the rollouts of each window of %d steps at "
@@ -168,8 +170,10 @@ def window_samples_per_engine(config: Any, sync_period: int) -> int | None:
 
 def token_budget(config: Any) -> int | None:
     """The tokens vLLM may schedule in one step: ``rollout.max_num_batched_tokens``, which verl itself raises
-    to ``max_model_len`` (prompt + response when unset) only without chunked prefill; None if not a number.
-    vLLM refuses to start with fewer than ``max_num_seqs`` (each running sequence needs one token of it)."""
+    to ``max_model_len`` only without chunked prefill (verl 0.9.1 ``vLLMHttpServer._validate_configs``; an unset
+    ``max_model_len`` becomes the model's ``max_position_embeddings``, unknown before the model loads); None if
+    not a number or not known here. vLLM refuses to start with fewer than ``max_num_seqs`` (each running sequence
+    needs one token of it)."""
     rollout = "actor_rollout_ref.rollout"
     tokens = _get(config, f"{rollout}.max_num_batched_tokens")
     if not _is_int(tokens):
@@ -177,10 +181,7 @@ def token_budget(config: Any) -> int | None:
     if flag_at(config, f"{rollout}.enable_chunked_prefill", True):
         return tokens
     model_len = _get(config, f"{rollout}.max_model_len")
-    if not _is_int(model_len):
-        prompt, response = _get(config, "data.max_prompt_length"), _get(config, "data.max_response_length")
-        model_len = prompt + response if _is_int(prompt) and _is_int(response) else 0
-    return max(tokens, model_len)
+    return max(tokens, model_len) if _is_int(model_len) else None
 
 
 def check_max_num_seqs_fits_batched_tokens(config: Any) -> None:
