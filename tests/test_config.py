@@ -1109,3 +1109,22 @@ def test_a_refused_config_gets_its_error_and_none_of_the_warnings_checked_before
     told = [r.getMessage() for r in caplog.records if "red_drop_seed=3: no effect" in r.getMessage()]
     assert told == ["off_grpo: algorithm.off_grpo.red_drop_seed=3: no effect with algorithm.adv_estimator=off_grpo "
                     "(only red_drop reads it)."]
+
+
+@pytest.mark.parametrize("overrides, shown", [
+    (["actor_rollout_ref.rollout.calculate_log_probs=false"], "calculate_log_probs=False, algorithm.rollout_correction.rollout_is='token'"),
+    (["algorithm.rollout_correction.rollout_is=null"], "calculate_log_probs=True, algorithm.rollout_correction.rollout_is=None"),
+])
+def test_without_rprime_at_period_one_the_guard_is_said_to_be_off(caplog, overrides, shown):
+    """At v = 1 the loss runs without vLLM's log-probs (r' = 1), and so the guard's limit cannot act: one info line
+    says so; none with r' delivered (the shipped yaml) or with the guard turned off by hand."""
+    def told(*extra):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger=LOGGER):
+            validate(composed(*extra))
+        return [r.getMessage() for r in caplog.records if "no r' = π_k/α reaches the loss" in r.getMessage()]
+
+    lines = told(*overrides)
+    assert len(lines) == 1 and shown in lines[0]
+    assert "guard (algorithm.off_grpo.max_log_rprime_after_sync=0.5) and the bound monitor" in lines[0]
+    assert told() == [] and told(*overrides, "algorithm.off_grpo.max_log_rprime_after_sync=0") == []

@@ -337,7 +337,23 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
             "weight=is do nothing (plain group-relative REINFORCE); anchor=alpha measures ρ against the sampler.",
             REC_PREFIX,
         )
+    if not (calculate_log_probs and rollout_is == "token"):  # only at sync_period 1: refused above otherwise
+        tell_guard_without_rprime(knobs, calculate_log_probs, rollout_is)
     return (eps_low, eps_high) if loss_mode == REC_LOSS_NAME else None
+
+
+def tell_guard_without_rprime(knobs: OffGRPOConfig, calculate_log_probs: bool, rollout_is: Any) -> None:
+    """One info line where no r' = π_k/α reaches the loss at sync_period 1 (a correct on-policy run, r' = 1): the
+    served-policy guard's limit and the bound monitor then have nothing to read, so they are off."""
+    if not knobs.max_log_rprime_after_sync > 0:  # the guard turned off by hand: nothing to tell
+        return
+    logger.info(
+        "off_grpo: no r' = π_k/α reaches the loss (actor_rollout_ref.rollout.calculate_log_probs=%s, "
+        "algorithm.rollout_correction.rollout_is=%r): on-policy at sync_period=1, but the served-policy guard "
+        "(%s.max_log_rprime_after_sync=%s) and the bound monitor (off_grpo/bound/*) have nothing to read and are off; "
+        "calculate_log_probs=true and rollout_is=token turn them on.",
+        calculate_log_probs, rollout_is, PREFIX, knobs.max_log_rprime_after_sync,
+    )
 
 
 def check_rows_leaving_denominator(config: Any, knobs: OffGRPOConfig, estimator: str) -> None:
