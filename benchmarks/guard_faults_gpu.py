@@ -41,7 +41,9 @@ after staging the packs with ``--with-smollm2`` (``../shared/gpu/README.md``)::
     timeout 480 python3 benchmarks/guard_faults_gpu.py --out $OUT --budget-s 465
 
 TP=2 on a two-GPU machine (both jobs on both GPUs, side by side; the 1.5B shape, since SmolLM2-135M's
-9 attention heads do not split over 2 ranks)::
+9 attention heads do not split over 2 ranks; with ``--shape`` the task is sync_e2e's ``digit``, whose graded reward
+moves a random-init model: on ``add1`` it scores 0, the mask skips every update, and a stale sync then leaves
+nothing behind, so a stale-sync run whose faulted sync saw the trainer unchanged is marked ``untestable``)::
 
     timeout 590 python3 benchmarks/guard_faults_gpu.py --out $OUT --budget-s 570 --shape qwen2.5-1.5b --tp 2 \
         --runs honest,level2,perturb --gpus '0,1;0,1;0,1'
@@ -75,6 +77,10 @@ import sync_e2e  # noqa: E402  (the job's base overrides)
 
 RESULTS = "guard_faults.json"
 FAULT_MODULE = "benchmarks.diag.guard_faults"
+#: sync_e2e's "repeat the digit d" task: a graded reward, so a random-init model's groups have variance and it moves
+DIGIT_TASK = "digit"
+#: the lagged manager's per-sync metric: whether the trainer's weights changed since the previous sync
+TRAINER_CHANGED = "off_grpo/trainer_changed"
 #: run name -> (fault injected by benchmarks/diag/guard_faults.py, verify_served_weights)
 RUNS = {
     "honest": (None, True),
@@ -164,14 +170,18 @@ def rprime_by_lag(metrics: dict[int, dict]) -> dict[str, dict]:
 
 def job_overrides(args, name: str, steps: int, verify: bool, model_dir: Path, data_dir: Path) -> list[str]:
     """The sync benchmark's job (``sync_e2e.overrides``: model, vLLM and trainer settings known to work on
-    the GPU machine) with the arithmetic task of ``learning.py``, a fixed KV cache and the check's knob."""
+    the GPU machine) with the task (``--task``: an arithmetic task of ``learning.py``, or sync_e2e's ``digit``
+    task and its reward), a fixed KV cache and the check's knob."""
     base = sync_e2e.overrides(args.trainer, args.sync_period, model_dir, data_dir, steps, args.lr, name)
-    updates: dict[str, object] = {
+    task = {} if args.task == DIGIT_TASK else {
         "data.val_files": data_dir / "test.parquet",
-        "data.train_batch_size": args.batch,
-        "data.max_response_length": args.response_length,
         "reward.custom_reward_function.path": "pkg://verl_offgrpo.rewards",
         "reward.custom_reward_function.name": "compute_score",
+    }
+    updates: dict[str, object] = {
+        **task,
+        "data.train_batch_size": args.batch,
+        "data.max_response_length": args.response_length,
         "actor_rollout_ref.actor.ppo_mini_batch_size": args.batch,
         "actor_rollout_ref.rollout.n": args.n,
         "actor_rollout_ref.rollout.tensor_model_parallel_size": args.tp,
@@ -201,9 +211,11 @@ def run_one(args, name: str, model_dir: Path, data_dir: Path, log_dir: Path, env
     metrics = mainppo_job.parse_jsonl(jsonl) or mainppo_job.parse_console(console)
     parsed = parse_console(console)
     expected = expected_step(fault, args.sync_period, args.after_sync) if verify else None
+    moved = metrics.get(expected, {}).get(TRAINER_CHANGED) if expected is not None else None
     run = {
         "name": name,
         "fault": fault,
+        "trainer_changed_at_fault": moved,
         "verify": verify,
         "steps_requested": steps,
         "expected_step": expected,
@@ -244,6 +256,14 @@ def verdict(run: dict) -> bool:
     return bool(run["caught_as_expected"])
 
 
+def untestable(run: dict) -> bool:
+    """A stale-sync fault whose sync found the trainer's weights unchanged (``off_grpo/trainer_changed`` 0: every
+    update skipped, e.g. every group zero-variance under the mask): putting the old weights back then leaves vLLM
+    serving α exactly, so there was nothing to catch. Such a run fails, and says why."""
+    return (str(run["fault"]).startswith("stale_sync") and not run.get("caught")
+            and run.get("trainer_changed_at_fault") == 0)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True)
@@ -252,7 +272,10 @@ def main(argv=None) -> int:
     p.add_argument("--model-path", default=None, help="an HF checkpoint instead of the staged SmolLM2 GGUF")
     p.add_argument("--shape", default=None,
                    help="a random-init model of throughput.py's SHAPES instead (e.g. qwen2.5-1.5b; built once under --work)")
-    p.add_argument("--task", default="add1")
+    p.add_argument("--task", default=None,
+                   help=f"add1 (learning.py's, the default for SmolLM2) or {DIGIT_TASK} (sync_e2e's graded reward, the "
+                        "default with --shape: a random-init model scores 0 on add1, so the zero-variance mask skips "
+                        "every update and a stale sync has nothing to leave behind)")
     p.add_argument("--trainer", default="v0", choices=["v0", "v1"])
     p.add_argument("--sync-period", type=int, default=3)
     p.add_argument("--honest-steps", type=int, default=30)
@@ -275,6 +298,8 @@ def main(argv=None) -> int:
     p.add_argument("--extra", nargs="*", default=[], help="extra hydra overrides for every job")
     args = p.parse_args(argv)
     args.t0 = time.time()
+    if args.task is None:
+        args.task = DIGIT_TASK if args.shape else "add1"
     names = [n.strip() for n in args.runs.split(",") if n.strip()]
     if unknown := sorted(set(names) - set(RUNS)):
         p.error(f"unknown run(s) {unknown}; known: {sorted(RUNS)}")
@@ -296,7 +321,10 @@ def main(argv=None) -> int:
             throughput.build_model(model_dir, args.shape)
     else:
         model_dir = Path(args.model_path) if args.model_path else learning.smollm2_from_gguf(work / "smollm2")
-    data_dir = learning.build_task(work / f"arith_{args.task}", args.task, n_test=50, twins_in_train=True)  # as its runs had it
+    if args.task == DIGIT_TASK:
+        data_dir = sync_e2e.build_data(work / "digit")
+    else:
+        data_dir = learning.build_task(work / f"arith_{args.task}", args.task, n_test=50, twins_in_train=True)  # as its runs had it
     gpus = split_gpus(args.gpus)
     # the longest job (honest) first: side by side, it starts first
     names.sort(key=lambda n: RUNS[n][0] is not None)
@@ -305,6 +333,9 @@ def main(argv=None) -> int:
     )
     for run in runs:
         run["passed"] = verdict(run)
+        if untestable(run):
+            run["untestable"] = "the trainer's weights did not change at the faulted sync: nothing to catch"
+            print(f"[guard_faults] {run['name']}: UNTESTABLE: {run['untestable']} (use --task {DIGIT_TASK})", flush=True)
     settings = {k: getattr(args, k) for k in ("trainer", "sync_period", "honest_steps", "fault_steps", "after_sync",
                                               "layer", "tp", "batch", "n", "response_length", "lr",
                                               "gpu_memory_utilization", "kv_cache_gib", "gpus", "task")}  # fmt: skip

@@ -10,7 +10,7 @@ import guard_faults_gpu as gf  # benchmarks/ is on sys.path (conftest.py)
 
 def args(**kw):
     ns = gf.argparse.Namespace(trainer="v0", sync_period=3, lr=1e-5, batch=16, response_length=48, n=4, tp=1,
-                               gpu_memory_utilization=0.1, kv_cache_gib=2.0, extra=[])  # fmt: skip
+                               gpu_memory_utilization=0.1, kv_cache_gib=2.0, extra=[], task="add1")  # fmt: skip
     for k, v in kw.items():
         setattr(ns, k, v)
     return ns
@@ -127,3 +127,22 @@ def test_main_writes_the_results_from_the_jobs_logs(tmp_path, monkeypatch):
     assert runs["honest"]["complete"] and runs["honest"]["verify_cost"]["check_s"]["n"] == 20
     assert runs["honest"]["verify_cost"]["share_of_median_step"] == pytest.approx(0.01 / 3.0)
     assert runs["level2_unchecked"]["expected_step"] is None and runs["level2_unchecked"]["passed"]
+
+
+def test_the_digit_task_keeps_its_own_data_and_reward(tmp_path):
+    """--task digit (the default with --shape): sync_e2e's val file and graded reward, not the arithmetic task's."""
+    overrides = gf.job_overrides(args(task=gf.DIGIT_TASK), "stale_sync", 8, True, tmp_path / "model", tmp_path / "d")
+    assert f"data.val_files={tmp_path / 'd' / 'val.parquet'}" in overrides
+    assert f"reward.custom_reward_function.path={tmp_path / 'd' / 'reward.py'}" in overrides
+    arith = gf.job_overrides(args(task="add1"), "stale_sync", 8, True, tmp_path / "model", tmp_path / "d")
+    assert "reward.custom_reward_function.path=pkg://verl_offgrpo.rewards" in arith
+
+
+def test_a_stale_sync_over_weights_that_did_not_move_is_untestable():
+    """The 1.5B random-init shape on add1 scored 0, every group was masked, no update ran: putting the old weights
+    back left vLLM serving α, so 'not caught' there says nothing about the check."""
+    run = {"fault": "stale_sync_rank", "verify": True, "caught": False, "caught_as_expected": False}
+    assert gf.untestable({**run, "trainer_changed_at_fault": 0.0}) and not gf.verdict({**run, "trainer_changed_at_fault": 0.0})
+    assert not gf.untestable({**run, "trainer_changed_at_fault": 1.0})  # a miss, a real failure
+    assert not gf.untestable({**run, "caught": True, "trainer_changed_at_fault": 0.0})
+    assert not gf.untestable({"fault": "perturb", "verify": True, "caught": False, "trainer_changed_at_fault": 0.0})
