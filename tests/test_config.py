@@ -631,9 +631,32 @@ def test_max_num_seqs_above_the_token_budget_fails_before_vllm_does():
     no_chunks = ("actor_rollout_ref.rollout.enable_chunked_prefill=false", "actor_rollout_ref.rollout.max_model_len=null",
                  "data.max_prompt_length=256", "data.max_response_length=512")
     validate(composed(*WINDOW_10, *ONE_GPU, seqs, *no_chunks))  # verl raises it to the model's max_position_embeddings
-    with pytest.raises(OffGRPOConfigError, match=r"max_num_seqs=20480 is more than .*max_num_batched_tokens=16384"):
+    with pytest.raises(OffGRPOConfigError, match=r"max_num_seqs=20480 is more than .*max_num_batched_tokens=16384 "
+                                                 r"\(verl raises it to max_model_len without chunked prefill\)"):
         validate(composed(*WINDOW_10, *ONE_GPU, seqs, "actor_rollout_ref.rollout.enable_chunked_prefill=false",
                           "actor_rollout_ref.rollout.max_model_len=16384"))  # the larger of the two, still too few
+
+
+def test_an_unset_max_model_len_is_the_local_models_max_position_embeddings(tmp_path):
+    """Without chunked prefill verl raises the token budget to max_model_len, which unset is the model's
+    max_position_embeddings (its config.json, or its text_config's; model.override_config first): read from a
+    local model folder; a hub id is not known before verl downloads it, so nothing is checked there."""
+    import json
+
+    from verl_offgrpo.config.window_checks import model_max_position_embeddings
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(json.dumps({"max_position_embeddings": 16384}))
+    (tmp_path / "vlm").mkdir()
+    (tmp_path / "vlm" / "config.json").write_text(json.dumps({"text_config": {"max_position_embeddings": 4096}}))
+    no_chunks = (*WINDOW_10, *ONE_GPU, "actor_rollout_ref.rollout.enable_chunked_prefill=false",
+                 "actor_rollout_ref.rollout.max_model_len=null", "actor_rollout_ref.rollout.max_num_seqs=20480")
+    with pytest.raises(OffGRPOConfigError, match=r"max_num_seqs=20480 is more than .*max_num_batched_tokens=16384 \(verl"):
+        validate(composed(*no_chunks, f"actor_rollout_ref.model.path={tmp_path / 'm'}"))
+    validate(composed(*no_chunks, f"actor_rollout_ref.model.path={tmp_path / 'm'}",
+                      "+actor_rollout_ref.model.override_config.max_position_embeddings=32768"))
+    assert model_max_position_embeddings(composed(f"actor_rollout_ref.model.path={tmp_path / 'vlm'}")) == 4096
+    assert model_max_position_embeddings(composed("actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct")) is None
 
 
 def test_keep_weights_no_sleep_does_nothing_with_the_window(caplog):
@@ -770,12 +793,11 @@ def test_compose_cli_prints_validated_config():
 
 def test_compose_cli_says_any_error_of_verls_checks_in_one_line(procs):
     """verl's validate_config raising something other than an assertion (here omegaconf's ConfigAttributeError):
-    exit 4 and one line, no traceback; and no verl import-time noise around it."""
+    exit 4 and one line, no traceback; and no verl import-time noise around it, nor the plugin's info lines (held
+    until verl's checks pass)."""
     proc = procs["compose_megatron"]
     assert proc.returncode == 4 and proc.stdout == "", proc.stderr[-3000:]
     assert proc.stderr.splitlines() == [
-        "[INFO] off_grpo: final_outputs_only=auto is on (actor_rollout_ref.rollout.name='vllm', "
-        "trainer.v1.trainer_mode='off_grpo_sync').",
         "config error (verl's validate_config): ConfigAttributeError: Key 'megatron' is not in struct "
         "full_key: actor_rollout_ref.actor.megatron object_type=dict",
     ], proc.stderr
@@ -1128,3 +1150,31 @@ def test_without_rprime_at_period_one_the_guard_is_said_to_be_off(caplog, overri
     assert len(lines) == 1 and shown in lines[0]
     assert "guard (algorithm.off_grpo.max_log_rprime_after_sync=0.5) and the bound monitor" in lines[0]
     assert told() == [] and told(*overrides, "algorithm.off_grpo.max_log_rprime_after_sync=0") == []
+
+
+def test_a_job_verls_own_checks_refuse_gets_no_plugin_warning_either(caplog):
+    """The plugin's warnings wait for verl's validate_config too (the patched one main_ppo calls): a config the
+    plugin passes but verl refuses (no micro-batch size) gets verl's error alone."""
+    idle_seed = "algorithm.off_grpo.red_drop_seed=3"
+    no_micro = ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=null", "actor_rollout_ref.actor.ppo_micro_batch_size=null")
+    with caplog.at_level(logging.INFO, logger=LOGGER), pytest.raises(Exception, match="ppo_micro_batch_size"):
+        validate(composed(idle_seed, *no_micro))
+    assert [r.getMessage() for r in caplog.records if r.name.startswith(LOGGER)] == []
+
+
+def test_another_threads_lines_pass_while_a_validation_holds_its_own(caplog):
+    """The hold is the validating thread's: a line another thread logs meanwhile on a checks' logger is not held
+    (nor lost if the validation then fails)."""
+    import threading
+
+    from verl_offgrpo.config import advice_after_the_checks
+    from verl_offgrpo.config import window_checks
+
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        with pytest.raises(RuntimeError), advice_after_the_checks():
+            window_checks.logger.warning("held line")
+            other = threading.Thread(target=window_checks.logger.warning, args=("other thread's line",))
+            other.start()
+            other.join()
+            raise RuntimeError("refused")
+    assert [r.getMessage() for r in caplog.records if r.name.startswith(LOGGER)] == ["other thread's line"]

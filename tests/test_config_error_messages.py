@@ -140,6 +140,8 @@ VERL_COUNTS = [
     ("trainer.save_freq=null", "trainer.save_freq must be an integer (got None); a checkpoint is saved every that many "
                                "steps, and -1 turns it off."),
     ("trainer.nnodes=0", "trainer.nnodes must be an integer >= 1 (got 0); it counts the nodes."),
+    ("data.gen_batch_size=32.0", "data.gen_batch_size must be an integer >= 1 (got 32.0); it counts the prompts of "
+                                 "one dataloader fetch."),
     ("actor_rollout_ref.actor.ppo_mini_batch_size='8'",
      "actor_rollout_ref.actor.ppo_mini_batch_size must be an integer >= 1 (got the string '8'): drop the quotes."),
     # counts the plugin's checks pick their paths by, which verl's validate_config lets through as words

@@ -19,7 +19,7 @@ from .off_grpo import (
 from .readers import uses_lora
 from .ref_reset_checks import check_ref_reset_config
 from .sync_checks import check_sync_config
-from .validate import advisories_silenced, validate_off_grpo_config
+from .validate import advice_after_the_checks, advisories_silenced, validate_off_grpo_config
 from .values import OffGRPOConfigError, config_value
 from .window_checks import check_window_config, resolve_rollout_schedule
 
@@ -36,6 +36,7 @@ __all__ = [
     "OffGRPOConfigError",
     "RefResetConfigError",
     "SyncConfigError",
+    "advice_after_the_checks",
     "advisories_silenced",
     "check_ref_reset_config",
     "check_sync_config",

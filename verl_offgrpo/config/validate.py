@@ -11,6 +11,7 @@ verl's ``validate_config``, before verl's own checks and their success banner.
 from __future__ import annotations
 
 import logging
+import threading
 from contextlib import contextmanager
 from typing import Any
 
@@ -78,18 +79,22 @@ def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
     estimators (off_grpo, red_drop), one of its losses (off_grpo, rec), a lag (sync_period > 1), a window,
     a reference reset. A number read as a string says whether an interpolation made it one (:func:`.values.reading`).
     """
-    with reading(config), _advice_after_the_checks():
+    with reading(config), advice_after_the_checks():
         return _validate(config)
 
 
 @contextmanager
-def _advice_after_the_checks():
-    """Hold the checks' warning and info lines (:data:`_ADVISING_LOGGERS`) until every check has passed, then log
-    them in order; a config that is refused gets its one error line and none of them (a warning on a job that
-    does not run is noise above the error that matters)."""
+def advice_after_the_checks():
+    """Hold the checks' warning and info lines (:data:`_ADVISING_LOGGERS`, this thread's) until the block has run
+    without an exception, then log them in order; a config that is refused gets its one error line and none of
+    them (a warning on a job that does not run is noise above the error that matters). Nested blocks hold in the
+    outermost one."""
     held = []
+    thread = threading.get_ident()
 
     def hold(record) -> bool:
+        if record.thread != thread:  # another thread's line is not this validation's
+            return True
         held.append(record)
         return False
 

@@ -26,6 +26,7 @@ ROLLOUT = "actor_rollout_ref.rollout"
 #: to verl
 COUNTS = {
     "data.train_batch_size": (1, "it counts the prompts per step", False),
+    "data.gen_batch_size": (1, "it counts the prompts of one dataloader fetch", True),
     "actor_rollout_ref.actor.ppo_mini_batch_size": (1, "it counts the prompts per optimizer step", False),
     "trainer.test_freq": (None, "validation runs every that many steps, and -1 turns it off", False),
     "trainer.save_freq": (None, "a checkpoint is saved every that many steps, and -1 turns it off", False),

@@ -8,8 +8,10 @@ one generation phase (V1 trainer mode ``off_grpo_sync`` only, no refills), which
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
+from pathlib import Path
 from typing import Any
 
 from verl_offgrpo import TRAINER_MODE
@@ -171,8 +173,7 @@ def window_samples_per_engine(config: Any, sync_period: int) -> int | None:
 def token_budget(config: Any) -> int | None:
     """The tokens vLLM may schedule in one step: ``rollout.max_num_batched_tokens``, which verl itself raises
     to ``max_model_len`` only without chunked prefill (verl 0.9.1 ``vLLMHttpServer._validate_configs``; an unset
-    ``max_model_len`` becomes the model's ``max_position_embeddings``, unknown before the model loads); None if
-    not a number or not known here. vLLM refuses to start with fewer than ``max_num_seqs`` (each running sequence
+    ``max_model_len`` becomes :func:`model_max_position_embeddings`); None if not a number or not known here. vLLM refuses to start with fewer than ``max_num_seqs`` (each running sequence
     needs one token of it)."""
     rollout = "actor_rollout_ref.rollout"
     tokens = _get(config, f"{rollout}.max_num_batched_tokens")
@@ -181,7 +182,34 @@ def token_budget(config: Any) -> int | None:
     if flag_at(config, f"{rollout}.enable_chunked_prefill", True):
         return tokens
     model_len = _get(config, f"{rollout}.max_model_len")
+    if not _is_int(model_len):
+        model_len = model_max_position_embeddings(config)
     return max(tokens, model_len) if _is_int(model_len) else None
+
+
+def model_max_position_embeddings(config: Any) -> int | None:
+    """What verl 0.9.1 makes of an unset ``rollout.max_model_len``: the model's ``max_position_embeddings``
+    (``verl.workers.rollout.utils.get_max_position_embeddings``: the HF config's, else its ``text_config``'s, after
+    ``model.override_config``), read here from a local model folder's ``config.json``; None where the model is not
+    a local folder (a hub id: unknown before verl downloads it) or the value is not there."""
+    model = "actor_rollout_ref.model"
+    override = _get(config, f"{model}.override_config") or {}
+    if hasattr(override, "get"):
+        override = override.get("model_config", override)
+        if _is_int(value := override.get("max_position_embeddings")):
+            return value
+    path = _get(config, f"{model}.hf_config_path") or _get(config, f"{model}.path")
+    config_file = Path(str(path)).expanduser() / "config.json" if path else None
+    if config_file is None or not config_file.is_file():
+        return None
+    try:
+        hf = json.loads(config_file.read_text())
+    except (OSError, ValueError):
+        return None
+    value = hf.get("max_position_embeddings")
+    if value is None and isinstance(hf.get("text_config"), dict):
+        value = hf["text_config"].get("max_position_embeddings")
+    return value if _is_int(value) else None
 
 
 def check_max_num_seqs_fits_batched_tokens(config: Any) -> None:
@@ -192,9 +220,11 @@ def check_max_num_seqs_fits_batched_tokens(config: Any) -> None:
         return
     seqs, budget = _get(config, f"{rollout}.max_num_seqs"), token_budget(config)
     if _is_int(seqs) and budget is not None and budget < seqs:
+        raised = "" if budget == _get(config, f"{rollout}.max_num_batched_tokens") else (
+            " (verl raises it to max_model_len without chunked prefill)")
         raise OffGRPOConfigError(
-            f"{rollout}.max_num_seqs={seqs} is more than {rollout}.max_num_batched_tokens={budget}, which vLLM refuses "
-            f"at startup: set {rollout}.max_num_batched_tokens={seqs} (or more) too."
+            f"{rollout}.max_num_seqs={seqs} is more than {rollout}.max_num_batched_tokens={budget}{raised}, which vLLM "
+            f"refuses at startup: set {rollout}.max_num_batched_tokens={seqs} (or more) too."
         )
 
 

@@ -67,27 +67,29 @@ def wrap(original):
         problems = preflight(config=config)
         if problems:
             raise PatchError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
-        from verl_offgrpo.config import OffGRPOConfigError, validate_off_grpo_config
+        from verl_offgrpo.config import OffGRPOConfigError, advice_after_the_checks, validate_off_grpo_config
         from verl_offgrpo.config.yaml_hint import shipped_yaml_hint
 
         from verl_offgrpo.config.missing_values import incomplete, missing_values
 
         if missing := missing_values(config):  # the checks would read a ??? as unset; verl's pass it
             raise OffGRPOConfigError(incomplete(missing))
-        # before verl's checks, so a config the plugin rejects never prints verl's success banner
-        _check_names(config)
-        try:
-            knobs = validate_off_grpo_config(config)
-        except OffGRPOConfigError as err:
-            hint = shipped_yaml_hint(config, str(err))
-            if hint is not None:
-                err.args = (f"{err} {hint}",)
-            raise
-        if problem := driver_env_problem(True, knobs.final_outputs_only):
-            raise PatchError(problem)
-        result = original(config, *args, **kwargs)
-        if problem := running_ray_problem(True, knobs.final_outputs_only):
-            raise PatchError(problem)
+        # before verl's checks, so a config the plugin rejects never prints verl's success banner; the plugin's
+        # warnings only once verl's checks passed too, so a refused job gets its error line alone
+        with advice_after_the_checks():
+            _check_names(config)
+            try:
+                knobs = validate_off_grpo_config(config)
+            except OffGRPOConfigError as err:
+                hint = shipped_yaml_hint(config, str(err))
+                if hint is not None:
+                    err.args = (f"{err} {hint}",)
+                raise
+            if problem := driver_env_problem(True, knobs.final_outputs_only):
+                raise PatchError(problem)
+            result = original(config, *args, **kwargs)
+            if problem := running_ray_problem(True, knobs.final_outputs_only):
+                raise PatchError(problem)
         mark_job(final_outputs_only=knobs.final_outputs_only)
         return result
 
