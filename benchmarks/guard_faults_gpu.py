@@ -17,6 +17,8 @@ faults injected from outside the plugin's code path by ``benchmarks/diag/guard_f
                       the slot of step v, before step v + 1's rollout (sync/sync_reached.py)
     stale_sync_rank   as stale_sync on the last TP rank only (run it at --tp 2): expected caught there too
     stale_sync_tensor as stale_sync for one tensor only (layer 3's first), every rank: caught there too, per tensor
+    stale_sync_rank_norm as stale_sync_rank for one tensor only (layer 3's first layer norm, held whole on every
+                      rank): caught there too, the ranks' copies compared (run it at --tp 2)
     level2_unchecked  level2 with verify_served_weights=false: what the r' monitor alone sees
 
 Each fault job should stop with ``ServedPolicyError`` at its first affected step; the script reads the
@@ -91,11 +93,13 @@ RUNS = {
     "stale_sync": ("stale_sync", True),
     "stale_sync_rank": ("stale_sync_rank", True),
     "stale_sync_tensor": ("stale_sync_tensor", True),
+    "stale_sync_rank_norm": ("stale_sync_rank_norm", True),
 }
 #: the plugin's error for a failed served-weights check (served_weights.mismatch_message)
 CAUGHT = re.compile(
     r"(verl-offgrpo: step (\d+): (?:vLLM does not serve α|the served-weights check could not confirm|"
-    r"the weight sync did not reach vLLM|the weight sync reached vLLM only in part)[^\n]*)"
+    r"the weight sync did not reach vLLM|the weight sync reached vLLM only in part|"
+    r"the weight sync reached vLLM's TP ranks unequally)[^\n]*)"
 )
 #: the r' guard's own errors (alpha_guard)
 RPRIME_ERROR = re.compile(r"(verl-offgrpo: step (\d+): the batch was sampled[^\n]*)")

@@ -283,12 +283,13 @@ def test_the_trainers_digest_reads_its_shards_as_vllms_dtype():
 
 def test_a_record_names_the_tensors_that_changed_and_vllms_packed_modules():
     """``record`` also answers which tensors changed since the rank's previous record (None at its first), every
-    tensor's name, and the model's ``packed_modules_mapping`` (vLLM's fused tensor ← the checkpoint's)."""
+    tensor's fingerprint by name, and the model's ``packed_modules_mapping`` (vLLM's fused tensor ← the checkpoint's)."""
     worker = Worker(rank=0)
     worker.model_runner.model.packed_modules_mapping = {"qkv_proj": ["q_proj", "k_proj", "v_proj"]}
     first = sw.served_weights_rpc(worker, "record", step=0)
     assert first["changed_tensors"] is None and first["packed"] == {"qkv_proj": ["q_proj", "k_proj", "v_proj"]}
-    assert first["tensor_names"] == ["layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias"]
+    assert list(first["fingerprints"]) == ["layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias"]
+    assert first["fingerprints"] == sw.fingerprint(worker.model_runner.model.named_parameters())
     bits(worker.model_runner.model["layers"][1].bias)[0] += 1
     assert sw.served_weights_rpc(worker, "record", step=4)["changed_tensors"] == ["layers.1.bias"]
     assert sw.served_weights_rpc(worker, "record", step=8)["changed_tensors"] == []
@@ -306,7 +307,7 @@ def test_every_tensor_the_trainer_changed_must_change_on_some_tp_rank():
     assert served_name("model.layers.0.mlp.up_proj.weight", packed) == "model.layers.0.mlp.gate_up_proj.weight"
     assert served_name("model.norm.weight", packed) == "model.norm.weight"
     names = ["model.layers.0.self_attn.qkv_proj.weight", "model.norm.weight"]
-    rank = lambda r, moved: {"rank": r, "changed_tensors": moved, "tensor_names": names, "packed": packed}
+    rank = lambda r, moved: {"rank": r, "changed_tensors": moved, "fingerprints": dict.fromkeys(names), "packed": packed}
     changed = {"model.layers.0.self_attn.q_proj.weight", "model.norm.weight", "lm_head.weight"}
     answers = [[rank(0, ["model.norm.weight"]), rank(1, names)],
                [rank(0, ["model.norm.weight"]), rank(1, ["model.norm.weight"])],
@@ -357,3 +358,28 @@ def test_the_per_tensor_rule_is_off_where_verls_delta_sync_decides_in_bf16_for_a
     assert tensors_checkable("delta_sharded", "bfloat16") and tensors_checkable("naive", "float16")
     assert tensors_checkable(None, "bfloat16")
     assert not tensors_checkable(None, "bfloat16", "fp8")  # a quantized rollout: a few changes may round away
+
+
+def test_a_tensor_every_tp_rank_holds_whole_must_be_alike_on_all_ranks():
+    """By hand: the trainer's two FSDP ranks hold halves (norm 4 + 4 = 8 elements, qkv 12 + 12 = 24). Replica 0's TP
+    ranks hold the norm whole (8 = the trainer's) and qkv in slices (12 ≠ 24): the norm is compared, qkv is not,
+    however its slices differ. Replica 1: rank 1's norm differs from rank 0's: named. A replica of one rank, one
+    without answers or fingerprints: nothing to compare. Copies the trainer holds on two ranks (hybrid sharding:
+    8 + 8 = 16 for a norm of 8) match no vLLM rank and are not compared."""
+    from verl_offgrpo.sync.sync_reached import replicas_with_unequal_copies, trainer_numels, unequal_copies_message
+
+    norm, qkv = "model.norm.weight", "model.layers.0.self_attn.qkv_proj.weight"
+    trainer = [{norm: [4, "bf16", 1, 2, 3], "model.layers.0.self_attn.q_proj.weight": [12, "bf16", 4, 5, 6]}] * 2
+    numels = trainer_numels(trainer)
+    assert numels == {norm: 8, "model.layers.0.self_attn.q_proj.weight": 24}
+    rank = lambda r, norm_sum: {"rank": r, "fingerprints": {norm: [8, "bf16", norm_sum, 0, 0], qkv: [12, "bf16", r, 0, 0]}}
+    answers = [[rank(0, 7), rank(1, 7)], [rank(0, 7), rank(1, 9)], [rank(0, 1)], None, [{"rank": 0}, rank(1, 7)]]
+    unequal, compared = replicas_with_unequal_copies(answers, numels)
+    assert unequal == [(1, [(norm, [1])])] and compared == 2
+    assert replicas_with_unequal_copies(answers, {norm: 16}) == ([], 0)
+    assert unequal_copies_message(unequal, 8, 5) == (
+        "verl-offgrpo: step 8: the weight sync reached vLLM's TP ranks unequally: every rank of replica 1 of 5 holds "
+        "model.norm.weight whole, but TP rank 1 serves a copy unlike the first rank's, so the sync reached some of them "
+        "with it and not others, and the replica's next rollout would mix two policies. Stopped before any batch was "
+        "sampled from it. Check the weight-sync path (verl's checkpoint engine, each rank's loader); "
+        "algorithm.off_grpo.verify_served_weights=false turns the check off.")

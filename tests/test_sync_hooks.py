@@ -48,12 +48,19 @@ def compose_cfg(*overrides):
 
 
 # ----------------------------------------------------------------------------- fakes
-def served_model():
-    """The tiny model of the fakes, in the trainer (``actor.engine.module``) and in each vLLM rank alike: the same
-    tensor names (``layers.0.weight`` …), as a checkpoint's are in both."""
+def served_model(tp=1):
+    """The tiny model of the fakes, in the trainer (``actor.engine.module``, whole, then sharded by
+    :func:`hold_policy`) and in each vLLM rank (a TP slice of it): the same tensor names (``layers.0.weight`` …), as a
+    checkpoint's are in both. At rollout TP = ``tp`` a rank holds vLLM's slices: ``layers.0`` column-parallel (its
+    weight's and bias's rows split), ``layers.1`` row-parallel (its weight's columns split, its bias whole on every
+    rank: :data:`REPLICATED`)."""
     import torch
 
-    return torch.nn.ModuleDict({"layers": torch.nn.ModuleList([torch.nn.Linear(6, 10), torch.nn.Linear(10, 3)])})
+    return torch.nn.ModuleDict({"layers": torch.nn.ModuleList([torch.nn.Linear(6, 10 // tp), torch.nn.Linear(10 // tp, 3)])})
+
+
+#: the fake vLLM tensors every TP rank holds whole (a bias after a row-parallel layer), loaded alike on every rank
+REPLICATED = ("layers.1.bias",)
 
 
 class FakeWorkerExtension:
@@ -66,28 +73,29 @@ class FakeVLLMWorker(FakeWorkerExtension):
     shard depends on the rank). Level-1 sleep copies the weights to host memory and wake restores them
     bit for bit; level-2 sleep discards them and a wake without a sync leaves garbage."""
 
-    def __init__(self, rank):
+    def __init__(self, rank, tp=1):
         import torch
 
         self.rank = rank
-        self.model_runner = SimpleNamespace(model=served_model().to(torch.bfloat16))
+        self.model_runner = SimpleNamespace(model=served_model(tp).to(torch.bfloat16))
         self.host_copy = None
 
     def params(self):
         return list(self.model_runner.model.parameters())
 
     def load(self, version):
-        """π_version's weights; ``version`` may be ``(version, names)``: those tensors keep what they held (a sync
-        that reached this rank in part)."""
+        """π_version's weights (this rank's slice of each; a :data:`REPLICATED` tensor alike on every rank);
+        ``version`` may be ``(version, names)``: those tensors keep what they held (a sync that reached this rank in
+        part)."""
         import torch
 
         version, kept = version if isinstance(version, tuple) else (version, ())
-        gen = torch.Generator().manual_seed(1000 * (version or 0) + self.rank)
         with torch.no_grad():
-            for name, p in self.model_runner.model.named_parameters():
-                new = torch.randn(p.shape, generator=gen)
+            for i, (name, p) in enumerate(self.model_runner.model.named_parameters()):
+                slice_of = 0 if name in REPLICATED else self.rank + 1
+                gen = torch.Generator().manual_seed(1000 * (version or 0) + 10 * i + slice_of)
                 if name not in kept:
-                    p.copy_(new)
+                    p.copy_(torch.randn(p.shape, generator=gen))
 
     def sleep(self, level):
         self.host_copy = [p.detach().clone() for p in self.params()] if level == 1 else None
@@ -156,7 +164,7 @@ class FakeVLLMServer:
         self.rpcs = []  # (method, action, step, rank) of each collective_rpc, per worker
         # what the plugin's post-import hook does in vLLM's worker processes
         served_weights_worker.install_worker_method(SimpleNamespace(__name__="fake", vLLMColocateWorkerExtension=FakeWorkerExtension))
-        self.workers = [FakeVLLMWorker(rank) for rank in range(tp)]
+        self.workers = [FakeVLLMWorker(rank, tp) for rank in range(tp)]
         self.engine = FakeEngine(self.workers, self.rpcs)
 
     def _resolve_sleep_level(self):
@@ -245,17 +253,18 @@ class FakeReplica(RolloutReplica):
         raise NotImplementedError
 
 
-def hold_policy(worker, policy):
+def hold_policy(worker, policy, shard=0, shards=1):
     """In a FakeWorker's process: the actor's weights (``worker.actor.engine.module``, where verl's worker holds
-    them) become those of the trainer's policy number ``policy``."""
+    them) become this rank's FSDP shard (rows ``shard`` of ``shards``) of the trainer's policy number ``policy``."""
     import torch
 
     if getattr(worker, "actor", None) is None:
         worker.actor = SimpleNamespace(engine=SimpleNamespace(module=served_model()))
     gen = torch.Generator().manual_seed(policy)
+    whole = served_model()
     with torch.no_grad():
-        for p in worker.actor.engine.module.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen))
+        for p, full in zip(worker.actor.engine.module.parameters(), whole.parameters()):
+            p.data = torch.randn(full.shape, generator=gen).chunk(shards, dim=0)[shard].clone()
 
 
 class FakeActorWG:
@@ -272,7 +281,8 @@ class FakeActorWG:
     def update_weights(self, global_steps=None, mode="auto"):
         self.sync_calls.append((global_steps, mode))
         policy = self.policy_of(global_steps)
-        ray.get([worker.__ray_call__.remote(hold_policy, policy) for worker in self.workers])
+        ray.get([worker.__ray_call__.remote(hold_policy, policy, i, len(self.workers))
+                 for i, worker in enumerate(self.workers)])
         return [server.receive_weights.remote(global_steps, policy) for server in self.servers]
 
 

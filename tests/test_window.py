@@ -465,6 +465,8 @@ def test_the_sync_check_reads_every_tp_rank(ray_local, monkeypatch):
     rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
     assert rec.updates == {s: 1 for s in range(1, 9)}
     assert series(rec, "off_grpo/sync_tensors_checked", [4, 8]) == [8.0, 8.0]
+    # the one tensor both ranks hold whole (layers.1.bias) compared across them, on each of 2 replicas
+    assert series(rec, "off_grpo/sync_copies_compared", [4, 8]) == [2.0, 2.0]
 
 
 @pytest.mark.parametrize("schedule", ["per_step", pytest.param("window", marks=pytest.mark.slow)])
@@ -491,6 +493,21 @@ def test_a_sync_that_reaches_every_rank_with_some_tensors_only_stops(ray_local, 
                                                      r"the trainer changed layers\.1\.bias since the sync of step 0, "
                                                      r"but no vLLM worker of replica 0 of 2 \(2 of 2 replicas alike\)")
     stops_at_sync_4(monkeypatch, "per_step", stopped)
+
+
+@pytest.mark.parametrize("schedule", ["per_step", pytest.param("window", marks=pytest.mark.slow)])
+def test_a_sync_that_reaches_one_tp_rank_without_a_tensor_it_holds_whole_stops(ray_local, monkeypatch, schedule):
+    """Rollout TP = 2: at the sync of step 4 rank 1 loads π_4 except ``layers.1.bias`` (held whole on both ranks),
+    which keeps π_0's. Each rank changed (the rank rule passes) and rank 0 changed the bias (the per-tensor rule
+    passes), but the two copies now differ: stopped, naming the tensor and the rank."""
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    serve_at_sync_4(monkeypatch, {1: (4, ("layers.1.bias",))}, tp=2)
+    stopped = pytest.raises(ServedPolicyError, match=r"^verl-offgrpo: step 4: the weight sync reached vLLM's TP ranks "
+                                                     r"unequally: every rank of replica 0 of 2 \(2 of 2 replicas alike\) "
+                                                     r"holds layers\.1\.bias whole, but TP rank 1 serves a copy unlike "
+                                                     r"the first rank's, so the sync reached some of them")
+    stops_at_sync_4(monkeypatch, schedule, stopped)
 
 
 def test_without_the_answers_the_sync_check_is_off_loudly(ray_local, monkeypatch, caplog):

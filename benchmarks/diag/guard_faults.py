@@ -19,6 +19,8 @@ that module is imported; elsewhere it does nothing. ``OFFGRPO_GUARD_FAULT`` pick
   the sync reaches the other ranks, so the replica as a whole changed.
 * ``stale_sync_tensor``: as ``stale_sync``, on every rank, for one tensor only: the first parameter of decoder
   layer L (``OFFGRPO_GUARD_FAULT_LAYER``): every rank changed, that tensor did not.
+* ``stale_sync_rank_norm``: as ``stale_sync_rank``, for one tensor only: the first layer norm of decoder layer L,
+  a tensor every TP rank holds whole: every rank changed, and the norm changed on the other ranks (run it at --tp 2).
 
 Each injection prints a ``[guard-fault]`` line (the vLLM worker's output reaches the job's console log).
 """
@@ -34,8 +36,10 @@ LAYER = int(os.environ.get("OFFGRPO_GUARD_FAULT_LAYER", "3"))
 RANK = os.environ.get("OFFGRPO_GUARD_FAULT_RANK", "last")
 GPU_WORKER = "vllm.v1.worker.gpu_worker"
 EXTENSION_MODULE = "verl.workers.rollout.vllm_rollout.utils"
-FAULTS = ("level2", "perturb", "noise", "stale_sync", "stale_sync_rank", "stale_sync_tensor")
-STALE_SYNCS = ("stale_sync", "stale_sync_rank", "stale_sync_tensor")
+FAULTS = ("level2", "perturb", "noise", "stale_sync", "stale_sync_rank", "stale_sync_tensor", "stale_sync_rank_norm")
+STALE_SYNCS = ("stale_sync", "stale_sync_rank", "stale_sync_tensor", "stale_sync_rank_norm")
+#: the faults that act on one TP rank only (``OFFGRPO_GUARD_FAULT_RANK``)
+ONE_RANK = ("stale_sync_rank", "stale_sync_rank_norm")
 _MARK = "__guard_fault_patched__"
 
 
@@ -57,13 +61,15 @@ def _wrap_syncs() -> None:
         self._guard_fault_syncs = getattr(self, "_guard_fault_syncs", 0) + 1
         if FAULT not in STALE_SYNCS or self._guard_fault_syncs != AFTER_SYNC:
             return original(self, *args, **kwargs)
-        if FAULT == "stale_sync_rank" and getattr(self, "rank", None) != _target_rank(self):
+        if FAULT in ONE_RANK and getattr(self, "rank", None) != _target_rank(self):
             return original(self, *args, **kwargs)
         import torch
 
         named = list(self.model_runner.model.named_parameters())
         if FAULT == "stale_sync_tensor":
             named = [next((n, p) for n, p in named if f"layers.{LAYER}." in n)]
+        if FAULT == "stale_sync_rank_norm":
+            named = [next((n, p) for n, p in named if f"layers.{LAYER}." in n and "layernorm" in n)]
         params = [p for _, p in named]
         before = [p.detach().clone() for p in params]
         out = original(self, *args, **kwargs)

@@ -35,7 +35,9 @@ def workers(monkeypatch, diag, tp=2):
     class Worker(Extension):  # vLLM's Worker, with the extension mixed in
         def __init__(self, rank):
             self.rank, self.parallel_config = rank, SimpleNamespace(tensor_parallel_size=tp)
-            layers = torch.nn.ModuleList([torch.nn.Linear(2, 2) for _ in range(5)])
+            layers = torch.nn.ModuleList([torch.nn.ModuleDict({"mlp": torch.nn.Linear(2, 2),
+                                                               "input_layernorm": torch.nn.LayerNorm(2)})
+                                          for _ in range(5)])
             self.model_runner = SimpleNamespace(model=torch.nn.ModuleDict({"layers": layers}))
 
         def wake_up(self, tags=None):
@@ -57,11 +59,13 @@ def workers(monkeypatch, diag, tp=2):
 @pytest.mark.parametrize("fault, stale", [
     ("stale_sync", lambda rank, name: True),  # every rank keeps π_1
     ("stale_sync_rank", lambda rank, name: rank == 1),  # the last TP rank only
-    ("stale_sync_tensor", lambda rank, name: name == "layers.3.weight"),  # one tensor, every rank
+    ("stale_sync_tensor", lambda rank, name: name == "layers.3.mlp.weight"),  # one tensor, every rank
+    # one tensor every rank holds whole (a layer norm), on the last rank only
+    ("stale_sync_rank_norm", lambda rank, name: rank == 1 and name == "layers.3.input_layernorm.weight"),
 ])
 def test_each_stale_sync_fault_keeps_what_it_names(monkeypatch, fault, stale):
     served = workers(monkeypatch, load(monkeypatch, fault))
     for rank, tensors in enumerate(served):
-        assert len(tensors) == 10
+        assert len(tensors) == 20
         for name, value in tensors.items():
             assert value == (1.0 if stale(rank, name) else 2.0), (rank, name)

@@ -63,6 +63,9 @@ def test_expected_steps_and_verdicts():
     assert gf.parse_console(f"ServedPolicyError: {stale}\n")["caught_step"] == 3
     part = "verl-offgrpo: step 3: the weight sync reached vLLM only in part: the trainer changed model.layers.3.x"
     assert gf.parse_console(f"ServedPolicyError: {part}\n")["caught_step"] == 3
+    unequal = "verl-offgrpo: step 3: the weight sync reached vLLM's TP ranks unequally: every rank of replica 0 holds x"
+    assert gf.parse_console(f"ServedPolicyError: {unequal}\n")["caught_step"] == 3
+    assert gf.expected_step("stale_sync_rank_norm", 3, 2) == 3
     honest = {"fault": None, "verify": True, "caught": False, "rprime_error": None, "verify_cost": {"check_s": {"n": 9}}}
     assert gf.verdict(honest) and not gf.verdict({**honest, "caught": True})
     assert not gf.verdict({**honest, "verify_cost": {"check_s": None}})  # no lagged wake was checked

@@ -101,8 +101,8 @@ class OffGRPOConfig:
             wakes only when free memory < ``rollout.gpu_memory_utilization`` × total memory ("if_needed"), or
             every time as verl's own sync does ("always": slower skipped steps, never short of memory).
         verify_served_weights (bool, default true): exact checks (v > 1) that a wake without a sync serves α bit
-            for bit, and (rollout DP = 1) that each sync changed vLLM's weights, every TP rank and changed tensor,
-            when the trainer's changed; a failure stops the run before the rollout. A pass over the weights a slot.
+            for bit, and (rollout DP = 1) that each sync reached every TP rank and changed tensor as the trainer's
+            changed; a failure stops the run before the rollout. A pass over the weights a slot.
         max_log_rprime_after_sync (float, default 0.5): served-policy guard: stop before the update when a
             batch sampled right after a sync (α = π_k) has mean |log π_k/α| per token above this: far above a
             correct engine's numerics, below another model's weights. 0 = off.

@@ -405,9 +405,10 @@ class LaggedCheckpointManager(CheckpointEngineManager):
     async def verify_sync_reached(self, decision: SlotDecision) -> dict[str, float]:
         """The exact check that the sync just made reached every replica (:mod:`.sync_reached`): raises
         :class:`ServedPolicyError` if a replica's weights did not change as the trainer's did since the last real
-        sync (per TP rank), or a tensor the trainer changed did not change in it (per tensor, where
-        :attr:`verify_tensors`). Returns ``timing_s/off_grpo_verify_sync``, ``off_grpo/trainer_changed`` (1 or 0; none
-        at the first sync, which has nothing to compare with) and ``off_grpo/sync_tensors_checked``."""
+        sync (per TP rank), or a tensor the trainer changed did not change in it, or a tensor every TP rank holds whole
+        is not alike on all of them (per tensor, where :attr:`verify_tensors`). Returns
+        ``timing_s/off_grpo_verify_sync``, ``off_grpo/trainer_changed`` (1 or 0; none at the first sync, which has
+        nothing to compare with), ``off_grpo/sync_tensors_checked`` and ``off_grpo/sync_copies_compared``."""
         start = time.perf_counter()
         workers = getattr(self.actor_wg, "workers", None) or []
         try:
@@ -423,6 +424,9 @@ class LaggedCheckpointManager(CheckpointEngineManager):
                 changed_tensors = None
             missing, checked, replicas = (sync_reached.tensors_that_did_not_arrive(self.record_answers, changed_tensors)
                                           if changed_tensors else ([], 0, 0))
+            unequal, compared = (sync_reached.replicas_with_unequal_copies(self.record_answers,
+                                                                           sync_reached.trainer_numels(tensors))
+                                 if self.verify_tensors else ([], 0))
         except Exception as err:  # noqa: BLE001 - the check cannot run here: say so once, fall back to the r' monitor
             logger.warning(
                 "verl-offgrpo: could not check that the sync of step %s reached vLLM, so that part of "
@@ -438,7 +442,11 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         if missing:
             raise ServedPolicyError(sync_reached.tensors_message(missing, decision.step, previous_step,
                                                                  len(self.replicas)))
+        if unequal:
+            raise ServedPolicyError(sync_reached.unequal_copies_message(unequal, decision.step, len(self.replicas)))
         metrics = {"timing_s/off_grpo_verify_sync": time.perf_counter() - start}
+        if compared:
+            metrics["off_grpo/sync_copies_compared"] = float(compared)
         if changed is not None:
             metrics["off_grpo/trainer_changed"] = float(changed)
         if changed_tensors and replicas:

@@ -41,11 +41,20 @@ every real sync after the first, with exact integer fingerprints (:func:`.served
   sum of the fingerprint do not in the other (:mod:`.served_weights`), so it still reads as changed. Off where
   verl's delta sync decides in bf16 for a finer rollout dtype, and for quantized rollouts (:func:`tensors_checkable`).
 
+* **Copies across TP ranks**: a tensor every rank holds whole (its element count on each rank equals the trainer's,
+  :func:`trainer_numels`: a norm, a bias after a row-parallel layer) is loaded from the same bytes on every rank, so::
+
+      t held whole on every TP rank of a replica  ⇒  the ranks' fingerprints of t are equal
+
+  (:func:`replicas_with_unequal_copies`): a sync that reached rank 0 with a norm and rank 1 without it is stopped,
+  though each rank changed something and some rank changed the norm. Off where the per-tensor rule is.
+
 A replica that breaks the rule stops the run with :class:`.alpha_guard.ServedPolicyError` before any batch is
 sampled from it. Not covered: quantized rollouts, or any loader that stores something other than the cast (the rule
 would stop an honest sync there, naming the tensor); per tensor, "unchanged ⇒ unchanged" (asked of whole ranks
-above); a tensor that reached some TP ranks but not others, where those others changed elsewhere (a slice of a tensor
-may honestly keep its bits, so per-rank tensors would be false alarms).
+above); a tensor the ranks hold slices of that reached some TP ranks but not others, where those others changed
+elsewhere (a slice may honestly keep its bits, so per-rank slices would be false alarms; a tensor held whole is
+compared across the ranks instead).
 
 Written for verl 0.9.1: reads the actor worker as :mod:`verl_offgrpo.ref_reset.worker` does (``worker_dict`` /
 ``fused_worker_dict`` → ``ActorRolloutRefWorker.actor.engine.module``, the FSDP module whose parameters verl's
@@ -142,7 +151,7 @@ def served_name(name: str, packed: dict[str, list[str]]) -> str:
 
 def tensors_that_did_not_arrive(answers: list[Any], changed: set[str]) -> tuple[list[tuple[int, list]], int, int]:
     """Per replica, the vLLM tensors fed by a trainer tensor in ``changed`` that no TP rank changed at the sync (from
-    the ranks' ``record`` answers: ``changed_tensors``, ``tensor_names``, ``packed``), as ``[(replica, [(vLLM name,
+    the ranks' ``record`` answers: ``changed_tensors``, ``fingerprints``, ``packed``), as ``[(replica, [(vLLM name,
     [the trainer's changed tensors it loads])])]``; how many tensors were checked, summed over replicas; and how many
     replicas were. A replica some rank of which has no previous record is skipped (the rank rule says so)."""
     missing, checked, replicas = [], 0, 0
@@ -150,7 +159,7 @@ def tensors_that_did_not_arrive(answers: list[Any], changed: set[str]) -> tuple[
         if any(rank.get("changed_tensors") is None for rank in ranks):
             continue
         replicas += 1
-        served = {name for rank in ranks for name in rank.get("tensor_names") or []}
+        served = {name for rank in ranks for name in rank.get("fingerprints") or {}}
         moved = {name for rank in ranks for name in rank["changed_tensors"]}
         packed = next((rank.get("packed") for rank in ranks if rank.get("packed")), None) or {}
         sources: dict[str, list[str]] = {}
@@ -163,6 +172,68 @@ def tensors_that_did_not_arrive(answers: list[Any], changed: set[str]) -> tuple[
         if lost:
             missing.append((index, lost))
     return missing, checked, replicas
+
+
+def trainer_numels(tensors: list[dict]) -> dict[str, int]:
+    """Each trainer tensor's element count: the sum over the actor ranks of their shards' (each rank's
+    :func:`actor_tensor_fingerprints` ``"tensors"``; a fingerprint starts with its element count). FSDP shards a
+    tensor over the ranks, so this is the whole tensor's; where ranks hold copies (hybrid sharding) it is a multiple,
+    which no vLLM rank matches: those tensors are then not checked by :func:`replicas_with_unequal_copies`."""
+    numels: dict[str, int] = {}
+    for rank in tensors:
+        for name, fp in rank.items():
+            numels[name] = numels.get(name, 0) + int(fp[0])
+    return numels
+
+
+def replicas_with_unequal_copies(answers: list[Any], numels: dict[str, int]) -> tuple[list[tuple[int, list]], int]:
+    """Per replica of two or more TP ranks, the tensors every rank holds whole that are not bit for bit alike on all of
+    them, from the ranks' ``record`` answers (``fingerprints``), as ``[(replica, [(name, [the ranks whose copy differs
+    from the first rank's])])]``; and how many tensors were compared, summed over replicas.
+
+        a tensor t held whole on every rank (its element count there = the trainer's, :func:`trainer_numels`)
+            ⇒  every TP rank's fingerprint of t is the same
+
+    vLLM loads such a tensor (a norm, a bias after a row-parallel layer) from the same bytes on every rank, so copies
+    that differ mean a sync that reached some ranks with it and not others, which the rank rule (each rank changed
+    something) and the per-tensor rule (some rank changed it) let through. A tensor a rank holds a slice of, or
+    whose name the trainer does not have, is not compared."""
+    unequal, compared = [], 0
+    for index, ranks in enumerate(answers):
+        if not isinstance(ranks, (list, tuple)) or not all(isinstance(rank, dict) for rank in ranks):
+            continue  # no per-rank answers: :func:`replicas_breaking_the_rule` says so where it is asked
+        fps = [rank.get("fingerprints") for rank in ranks]
+        if len(fps) < 2 or not all(fps):
+            continue
+        differ = []
+        for name in sorted(set(fps[0]).intersection(*fps[1:])):
+            if any(fp[name][0] != numels.get(name) for fp in fps):
+                continue
+            compared += 1
+            odd = [rank.get("rank", position) for position, (rank, fp) in enumerate(zip(ranks, fps))
+                   if fp[name] != fps[0][name]]
+            if odd:
+                differ.append((name, odd))
+        if differ:
+            unequal.append((index, differ))
+    return unequal, compared
+
+
+def unequal_copies_message(unequal: list[tuple[int, list]], step: int, num_replicas: int) -> str:
+    """The :class:`~.alpha_guard.ServedPolicyError` text for :func:`replicas_with_unequal_copies`'s result."""
+    index, differ = unequal[0]
+    replica, others, _ = _where(index, len(unequal), num_replicas, None)
+    name, odd = differ[0]
+    more = f" (and {len(differ) - 1} more such tensors)" if len(differ) > 1 else ""
+    ranks = f"TP rank{'s' if len(odd) > 1 else ''} {', '.join(str(r) for r in odd)}"
+    return (
+        f"verl-offgrpo: step {step}: the weight sync reached vLLM's TP ranks unequally: every rank of {replica}{others} "
+        f"holds {name} whole, but {ranks} serve{'s' if len(odd) == 1 else ''} a copy unlike the first rank's{more}, "
+        "so the sync reached some of "
+        f"them with it and not others, and the replica's next rollout would mix two policies. Stopped before any "
+        "batch was sampled from it. Check the weight-sync path (verl's checkpoint engine, each rank's loader); "
+        "algorithm.off_grpo.verify_served_weights=false turns the check off."
+    )
 
 
 def _where(index: int, alike: int, num_replicas: int, previous_step: Optional[int]) -> tuple[str, str, str]:
@@ -238,6 +309,6 @@ def rule_broken_message(breaking: list[tuple[int, dict]], changed: bool, step: i
     )
 
 
-__all__ = ["actor_tensor_fingerprints", "checkpoint_name", "find_actor", "replicas_breaking_the_rule", "rule_broken_message",
-           "served_name", "tensors_checkable", "tensors_message", "tensors_that_did_not_arrive",
-           "trainer_changed_tensors"]  # fmt: skip
+__all__ = ["actor_tensor_fingerprints", "checkpoint_name", "find_actor", "replicas_breaking_the_rule",
+           "replicas_with_unequal_copies", "rule_broken_message", "served_name", "tensors_checkable", "tensors_message",
+           "tensors_that_did_not_arrive", "trainer_changed_tensors", "trainer_numels", "unequal_copies_message"]  # fmt: skip
