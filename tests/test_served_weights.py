@@ -289,6 +289,7 @@ def test_a_record_names_the_tensors_that_changed_and_vllms_packed_modules():
     first = sw.served_weights_rpc(worker, "record", step=0)
     assert first["changed_tensors"] is None and first["packed"] == {"qkv_proj": ["q_proj", "k_proj", "v_proj"]}
     assert list(first["fingerprints"]) == ["layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias"]
+    assert first["ndims"] == {"layers.0.weight": 2, "layers.0.bias": 1, "layers.1.weight": 2, "layers.1.bias": 1}
     assert first["fingerprints"] == sw.fingerprint(worker.model_runner.model.named_parameters())
     bits(worker.model_runner.model["layers"][1].bias)[0] += 1
     assert sw.served_weights_rpc(worker, "record", step=4)["changed_tensors"] == ["layers.1.bias"]
@@ -365,18 +366,23 @@ def test_a_tensor_every_tp_rank_holds_whole_must_be_alike_on_all_ranks():
     ranks hold the norm whole (8 = the trainer's) and qkv in slices (12 ≠ 24): the norm is compared, qkv is not,
     however its slices differ. Replica 1: rank 1's norm differs from rank 0's: named. A replica of one rank, one
     without answers or fingerprints: nothing to compare. Copies the trainer holds on two ranks (hybrid sharding:
-    8 + 8 = 16 for a norm of 8) match no vLLM rank and are not compared."""
+    8 + 8 = 16 for a norm of 8) match no vLLM rank and are not compared, nor are tensors of two dimensions."""
     from verl_offgrpo.sync.sync_reached import replicas_with_unequal_copies, trainer_numels, unequal_copies_message
 
     norm, qkv = "model.norm.weight", "model.layers.0.self_attn.qkv_proj.weight"
     trainer = [{norm: [4, "bf16", 1, 2, 3], "model.layers.0.self_attn.q_proj.weight": [12, "bf16", 4, 5, 6]}] * 2
     numels = trainer_numels(trainer)
     assert numels == {norm: 8, "model.layers.0.self_attn.q_proj.weight": 24}
-    rank = lambda r, norm_sum: {"rank": r, "fingerprints": {norm: [8, "bf16", norm_sum, 0, 0], qkv: [12, "bf16", r, 0, 0]}}
+    rank = lambda r, norm_sum: {"rank": r, "fingerprints": {norm: [8, "bf16", norm_sum, 0, 0], qkv: [12, "bf16", r, 0, 0]},
+                                "ndims": {norm: 1, qkv: 2}}
     answers = [[rank(0, 7), rank(1, 7)], [rank(0, 7), rank(1, 9)], [rank(0, 1)], None, [{"rank": 0}, rank(1, 7)]]
-    unequal, compared = replicas_with_unequal_copies(answers, numels)
-    assert unequal == [(1, [(norm, [1])])] and compared == 2
-    assert replicas_with_unequal_copies(answers, {norm: 16}) == ([], 0)
+    unequal, compared, replicas = replicas_with_unequal_copies(answers, numels)
+    assert unequal == [(1, [(norm, [1])])] and (compared, replicas) == (2, 2)
+    assert replicas_with_unequal_copies(answers, {norm: 16}) == ([], 0, 2)
+    # a 2-D tensor held whole (a tiny vocabulary's padded embedding slice: zeros on rank 1) is not compared
+    embed = "model.embed_tokens.weight"
+    rows = lambda r: {"rank": r, "fingerprints": {embed: [64, "bf16", 5 * (1 - r), 0, 0]}, "ndims": {embed: 2}}
+    assert replicas_with_unequal_copies([[rows(0), rows(1)]], {embed: 64}) == ([], 0, 1)
     assert unequal_copies_message(unequal, 8, 5) == (
         "verl-offgrpo: step 8: the weight sync reached vLLM's TP ranks unequally: every rank of replica 1 of 5 holds "
         "model.norm.weight whole, but TP rank 1 serves a copy unlike the first rank's, so the sync reached some of them "

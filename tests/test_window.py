@@ -510,6 +510,23 @@ def test_a_sync_that_reaches_one_tp_rank_without_a_tensor_it_holds_whole_stops(r
     stops_at_sync_4(monkeypatch, schedule, stopped)
 
 
+def test_a_tp_run_with_no_whole_tensor_named_as_the_trainers_says_so_once(ray_local, monkeypatch, caplog):
+    """Rollout TP = 2 where no 1-D tensor both ranks hold whole has the trainer's name and size (think: a multimodal
+    model's other naming; here the trainer's sizes hidden): one info line, no metric, the run goes on."""
+    import functools
+
+    from verl_offgrpo.sync import sync_reached
+
+    monkeypatch.setattr(sync_reached, "trainer_numels", lambda tensors: {})
+    monkeypatch.setattr(fakes, "make_cluster", functools.partial(fakes.make_cluster, tp=2))
+    with caplog.at_level(logging.INFO, logger="verl_offgrpo"):
+        rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
+    assert rec.updates == {s: 1 for s in range(1, 9)}
+    assert series(rec, "off_grpo/sync_copies_compared", [4, 8]) == [None, None]
+    told = [r.getMessage() for r in caplog.records if "does not compare the ranks' copies" in r.getMessage()]
+    assert len(told) == 1 and told[0].startswith("verl-offgrpo: no 1-D tensor that every vLLM TP rank holds whole")
+
+
 def test_without_the_answers_the_sync_check_is_off_loudly(ray_local, monkeypatch, caplog):
     """verl's own collective_rpc drops vLLM's answers (the plugin's patch not in place): the check cannot tell, so
     it says so in a warning, logs off_grpo/sync_verify_failed once and is off; the run goes on."""

@@ -178,6 +178,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             _get(full_config, "actor_rollout_ref.rollout.quantization", None))
         self.actor_tensors: Optional[list[dict]] = None  # per actor rank, its tensors' fingerprints at the last sync
         self.told_no_tensor_names = False
+        self.told_no_whole_copies = False
         self.record_answers: list = []  # per replica, its vLLM workers' answers to the last served-weights record
         self.last_sync_step: Optional[int] = None
         if self.verify_weights and self.data_parallel_size > 1 and lagged:
@@ -424,9 +425,9 @@ class LaggedCheckpointManager(CheckpointEngineManager):
                 changed_tensors = None
             missing, checked, replicas = (sync_reached.tensors_that_did_not_arrive(self.record_answers, changed_tensors)
                                           if changed_tensors else ([], 0, 0))
-            unequal, compared = (sync_reached.replicas_with_unequal_copies(self.record_answers,
-                                                                           sync_reached.trainer_numels(tensors))
-                                 if self.verify_tensors else ([], 0))
+            unequal, compared, tp_replicas = (
+                sync_reached.replicas_with_unequal_copies(self.record_answers, sync_reached.trainer_numels(tensors))
+                if self.verify_tensors else ([], 0, 0))
         except Exception as err:  # noqa: BLE001 - the check cannot run here: say so once, fall back to the r' monitor
             logger.warning(
                 "verl-offgrpo: could not check that the sync of step %s reached vLLM, so that part of "
@@ -447,6 +448,12 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         metrics = {"timing_s/off_grpo_verify_sync": time.perf_counter() - start}
         if compared:
             metrics["off_grpo/sync_copies_compared"] = float(compared)
+        elif tp_replicas and not self.told_no_whole_copies:
+            self.told_no_whole_copies = True
+            logger.info(
+                "verl-offgrpo: no 1-D tensor that every vLLM TP rank holds whole has a trainer tensor of its name and size "
+                "(another naming, e.g. a multimodal model's), so the sync check does not compare the ranks' copies.",
+            )  # fmt: skip
         if changed is not None:
             metrics["off_grpo/trainer_changed"] = float(changed)
         if changed_tensors and replicas:

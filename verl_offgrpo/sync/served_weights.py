@@ -180,8 +180,8 @@ def served_weights_rpc(worker, action: str, step: Optional[int] = None, replica:
 
     Returns ``{"rank", "tensors", "elements", "digest", "seconds"}``, and for ``record`` also ``"changed"``:
     whether the fingerprint differs from the rank's previous record (None at its first), ``"changed_tensors"``:
-    the names of the tensors that differ (None at its first), ``"fingerprints"`` (each tensor's, by name) and
-    ``"packed"``: the model's
+    the names of the tensors that differ (None at its first), ``"fingerprints"`` and ``"ndims"`` (each tensor's, by
+    name) and ``"packed"``: the model's
     ``packed_modules_mapping`` (vLLM's fused tensor → the checkpoint's tensors it loads, e.g. ``qkv_proj`` ←
     ``q_proj, k_proj, v_proj``), read by :mod:`.sync_reached` to match the trainer's tensors; a ``check`` whose
     weights differ from the record (or that finds no record: a worker restarted since the sync) raises
@@ -205,7 +205,8 @@ def served_weights_rpc(worker, action: str, step: Optional[int] = None, replica:
         setattr(worker, RECORD_ATTR, {"step": step, "fp": current, "digest": summary["digest"], "changed": changed,
                                       "previous_step": None if previous is None else previous["step"]})
         packed = getattr(worker.model_runner.model, "packed_modules_mapping", None) or {}
-        return {**summary, "changed": changed, "changed_tensors": changed_tensors, "fingerprints": current,
+        ndims = {name: param.dim() for name, param in _model_parameters(worker)}
+        return {**summary, "changed": changed, "changed_tensors": changed_tensors, "fingerprints": current, "ndims": ndims,
                 "packed": {str(k): [str(v) for v in vs] for k, vs in dict(packed).items()},
                 "seconds": time.perf_counter() - start}
     record = getattr(worker, RECORD_ATTR, None)

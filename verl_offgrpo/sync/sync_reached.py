@@ -41,10 +41,10 @@ every real sync after the first, with exact integer fingerprints (:func:`.served
   sum of the fingerprint do not in the other (:mod:`.served_weights`), so it still reads as changed. Off where
   verl's delta sync decides in bf16 for a finer rollout dtype, and for quantized rollouts (:func:`tensors_checkable`).
 
-* **Copies across TP ranks**: a tensor every rank holds whole (its element count on each rank equals the trainer's,
-  :func:`trainer_numels`: a norm, a bias after a row-parallel layer) is loaded from the same bytes on every rank, so::
+* **Copies across TP ranks**: a 1-D tensor every rank holds whole (its element count on each rank equals the
+  trainer's, :func:`trainer_numels`: a norm) is loaded from the same bytes on every rank, so::
 
-      t held whole on every TP rank of a replica  ⇒  the ranks' fingerprints of t are equal
+      1-D t held whole on every TP rank of a replica  ⇒  the ranks' fingerprints of t are equal
 
   (:func:`replicas_with_unequal_copies`): a sync that reached rank 0 with a norm and rank 1 without it is stopped,
   though each rank changed something and some rank changed the norm. Off where the per-tensor rule is.
@@ -186,28 +186,32 @@ def trainer_numels(tensors: list[dict]) -> dict[str, int]:
     return numels
 
 
-def replicas_with_unequal_copies(answers: list[Any], numels: dict[str, int]) -> tuple[list[tuple[int, list]], int]:
-    """Per replica of two or more TP ranks, the tensors every rank holds whole that are not bit for bit alike on all of
-    them, from the ranks' ``record`` answers (``fingerprints``), as ``[(replica, [(name, [the ranks whose copy differs
-    from the first rank's])])]``; and how many tensors were compared, summed over replicas.
+def replicas_with_unequal_copies(answers: list[Any], numels: dict[str, int]) -> tuple[list[tuple[int, list]], int, int]:
+    """Per replica of two or more TP ranks, the 1-D tensors every rank holds whole that are not bit for bit alike on
+    all of them, from the ranks' ``record`` answers (``fingerprints``, ``ndims``), as ``[(replica, [(name, [the ranks
+    whose copy differs from the first rank's])])]``; how many tensors were compared, summed over replicas; and how many
+    replicas of two or more ranks answered.
 
-        a tensor t held whole on every rank (its element count there = the trainer's, :func:`trainer_numels`)
+        a 1-D tensor t held whole on every rank (its element count there = the trainer's, :func:`trainer_numels`)
             ⇒  every TP rank's fingerprint of t is the same
 
-    vLLM loads such a tensor (a norm, a bias after a row-parallel layer) from the same bytes on every rank, so copies
-    that differ mean a sync that reached some ranks with it and not others, which the rank rule (each rank changed
-    something) and the per-tensor rule (some rank changed it) let through. A tensor a rank holds a slice of, or
-    whose name the trainer does not have, is not compared."""
-    unequal, compared = [], 0
+    vLLM 0.24 loads such a tensor (a norm, Qwen3's q_norm/k_norm, a row-parallel layer's bias) from the same bytes on
+    every rank, so copies that differ mean a sync that reached some ranks with it and not others, which the rank rule
+    (each rank changed something) and the per-tensor rule (some rank changed it) let through. Not compared: a tensor a
+    rank holds a slice of, one whose name the trainer does not have, and tensors of two or more dimensions (a tiny
+    vocabulary's padded embedding slice can have the whole count and hold zeros on all but the first rank; an MoE
+    bias vLLM zeroes on all but rank 0, such as GPT-OSS's ``w2_bias``)."""
+    unequal, compared, replicas = [], 0, 0
     for index, ranks in enumerate(answers):
         if not isinstance(ranks, (list, tuple)) or not all(isinstance(rank, dict) for rank in ranks):
             continue  # no per-rank answers: :func:`replicas_breaking_the_rule` says so where it is asked
-        fps = [rank.get("fingerprints") for rank in ranks]
+        fps, ndims = [rank.get("fingerprints") for rank in ranks], [rank.get("ndims") or {} for rank in ranks]
         if len(fps) < 2 or not all(fps):
             continue
+        replicas += 1
         differ = []
         for name in sorted(set(fps[0]).intersection(*fps[1:])):
-            if any(fp[name][0] != numels.get(name) for fp in fps):
+            if any(fp[name][0] != numels.get(name) for fp in fps) or any(nd.get(name) != 1 for nd in ndims):
                 continue
             compared += 1
             odd = [rank.get("rank", position) for position, (rank, fp) in enumerate(zip(ranks, fps))
@@ -216,7 +220,7 @@ def replicas_with_unequal_copies(answers: list[Any], numels: dict[str, int]) -> 
                 differ.append((name, odd))
         if differ:
             unequal.append((index, differ))
-    return unequal, compared
+    return unequal, compared, replicas
 
 
 def unequal_copies_message(unequal: list[tuple[int, list]], step: int, num_replicas: int) -> str:
