@@ -149,3 +149,33 @@ def test_a_stale_sync_over_weights_that_did_not_move_is_untestable():
     assert not gf.untestable({**run, "trainer_changed_at_fault": 1.0})  # a miss, a real failure
     assert not gf.untestable({**run, "caught": True, "trainer_changed_at_fault": 0.0})
     assert not gf.untestable({"fault": "perturb", "verify": True, "caught": False, "trainer_changed_at_fault": 0.0})
+
+
+def test_a_shape_run_defaults_to_the_digit_task(tmp_path, monkeypatch):
+    """--shape (a random-init model, which scores 0 on add1) builds sync_e2e's digit task and hands its reward to
+    the jobs; a faulted sync that found the trainer unchanged is marked untestable in the JSON."""
+    import json
+
+    import mainppo_job
+    import sync_e2e
+    import throughput
+
+    built = []
+    monkeypatch.setattr(throughput, "build_model", lambda dest, shape: built.append(("model", shape)))
+    monkeypatch.setattr(sync_e2e, "build_data", lambda dest: built.append(("digit", dest)) or dest)
+    monkeypatch.setattr(gf.learning, "build_task", lambda *a, **k: pytest.fail("the arithmetic task was built"))
+
+    def fake_run(name, overrides, out, log_dir, timeout, steps, stall_s, **env):
+        assert any(o.startswith("reward.custom_reward_function.path=") and o.endswith("reward.py") for o in overrides)
+        jsonl = log_dir / f"{name}.jsonl"
+        jsonl.write_text(json.dumps({"step": 3, "data": {"off_grpo/trainer_changed": 0.0, "timing_s/step": 1.0}}) + "\n")
+        (log_dir / f"{name}.log").write_text("")
+        return 0, {"startup_s": 1.0}, jsonl
+
+    monkeypatch.setattr(mainppo_job, "run_main_ppo", fake_run)
+    rc = gf.main(["--out", str(tmp_path / "out"), "--work", str(tmp_path / "work"), "--shape", "qwen2.5-1.5b",
+                  "--runs", "stale_sync_rank_norm", "--gpus", "0", "--stagger-s", "0"])
+    result = json.loads((tmp_path / "out" / gf.RESULTS).read_text())
+    assert rc == 1 and result["settings"]["task"] == gf.DIGIT_TASK and [b[0] for b in built] == ["model", "digit"]
+    run = result["runs"][0]
+    assert run["trainer_changed_at_fault"] == 0.0 and run["untestable"] and not run["passed"]
