@@ -121,6 +121,20 @@ def test_aime24_every_reference_answer_and_leading_zeros(aime24, shared_data):
     assert score(row, "no boxed answer and no number") == 0.0
 
 
+def test_aime24_every_reference_solution_scores_one_and_numbers_in_text_commands(aime24, shared_data):
+    """All 30 worked solutions of the file score 1.0 (id 75 ends in \\boxed{\\textbf{(073)}}, which math-verify alone
+    reads as a symbol named 073); a number in \\text{} or \\mathrm{} is unwrapped, other text is not."""
+    raw = [json.loads(line) for line in (shared_data / "aime24" / "test.jsonl").read_text().splitlines()]
+    assert [score(aime24[r["id"]], r["solution"]) for r in raw] == [1.0] * 30
+    row = aime24[67]  # answer "025"
+    assert score(row, "\\boxed{\\text{025}}") == score(row, "\\boxed{\\mathrm{ 25 }}") == 1.0
+    assert score(row, "\\boxed{\\textbf{26}}") == 0.0
+    from verl_offgrpo.rewards.math_verify_reward import unwrap_text_numbers
+
+    assert (unwrap_text_numbers("\\boxed{\\textbf{(073)}}, \\mathrm{2.5}, \\text{(A)}, \\text{ cm}, \\text{(1}")
+            == "\\boxed{073}, 2.5, \\text{(A)}, \\text{ cm}, \\text{(1}")
+
+
 def test_r1_style_response_scores_the_text_after_think(aime24):
     row = aime24[67]
     assert score(row, "<think>maybe \\boxed{24}? no.</think>\nThe answer is $\\boxed{25}$.") == 1.0

@@ -3,7 +3,8 @@
 The response's final answer (in an R1-style response, the text after the last ``</think>``) is
 parsed with ``math_verify.parse`` and compared with the ground truth by ``math_verify.verify``, so
 equal values written differently score 1.0: ``\\frac{1}{2}`` and ``0.5``, ``\\boxed{025}`` and
-``25``, ``3\\sqrt{13}`` and ``\\sqrt{117}``.
+``25``, ``3\\sqrt{13}`` and ``\\sqrt{117}``; a number in ``\\text{}`` (``\\boxed{\\textbf{073}}``) is unwrapped
+first (:func:`unwrap_text_numbers`: math-verify reads it as a symbol).
 
 Timeouts. math-verify's own timeouts use ``signal.alarm``, which works only in the main thread,
 and verl calls reward functions from a thread pool (``loop.run_in_executor``). So:
@@ -20,6 +21,7 @@ A timed-out check scores 0.0. POSIX only (verl runs on Linux).
 from __future__ import annotations
 
 import logging
+import re
 import signal
 import threading
 import time
@@ -43,6 +45,17 @@ def answer_region(solution_str: str) -> str:
     return tail if sep else solution_str
 
 
+#: a plain number, bare or in parentheses, inside a text-style LaTeX command (``\\text{073}``, ``\\textbf{(073)}``,
+#: ``\\mathrm{2.5}``), which math-verify reads as a symbol named "073", not the number 73
+_TEXT_NUMBER = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf)\s*\{\s*(?:\(\s*([-+]?\d+(?:\.\d+)?)\s*\)|([-+]?\d+(?:\.\d+)?))\s*\}")
+
+
+def unwrap_text_numbers(text: str) -> str:
+    """``text`` with every plain number inside ``\\text{}``-like commands unwrapped: ``\\boxed{\\textbf{(073)}}`` →
+    ``\\boxed{073}``, which math-verify then reads as 73. Anything else in such a command is kept."""
+    return _TEXT_NUMBER.sub(lambda m: m.group(1) or m.group(2), text)
+
+
 def verify_answer(solution_str: str, ground_truth: str) -> float:
     """1.0 if the response's answer equals ``ground_truth`` under math-verify, else 0.0.
 
@@ -61,7 +74,7 @@ def verify_answer(solution_str: str, ground_truth: str) -> float:
         parsing_timeout=None,
     )
     pred = parse(
-        answer_region(solution_str),
+        unwrap_text_numbers(answer_region(solution_str)),
         extraction_config=[LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()],
         parsing_timeout=None,
     )

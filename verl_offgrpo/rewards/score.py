@@ -48,7 +48,7 @@ def compute_score(
             ``data_prep/arithmetic.py``) makes a response that only echoes the question's operands
             score 0.0. Other sources pass it on to verl's ``default_compute_score``.
         timeout: math-verify only: seconds after which the answer scores 0.0
-            (set through ``reward.custom_reward_function.reward_kwargs.timeout``).
+            (set through ``+reward.custom_reward_function.reward_kwargs.timeout=...``).
         **kwargs: further arguments verl may pass (e.g. ``reward_router_address``); ignored.
 
     Raises:
