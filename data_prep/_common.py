@@ -227,9 +227,10 @@ def run(
     hub_config: str | None,
     splits: Sequence[Split],
     default_out: str,
-    build_row: Callable[[Record, str, int], dict[str, Any]],
+    build_row: Callable[[Record, str, int], dict[str, Any] | None],
 ) -> int:
-    """The whole script: parse args, read every split, build rows, then write them. Exit status."""
+    """The whole script: parse args, read every split, build rows, then write them. Exit status. A ``build_row``
+    that returns None skips that record (a hub dataset's few rows without an answer), said in one line a split."""
     args = parse_args(argv, description, hub_id, splits, default_out)
     out_dir = os.path.expanduser(args.output_dir)
     try:
@@ -240,7 +241,13 @@ def run(
                 records = read_jsonl(os.path.join(args.local_dir, split.local_file))
             else:
                 records = load_hub(hub_id, split.hub_split, hub_config)
-            tables[split.name] = [build_row(rec, split.name, i) for i, rec in enumerate(records)]
+            built = [build_row(rec, split.name, i) for i, rec in enumerate(records)]
+            skipped = [i for i, row in enumerate(built) if row is None]
+            if skipped:
+                listed = ", ".join(str(i) for i in skipped[:10]) + (", ..." if len(skipped) > 10 else "")
+                print(f"note: [{split.name}]: skipped {len(skipped)} of {len(records)} records without an answer "
+                      f"(rows {listed})", file=sys.stderr)
+            tables[split.name] = [row for row in built if row is not None]
     except DataPrepError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -3,7 +3,8 @@
 
 data_source "deepscaler", scored by verl_offgrpo.rewards.compute_score through math-verify (set
 reward.custom_reward_function.path=pkg://verl_offgrpo.rewards). The prompt is the problem plus an
-instruction to put the final answer in \\boxed{}; the ground truth is the 'answer' field.
+instruction to put the final answer in \\boxed{}; the ground truth is the 'answer' field (a record with an
+empty answer is skipped, and the skipped rows are counted on stderr).
 
 Local file (offline use and tests): <DIR>/train.jsonl, one object per line with the hub's fields
 'problem', 'answer', 'solution'.
@@ -27,14 +28,20 @@ DATA_SOURCE = "deepscaler"
 SPLITS = (C.Split("train", "train.jsonl", "train"),)
 
 
-def build_row(rec: C.Record, split: str, index: int) -> dict:
+def build_row(rec: C.Record, split: str, index: int) -> dict | None:
+    """The row of a record, or None (skipped, counted by ``C.run``) for one whose ``answer`` is empty: nothing to score
+    against. ``solution`` is kept in ``extra_info`` where present (nothing scores it)."""
+    answer = rec.data.get("answer")
+    if isinstance(answer, str) and not answer.strip():
+        return None
+    solution = rec.data.get("solution")
     return C.boxed_math_row(
         DATA_SOURCE,
         rec.field("problem"),
         rec.field("answer").strip(),
         split,
         index,
-        solution=rec.field("solution"),
+        solution=solution if isinstance(solution, str) else "",
     )
 
 

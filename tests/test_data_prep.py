@@ -296,13 +296,30 @@ def test_an_unreachable_hub_is_one_line_that_points_to_local_dir(tmp_path, monke
 
 def test_hub_record_errors_name_split_and_row(tmp_path, monkeypatch, capsys):
     def load_dataset(path, name=None, split=None):
-        return [{"problem": "p", "answer": "1", "solution": "s"}, {"problem": "p", "answer": " ", "solution": "s"}]
+        return [{"problem": "p", "answer": "1", "solution": "s"}, {"problem": " ", "answer": "2", "solution": "s"}]
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
     assert _load_script("deepscaler").main(["--output-dir", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
-    assert "error: agentica-org/DeepScaleR-Preview-Dataset [train] row 1: field 'answer' is empty" in err
+    assert "error: agentica-org/DeepScaleR-Preview-Dataset [train] row 1: field 'problem' is empty" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_deepscaler_skips_records_without_an_answer_and_says_so(tmp_path, monkeypatch, capsys):
+    """A hub row with an empty answer has nothing to score against: skipped and counted in one line, the rest written
+    (one bad row of 40 000 no longer stops the whole preparation); a missing solution is kept as empty."""
+    import pandas as pd
+
+    def load_dataset(path, name=None, split=None):
+        return [{"problem": "p0", "answer": "1", "solution": "s"}, {"problem": "p1", "answer": " ", "solution": "s"},
+                {"problem": "p2", "answer": "3", "solution": None}]
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    assert _load_script("deepscaler").main(["--output-dir", str(tmp_path / "out")]) == 0
+    assert "note: [train]: skipped 1 of 3 records without an answer (rows 1)" in capsys.readouterr().err
+    rows = pd.read_parquet(tmp_path / "out" / "train.parquet")
+    assert [r["ground_truth"] for r in rows["reward_model"]] == ["1", "3"]
+    assert [e["solution"] for e in rows["extra_info"]] == ["s", ""]
 
 
 def test_offline_path_does_not_import_datasets(tmp_path):
