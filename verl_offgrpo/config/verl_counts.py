@@ -3,7 +3,8 @@
 verl 0.9.1's ``validate_config`` meets a word or a null in ``data.train_batch_size`` with
 ``TypeError: not all arguments converted during string formatting``, and ``trainer.test_freq=null`` (or
 ``save_freq=null``) passes it and every check, then stops the V1 trainer's ``fit`` at its first step, after Ray,
-vLLM and the model have started. The rollout's sizes (``tensor_model_parallel_size``, ``data_parallel_size``, ``max_num_seqs``,
+vLLM and the model have started; a ``data.gen_batch_size`` that is not an integer fails in verl's dataloader there
+too. The rollout's sizes (``tensor_model_parallel_size``, ``data_parallel_size``, ``max_num_seqs``,
 ``val_kwargs.n``), the TransferQueue's ``total_storage_size`` and V1's ``parameter_sync_step`` pick which of the
 plugin's checks and trainer paths run (the window's room, its rounds, the served-weights check's reach): a word
 there passes verl's ``validate_config`` and would skip them. For a config that selects the plugin each is one

@@ -108,7 +108,8 @@ def tell_rollout_schedule(config: Any, requested: OffGRPOConfig) -> None:
         logger.warning(
             "off_grpo: %s.rollout_schedule=auto generates every step at sync_period=%d: the window (vLLM generating "
             "a sync window's rollouts at once, faster where generation is a large part of the step) %s; for the "
-            "window: %s.", PREFIX, requested.sync_period, cause, fix.removesuffix(f", or {PREFIX}.rollout_schedule=per_step"),
+            "window: %s.",
+            PREFIX, requested.sync_period, cause, fix.removesuffix(f", or {PREFIX}.rollout_schedule=per_step"),
         )
     else:
         logger.info("off_grpo: %s.rollout_schedule=auto: vLLM generates the rollouts of each window of %d steps at "
@@ -173,8 +174,8 @@ def window_samples_per_engine(config: Any, sync_period: int) -> int | None:
 def token_budget(config: Any) -> int | None:
     """The tokens vLLM may schedule in one step: ``rollout.max_num_batched_tokens``, which verl itself raises
     to ``max_model_len`` only without chunked prefill (verl 0.9.1 ``vLLMHttpServer._validate_configs``; an unset
-    ``max_model_len`` becomes :func:`model_max_position_embeddings`); None if not a number or not known here. vLLM refuses to start with fewer than ``max_num_seqs`` (each running sequence
-    needs one token of it)."""
+    ``max_model_len`` becomes :func:`model_max_position_embeddings`); None if not a number or not known here.
+    vLLM refuses to start with fewer than ``max_num_seqs`` (each running sequence needs one token of it)."""
     rollout = "actor_rollout_ref.rollout"
     tokens = _get(config, f"{rollout}.max_num_batched_tokens")
     if not _is_int(tokens):

@@ -233,9 +233,8 @@ def unequal_copies_message(unequal: list[tuple[int, list]], step: int, num_repli
     return (
         f"verl-offgrpo: step {step}: the weight sync reached vLLM's TP ranks unequally: every rank of {replica}{others} "
         f"holds {name} whole, but {ranks} serve{'s' if len(odd) == 1 else ''} a copy unlike the first rank's{more}, "
-        "so the sync reached some of "
-        f"them with it and not others, and the replica's next rollout would mix two policies. Stopped before any "
-        "batch was sampled from it. Check the weight-sync path (verl's checkpoint engine, each rank's loader); "
+        "so the sync reached some of them with it and not others, and the replica's next rollout would mix two "
+        "policies. Stopped before any batch was sampled from it. Check the weight-sync path (verl's checkpoint engine, each rank's loader); "
         "algorithm.off_grpo.verify_served_weights=false turns the check off."
     )
 
