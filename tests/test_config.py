@@ -1178,3 +1178,24 @@ def test_another_threads_lines_pass_while_a_validation_holds_its_own(caplog):
             other.join()
             raise RuntimeError("refused")
     assert [r.getMessage() for r in caplog.records if r.name.startswith(LOGGER)] == ["other thread's line"]
+
+
+def test_a_users_own_yaml_lists_the_plugins_settings_after_ppo_trainer(tmp_path):
+    """The documented way to write your own yaml (off_grpo_trainer.yaml's comment): hydra's searchpath naming verl's
+    config and the plugin's, ``defaults: [ppo_trainer, off_grpo_settings, _self_]``. It composes to exactly the
+    shipped config, and passes the checks; a setting of its own lands on top."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from _overrides import BASE
+
+    (tmp_path / "mine.yaml").write_text(
+        "hydra:\n  searchpath:\n    - pkg://verl.trainer.config\n    - pkg://verl_offgrpo.config\n"
+        "defaults:\n  - ppo_trainer\n  - off_grpo_settings\n  - _self_\n")
+    with initialize_config_dir(config_dir=str(tmp_path), version_base=None):
+        mine = compose(config_name="mine", overrides=BASE)
+    assert OmegaConf.to_container(mine) == OmegaConf.to_container(composed())
+    validate(mine)
+    (tmp_path / "mine.yaml").write_text((tmp_path / "mine.yaml").read_text() + "algorithm:\n  off_grpo:\n    sync_period: 4\n")
+    with initialize_config_dir(config_dir=str(tmp_path), version_base=None):
+        assert compose(config_name="mine", overrides=BASE).algorithm.off_grpo.sync_period == 4

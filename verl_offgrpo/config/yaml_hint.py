@@ -34,10 +34,11 @@ def shipped_yaml_hint(config, message: str) -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def _yaml_settings() -> tuple[tuple[str, object], ...]:
-    """(dotted key, value) of what the plugin's ``off_grpo_trainer.yaml`` sets, its ``algorithm.off_grpo`` knobs aside."""
+    """(dotted key, value) of what the plugin's yaml sets (``off_grpo_settings.yaml``, which ``off_grpo_trainer.yaml``
+    lists after verl's ``ppo_trainer``), its ``algorithm.off_grpo`` knobs aside."""
     from omegaconf import OmegaConf
 
-    yaml = Path(__file__).parent / "off_grpo_trainer.yaml"
+    yaml = Path(__file__).parent / "off_grpo_settings.yaml"
     node = OmegaConf.to_container(OmegaConf.load(yaml))
     keys = []
 
