@@ -248,6 +248,8 @@ def run(
                 print(f"note: [{split.name}]: skipped {len(skipped)} of {len(records)} records without an answer "
                       f"(rows {listed})", file=sys.stderr)
             tables[split.name] = [row for row in built if row is not None]
+            if built and not tables[split.name]:
+                raise DataPrepError(f"[{split.name}]: every one of its {len(built)} records was skipped (no answer)")
     except DataPrepError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -29,10 +29,11 @@ SPLITS = (C.Split("train", "train.jsonl", "train"),)
 
 
 def build_row(rec: C.Record, split: str, index: int) -> dict | None:
-    """The row of a record, or None (skipped, counted by ``C.run``) for one whose ``answer`` is empty: nothing to score
-    against. ``solution`` is kept in ``extra_info`` where present (nothing scores it)."""
+    """The row of a record, or None (skipped, counted by ``C.run``) for one whose ``answer`` is empty or null: nothing
+    to score against. ``solution`` is kept in ``extra_info`` where present (nothing scores it)."""
     answer = rec.data.get("answer")
-    if isinstance(answer, str) and not answer.strip():
+    blank = answer is None or (isinstance(answer, str) and not answer.strip())
+    if "answer" in rec.data and blank:  # an absent field is a wrong file: rec.field names it below
         return None
     solution = rec.data.get("solution")
     return C.boxed_math_row(

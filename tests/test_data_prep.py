@@ -312,14 +312,21 @@ def test_deepscaler_skips_records_without_an_answer_and_says_so(tmp_path, monkey
 
     def load_dataset(path, name=None, split=None):
         return [{"problem": "p0", "answer": "1", "solution": "s"}, {"problem": "p1", "answer": " ", "solution": "s"},
-                {"problem": "p2", "answer": "3", "solution": None}]
+                {"problem": "p2", "answer": "3", "solution": None}, {"problem": "p3", "answer": None}][:rows]
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    rows = 4
     assert _load_script("deepscaler").main(["--output-dir", str(tmp_path / "out")]) == 0
-    assert "note: [train]: skipped 1 of 3 records without an answer (rows 1)" in capsys.readouterr().err
+    assert "note: [train]: skipped 2 of 4 records without an answer (rows 1, 3)" in capsys.readouterr().err
     rows = pd.read_parquet(tmp_path / "out" / "train.parquet")
     assert [r["ground_truth"] for r in rows["reward_model"]] == ["1", "3"]
     assert [e["solution"] for e in rows["extra_info"]] == ["s", ""]
+    # a split all of whose records are skipped writes nothing and fails
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(
+        load_dataset=lambda path, name=None, split=None: [{"problem": "p", "answer": ""}]))
+    assert _load_script("deepscaler").main(["--output-dir", str(tmp_path / "none")]) == 1
+    assert "[train]: every one of its 1 records was skipped (no answer)" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
 
 
 def test_offline_path_does_not_import_datasets(tmp_path):

@@ -131,8 +131,12 @@ def test_aime24_every_reference_solution_scores_one_and_numbers_in_text_commands
     assert score(row, "\\boxed{\\textbf{26}}") == 0.0
     from verl_offgrpo.rewards.math_verify_reward import unwrap_text_numbers
 
-    assert (unwrap_text_numbers("\\boxed{\\textbf{(073)}}, \\mathrm{2.5}, \\text{(A)}, \\text{ cm}, \\text{(1}")
-            == "\\boxed{073}, 2.5, \\text{(A)}, \\text{ cm}, \\text{(1}")
+    assert (unwrap_text_numbers("\\boxed{\\textbf{(073)}}; \\mathrm{2.5}; \\text{(A)}; \\text{ cm}; \\text{(1}")
+            == "\\boxed{073}; 2.5; \\text{(A)}; \\text{ cm}; \\text{(1}")
+    # next to a digit it stays: unwrapped, 10\\text{ (1)} would read as 101 and 1\\text{2} as 12
+    assert unwrap_text_numbers("\\boxed{10\\text{ (1)}} \\boxed{1\\text{2}} \\boxed{\\text{3} 4}") == (
+        "\\boxed{10\\text{ (1)}} \\boxed{1\\text{2}} \\boxed{\\text{3} 4}")
+    assert score(aime24[67], "\\boxed{02\\text{5}}") == 0.0
 
 
 def test_r1_style_response_scores_the_text_after_think(aime24):

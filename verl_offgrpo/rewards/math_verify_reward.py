@@ -46,8 +46,10 @@ def answer_region(solution_str: str) -> str:
 
 
 #: a plain number, bare or in parentheses, inside a text-style LaTeX command (``\\text{073}``, ``\\textbf{(073)}``,
-#: ``\\mathrm{2.5}``), which math-verify reads as a symbol named "073", not the number 73
-_TEXT_NUMBER = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf)\s*\{\s*(?:\(\s*([-+]?\d+(?:\.\d+)?)\s*\)|([-+]?\d+(?:\.\d+)?))\s*\}")
+#: ``\\mathrm{2.5}``), which math-verify reads as a symbol named "073", not the number 73; not next to a digit (unwrapped,
+#: ``10\\text{ (1)}`` would read as 101)
+_TEXT_NUMBER = re.compile(r"(?<![\d.,])(?<![\d.,] )\\(?:text|textbf|textrm|mathrm|mathbf)\s*\{\s*"
+                          r"(?:\(\s*([-+]?\d+(?:\.\d+)?)\s*\)|([-+]?\d+(?:\.\d+)?))\s*\}(?!\s?\d)")
 
 
 def unwrap_text_numbers(text: str) -> str:
