@@ -635,7 +635,6 @@ def selects_plugin(overrides: list[str]) -> bool:
     from verl_offgrpo.patches.selection import config_selects
 
     config = OmegaConf.load(REPO / "verl_offgrpo" / "config" / "off_grpo_settings.yaml")
-    config.pop("defaults", None)
     OmegaConf.set_struct(config, False)
     for item in overrides:
         key, _, value = item.lstrip("+").partition("=")

@@ -101,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         return check(args.overrides, verbose=args.verbose)
     if bool(args.config_path) != bool(args.config_name):
         parser.error("--config-path and --config-name go together (your yaml's directory and name); without "
-                             "them compose reads the shipped yaml")
+                     "them compose reads the shipped yaml")
     if args.config_path and not os.path.isabs(os.path.expanduser(args.config_path)):
         parser.error(f"--config-path {args.config_path} is relative, which main_ppo (hydra) reads from "
-                             f"verl/trainer/, not from here: pass an absolute path, e.g. \"$(pwd)/{args.config_path}\"")
+                     f"verl/trainer/, not from here: pass an absolute path, e.g. \"$(pwd)/{args.config_path}\"")
     return dry_run(args.overrides, dict(args.path_hint), args.config_path, args.config_name)

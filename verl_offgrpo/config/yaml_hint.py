@@ -46,7 +46,7 @@ def _yaml_settings() -> tuple[tuple[str, object], ...]:
         if isinstance(value, dict):
             for name, child in value.items():
                 walk(child, f"{prefix}.{name}" if prefix else str(name))
-        elif not prefix.startswith(("hydra", "defaults", "algorithm.off_grpo")):
+        elif not prefix.startswith("algorithm.off_grpo"):
             keys.append((prefix, value))
 
     walk(node, "")

@@ -181,9 +181,9 @@ def served_weights_rpc(worker, action: str, step: Optional[int] = None, replica:
     Returns ``{"rank", "tensors", "elements", "digest", "seconds"}``, and for ``record`` also ``"changed"``:
     whether the fingerprint differs from the rank's previous record (None at its first), ``"changed_tensors"``:
     the names of the tensors that differ (None at its first), ``"fingerprints"`` and ``"ndims"`` (each tensor's, by
-    name) and ``"packed"``: the model's
-    ``packed_modules_mapping`` (vLLM's fused tensor → the checkpoint's tensors it loads, e.g. ``qkv_proj`` ←
-    ``q_proj, k_proj, v_proj``), read by :mod:`.sync_reached` to match the trainer's tensors; a ``check`` whose
+    name) and ``"packed"``: the model's ``packed_modules_mapping`` (vLLM's fused tensor → the checkpoint's tensors
+    it loads, e.g. ``qkv_proj`` ← ``q_proj, k_proj, v_proj``), read by :mod:`.sync_reached` to match the trainer's
+    tensors; a ``check`` whose
     weights differ from the record (or that finds no record: a worker restarted since the sync) raises
     :class:`ServedWeightsMismatch` with a human-readable message and a JSON payload (:func:`parse_payload`).
     """
