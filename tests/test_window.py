@@ -252,6 +252,9 @@ def test_window_generates_once_per_window_and_trains_once_per_step(ray_local, mo
     wakes = [e for e in rec.server_log if e[0] == "wake"]
     assert len(wakes) == 2 * len(rec.syncs)
     assert [e for e in rec.server_log if e[0] == "sleep"] == [("sleep", 2)] * 5  # init, 3 windows, step 6's validation
+    # each sleep is timed on its step, the validation's inside the window 5-8 too: fit merged step 6's sync
+    # metrics before validating, so _validate returns it with the validation's metrics
+    assert [s for s in steps if "timing_s/off_grpo_sleep" in rec.logged[s]] == [1, 5, 6, 9]
 
 
 def test_a_windows_first_step_waits_for_every_group_of_the_window(ray_local, monkeypatch):

@@ -386,13 +386,15 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             )
         if failures:
             # the check itself cannot run (e.g. an engine without verl's worker extension): say so loudly and
-            # fall back to the r' monitor, whose lagged limit is then an error again (check_served_policy)
+            # fall back to the r' monitor: per_step, its lagged limit is then an error again (check_served_policy)
             index, error = failures[0]
             logger.warning(
                 "verl-offgrpo: could not record the served weights' fingerprint after the sync of step %s on rollout "
                 "replica %s, so the exact check of algorithm.off_grpo.verify_served_weights is off for this run and "
-                "max_log_rprime_lagged stops the run instead: %s",
-                decision.step, index, " ".join(str(error).split())[:1500],
+                "%s instead: %s",
+                decision.step, index,
+                "max_log_rprime_after_sync on each window's first batch checks α" if self.windowed
+                else "max_log_rprime_lagged stops the run", " ".join(str(error).split())[:1500],
             )  # fmt: skip
             self.verify_weights = self.verify_syncs = False
             return {"off_grpo/weights_verify_failed": 1.0}

@@ -29,7 +29,8 @@ verl's ``register_trainer`` when ``verl.trainer.ppo.v1`` is imported (see :func:
   window's first step waits until every group of the window is finished (``on_sample_begin``), then
   samples and sleeps vLLM; the other steps do not touch vLLM, and their sync slots neither transfer
   nor wake (the manager's ``window`` mode). A validation inside a window wakes vLLM with a
-  forced sync; ``on_validate_end`` puts it back to sleep. One global step stays one update.
+  forced sync; ``_validate`` puts it back to sleep and returns that sleep's metrics (``fit`` merged the
+  step's sync metrics before it validated). One global step stays one update.
 * ``skip_old_log_prob`` (:mod:`.old_log_prob_skip`): on a lagged batch ``_compute_old_log_prob`` and
   ``_compute_advantage`` run verl's bypass mode, and the loss takes π_k from the update's forward.
 
@@ -82,7 +83,7 @@ VERL_INTERNALS = (
         "_setup", "_build_replay_buffer", "_compute_old_log_prob", "_compute_advantage", "_update_actor",
         "_add_prompts_to_generate", "_save_checkpoint",
         "_stop_rollout_profiling", "_consume_sync_metrics",
-        "prepare_step", "on_sample_begin", "on_sample_end", "on_validate_end", "on_step_end",
+        "prepare_step", "on_sample_begin", "on_sample_end", "_validate", "on_step_end",
     )),
     f"{_REPLAY_BUFFER}._sync_metadata_from_transfer_queue",
 )  # fmt: skip
@@ -270,13 +271,19 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
         if self.curr_step_profile:
             self._stop_rollout_profiling()
 
-    def on_validate_end(self):
-        """Inside a window, validation woke vLLM (a forced sync): sleep it again, the window's steps need
-        no engine."""
-        super().on_validate_end()
+    def _validate(self) -> dict:
+        """verl's validation; inside a window, which it woke (a forced sync), vLLM then sleeps again: the window's
+        steps need no engine. ``fit`` merged the step's sync metrics before validating, so what the manager
+        recorded for the step meanwhile (that sleep, a colocated reward model's; sums with the step's own) comes
+        back with the validation's metrics, which ``fit`` merges into the step's."""
+        manager, step = self.checkpoint_manager, int(self.global_steps)
+        before = manager.step_metrics(step)
+        metrics = super()._validate()
         windows = self.window_schedule
         if self.windowed and windows is not None and windows.current is not None and windows.current.remaining > 0:
-            self.checkpoint_manager.sleep_replicas()
+            manager.sleep_replicas()
+        recorded = {key: value for key, value in manager.step_metrics(step).items() if before.get(key) != value}
+        return {**metrics, **recorded}
 
     def _compute_old_log_prob(self, batch, metrics: dict):
         """verl's π_k pass; with ``skip_old_log_prob`` on a lagged batch, verl's bypass of it
