@@ -515,7 +515,8 @@ def test_a_sync_that_reaches_one_tp_rank_without_a_tensor_it_holds_whole_stops(r
 
 def test_a_tp_run_with_no_whole_tensor_named_as_the_trainers_says_so_once(ray_local, monkeypatch, caplog):
     """Rollout TP = 2 where no 1-D tensor both ranks hold whole has the trainer's name and size (think: a multimodal
-    model's other naming; here the trainer's sizes hidden): one info line, no metric, the run goes on."""
+    model's other naming; here the trainer's sizes hidden): one warning (the rule is off: a user who runs with the
+    check must see it), no metric, the run goes on."""
     import functools
 
     from verl_offgrpo.sync import sync_reached
@@ -528,6 +529,7 @@ def test_a_tp_run_with_no_whole_tensor_named_as_the_trainers_says_so_once(ray_lo
     assert series(rec, "off_grpo/sync_copies_compared", [4, 8]) == [None, None]
     told = [r.getMessage() for r in caplog.records if "does not compare the ranks' copies" in r.getMessage()]
     assert len(told) == 1 and told[0].startswith("verl-offgrpo: no 1-D tensor that every vLLM TP rank holds whole")
+    assert [r.levelno for r in caplog.records if "does not compare the ranks' copies" in r.getMessage()] == [logging.WARNING]
 
 
 def test_without_the_answers_the_sync_check_is_off_loudly(ray_local, monkeypatch, caplog):

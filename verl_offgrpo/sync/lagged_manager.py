@@ -452,7 +452,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             metrics["off_grpo/sync_copies_compared"] = float(compared)
         elif tp_replicas and not self.told_no_whole_copies:
             self.told_no_whole_copies = True
-            logger.info(
+            logger.warning(
                 "verl-offgrpo: no 1-D tensor that every vLLM TP rank holds whole has a trainer tensor of its name and size "
                 "(another naming, e.g. a multimodal model's), so the sync check does not compare the ranks' copies.",
             )  # fmt: skip
@@ -462,7 +462,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             metrics["off_grpo/sync_tensors_checked"] = float(checked)
             if not checked and not self.told_no_tensor_names:
                 self.told_no_tensor_names = True
-                logger.info(
+                logger.warning(
                     "verl-offgrpo: none of the %d tensors the trainer changed by step %s has a vLLM tensor of its name "
                     "(after vLLM's packed modules), so the sync check reads whole TP ranks only, not tensors.",
                     len(changed_tensors), decision.step,

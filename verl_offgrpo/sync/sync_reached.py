@@ -36,7 +36,8 @@ every real sync after the first, with exact integer fingerprints (:func:`.served
 
   V(t) is t's name with a packed shard replaced by the fused tensor that loads it (vLLM's
   ``packed_modules_mapping``: ``…q_proj…`` → ``…qkv_proj…``). A name vLLM does not serve under V(t) (another
-  naming, FSDP1's flat parameters) is not checked; ``off_grpo/sync_tensors_checked`` counts the tensors that were.
+  naming) is not checked; ``off_grpo/sync_tensors_checked`` counts the tensors that were. FSDP1's flat parameters
+  are split into the original parameters they pack (:data:`FLAT_PARAMETER_ATTRIBUTES`).
   A small tensor (a norm) often changes in two or three elements a sync; two changes that cancel in one weighted
   sum of the fingerprint do not in the other (:mod:`.served_weights`), so it still reads as changed. Off where
   verl's delta sync decides in bf16 for a finer rollout dtype, and for quantized rollouts (:func:`tensors_checkable`).
@@ -93,20 +94,43 @@ def checkpoint_name(name: str) -> str:
     return ".".join(part for part in name.split(".") if part not in WRAPPER_SEGMENTS)
 
 
+#: Written for torch 2.11's FSDP1 (verl 0.9.1's default ``strategy=fsdp``, ``use_orig_params=false``): the attributes
+#: of a ``FlatParameter`` that map the rank's local shard of it to the original parameters it packs
+#: (``_fqns``: their names below the wrapped module; ``_shard_param_infos``: each one's ``in_shard``,
+#: ``offset_in_shard``, ``numel_in_shard``). verl reads this shard as ``flat_param.data`` (its FSDP1 offload).
+FLAT_PARAMETER_ATTRIBUTES = ("_fqns", "_shard_param_infos")
+FLAT_PARAMETER_NAME = "_flat_param"
+
+
+def _original_pieces(name: str, local: Any):
+    """``(name, piece)`` of the rank's shard of one parameter: an FSDP1 flat parameter split into the original
+    parameters' pieces it holds (named as the checkpoint names them: the flat parameter's module + ``_fqns``);
+    any other tensor whole."""
+    fqns, infos = (getattr(local, attribute, None) for attribute in FLAT_PARAMETER_ATTRIBUTES)
+    if fqns is None or infos is None or not name.endswith(FLAT_PARAMETER_NAME):
+        yield name, local
+        return
+    prefix = name[: -len(FLAT_PARAMETER_NAME)]
+    flat = local.detach().reshape(-1)
+    for fqn, info in zip(fqns, infos):
+        if info.in_shard and info.numel_in_shard:
+            yield checkpoint_name(prefix + fqn), flat[info.offset_in_shard : info.offset_in_shard + info.numel_in_shard]
+
+
 def _local_shards_as(module: Any, dtype: Any):
-    """``(name, the rank's local shard cast to dtype)``: a DTensor's local part (FSDP2), else the tensor (FSDP1's
-    flat parameters); cast on the device when there is one (an offloaded shard is copied there, then freed); names
-    as :func:`checkpoint_name` gives them."""
+    """``(name, the rank's local shard cast to dtype)``: a DTensor's local part (FSDP2), an FSDP1 flat parameter's
+    pieces of each original parameter (:func:`_original_pieces`), else the tensor; cast on the device when there is
+    one (an offloaded shard is copied there, then freed); names as :func:`checkpoint_name` gives them."""
     import torch
 
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None
     for name, param in module.named_parameters():
-        name = checkpoint_name(name)
         local = param.to_local() if hasattr(param, "to_local") else param
-        local = local.detach()
-        if device is not None and local.device.type == "cpu":
-            local = local.to(device, non_blocking=False)
-        yield name, local.to(dtype)
+        for piece_name, piece in _original_pieces(checkpoint_name(name), local):
+            piece = piece.detach()
+            if device is not None and piece.device.type == "cpu":
+                piece = piece.to(device, non_blocking=False)
+            yield piece_name, piece.to(dtype)
 
 
 def actor_tensor_fingerprints(worker: Any, dtype_name: str) -> dict:
