@@ -222,10 +222,13 @@ def test_worker_entry_rejects_missing_ref_and_non_fsdp():
 
 
 # ----------------------------------------------------------------------------- FSDP, world size 2 (subprocesses)
-@pytest.mark.parametrize("mode", [pytest.param("fsdp1", marks=pytest.mark.slow),
+@pytest.mark.parametrize("mode", [pytest.param("fsdp1", marks=pytest.mark.slow), "fsdp1_ref_unforwarded",
                                   pytest.param("fsdp1_orig_params_cast", marks=pytest.mark.slow), "fsdp2",
                                   pytest.param("fsdp2_offload_cast", marks=pytest.mark.slow)])
 def test_sharded_world_size_2(mode, tmp_path):
+    """π_ref ← π_θ on two gloo ranks: the reference equals the actor bit for bit, parameters and outputs, after the
+    copy; ``fsdp1_ref_unforwarded``: a reference that never ran (FSDP1 lazy init not done), as a resume's first
+    sync finds it."""
     procs = [
         subprocess.Popen(
             [sys.executable, __file__, "--rank", str(r), "--world", "2", "--store", str(tmp_path / "store"), "--mode", mode,
@@ -253,7 +256,7 @@ def test_sharded_world_size_2(mode, tmp_path):
             assert mode == "fsdp1_orig_params_cast" and "mismatched sharding" in res["error"], res
         else:
             assert res["full_params_equal"] and res["outputs_equal"] and res["max_abs_diff"] == 0.0, res
-            if mode.startswith("fsdp1"):
+            if mode.startswith("fsdp1") and mode != "fsdp1_ref_unforwarded":
                 # FSDP1 leaves the reference's root unit unsharded after its forward (stale weights for the
                 # next forward unless freed): the copy must have resharded it
                 assert res["resharded"] >= 1, res
@@ -508,10 +511,12 @@ def _dist_main(rank, world, store, mode, out):
     opt = torch.optim.SGD(actor.parameters(), lr=0.1)
     token_log_probs(actor, ids).mean().backward()
     opt.step()
-    with torch.no_grad():
-        ref(ids)
+    if mode != "fsdp1_ref_unforwarded":  # else the reference as a resume's first sync finds it: never run
+        with torch.no_grad():
+            ref(ids)
     if layout == "fsdp1":
-        emulate_verl_offload_fsdp1(ref)
+        if mode != "fsdp1_ref_unforwarded":
+            emulate_verl_offload_fsdp1(ref)
         sharded = all(h.flat_param._local_shard.numel() < sum(h.flat_param._numels) for h in _fsdp1_handles(actor))
     else:
         sharded = all(p.to_local().numel() < p.numel() for p in actor.parameters() if p.numel() > 1)

@@ -241,11 +241,14 @@ def _reshard_fsdp1(units) -> int:
     all-gather (``FlatParamHandle.needs_unshard``). The reference only ever runs forwards, so without this
     its next forward would use the stale pre-reset root weights (embeddings, final norm, LM head with
     verl's per-decoder-layer wrapping). verl's ``EngineEvalModeCtx`` reshards the root only when
-    ``fsdp_size > 1``.
+    ``fsdp_size > 1``. A unit that never ran a forward (FSDP1's lazy init not done: the reference at a resume's
+    first sync) has no unsharded storage (torch's ``FlatParameter._full_param_padded``, which ``needs_unshard``
+    reads) and nothing to free.
     """
     freed = 0
     for _, handle in units:
-        if getattr(handle, "uses_sharded_strategy", False) and not handle.needs_unshard():
+        gathered = hasattr(handle.flat_param, "_full_param_padded")
+        if getattr(handle, "uses_sharded_strategy", False) and gathered and not handle.needs_unshard():
             handle.reshard(True)
             freed += 1
     return freed
