@@ -32,6 +32,20 @@ prep_hint() {
     PATH_HINTS+=(--path-hint "$1" "make it with python $(printf %q "$script") --output-dir $(printf %q "$3"), or set $4")
 }
 
+# One line, not a traceback, where $PYTHON cannot run the plugin (another interpreter, a venv not activated);
+# find_spec only, no import.
+require_plugin_python() {
+    local missing
+    if ! missing=$("$PYTHON" -c 'import importlib.util as u; print(" ".join(n for n in ("verl_offgrpo", "verl", "hydra") if u.find_spec(n) is None))' 2>&1); then
+        echo "recipes: PYTHON=$PYTHON does not run ($(tail -n 1 <<<"$missing")): set PYTHON to the interpreter that has verl-offgrpo" >&2
+        exit 1
+    fi
+    if [[ -n $missing ]]; then
+        echo "recipes: PYTHON=$PYTHON lacks $missing: install verl-offgrpo there, or set PYTHON to the interpreter that has it" >&2
+        exit 1
+    fi
+}
+
 # Directory of the shipped yaml: `python -m verl_offgrpo config-dir`, or computed from the package.
 offgrpo_config_dir() {
     local dir
@@ -146,13 +160,16 @@ offgrpo_run() {
     if ((check)); then
         local compose=("$PYTHON" -m verl_offgrpo compose "${PATH_HINTS[@]}" "${SHARED_ARGS[@]}" "${TASK_ARGS[@]}" "${recipe[@]}" "${user[@]}")
         if ((${#flags[@]} == 2)) && [[ ${flags[0]} == --cfg || ${flags[0]} == -c ]] && [[ ${flags[1]} == job ]]; then
+            require_plugin_python
             exec "${compose[@]}"  # the checked config's yaml on stdout
         elif ((${#flags[@]})); then
             echo "recipes: --check takes hydra overrides only (and --cfg job, to print the checked config); ${flags[*]} is main_ppo's: leave --check out" >&2
             exit 64
         fi
+        require_plugin_python
         exec "${compose[@]}" >/dev/null
     fi
+    require_plugin_python
     local config_dir
     config_dir=$(offgrpo_config_dir)
     exec "$PYTHON" -m verl.trainer.main_ppo --config-path "$config_dir" --config-name off_grpo_trainer \

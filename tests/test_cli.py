@@ -186,7 +186,8 @@ UNREADABLE = [
     *((f"{section}={value}", f"{section}={value} replaces a section of verl's config, which its trainer reads key by key: "
        f"drop that override and set single keys instead ({section}.<key>=...).")
       for section, value in (("algorithm", "null"), ("transfer_queue", "null"), ("actor_rollout_ref", "null"),
-                             ("trainer", "null"), ("actor_rollout_ref.actor", "null"), ("algorithm", "5"))),
+                             ("trainer", "null"), ("actor_rollout_ref.actor", "null"), ("algorithm", "5"),
+                             ("trainer.v1", "null"))),
 ]
 
 

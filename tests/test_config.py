@@ -1199,3 +1199,31 @@ def test_a_users_own_yaml_lists_the_plugins_settings_after_ppo_trainer(tmp_path)
     (tmp_path / "mine.yaml").write_text((tmp_path / "mine.yaml").read_text() + "algorithm:\n  off_grpo:\n    sync_period: 4\n")
     with initialize_config_dir(config_dir=str(tmp_path), version_base=None):
         assert compose(config_name="mine", overrides=BASE).algorithm.off_grpo.sync_period == 4
+
+
+OWN_YAML_FIX = ("defaults: [ppo_trainer, off_grpo_settings, _self_] with hydra.searchpath: [pkg://verl.trainer.config, "
+                "pkg://verl_offgrpo.config])")
+
+
+@pytest.mark.parametrize("searchpath, defaults, said", [
+    (["pkg://verl.trainer.config", "pkg://verl_offgrpo.config"], ["off_grpo_trainer"],
+     "In 'off_grpo_trainer': Overriding hydra.searchpath is only supported from the primary config (off_grpo_trainer "
+     "is a primary config: list its settings instead, "),
+    (["pkg://verl.trainer.config"], ["ppo_trainer", "off_grpo_settings"],
+     "In 'mine': Could not load 'off_grpo_settings'. (the plugin's settings: "),
+    ([], ["off_grpo_trainer"], "In 'mine': Could not load 'off_grpo_trainer'. (the plugin's settings: "),
+], ids=["extends_the_shipped_yaml", "no_plugin_searchpath", "no_searchpath"])
+def test_a_users_own_yaml_that_misses_the_plugins_settings_is_told_what_to_list(tmp_path, capsys, searchpath, defaults,
+                                                                                 said):
+    """Extending off_grpo_trainer (a primary config) or leaving the plugin's searchpath out gets hydra's line plus the
+    documented way, from compose (exit 4), not hydra's search path dump alone."""
+    from _overrides import BASE
+
+    from verl_offgrpo.cli.compose import dry_run
+
+    paths = "".join(f"    - {p}\n" for p in searchpath)
+    (tmp_path / "mine.yaml").write_text((f"hydra:\n  searchpath:\n{paths}" if searchpath else "")
+                                        + "defaults:\n" + "".join(f"  - {d}\n" for d in defaults) + "  - _self_\n")
+    assert dry_run(BASE, config_path=str(tmp_path), config_name="mine") == 4
+    line = capsys.readouterr().err.splitlines()[-1]
+    assert line == f"config error (hydra): {said}{OWN_YAML_FIX}", line

@@ -2,6 +2,8 @@
 and verl's ``validate_config`` as main_ppo calls it: each says the real cause, in one line, and never advises a
 fix that would do nothing or fail in turn."""
 
+import subprocess
+
 import pytest
 
 
@@ -211,12 +213,14 @@ def test_a_number_from_oc_env_says_to_decode_it_not_to_drop_quotes(capsys, overr
     raw = override.partition("=")[2]
     line = _compose_error(capsys, override, code=2)
     value = raw.rstrip("}").rpartition(",")[2]
-    fix = f"{key}='${{oc.decode:{raw}}}'"
+    fix = f'{key}="${{oc.decode:{raw}}}"'
     assert line.endswith(f"must be {rule} (got the string '{value}': {raw} resolves to a string): wrap it in "
-                         f"oc.decode, the override quoted: {fix}."), line
+                         f"oc.decode, quoted for hydra and the shell alike: '{fix}'."), line
     from verl_offgrpo.cli.compose import dry_run
 
-    assert dry_run([*BASE, fix]) == 0
+    assert dry_run([*BASE, fix]) == 0  # the argument the shell passes for '{fix}'
+    pasted = subprocess.run(["bash", "-c", f"printf '%s' '{fix}'"], capture_output=True, text=True).stdout
+    assert pasted == fix  # the line as pasted into bash reaches hydra whole
     capsys.readouterr()
 
 
@@ -324,3 +328,67 @@ def test_rec_without_alphas_log_probs_offers_anchor_pi_k_only_where_it_passes(v,
     else:
         with pytest.raises(OffGRPOConfigError):
             validate_as_main_ppo(following)
+
+
+@pytest.mark.parametrize("overrides, said", [
+    (["+algorithm.sync_period=10"],  # hydra's advice for algorithm.sync_period=10: passed, trained at v = 1
+     "algorithm.sync_period is not where the plugin reads it: nothing reads it there, so the job would run as if it "
+     "were unset; set algorithm.off_grpo.sync_period=10 instead (no +: the plugin's yaml sets every knob)."),
+    (["+algorithm.zero_var_mask=false"], "algorithm.zero_var_mask is not where the plugin reads it: nothing reads it "
+     "there, so the job would run as if it were unset; set algorithm.off_grpo.zero_var_mask=False instead (no +: "),
+    (["+actor_rollout_ref.rollout.sync_period=4"], "actor_rollout_ref.rollout.sync_period is not where the plugin "
+     "reads it: nothing reads it there, so the job would run as if it were unset; set algorithm.off_grpo.sync_period=4"),
+    (["+algorithm.rec.clip_mode=ring"], "algorithm.rec is not where the plugin reads it: nothing reads it there, so "
+     f"the job would run as if it were unset; set {K}.rec.clip_mode=ring instead (no +: "),
+    ([f"+{K}.eps_low_prime=0.2"], f"{K}.eps_low_prime is not where the plugin reads it: nothing reads it there, so "
+     f"the job would run as if it were unset; set {K}.rec.eps_low_prime=0.2 instead (no +: "),
+    (["+trainer.off_grpo.sync_period=3"], "trainer.off_grpo is not where the plugin reads it: nothing reads it "
+     "there, so the job would run as if it were unset; set algorithm.off_grpo.sync_period=3 instead (no +: "),
+], ids=["algorithm", "algorithm_mask", "rollout", "algorithm_rec", "policy_loss_leaf", "section_elsewhere"])
+def test_a_plugin_knob_appended_outside_its_section_is_refused(capsys, overrides, said):
+    """hydra's "To append to your config use +..." for a knob without its section led here: verl's checks pass, nothing
+    reads the key and the job trains at the knob's default. Refused in verl's validate_config before Ray (compose:
+    exit 2), naming the knob's path."""
+    from _overrides import shipped_config, validate_as_main_ppo
+
+    from verl_offgrpo.config import OffGRPOConfigError
+
+    with pytest.raises(OffGRPOConfigError) as raised:
+        validate_as_main_ppo(shipped_config(*overrides))
+    assert str(raised.value).startswith(said), str(raised.value)
+    assert _compose_error(capsys, *overrides, code=2).startswith(f"off_grpo config error: {said}")
+
+
+@pytest.mark.parametrize("override", ["+algorithm.weight=2", "+reward_model.tau=0.5", "+data.anchor=x"])
+def test_common_words_among_the_rec_knobs_pass_elsewhere(override):
+    """The rec knobs with common names (weight, tau, anchor) may be another package's keys: left alone."""
+    from _overrides import shipped_config, validate_as_main_ppo
+
+    validate_as_main_ppo(shipped_config(override))
+
+
+def test_trainer_v1_set_to_null_is_refused_where_the_v1_trainer_reads_it():
+    """main_ppo picks the V1 trainer's class by config.trainer.v1.trainer_mode: a null section failed there, after
+    Ray started (with the mask on, the plugin's check named mode 'sync' instead). v0 never reads it: passes."""
+    from _overrides import shipped_config, validate_as_main_ppo
+
+    from verl_offgrpo.config.readable import UnreadableConfigError
+
+    with pytest.raises(UnreadableConfigError, match=r"^trainer\.v1=null replaces a section of verl's config"):
+        validate_as_main_ppo(shipped_config("trainer.v1=null", "algorithm.off_grpo.zero_var_mask=false"))
+    validate_as_main_ppo(shipped_config("trainer.v1=null", "trainer.use_v1=false"))
+
+
+def test_a_parameter_sync_step_that_does_not_divide_the_batch_is_refused_on_v1():
+    """verl's V1 step asserts train_batch_size % parameter_sync_step == 0 at its first step, after Ray and vLLM
+    (the window, refused with it, falls back to per_step under auto, so nothing else stopped it): refused before.
+    One that divides passes; v0 never reads it."""
+    from _overrides import shipped_config, validate_as_main_ppo
+
+    from verl_offgrpo.config import OffGRPOConfigError
+
+    with pytest.raises(OffGRPOConfigError, match=r"^trainer\.v1\.sync\.parameter_sync_step=3 must divide "
+                                                 r"data\.train_batch_size=1024: verl's V1 trainer splits"):
+        validate_as_main_ppo(shipped_config("+trainer.v1.sync.parameter_sync_step=3"))
+    validate_as_main_ppo(shipped_config("+trainer.v1.sync.parameter_sync_step=4"))
+    validate_as_main_ppo(shipped_config("+trainer.v1.sync.parameter_sync_step=3", "trainer.use_v1=false"))

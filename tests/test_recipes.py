@@ -14,6 +14,7 @@ the recipe's environment, and the tests read the same exit code, stdout and stde
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,11 +83,12 @@ def _how(names=None):
             + [pytest.param(name, SUBPROCESS, id=name, marks=pytest.mark.slow) for name in sorted(names)])
 
 
-#: a recipe's PYTHON in the in-process runs: the recipe's query for the yaml's directory (``-m verl_offgrpo
-#: config-dir``) runs as it would; any other command (the one the recipe ``exec``s) is written, NUL-separated,
+#: a recipe's PYTHON in the in-process runs: the recipe's queries (``-c`` whether $PYTHON has the plugin, ``-m verl_offgrpo
+#: config-dir`` the yaml's directory) run as they would; any other command (the one the recipe ``exec``s) is written, NUL-separated,
 #: to $RECIPE_COMMAND instead: where its stdout goes (``devnull`` or ``stdout``), then its arguments
 RECORDER = r"""#!/usr/bin/env bash
 if [[ $# == 3 && $1 == -m && $2 == verl_offgrpo && $3 == config-dir ]]; then exec "$RECIPE_PYTHON" "$@"; fi
+if [[ $1 == -c ]]; then exec "$RECIPE_PYTHON" "$@"; fi
 out=stdout
 [[ /dev/stdout -ef /dev/null ]] && out=devnull
 printf '%s\0' "$out" "$@" > "$RECIPE_COMMAND"
@@ -304,3 +306,21 @@ def test_check_flag_runs_the_startup_checks(procs, how):
     bad = procs["check_bad", how]
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1].startswith("off_grpo config error: actor_rollout_ref.rollout.n=1")
+
+
+@pytest.mark.parametrize("python, said", [
+    ("nosite", r"^recipes: PYTHON=\S+ lacks (verl_offgrpo )?verl hydra: install verl-offgrpo there, or set PYTHON to the interpreter "
+               r"that has it$"),
+    ("/nonexistent/python3", r"^recipes: PYTHON=/nonexistent/python3 does not run \(.*\): set PYTHON to the "
+                             r"interpreter that has verl-offgrpo$"),
+], ids=["without_the_plugin", "not_there"])
+def test_a_recipe_with_a_python_that_cannot_run_the_plugin_says_so_in_one_line(tmp_path, python, said):
+    """PYTHON=<another interpreter>: one line and exit 1 before anything runs, not python's traceback."""
+    if python == "nosite":  # this interpreter without its site-packages: no verl, no hydra
+        python = tmp_path / "python"
+        python.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+        python.chmod(0o755)
+    res = subprocess.run(["bash", str(RECIPES / "gsm8k_onpolicy.sh"), "--check"], env=dict(os.environ, PYTHON=str(python)),
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and res.stdout == "", res
+    assert len(res.stderr.splitlines()) == 1 and re.match(said, res.stderr.strip()), res.stderr

@@ -63,6 +63,23 @@ def _closest_path(config, dotted: str) -> tuple[str | None, str | None]:
     return ".".join(found), section_of(found)
 
 
+#: what a yaml of one's own lists to take the plugin's settings (README, "Check a config without a GPU")
+OWN_YAML = ("defaults: [ppo_trainer, off_grpo_settings, _self_] with hydra.searchpath: [pkg://verl.trainer.config, "
+            "pkg://verl_offgrpo.config]")
+
+
+def _own_yaml_hint(message: str) -> str | None:
+    """hydra's line for the two ways a yaml of one's own misses the plugin's settings, with what to list instead:
+    ``off_grpo_trainer`` in its defaults (a primary config: its searchpath cannot be taken over), or either without
+    the plugin's searchpath entry; None for any other error."""
+    said = _one_line(message)
+    if "off_grpo_trainer" in said and "hydra.searchpath is only supported from the primary config" in said:
+        return f"{said} (off_grpo_trainer is a primary config: list its settings instead, {OWN_YAML})"
+    if "Could not load 'off_grpo_settings'" in said or "Could not load 'off_grpo_trainer'" in said:
+        return f"{said.split(' Config search path:', 1)[0]} (the plugin's settings: {OWN_YAML})"
+    return None
+
+
 def _override_hint(message: str, overrides: list[str], source: dict | None = None) -> str | None:
     """The one line for hydra's "Could not override '<key>'" (a key not in the config), or None for any other
     error: the existing path the key may misspell, each misspelt segment replaced by the closest existing one
@@ -207,7 +224,8 @@ def validate(overrides: list[str], config_path: str | None = None, config_name: 
     try:
         config = compose(overrides, **source)
     except (HydraException, OmegaConfBaseException) as err:
-        return 4, f"config error (hydra): {_override_hint(str(err), overrides, source) or _one_line(err)}", None
+        hint = _own_yaml_hint(str(err)) or _override_hint(str(err), overrides, source)
+        return 4, f"config error (hydra): {hint or _one_line(err)}", None
     except Exception as err:  # noqa: BLE001 - hydra's own ValueError/TypeError for an override it cannot apply
         return _group_override_error(err, overrides)
     if not validate_config_patch.live():

@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from verl_offgrpo import ESTIMATOR_NAME, LOSS_NAME, LOSS_NAMES, RED_DROP_ESTIMATOR_NAME, REC_LOSS_NAME
 
+from .misplaced import REC_KNOBS
 from .off_grpo import POLICY_LOSS_CONFIG_FQN, PREFIX, OffGRPOConfig
 from .rec import PREFIX as REC_PREFIX
 from .readers import as_number, flag_at, one_optimizer_step_per_batch
@@ -191,7 +192,7 @@ def check_policy_loss_keys(config: Any) -> None:
     if fields is None:
         return
     for key in map(str, section.keys()):
-        if key == "_target_" or key in fields:
+        if key == "_target_" or key in fields or key in REC_KNOBS:  # a rec knob without rec.: misplaced.py names it
             continue
         close = difflib.get_close_matches(key, fields, n=1)
         cls = str(_get(section, "_target_")).rpartition(".")[2]

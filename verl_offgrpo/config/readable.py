@@ -21,6 +21,9 @@ SECTIONS = (
     "algorithm", "distillation", "transfer_queue", "trainer", "global_profiler", "skip", "ray_kwargs",
     "actor_rollout_ref.actor", "actor_rollout_ref.rollout", "actor_rollout_ref.ref", "actor_rollout_ref.model",
 )
+#: sections the V1 trainer (``trainer.use_v1``, verl's default) reads as sections: ``main_ppo`` picks its trainer class
+#: by ``config.trainer.v1.trainer_mode``
+V1_SECTIONS = ("trainer.v1",)
 _ABSENT = object()
 
 
@@ -31,7 +34,9 @@ class UnreadableConfigError(OffGRPOConfigError):
 def check_readable(config: Any) -> None:
     """Raise :class:`UnreadableConfigError` for the first section of :data:`SECTIONS` that is null or a value, else
     for the first interpolation that does not resolve (one that reaches a ``???`` is left to the missing values)."""
-    for dotted in SECTIONS:
+    from .readers import uses_v1
+
+    for dotted in SECTIONS + (V1_SECTIONS if uses_v1(config) else ()):
         value = written_value(config, dotted, _ABSENT)
         if value is not _ABSENT and not (isinstance(value, dict) or is_dict_config(value)):
             raise UnreadableConfigError(section_set_to_a_value(dotted, value))

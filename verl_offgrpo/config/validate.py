@@ -54,6 +54,7 @@ from .ref_reset_checks import check_ref_reset_config
 from .refill_checks import check_gen_batch_divides, refuse_refill_on_v0
 from .sampler_checks import check_sampler
 from .sync_checks import check_mode_section, check_sync_config, tell_v0_without_manager
+from .misplaced import refuse_misplaced_knobs
 from .values import OffGRPOConfigError, closest_knob, reading, target_fields
 from .values import config_value as _get
 from .window_checks import (
@@ -124,6 +125,7 @@ def _validate(config: Any) -> OffGRPOConfig:
     rec = RECConfig.from_policy_loss(_get(config, "actor_rollout_ref.actor.policy_loss"))
     check_rec_knobs_reach_the_loss(config, loss_mode, rec)
     check_policy_loss_keys(config)
+    refuse_misplaced_knobs(config)  # after the misspelt sections' checks, which name the misspelling
     warn_idle_red_drop_seed(knobs, estimator)
     if uses_estimator:
         check_group_size(config, estimator)

@@ -75,7 +75,7 @@ def quoted_number_error(dotted: str, value: Any, what: str = "a number") -> OffG
     if raw is not None:
         return OffGRPOConfigError(
             f"{dotted} must be {what} (got the string {value!r}: {raw} resolves to a string): wrap it in oc.decode, "
-            f"the override quoted: {key}='${{oc.decode:{raw}}}'."
+            f"quoted for hydra and the shell alike: '{key}=\"${{oc.decode:{raw}}}\"'."
         )
     return OffGRPOConfigError(f"{dotted} must be {what} (got the string {value!r}): drop the quotes.")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .readers import flag_at, rollout_layout
+from .readers import flag_at, rollout_layout, uses_v1
 from .values import OffGRPOConfigError, is_int, quoted_number_error, written_value
 
 ROLLOUT = "actor_rollout_ref.rollout"
@@ -57,6 +57,21 @@ def check_verl_counts(config: Any) -> None:
             raise quoted
         if not is_int(value) or (least is not None and value < least):
             raise OffGRPOConfigError(f"{dotted} must be {rule} (got {value!r}); {what}.")
+    check_parameter_sync_step_divides(config)
+
+
+def check_parameter_sync_step_divides(config: Any) -> None:
+    """verl 0.9.1's V1 ``PPOTrainer.step`` splits each batch of ``data.train_batch_size`` prompts into
+    ``parameter_sync_step`` local updates and asserts that it divides, at the first step, after Ray and vLLM."""
+    if not uses_v1(config):
+        return
+    steps = written_value(config, "trainer.v1.sync.parameter_sync_step", None)
+    batch = written_value(config, "data.train_batch_size", None)
+    if is_int(steps) and is_int(batch) and steps > 1 and batch % steps:
+        raise OffGRPOConfigError(
+            f"trainer.v1.sync.parameter_sync_step={steps} must divide data.train_batch_size={batch}: verl's V1 trainer "
+            "splits each batch into that many local updates and stops at its first step otherwise."
+        )
 
 
 def check_rollout_fits_the_gpus(config: Any) -> None:

@@ -1,0 +1,80 @@
+"""A plugin knob appended under a section that is not its own: nothing reads it there.
+
+``algorithm.sync_period=10`` fails in hydra with "To append to your config use +algorithm.sync_period=10"; the
+appended key then passes verl's checks and the job trains at the knob's default (v = 1). So in a selecting job a
+key anywhere in the config that is a knob of ``algorithm.off_grpo`` (or the section ``off_grpo`` itself), or one of
+the rec loss's distinctive knobs (``clip_mode``, ``eps_low_prime``, ``eps_high_prime``, or the section ``rec``),
+outside its own section is refused, naming the knob's path. None of these names is a verl key (verl 0.9.1's
+``ppo_trainer`` has none); the rec knobs with common names (``weight``, ``tau``, ``anchor``) are left alone.
+Nothing here imports verl.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterator
+
+from .off_grpo import PREFIX, OffGRPOConfig
+from .rec import PREFIX as REC_PREFIX
+from .values import OffGRPOConfigError, is_dict_config
+
+#: the distinctive rec knobs (``RECConfig`` fields not likely to be any other package's key)
+REC_KNOBS = ("clip_mode", "eps_low_prime", "eps_high_prime")
+
+
+def _homes() -> dict[str, str]:
+    """key name → the section it belongs in."""
+    homes = {f.name: PREFIX for f in dataclasses.fields(OffGRPOConfig)}
+    homes.update({name: REC_PREFIX for name in REC_KNOBS})
+    homes[PREFIX.rpartition(".")[2]] = PREFIX.rpartition(".")[0]
+    homes[REC_PREFIX.rpartition(".")[2]] = REC_PREFIX.rpartition(".")[0]
+    return homes
+
+
+def _walk(node: Any, path: str) -> Iterator[tuple[str, str, Any]]:
+    """``(parent path, key, value)`` for every key of the tree under ``node``, not below the plugin's sections."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            child = f"{path}.{key}" if path else str(key)
+            yield path, str(key), value
+            if child not in (PREFIX, REC_PREFIX):
+                yield from _walk(value, child)
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _walk(value, f"{path}[{index}]")
+
+
+def _has(tree: dict, path: str) -> bool:
+    for part in path.split("."):
+        if not isinstance(tree, dict) or part not in tree:
+            return False
+        tree = tree[part]
+    return True
+
+
+def refuse_misplaced_knobs(config: Any) -> None:
+    """Raise :class:`OffGRPOConfigError` for the first plugin knob (or section) set outside its own section."""
+    if is_dict_config(config):
+        from omegaconf import OmegaConf
+
+        config = OmegaConf.to_container(config, resolve=False)
+    if not isinstance(config, dict):
+        return
+    homes = _homes()
+    for parent, key, value in _walk(config, ""):
+        home = homes.get(key)
+        if home is None or parent == home:
+            continue
+        where = f"{parent}.{key}" if parent else key
+        if isinstance(value, dict):
+            meant = " ".join(f"{home}.{key}.{k}={v}" for k, v in value.items()) or f"{home}.{key}.<knob>=..."
+        else:
+            meant = f"{home}.{key}={value}"
+        plus = " (no +: the plugin's yaml sets every knob)" if _has(config, f"{home}.{key}") else ""
+        raise OffGRPOConfigError(
+            f"{where} is not where the plugin reads it: nothing reads it there, so the job would run as if it were "
+            f"unset; set {meant} instead{plus}."
+        )
+
+
+__all__ = ["REC_KNOBS", "refuse_misplaced_knobs"]
