@@ -392,3 +392,45 @@ def test_a_parameter_sync_step_that_does_not_divide_the_batch_is_refused_on_v1()
         validate_as_main_ppo(shipped_config("+trainer.v1.sync.parameter_sync_step=3"))
     validate_as_main_ppo(shipped_config("+trainer.v1.sync.parameter_sync_step=4"))
     validate_as_main_ppo(shipped_config("+trainer.v1.sync.parameter_sync_step=3", "trainer.use_v1=false"))
+    # verl reads trainer.v1.<its mode>.parameter_sync_step (the plugin's mode presents itself as sync)
+    colocate = ("trainer.v1.trainer_mode=colocate_async", "algorithm.off_grpo.zero_var_mask=false")
+    validate_as_main_ppo(shipped_config(*colocate, "+trainer.v1.sync.parameter_sync_step=3"))
+    with pytest.raises(OffGRPOConfigError, match=r"^trainer\.v1\.colocate_async\.parameter_sync_step=3 must divide"):
+        validate_as_main_ppo(shipped_config(*colocate, "+trainer.v1.colocate_async.parameter_sync_step=3"))
+
+
+@pytest.mark.parametrize("override, code, said", [
+    ("trainer.use_v1=${oc.env:OFF_GRPO_TEST_UNSET_U}", 5, "config error (unreadable): trainer.use_v1="
+     "${oc.env:OFF_GRPO_TEST_UNSET_U} does not resolve: the environment variable OFF_GRPO_TEST_UNSET_U is not set"),
+    ("trainer.use_v1=null", 2, "off_grpo config error: trainer.use_v1"),
+], ids=["unresolved", "null"])
+def test_a_trainer_flag_that_is_not_one_is_said_in_one_line(capsys, override, code, said):
+    """Whether trainer.v1 must be a section depends on trainer.use_v1: a use_v1 that cannot be read is said in its
+    own line (the unresolved ${...}, the flag's check), not a traceback from the section check."""
+    assert _compose_error(capsys, override, code=code).startswith(said)
+
+
+def test_a_field_of_a_sections_own_dataclass_is_not_a_misplaced_knob(tmp_path, monkeypatch):
+    """Another package's policy-loss dataclass with a clip_mode field of its own: its key is that class's, not a rec
+    knob without rec. (the walk skips fields of the section's _target_)."""
+    import dataclasses
+    import sys
+    import types
+
+    from verl_offgrpo.config.misplaced import refuse_misplaced_knobs
+
+    module = types.ModuleType("other_pkg_losses")
+
+    @dataclasses.dataclass
+    class OtherLoss:
+        loss_mode: str = "x"
+        clip_mode: str = "dual"
+
+    module.OtherLoss = OtherLoss
+    monkeypatch.setitem(sys.modules, "other_pkg_losses", module)
+    config = {"actor_rollout_ref": {"actor": {"policy_loss": {"_target_": "other_pkg_losses.OtherLoss",
+                                                               "loss_mode": "x", "clip_mode": "dual"}}}}
+    refuse_misplaced_knobs(config)
+    config["actor_rollout_ref"]["actor"]["policy_loss"]["_target_"] = "other_pkg_losses.Missing"
+    with pytest.raises(Exception, match=r"^actor_rollout_ref\.actor\.policy_loss\.clip_mode is not where"):
+        refuse_misplaced_knobs(config)

@@ -324,3 +324,13 @@ def test_a_recipe_with_a_python_that_cannot_run_the_plugin_says_so_in_one_line(t
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 1 and res.stdout == "", res
     assert len(res.stderr.splitlines()) == 1 and re.match(said, res.stderr.strip()), res.stderr
+
+
+def test_a_python_that_writes_to_stderr_still_runs_the_recipe(tmp_path):
+    """A wrapper's banner or a .pth warning on stderr is not a missing module."""
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\necho "note: env loaded" >&2\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    res = subprocess.run(["bash", "-c", f"source {RECIPES / '_common.sh'} && require_plugin_python && echo ok"],
+                         env=dict(os.environ, PYTHON=str(python)), capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and res.stdout == "ok\n", res

@@ -45,11 +45,12 @@ def test_fsdp1_ranks_fingerprint_the_checkpoints_tensors(ranks):
     """Each rank's flat parameters come back as the pieces of the original parameters it holds, under the
     checkpoint's names (vLLM's loader's), not ``_flat_param``: their element counts summed over the ranks are the
     whole tensors' (what the cross-rank rule compares a TP rank's whole copy of a norm with); and an update that
-    moved one element of k_proj (rank 0's piece) and one of a layer norm (rank 1's) changed exactly those two."""
+    moved one element of k_proj (rank 0's piece) and one of a layer norm (rank 1's, before FSDP1's padding) changed
+    exactly those two."""
     sizes = ranks[0]["sizes"]
     assert set(ranks[0]["after"]) | set(ranks[1]["after"]) == set(sizes)
     assert trainer_numels([rank["after"] for rank in ranks]) == sizes
-    assert ranks[0]["after"][K_PROJ][0] == 4 and ranks[1]["after"][K_PROJ][0] == 28  # one tensor over two shards
+    assert ranks[0]["after"][K_PROJ][0] == 8 and ranks[1]["after"][K_PROJ][0] == 24  # one tensor over two shards
     assert NORM not in ranks[0]["after"] and ranks[1]["after"][NORM][0] == 8
     changed = trainer_changed_tensors([rank["before"] for rank in ranks], [rank["after"] for rank in ranks])
     assert changed == {K_PROJ, NORM}

@@ -18,3 +18,6 @@ ESTIMATOR_NAMES = (ESTIMATOR_NAME, RED_DROP_ESTIMATOR_NAME)
 LOSS_NAMES = (LOSS_NAME, REC_LOSS_NAME)
 #: Name of the V1 trainer mode that implements the lagged weight sync.
 TRAINER_MODE = "off_grpo_sync"
+#: The mode that trainer presents to verl's own code (``PPOTrainer.trainer_mode``): verl's ``sync``, whose settings
+#: (``trainer.v1.sync.*``) it reads.
+PRESENTED_MODE = "sync"

@@ -5,8 +5,9 @@ appended key then passes verl's checks and the job trains at the knob's default 
 key anywhere in the config that is a knob of ``algorithm.off_grpo`` (or the section ``off_grpo`` itself), or one of
 the rec loss's distinctive knobs (``clip_mode``, ``eps_low_prime``, ``eps_high_prime``, or the section ``rec``),
 outside its own section is refused, naming the knob's path. None of these names is a verl key (verl 0.9.1's
-``ppo_trainer`` has none); the rec knobs with common names (``weight``, ``tau``, ``anchor``) are left alone.
-Nothing here imports verl.
+``ppo_trainer`` has none); the rec knobs with common names (``weight``, ``tau``, ``anchor``) are left alone, and so
+is a field of the dataclass a section's ``_target_`` names (imported by hydra, as verl will). Nothing here imports
+verl.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Iterator
 
 from .off_grpo import PREFIX, OffGRPOConfig
 from .rec import PREFIX as REC_PREFIX
-from .values import OffGRPOConfigError, is_dict_config
+from .values import OffGRPOConfigError, is_dict_config, target_fields
 
 #: the distinctive rec knobs (``RECConfig`` fields not likely to be any other package's key)
 REC_KNOBS = ("clip_mode", "eps_low_prime", "eps_high_prime")
@@ -32,11 +33,14 @@ def _homes() -> dict[str, str]:
 
 
 def _walk(node: Any, path: str) -> Iterator[tuple[str, str, Any]]:
-    """``(parent path, key, value)`` for every key of the tree under ``node``, not below the plugin's sections."""
+    """``(parent path, key, value)`` for every key of the tree under ``node``, not below the plugin's sections nor
+    for a key that is a field of the dataclass its section's ``_target_`` names (another package's own knob)."""
     if isinstance(node, dict):
+        fields = target_fields(node.get("_target_")) or ()
         for key, value in node.items():
             child = f"{path}.{key}" if path else str(key)
-            yield path, str(key), value
+            if key not in fields:
+                yield path, str(key), value
             if child not in (PREFIX, REC_PREFIX):
                 yield from _walk(value, child)
     elif isinstance(node, list):

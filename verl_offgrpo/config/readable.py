@@ -34,15 +34,29 @@ class UnreadableConfigError(OffGRPOConfigError):
 def check_readable(config: Any) -> None:
     """Raise :class:`UnreadableConfigError` for the first section of :data:`SECTIONS` that is null or a value, else
     for the first interpolation that does not resolve (one that reaches a ``???`` is left to the missing values)."""
-    from .readers import uses_v1
-
-    for dotted in SECTIONS + (V1_SECTIONS if uses_v1(config) else ()):
-        value = written_value(config, dotted, _ABSENT)
-        if value is not _ABSENT and not (isinstance(value, dict) or is_dict_config(value)):
-            raise UnreadableConfigError(section_set_to_a_value(dotted, value))
+    _check_sections(config, SECTIONS)
     found = unresolved_interpolation(config)
     if found is not None:
         raise UnreadableConfigError(found)
+    if _reads_v1(config):
+        _check_sections(config, V1_SECTIONS)
+
+
+def _check_sections(config: Any, sections: tuple[str, ...]) -> None:
+    for dotted in sections:
+        value = written_value(config, dotted, _ABSENT)
+        if value is not _ABSENT and not (isinstance(value, dict) or is_dict_config(value)):
+            raise UnreadableConfigError(section_set_to_a_value(dotted, value))
+
+
+def _reads_v1(config: Any) -> bool:
+    """Whether the V1 trainer runs; a ``trainer.use_v1`` that is not a flag is left to its own check."""
+    from .readers import uses_v1
+
+    try:
+        return uses_v1(config)
+    except OffGRPOConfigError:
+        return False
 
 
 def section_set_to_a_value(dotted: str, value: Any) -> str:

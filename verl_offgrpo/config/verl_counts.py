@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .readers import flag_at, rollout_layout, uses_v1
+from verl_offgrpo import PRESENTED_MODE, TRAINER_MODE
+
+from .readers import flag_at, rollout_layout, uses_v1, v1_mode
 from .values import OffGRPOConfigError, is_int, quoted_number_error, written_value
 
 ROLLOUT = "actor_rollout_ref.rollout"
@@ -62,15 +64,18 @@ def check_verl_counts(config: Any) -> None:
 
 def check_parameter_sync_step_divides(config: Any) -> None:
     """verl 0.9.1's V1 ``PPOTrainer.step`` splits each batch of ``data.train_batch_size`` prompts into
-    ``parameter_sync_step`` local updates and asserts that it divides, at the first step, after Ray and vLLM."""
+    ``parameter_sync_step`` local updates and asserts that it divides, at the first step, after Ray and vLLM. It reads
+    ``trainer.v1.<its mode>.parameter_sync_step``; the plugin's mode presents itself as ``sync``."""
     if not uses_v1(config):
         return
-    steps = written_value(config, "trainer.v1.sync.parameter_sync_step", None)
+    mode = v1_mode(config)
+    key = f"trainer.v1.{PRESENTED_MODE if mode == TRAINER_MODE else mode}.parameter_sync_step"
+    steps = written_value(config, key, None)
     batch = written_value(config, "data.train_batch_size", None)
     if is_int(steps) and is_int(batch) and steps > 1 and batch % steps:
         raise OffGRPOConfigError(
-            f"trainer.v1.sync.parameter_sync_step={steps} must divide data.train_batch_size={batch}: verl's V1 trainer "
-            "splits each batch into that many local updates and stops at its first step otherwise."
+            f"{key}={steps} must divide data.train_batch_size={batch}: verl's V1 trainer splits each batch into that "
+            "many local updates and stops at its first step otherwise."
         )
 
 

@@ -50,7 +50,7 @@ from omegaconf import open_dict
 from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY, register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-from verl_offgrpo import ESTIMATOR_NAMES, TRAINER_MODE
+from verl_offgrpo import ESTIMATOR_NAMES, PRESENTED_MODE, TRAINER_MODE
 
 from ..config import OffGRPOConfig, advisories_silenced, resolve_rollout_schedule, validate_off_grpo_config
 from ..config import config_value as _get
@@ -88,7 +88,6 @@ VERL_INTERNALS = (
     f"{_REPLAY_BUFFER}._sync_metadata_from_transfer_queue",
 )  # fmt: skip
 
-PRESENTED_MODE = "sync"
 #: seconds between the replay buffer's looks at the TransferQueue while a step waits for its groups
 #: (verl 0.9.1's ``ReplayBuffer(poll_interval=2.0)``, which its trainer does not configure: a step's
 #: generation then ends on the next 2 s tick, on average 1 s after its last group finished)
