@@ -367,6 +367,28 @@ def test_a_windows_lagged_batch_over_the_lagged_limit_warns_as_per_step_does(ray
     assert series(rec, "off_grpo/sync_tensors_checked", [4]) == [8.0]
 
 
+def test_a_window_whose_first_batch_cannot_reach_every_engine_keeps_the_lagged_limit_an_error(ray_local, monkeypatch,
+                                                                                             caplog):
+    """B·n = 8 samples a step on 16 one-GPU vLLM engines: some engine may sample only lagged batches, which then no
+    lag-0 batch vouches for, so the lagged limit stops the run (said once at start-up), as per_step without the
+    exact check does."""
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+    from verl_offgrpo.sync.lagged_manager import lag0_batch_reaches_every_engine
+
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"), pytest.raises(ServedPolicyError, match="step 3"):
+        run_fit(monkeypatch, "trainer.test_freq=-1", "trainer.n_gpus_per_node=16", "actor_rollout_ref.rollout.n=4",
+                "actor_rollout_ref.rollout.tensor_model_parallel_size=1", total=4,
+                rprime=lambda step: 2.0 if step == 3 else 0.01)
+    told = [r.getMessage() for r in caplog.records if "smaller than the number of vLLM engines" in r.getMessage()]
+    assert len(told) == 1, told
+    layout = {"trainer": {"n_gpus_per_node": 8, "nnodes": 1}, "data": {"train_batch_size": 2},
+              "actor_rollout_ref": {"rollout": {"n": 4, "tensor_model_parallel_size": 1}}}
+    assert lag0_batch_reaches_every_engine(layout)  # 8 samples, 8 engines
+    layout["actor_rollout_ref"]["rollout"]["data_parallel_size"] = 2
+    layout["trainer"]["n_gpus_per_node"] = 16
+    assert not lag0_batch_reaches_every_engine(layout)  # 16 engines (8 replicas × 2 data-parallel ranks)
+
+
 def test_the_lag_0_limit_still_stops_a_window(ray_local, monkeypatch):
     """The strict limit on a window's first batch stays an error (it is what vouches for the lagged ones)."""
     from verl_offgrpo.sync.alpha_guard import ServedPolicyError

@@ -108,7 +108,7 @@ class OffGRPOConfig:
             correct engine's numerics, below another model's weights. 0 = off.
         max_log_rprime_lagged (float, default 1.5): the same, looser, for lagged batches, whose π_k drifts from α
             by design: meant to sit above that drift and below an engine on other weights. A warning in a window
-            or with ``verify_served_weights`` (unless ``rollout.data_parallel_size`` > 1), else an error. 0 = off.
+            (B·n ≥ vLLM engines) or with ``verify_served_weights`` (rollout DP = 1), else an error. 0 = off.
 
     > Reference policy (paper §3)
 

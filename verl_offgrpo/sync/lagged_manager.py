@@ -54,7 +54,7 @@ from verl.utils.ray_utils import auto_await
 
 from ..config import advisories_silenced, check_sync_config, check_window_config
 from ..config import config_value as _get
-from ..config.readers import as_integer, guards_verls_advantage, rollout_data_parallel_size
+from ..config.readers import as_integer, guards_verls_advantage, rollout_data_parallel_size, rollout_layout
 from ..patches import tracking_merge, v0_advantage_metrics
 from . import served_weights, sync_reached
 from .alpha_guard import EXACT_CHECK_PASSED, SAME_PHASE_AS_LAG_0, ServedPolicyError, check_served_policy
@@ -98,6 +98,16 @@ def find_calling_trainer(skip: Any = None, depth: int = 8) -> Any:
             return obj
     return None
 
+
+
+def lag0_batch_reaches_every_engine(config: Any) -> bool:
+    """Whether a step's B·n samples (``data.train_batch_size`` × ``rollout.n``) are at least the colocated rollout's
+    vLLM engines (:attr:`~verl_offgrpo.config.readers.RolloutLayout.engines`); True where a count cannot be read."""
+    layout = rollout_layout(config)
+    batch, n = _get(config, "data.train_batch_size"), _get(config, "actor_rollout_ref.rollout.n", 1)
+    if layout is None or not isinstance(batch, int) or not isinstance(n, int):
+        return True
+    return batch * n >= layout.engines
 
 class LaggedCheckpointManager(CheckpointEngineManager):
     """verl's checkpoint manager with the off-policy sync schedule (see the module docstring)."""
@@ -157,6 +167,15 @@ class LaggedCheckpointManager(CheckpointEngineManager):
                                                "actor_rollout_ref.rollout.tensor_model_parallel_size") or 1
         # with vLLM data parallelism inside a replica the check reaches the leader's shard only (.served_weights)
         self.data_parallel_size = rollout_data_parallel_size(full_config)
+        # A window's lagged batches come from the phase whose lag-0 batch met the strict limit; that speaks for every
+        # engine only where that batch's B·n requests can reach them all (verl's router: fewest in flight first)
+        self.lag0_batch_reaches_every_engine = lag0_batch_reaches_every_engine(full_config)
+        if self.windowed and lagged and not self.lag0_batch_reaches_every_engine:
+            logger.warning(
+                "verl-offgrpo: a window's first batch (data.train_batch_size × rollout.n samples) is smaller than the "
+                "number of vLLM engines, so some engine may sample only lagged batches: over "
+                "max_log_rprime_lagged they stop the run here, as generating every step without the exact check does."
+            )
         if self.verify_syncs and self.data_parallel_size > 1:
             self.verify_syncs = False
             logger.info(
@@ -472,9 +491,10 @@ class LaggedCheckpointManager(CheckpointEngineManager):
     @property
     def lagged_limit_warns(self) -> bool:
         """Whether a lagged batch over ``max_log_rprime_lagged`` only warns: in a window (its lagged batches come
-        from the generation phase whose lag-0 batch the strict limit checked: no wake, no transfer since), or
-        with the exact check on every vLLM worker; else that limit is the only check left, and stops the run."""
-        return self.windowed or self.every_wake_checked_exactly
+        from the generation phase whose lag-0 batch the strict limit checked: no wake, no transfer since) whose
+        lag-0 batch can reach every engine, or with the exact check on every vLLM worker; else that limit is the
+        only check left, and stops the run."""
+        return (self.windowed and self.lag0_batch_reaches_every_engine) or self.every_wake_checked_exactly
 
     @property
     def every_wake_checked_exactly(self) -> bool:
