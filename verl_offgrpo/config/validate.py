@@ -46,6 +46,7 @@ from .loss_estimator_checks import (
     warn_masked_mini_batch_with_other_loss,
 )
 from .off_grpo import PREFIX, OffGRPOConfig
+from .misplaced import refuse_misplaced_knobs
 from .old_log_prob_checks import check_skip_old_log_prob
 from .readers import uses_v1, v1_mode
 from .verl_counts import check_rollout_fits_the_gpus, check_verl_counts
@@ -54,7 +55,6 @@ from .ref_reset_checks import check_ref_reset_config
 from .refill_checks import check_gen_batch_divides, refuse_refill_on_v0
 from .sampler_checks import check_sampler
 from .sync_checks import check_mode_section, check_sync_config, tell_v0_without_manager
-from .misplaced import refuse_misplaced_knobs
 from .values import OffGRPOConfigError, closest_knob, reading, target_fields
 from .values import config_value as _get
 from .window_checks import (

@@ -99,7 +99,6 @@ def find_calling_trainer(skip: Any = None, depth: int = 8) -> Any:
     return None
 
 
-
 def lag0_batch_reaches_every_engine(config: Any) -> bool:
     """Whether a step's B·n samples (``data.train_batch_size`` × ``rollout.n``) are at least the colocated rollout's
     vLLM engines (:attr:`~verl_offgrpo.config.readers.RolloutLayout.engines`); True where a count cannot be read."""
@@ -108,6 +107,7 @@ def lag0_batch_reaches_every_engine(config: Any) -> bool:
     if layout is None or not isinstance(batch, int) or not isinstance(n, int):
         return True
     return batch * n >= layout.engines
+
 
 class LaggedCheckpointManager(CheckpointEngineManager):
     """verl's checkpoint manager with the off-policy sync schedule (see the module docstring)."""
