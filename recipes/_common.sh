@@ -35,14 +35,12 @@ prep_hint() {
 # One line, not a traceback, where $PYTHON cannot run the plugin (another interpreter, a venv not activated);
 # find_spec only, no import.
 require_plugin_python() {
-    local missing errors
-    errors=$(mktemp)
-    if ! missing=$("$PYTHON" -c 'import importlib.util as u; print(" ".join(n for n in ("verl_offgrpo", "verl", "hydra") if u.find_spec(n) is None))' 2>"$errors"); then
-        echo "recipes: PYTHON=$PYTHON does not run ($(tail -n 1 "$errors")): set PYTHON to the interpreter that has verl-offgrpo" >&2
-        rm -f "$errors"
+    local out missing
+    if ! out=$("$PYTHON" -c 'import importlib.util as u; print("missing:" + " ".join(n for n in ("verl_offgrpo", "verl", "hydra") if u.find_spec(n) is None))' 2>&1); then
+        echo "recipes: PYTHON=$PYTHON does not run ($(printf '%s\n' "$out" | tail -n 1)): set PYTHON to the interpreter that has verl-offgrpo" >&2
         exit 1
     fi
-    rm -f "$errors"
+    missing=$(printf '%s\n' "$out" | sed -n 's/^missing://p' | tail -n 1)
     if [[ -n $missing ]]; then
         echo "recipes: PYTHON=$PYTHON lacks $missing: install verl-offgrpo there, or set PYTHON to the interpreter that has it" >&2
         exit 1

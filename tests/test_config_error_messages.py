@@ -397,6 +397,9 @@ def test_a_parameter_sync_step_that_does_not_divide_the_batch_is_refused_on_v1()
     validate_as_main_ppo(shipped_config(*colocate, "+trainer.v1.sync.parameter_sync_step=3"))
     with pytest.raises(OffGRPOConfigError, match=r"^trainer\.v1\.colocate_async\.parameter_sync_step=3 must divide"):
         validate_as_main_ppo(shipped_config(*colocate, "+trainer.v1.colocate_async.parameter_sync_step=3"))
+    with pytest.raises(OffGRPOConfigError, match=r"^trainer\.v1\.colocate_async\.parameter_sync_step must be an integer "
+                                                 r">= 1 \(got 0\); it counts the optimizer steps"):
+        validate_as_main_ppo(shipped_config(*colocate, "+trainer.v1.colocate_async.parameter_sync_step=0"))
 
 
 @pytest.mark.parametrize("override, code, said", [

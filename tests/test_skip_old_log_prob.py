@@ -200,6 +200,11 @@ def test_a_config_it_can_run_passes_verls_checks_and_the_plugins():
          "max_log_rprime_lagged=0"),
         (["algorithm.off_grpo.rollout_schedule=per_step", "actor_rollout_ref.rollout.data_parallel_size=2"],
          r"data_parallel_size=2 \(the exact check reaches the leader's shard only\) that check is the only one"),
+        # a window whose B·n samples are fewer than the engines (dynamic batch sizes: verl's own check passes)
+        (["trainer.n_gpus_per_node=64", "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+          "actor_rollout_ref.actor.use_dynamic_bsz=true", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=4096"],
+         r"in a window whose data.train_batch_size × rollout.n samples are fewer than the vLLM engines that check is "
+         r"the only one on them .*: raise the batch, or set algorithm.off_grpo.max_log_rprime_lagged=0\.$"),
         (["algorithm.off_grpo.allow_truncated_rprime=true"], "set algorithm.off_grpo.allow_truncated_rprime=false"),
         (["algorithm.off_grpo.rollout_schedule=per_step", "+trainer.v1.sync.parameter_sync_step=2"],
          "parameter_sync_step=2"),

@@ -373,7 +373,7 @@ def test_a_window_whose_first_batch_cannot_reach_every_engine_keeps_the_lagged_l
     lag-0 batch vouches for, so the lagged limit stops the run (said once at start-up), as per_step without the
     exact check does."""
     from verl_offgrpo.sync.alpha_guard import ServedPolicyError
-    from verl_offgrpo.sync.lagged_manager import lag0_batch_reaches_every_engine
+    from verl_offgrpo.config.readers import lag0_batch_reaches_every_engine
 
     with caplog.at_level(logging.WARNING, logger="verl_offgrpo"), pytest.raises(ServedPolicyError, match="step 3"):
         run_fit(monkeypatch, "trainer.test_freq=-1", "trainer.n_gpus_per_node=16", "actor_rollout_ref.rollout.n=4",

@@ -6,8 +6,8 @@ key anywhere in the config that is a knob of ``algorithm.off_grpo`` (or the sect
 the rec loss's distinctive knobs (``clip_mode``, ``eps_low_prime``, ``eps_high_prime``, or the section ``rec``),
 outside its own section is refused, naming the knob's path. None of these names is a verl key (verl 0.9.1's
 ``ppo_trainer`` has none); the rec knobs with common names (``weight``, ``tau``, ``anchor``) are left alone, and so
-is a field of the dataclass a section's ``_target_`` names (imported by hydra, as verl will). Nothing here imports
-verl.
+is a field of the dataclass a section's ``_target_`` names (imported by hydra's ``get_class``, as verl will build
+it).
 """
 
 from __future__ import annotations

@@ -18,7 +18,14 @@ from typing import Any
 from verl_offgrpo import TRAINER_MODE
 
 from .off_grpo import POLICY_LOSS_CONFIG_FQN, PREFIX, OffGRPOConfig
-from .readers import flag_at, one_optimizer_step_per_batch, rollout_data_parallel_size, uses_v1, v1_mode
+from .readers import (
+    flag_at,
+    lag0_batch_reaches_every_engine,
+    one_optimizer_step_per_batch,
+    rollout_data_parallel_size,
+    uses_v1,
+    v1_mode,
+)
 from .values import OffGRPOConfigError
 from .values import config_value as _get
 
@@ -73,7 +80,15 @@ def check_skip_old_log_prob(config: Any, knobs: OffGRPOConfig) -> None:
     unchecked = (f"with {PREFIX}.verify_served_weights=false" if not knobs.verify_served_weights else
                  f"with actor_rollout_ref.rollout.data_parallel_size={data_parallel} (the exact check reaches the "
                  "leader's shard only)" if data_parallel > 1 else None)  # fmt: skip
-    if knobs.rollout_schedule != "window" and unchecked and knobs.max_log_rprime_lagged > 0:
+    window = knobs.rollout_schedule == "window"
+    if window and knobs.max_log_rprime_lagged > 0 and not lag0_batch_reaches_every_engine(config):
+        raise OffGRPOConfigError(
+            f"{KNOB} leaves lagged batches without the served-policy guard's statistic before the update, and in a "
+            "window whose data.train_batch_size × rollout.n samples are fewer than the vLLM engines that check is the "
+            "only one on them (the window's lag-0 batch cannot have reached every engine): raise the batch, or set "
+            f"{PREFIX}.max_log_rprime_lagged=0."
+        )
+    if not window and unchecked and knobs.max_log_rprime_lagged > 0:
         raise OffGRPOConfigError(
             f"{KNOB} leaves lagged batches without the served-policy guard's statistic before the update, and "
             f"{unchecked} that check is the only one on them: set {PREFIX}.verify_served_weights=true with one "

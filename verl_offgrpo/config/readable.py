@@ -50,12 +50,15 @@ def _check_sections(config: Any, sections: tuple[str, ...]) -> None:
 
 
 def _reads_v1(config: Any) -> bool:
-    """Whether the V1 trainer runs; a ``trainer.use_v1`` that is not a flag is left to its own check."""
+    """Whether the V1 trainer runs; a ``trainer.use_v1`` that is not a flag (or a ``???`` behind it) is left to its
+    own check."""
+    from omegaconf.errors import OmegaConfBaseException
+
     from .readers import uses_v1
 
     try:
         return uses_v1(config)
-    except OffGRPOConfigError:
+    except (OffGRPOConfigError, OmegaConfBaseException):
         return False
 
 

@@ -43,6 +43,7 @@ COUNTS = {
                                                                 True),
     "trainer.v1.sync.parameter_sync_step": (1, "it counts the optimizer steps per weight sync of V1's sync mode", True),
 }
+SYNC_STEPS = "trainer.v1.sync.parameter_sync_step"
 _ABSENT = object()
 
 
@@ -71,6 +72,12 @@ def check_parameter_sync_step_divides(config: Any) -> None:
     mode = v1_mode(config)
     key = f"trainer.v1.{PRESENTED_MODE if mode == TRAINER_MODE else mode}.parameter_sync_step"
     steps = written_value(config, key, None)
+    if key not in COUNTS and steps is not None:  # another mode's: the same rule as the sync mode's
+        quoted = quoted_number_error(key, steps, "an integer >= 1")
+        if quoted is not None:
+            raise quoted
+        if not is_int(steps) or steps < 1:
+            raise OffGRPOConfigError(f"{key} must be an integer >= 1 (got {steps!r}); {COUNTS[SYNC_STEPS][1]}.")
     batch = written_value(config, "data.train_batch_size", None)
     if is_int(steps) and is_int(batch) and steps > 1 and batch % steps:
         raise OffGRPOConfigError(

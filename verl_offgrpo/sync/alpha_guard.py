@@ -99,7 +99,8 @@ def check_served_policy(
             f"verl-offgrpo: step {step}: the batch was sampled by the lagged policy α (rollout lag "
             f"{rollout_lag}) and mean |log π_k/α| per token is {value:.3g} (> "
             f"algorithm.off_grpo.max_log_rprime_lagged={lagged_limit}, meant to sit above a lag's drift). "
-            "vLLM is not serving α: check its sleep/wake on skipped syncs (algorithm.off_grpo.keep_weights), "
+            "vLLM is not serving α: check the weight sync and its sleep/wake on skipped syncs "
+            "(algorithm.off_grpo.keep_weights), "
             "or raise the limit if the policy really moves that far in a few steps."
         )
     raise ServedPolicyError(

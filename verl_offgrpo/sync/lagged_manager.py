@@ -54,7 +54,12 @@ from verl.utils.ray_utils import auto_await
 
 from ..config import advisories_silenced, check_sync_config, check_window_config
 from ..config import config_value as _get
-from ..config.readers import as_integer, guards_verls_advantage, rollout_data_parallel_size, rollout_layout
+from ..config.readers import (
+    as_integer,
+    guards_verls_advantage,
+    lag0_batch_reaches_every_engine,
+    rollout_data_parallel_size,
+)
 from ..patches import tracking_merge, v0_advantage_metrics
 from . import served_weights, sync_reached
 from .alpha_guard import EXACT_CHECK_PASSED, SAME_PHASE_AS_LAG_0, ServedPolicyError, check_served_policy
@@ -97,16 +102,6 @@ def find_calling_trainer(skip: Any = None, depth: int = 8) -> Any:
         if hasattr(obj, "config") and hasattr(obj, "actor_rollout_wg") and _get(obj.config, "algorithm") is not None:
             return obj
     return None
-
-
-def lag0_batch_reaches_every_engine(config: Any) -> bool:
-    """Whether a step's B·n samples (``data.train_batch_size`` × ``rollout.n``) are at least the colocated rollout's
-    vLLM engines (:attr:`~verl_offgrpo.config.readers.RolloutLayout.engines`); True where a count cannot be read."""
-    layout = rollout_layout(config)
-    batch, n = _get(config, "data.train_batch_size"), _get(config, "actor_rollout_ref.rollout.n", 1)
-    if layout is None or not isinstance(batch, int) or not isinstance(n, int):
-        return True
-    return batch * n >= layout.engines
 
 
 class LaggedCheckpointManager(CheckpointEngineManager):

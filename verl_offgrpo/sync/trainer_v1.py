@@ -300,7 +300,8 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
                 logger.warning(
                     "verl-offgrpo: step %s: skip_old_log_prob: verl's old_log_prob pass runs on this lagged batch "
                     "(%s); said once a run.", self.global_steps,
-                    "the exact served-weights check does not reach every vLLM worker" if not guarded else
+                    ("the window's lag-0 batch cannot have reached every vLLM engine" if self.windowed else
+                     "the exact served-weights check does not reach every vLLM worker") if not guarded else
                     f"its {len(batch)} rows are more than one optimizer step of ppo_mini_batch_size × rollout.n",
                 )  # fmt: skip
         self.old_log_prob_skipped = skip
