@@ -130,6 +130,17 @@ def test_compose_says_a_missing_value_first_and_alone(capsys, overrides):
     assert captured.out == "" and captured.err.splitlines() == [ROLLOUT_NAME_UNSET], captured.err
 
 
+def test_a_missing_value_behind_an_interpolation_is_named_not_a_traceback(capsys):
+    """``trainer.use_v1=${x}`` with ``x=???``: omegaconf's missing_keys raised on resolving the interpolation (a
+    traceback, exit 1); the ??? it reaches is named, exit 3."""
+    from verl_offgrpo.cli.compose import dry_run
+
+    assert dry_run([*BASE, "+x=???", "trainer.use_v1=${x}"]) == 3
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[-1].startswith("incomplete config: the mandatory value x is still ???"), captured.err
+    assert "Traceback" not in captured.err
+
+
 def test_the_missing_values_line_names_each_and_suggests_a_value():
     from verl_offgrpo.config.missing_values import incomplete
 
