@@ -17,10 +17,11 @@ from typing import Any, Iterator
 
 from .off_grpo import PREFIX, OffGRPOConfig
 from .rec import PREFIX as REC_PREFIX
-from .values import OffGRPOConfigError, is_dict_config, target_fields
+from .values import OffGRPOConfigError, is_dict_config, target_fields, written_value
 
 #: the distinctive rec knobs (``RECConfig`` fields not likely to be any other package's key)
 REC_KNOBS = ("clip_mode", "eps_low_prime", "eps_high_prime")
+_ABSENT = object()
 
 
 def _homes() -> dict[str, str]:
@@ -48,14 +49,6 @@ def _walk(node: Any, path: str) -> Iterator[tuple[str, str, Any]]:
             yield from _walk(value, f"{path}[{index}]")
 
 
-def _has(tree: dict, path: str) -> bool:
-    for part in path.split("."):
-        if not isinstance(tree, dict) or part not in tree:
-            return False
-        tree = tree[part]
-    return True
-
-
 def refuse_misplaced_knobs(config: Any) -> None:
     """Raise :class:`OffGRPOConfigError` for the first plugin knob (or section) set outside its own section."""
     if is_dict_config(config):
@@ -74,7 +67,8 @@ def refuse_misplaced_knobs(config: Any) -> None:
             meant = " ".join(f"{home}.{key}.{k}={v}" for k, v in value.items()) or f"{home}.{key}.<knob>=..."
         else:
             meant = f"{home}.{key}={value}"
-        plus = " (no +: the plugin's yaml sets every knob)" if _has(config, f"{home}.{key}") else ""
+        there = written_value(config, f"{home}.{key}", _ABSENT) is not _ABSENT
+        plus = " (no +: the plugin's yaml sets every knob)" if there else ""
         raise OffGRPOConfigError(
             f"{where} is not where the plugin reads it: nothing reads it there, so the job would run as if it were "
             f"unset; set {meant} instead{plus}."

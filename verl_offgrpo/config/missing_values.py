@@ -27,24 +27,9 @@ def missing_values(config) -> list[str]:
 def _missing_keys(config) -> list[str]:
     """omegaconf's ``OmegaConf.missing_keys`` (dotted keys, ``[i]`` for list items) without resolving
     interpolations: one that reaches a ``???`` raised there, where the ``???`` it reaches is named here."""
-    from omegaconf import DictConfig, ListConfig
+    from .values import raw_nodes
 
-    found: list[str] = []
-
-    def walk(node, prefix: str) -> None:
-        keys = list(node.keys()) if isinstance(node, DictConfig) else range(len(node))
-        for key in keys:
-            child = node._get_node(key)
-            path = f"{prefix}.{key}" if isinstance(node, DictConfig) and prefix else (
-                str(key) if isinstance(node, DictConfig) else f"{prefix}[{key}]")
-            if child._is_missing():
-                found.append(path)
-            elif isinstance(child, (DictConfig, ListConfig)) and not child._is_none() and not child._is_interpolation():
-                walk(child, path)
-
-    if isinstance(config, (DictConfig, ListConfig)):
-        walk(config, "")
-    return found
+    return [path for path, _, _, node in raw_nodes(config) if node._is_missing()]
 
 
 #: what the one line about a ``???`` value suggests setting it to (else ``...``): the plugin runs vLLM only

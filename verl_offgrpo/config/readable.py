@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .values import OffGRPOConfigError, is_dict_config, written_value
+from .values import OffGRPOConfigError, is_dict_config, raw_nodes, written_value
 
 #: sections of verl 0.9.1's ``ppo_trainer`` (top level, and the actor/rollout/ref/model of ``actor_rollout_ref``) that
 #: verl's driver and trainer read as sections, unconditionally (``config.<section>.<key>``)
@@ -73,28 +73,18 @@ def unresolved_interpolation(config: Any) -> str | None:
     """The line for a ``${...}`` of ``config`` (a DictConfig) that does not resolve, or None: the first whose own
     expression fails, not one of verl's that only refers to it (``${oc.select:actor_rollout_ref.model.path,null}``
     fails with a ``model.path`` that does)."""
-    from omegaconf import DictConfig, ListConfig
     from omegaconf.errors import InterpolationResolutionError, InterpolationToMissingValueError
 
     failed: list[tuple[str, str, Exception]] = []
-
-    def walk(node, prefix: str) -> None:
-        keys = list(node.keys()) if isinstance(node, DictConfig) else range(len(node))
-        for key in keys:
-            child, path = node._get_node(key), f"{prefix}{key}" if isinstance(node, DictConfig) else f"{prefix}[{key}]"
-            if child._is_interpolation():
-                try:
-                    node[key]  # resolves it
-                except InterpolationToMissingValueError:
-                    continue  # a ??? behind it: said as a missing value
-                except InterpolationResolutionError as err:
-                    failed.append((path, str(child._value()), err))
-            elif isinstance(child, (DictConfig, ListConfig)) and not child._is_none() and not child._is_missing():
-                walk(child, f"{path}." if isinstance(child, DictConfig) else path)
-
-    if not is_dict_config(config):
-        return None
-    walk(config, "")
+    for path, parent, key, node in raw_nodes(config):
+        if not node._is_interpolation():
+            continue
+        try:
+            parent[key]  # resolves it
+        except InterpolationToMissingValueError:
+            continue  # a ??? behind it: said as a missing value
+        except InterpolationResolutionError as err:
+            failed.append((path, str(node._value()), err))
     paths = [path for path, _, _ in failed]
     own = [f for f in failed if not any(re.search(rf"[:{{,]\s*{re.escape(p)}\s*[,}}]", f[1]) for p in paths if p != f[0])]
     for path, raw, err in own or failed:

@@ -163,16 +163,19 @@ def rollout_layout(config: Any) -> RolloutLayout | None:
     return RolloutLayout(*sizes)
 
 
-def lag0_batch_reaches_every_engine(config: Any) -> bool:
-    """Whether a step's B·n samples (``data.train_batch_size`` × ``rollout.n``) are at least the colocated rollout's
-    vLLM engines (:attr:`RolloutLayout.engines`): a window's lag-0 batch can then have reached every engine, which its
-    lagged batches' warning-only limit rests on. True where a count cannot be read. verl's own check makes B·n a
-    multiple of the GPUs with FSDP's static batch sizes, so this is False only with dynamic ones or Megatron."""
-    layout = rollout_layout(config)
+def samples_per_step(config: Any) -> int | None:
+    """B·n: ``data.train_batch_size`` × ``rollout.n`` (absent: 1), or None where either is not a positive integer."""
     batch, n = _get(config, "data.train_batch_size"), _get(config, "actor_rollout_ref.rollout.n", 1)
-    if layout is None or not _is_int(batch) or not _is_int(n):
-        return True
-    return batch * n >= layout.engines
+    return batch * n if all(_is_int(x) and x > 0 for x in (batch, n)) else None
+
+
+def lag0_batch_reaches_every_engine(config: Any) -> bool:
+    """Whether a step's B·n samples (:func:`samples_per_step`) are at least the colocated rollout's vLLM engines
+    (:attr:`RolloutLayout.engines`): a window's lag-0 batch can then have reached every engine, which its lagged
+    batches' warning-only limit rests on. True where a count cannot be read. verl's own check makes B·n a multiple
+    of the GPUs with FSDP's static batch sizes, so this is False only with dynamic ones or Megatron."""
+    layout, samples = rollout_layout(config), samples_per_step(config)
+    return layout is None or samples is None or samples >= layout.engines
 
 
 def one_optimizer_step_per_batch(config: Any) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -129,6 +129,27 @@ def config_value(cfg: Any, dotted: str, default: Any = None) -> Any:
             return default
         node = _child(node, part)
     return default if node is None or node is _ABSENT else node
+
+
+def raw_nodes(config: Any) -> Iterator[tuple[str, Any, Any, Any]]:
+    """``(path, parent, key, node)`` for every node of an omegaconf config as it is written (no interpolation
+    resolved), depth first: ``a.b`` for a mapping's key, ``a[0]`` for a list's item. It descends into the sections
+    that are not null, ``???`` or an interpolation; anything but a DictConfig or ListConfig has no nodes."""
+    from omegaconf import DictConfig, ListConfig
+
+    def walk(parent: Any, prefix: str) -> Iterator[tuple[str, Any, Any, Any]]:
+        mapping = isinstance(parent, DictConfig)
+        for key in list(parent.keys()) if mapping else range(len(parent)):
+            node = parent._get_node(key)
+            path = (f"{prefix}.{key}" if prefix else str(key)) if mapping else f"{prefix}[{key}]"
+            yield path, parent, key, node
+            if isinstance(node, (DictConfig, ListConfig)) and not (
+                node._is_none() or node._is_missing() or node._is_interpolation()
+            ):
+                yield from walk(node, path)
+
+    if isinstance(config, (DictConfig, ListConfig)):
+        yield from walk(config, "")
 
 
 def written_value(cfg: Any, dotted: str, absent: Any = None) -> Any:

@@ -25,6 +25,7 @@ from .readers import flag_at, rollout_layout, uses_v1, v1_mode
 from .values import OffGRPOConfigError, is_int, quoted_number_error, written_value
 
 ROLLOUT = "actor_rollout_ref.rollout"
+SYNC_STEPS = "trainer.v1.sync.parameter_sync_step"
 #: dotted path -> (least value or None, the rest of its line, whether a null is left to verl); absent keys are left
 #: to verl
 COUNTS = {
@@ -41,26 +42,30 @@ COUNTS = {
     f"{ROLLOUT}.val_kwargs.n": (1, "it counts the responses per validation prompt", True),
     "transfer_queue.backend.SimpleStorage.total_storage_size": (1, "it counts the samples verl's TransferQueue holds",
                                                                 True),
-    "trainer.v1.sync.parameter_sync_step": (1, "it counts the optimizer steps per weight sync of V1's sync mode", True),
+    SYNC_STEPS: (1, "it counts the optimizer steps per weight sync of V1's sync mode", True),
 }
-SYNC_STEPS = "trainer.v1.sync.parameter_sync_step"
 _ABSENT = object()
 
 
 def check_verl_counts(config: Any) -> None:
     """Raise :class:`OffGRPOConfigError` for a count of :data:`COUNTS` that is not an integer (a quoted number
     is told to drop its quotes) or is below its least value: "``path`` must be an integer >= 1 (got 'abc'); ..."."""
-    for dotted, (least, what, null_is_verls) in COUNTS.items():
-        value = written_value(config, dotted, _ABSENT)
-        if value is _ABSENT or (value is None and null_is_verls):
-            continue
-        rule = "an integer" if least is None else f"an integer >= {least}"
-        quoted = quoted_number_error(dotted, value, rule)
-        if quoted is not None:
-            raise quoted
-        if not is_int(value) or (least is not None and value < least):
-            raise OffGRPOConfigError(f"{dotted} must be {rule} (got {value!r}); {what}.")
+    for dotted, rule in COUNTS.items():
+        _check_count(config, dotted, *rule)
     check_parameter_sync_step_divides(config)
+
+
+def _check_count(config: Any, dotted: str, least: int | None, what: str, null_is_verls: bool) -> None:
+    """One count of :data:`COUNTS` (or another key read by the same rule): absent, or a null left to verl, passes."""
+    value = written_value(config, dotted, _ABSENT)
+    if value is _ABSENT or (value is None and null_is_verls):
+        return
+    rule = "an integer" if least is None else f"an integer >= {least}"
+    quoted = quoted_number_error(dotted, value, rule)
+    if quoted is not None:
+        raise quoted
+    if not is_int(value) or (least is not None and value < least):
+        raise OffGRPOConfigError(f"{dotted} must be {rule} (got {value!r}); {what}.")
 
 
 def check_parameter_sync_step_divides(config: Any) -> None:
@@ -71,13 +76,9 @@ def check_parameter_sync_step_divides(config: Any) -> None:
         return
     mode = v1_mode(config)
     key = f"trainer.v1.{PRESENTED_MODE if mode == TRAINER_MODE else mode}.parameter_sync_step"
+    if key not in COUNTS:  # another mode's: the same rule as the sync mode's
+        _check_count(config, key, *COUNTS[SYNC_STEPS])
     steps = written_value(config, key, None)
-    if key not in COUNTS and steps is not None:  # another mode's: the same rule as the sync mode's
-        quoted = quoted_number_error(key, steps, "an integer >= 1")
-        if quoted is not None:
-            raise quoted
-        if not is_int(steps) or steps < 1:
-            raise OffGRPOConfigError(f"{key} must be an integer >= 1 (got {steps!r}); {COUNTS[SYNC_STEPS][1]}.")
     batch = written_value(config, "data.train_batch_size", None)
     if is_int(steps) and is_int(batch) and steps > 1 and batch % steps:
         raise OffGRPOConfigError(

@@ -17,7 +17,7 @@ from typing import Any
 from verl_offgrpo import TRAINER_MODE
 
 from .off_grpo import AUTO, PREFIX, OffGRPOConfig
-from .readers import flag_at, knobs_of, rollout_layout, uses_v1, v1_mode
+from .readers import flag_at, knobs_of, rollout_layout, samples_per_step, uses_v1, v1_mode
 from .refill_checks import REFILLS
 from .values import OffGRPOConfigError
 from .values import config_value as _get
@@ -164,11 +164,10 @@ def window_samples_per_engine(config: Any, sync_period: int) -> int | None:
     spreads the requests over its replicas, and each engine (one per data-parallel rank of a replica) has its own
     ``max_num_seqs``.
     """
-    batch, n = _get(config, "data.train_batch_size"), _get(config, "actor_rollout_ref.rollout.n", 1)
-    layout = rollout_layout(config)
-    if layout is None or not all(_is_int(x) and x > 0 for x in (batch, n)):
+    layout, samples = rollout_layout(config), samples_per_step(config)
+    if layout is None or samples is None:
         return None
-    return math.ceil(sync_period * batch * n / max(layout.engines, 1))
+    return math.ceil(sync_period * samples / max(layout.engines, 1))
 
 
 def token_budget(config: Any) -> int | None:
