@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests._background import module_jobs
+from verl_offgrpo.sync.served_cast import composed_fingerprints, tensors_unlike_trainer
 from verl_offgrpo.sync.sync_reached import tensors_that_did_not_arrive, trainer_changed_tensors, trainer_numels
 
 SCRIPT = Path(__file__).parent / "fixtures" / "fsdp1_ranks.py"
@@ -27,18 +28,26 @@ def _spec(tmp_path_factory) -> dict:
 
 #: two gloo ranks in their own interpreters (~5 s), in the background from the session's start (``_background``)
 BACKGROUND_JOBS = {"fsdp1_ranks": (("test_fsdp1_ranks_fingerprint_the_checkpoints_tensors",
-                                    "test_a_tensor_fsdp1_changed_that_vllm_did_not_stops_the_sync"), _spec)}
+                                    "test_a_tensor_fsdp1_changed_that_vllm_did_not_stops_the_sync",
+                                    "test_shards_placed_in_vllms_tensors_add_up_to_its_fingerprints",
+                                    "test_a_vllm_rank_serving_the_last_syncs_tensors_is_unlike_the_trainer"), _spec)}
 
 QKV = {"qkv_proj": ["q_proj", "k_proj", "v_proj"]}
 K_PROJ, NORM = "model.layers.0.self_attn.k_proj.weight", "model.layers.1.input_layernorm.weight"
 
 
 @pytest.fixture(scope="module")
-def ranks(request):
+def outputs(request):
     job = module_jobs(request)["fsdp1_ranks"]
     assert job.returncode == 0, job.stderr[-3000:]
     out = Path(job.args[-1])
-    return [json.loads((out / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+    return {engine: [json.loads((out / f"{prefix}rank{rank}.json").read_text()) for rank in (0, 1)]
+            for engine, prefix in (("fsdp1", ""), ("fsdp2", "fsdp2_"))}
+
+
+@pytest.fixture(scope="module")
+def ranks(outputs):
+    return outputs["fsdp1"]
 
 
 def test_fsdp1_ranks_fingerprint_the_checkpoints_tensors(ranks):
@@ -68,3 +77,36 @@ def test_a_tensor_fsdp1_changed_that_vllm_did_not_stops_the_sync(ranks):
     assert missing == [(0, [("model.layers.0.self_attn.qkv_proj.weight", [K_PROJ]), (NORM, [NORM])])]
     arrived = [[{**stale[0][0], "changed_tensors": ["model.layers.0.self_attn.qkv_proj.weight", NORM]}]]
     assert tensors_that_did_not_arrive(arrived, changed) == ([], 2, 1)
+
+
+QKV_WEIGHT = "model.layers.0.self_attn.qkv_proj.weight"
+
+
+def _composed(ranks):
+    return composed_fingerprints([rank["placed"]["tensors"] for rank in ranks],
+                                 {name for rank in ranks for name in rank["placed"]["unplaced"]}, QKV)
+
+
+@pytest.mark.parametrize("engine", ["fsdp1", "fsdp2"])
+def test_shards_placed_in_vllms_tensors_add_up_to_its_fingerprints(outputs, engine):
+    """Each rank fingerprints its shards with every word at its position in the vLLM tensor that loads it (FSDP1:
+    a flat parameter's pieces, k_proj over both ranks' shards; FSDP2: rows ⌈d₀/2⌉ of each tensor, q_proj's 7 rows as
+    4 + 3), so the two ranks' sums are exactly what a TP = 1 vLLM rank holding the gathered weights as bf16
+    fingerprints, the fused [q; k; v] included; the rule then compares every tensor and finds none unlike. k_proj's
+    bias cannot be placed in vLLM's fused bias (q_proj has none to precede it), so that tensor is left out."""
+    ranks = outputs[engine]
+    served, composed = ranks[0]["served"], _composed(ranks)
+    assert {name: composed.get(name) for name in served} == served
+    assert set(composed) == set(served) and len(served) == 6  # two fused qkv weights, three norms, lm_head
+    assert QKV_WEIGHT in served and any(rank["placed"]["unplaced"] for rank in ranks)  # the biases: unplaced
+    assert tensors_unlike_trainer([[{"rank": 0, "fingerprints": served}]], composed, set()) == ([], 6)
+
+
+def test_a_vllm_rank_serving_the_last_syncs_tensors_is_unlike_the_trainer(ranks):
+    """After the update that moved one element of k_proj and one of a norm, a TP = 1 vLLM rank still serving the
+    weights from before it holds exactly those two tensors (k_proj through the fused qkv_proj) unlike the trainer's
+    cast; left out (the first sync's layout), the same tensors are not compared."""
+    composed = _composed(ranks)
+    stale = [[{"rank": 0, "fingerprints": ranks[0]["served_before"]}]]
+    assert tensors_unlike_trainer(stale, composed, set()) == ([(0, [(QKV_WEIGHT, [0]), (NORM, [0])])], 6)
+    assert tensors_unlike_trainer(stale, composed, {QKV_WEIGHT, NORM}) == ([], 4)

@@ -76,7 +76,7 @@ class FakeVLLMWorker(FakeWorkerExtension):
     def __init__(self, rank, tp=1):
         import torch
 
-        self.rank = rank
+        self.rank, self.tp = rank, tp
         self.model_runner = SimpleNamespace(model=served_model(tp).to(torch.bfloat16))
         self.host_copy = None
 
@@ -84,18 +84,20 @@ class FakeVLLMWorker(FakeWorkerExtension):
         return list(self.model_runner.model.parameters())
 
     def load(self, version):
-        """π_version's weights (this rank's slice of each; a :data:`REPLICATED` tensor alike on every rank);
-        ``version`` may be ``(version, names)``: those tensors keep what they held (a sync that reached this rank in
-        part)."""
+        """π_version's weights as the trainer holds them (:func:`policy_tensors`), cast to bf16: this rank's TP
+        slice of each (``layers.0`` column-parallel: rows; ``layers.1``'s weight row-parallel: columns; a
+        :data:`REPLICATED` tensor whole on every rank); ``version`` may be ``(version, names)``: those tensors keep
+        what they held (a sync that reached this rank in part)."""
         import torch
 
         version, kept = version if isinstance(version, tuple) else (version, ())
+        whole = policy_tensors(version or 0)
         with torch.no_grad():
-            for i, (name, p) in enumerate(self.model_runner.model.named_parameters()):
-                slice_of = 0 if name in REPLICATED else self.rank + 1
-                gen = torch.Generator().manual_seed(1000 * (version or 0) + 10 * i + slice_of)
+            for name, p in self.model_runner.model.named_parameters():
                 if name not in kept:
-                    p.copy_(torch.randn(p.shape, generator=gen))
+                    dim = 1 if name == "layers.1.weight" else 0
+                    part = whole[name] if name in REPLICATED else whole[name].chunk(self.tp, dim=dim)[self.rank]
+                    p.copy_(part)
 
     def sleep(self, level):
         self.host_copy = [p.detach().clone() for p in self.params()] if level == 1 else None
@@ -253,18 +255,38 @@ class FakeReplica(RolloutReplica):
         raise NotImplementedError
 
 
-def hold_policy(worker, policy, shard=0, shards=1):
-    """In a FakeWorker's process: the actor's weights (``worker.actor.engine.module``, where verl's worker holds
-    them) become this rank's FSDP shard (rows ``shard`` of ``shards``) of the trainer's policy number ``policy``."""
+def policy_tensors(policy):
+    """The trainer's policy number ``policy``: each tensor of :func:`served_model` whole, in float32."""
     import torch
 
-    if getattr(worker, "actor", None) is None:
-        worker.actor = SimpleNamespace(engine=SimpleNamespace(module=served_model()))
     gen = torch.Generator().manual_seed(policy)
-    whole = served_model()
-    with torch.no_grad():
-        for p, full in zip(worker.actor.engine.module.parameters(), whole.parameters()):
-            p.data = torch.randn(full.shape, generator=gen).chunk(shards, dim=0)[shard].clone()
+    return {name: torch.randn(p.shape, generator=gen) for name, p in served_model().named_parameters()}
+
+
+def hold_policy(worker, policy, shard=0, shards=1):
+    """In a FakeWorker's process: the actor's weights (``worker.actor.engine.module``, where verl's worker holds
+    them) become this rank's shard of the trainer's policy number ``policy`` as verl 0.9.1's default actor engine
+    holds it (torch FSDP1, ``use_orig_params=False``): one flat parameter, part ``shard`` of ``shards`` equal parts
+    of the tensors flattened one after another (FSDP1's padding left out), with torch's ``_fqns``, ``_numels`` and
+    ``_shard_param_infos``."""
+    import torch
+    from torch.distributed.fsdp._flat_param import _ShardParamInfo
+
+    whole = policy_tensors(policy)
+    flat = torch.cat([t.reshape(-1) for t in whole.values()])
+    size = -(-flat.numel() // shards)
+    low, high = shard * size, min((shard + 1) * size, flat.numel())
+    local = torch.nn.Parameter(flat[low:high].clone())
+    infos, at = [], 0
+    for t in whole.values():
+        first, end = max(at, low), min(at + t.numel(), high)
+        infos.append(_ShardParamInfo(True, first - low, end - first, first - at, end - at - 1) if first < end
+                     else _ShardParamInfo(False, None, None, None, None))
+        at += t.numel()
+    local._fqns, local._numels, local._shard_param_infos = tuple(whole), tuple(t.numel() for t in whole.values()), infos
+    module = torch.nn.Module()
+    module.register_parameter("_flat_param", local)
+    worker.actor = SimpleNamespace(engine=SimpleNamespace(module=module))
 
 
 class FakeActorWG:

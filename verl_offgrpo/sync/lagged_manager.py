@@ -61,7 +61,7 @@ from ..config.readers import (
     rollout_data_parallel_size,
 )
 from ..patches import tracking_merge, v0_advantage_metrics
-from . import served_weights, sync_reached
+from . import served_cast, served_weights, sync_reached
 from .alpha_guard import EXACT_CHECK_PASSED, SAME_PHASE_AS_LAG_0, ServedPolicyError, check_served_policy
 from .schedule import FIRST, REPEAT, SlotDecision, SyncSchedule, validation_follows
 from .window import WINDOW, WindowSchedule
@@ -191,6 +191,10 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             _get(full_config, "actor_rollout_ref.rollout.checkpoint_engine.backend", None), self.rollout_dtype,
             _get(full_config, "actor_rollout_ref.rollout.quantization", None))
         self.actor_tensors: Optional[list[dict]] = None  # per actor rank, its tensors' fingerprints at the last sync
+        # vLLM's packed_modules_mapping (from the first record), which places the trainer's tensors in vLLM's
+        self.packed: Optional[dict[str, list[str]]] = None
+        # the tensors the first checked sync found unlike the trainer's cast (:mod:`.served_cast`); None before it
+        self.cast_left_out: Optional[set[str]] = None
         self.told_no_tensor_names = False
         self.told_no_whole_copies = False
         self.record_answers: list = []  # per replica, its vLLM workers' answers to the last served-weights record
@@ -429,8 +433,10 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         start = time.perf_counter()
         workers = getattr(self.actor_wg, "workers", None) or []
         try:
-            reports = ray.get([w.__ray_call__.remote(sync_reached.actor_tensor_fingerprints, self.rollout_dtype)
-                               for w in workers])
+            if self.packed is None:
+                self.packed = sync_reached.packed_of(self.record_answers)
+            reports = ray.get([w.__ray_call__.remote(sync_reached.actor_tensor_fingerprints, self.rollout_dtype,
+                                                     self.packed) for w in workers])
             tensors = [r["tensors"] for r in reports]
             changed_tensors = sync_reached.trainer_changed_tensors(self.actor_tensors, tensors)
             changed = None if changed_tensors is None else bool(changed_tensors)
@@ -444,6 +450,12 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             unequal, compared, tp_replicas = (
                 sync_reached.replicas_with_unequal_copies(self.record_answers, sync_reached.trainer_numels(tensors))
                 if self.verify_tensors else ([], 0, 0))
+            unlike, exact = [], 0
+            if self.verify_tensors:
+                composed = served_cast.composed_fingerprints(
+                    tensors, {name for r in reports for name in r.get("unplaced") or ()}, self.packed)
+                unlike, exact = served_cast.tensors_unlike_trainer(self.record_answers, composed,
+                                                                   self.cast_left_out or set())
         except Exception as err:  # noqa: BLE001 - the check cannot run here: say so once, fall back to the r' monitor
             logger.warning(
                 "verl-offgrpo: could not check that the sync of step %s reached vLLM, so that part of "
@@ -461,7 +473,17 @@ class LaggedCheckpointManager(CheckpointEngineManager):
                                                                  len(self.replicas)))
         if unequal:
             raise ServedPolicyError(sync_reached.unequal_copies_message(unequal, decision.step, len(self.replicas)))
+        if self.verify_tensors and self.cast_left_out is None:  # the first checked sync: the engine's layout
+            self.cast_left_out = served_cast.names_of(unlike)
+            exact -= sum(len(ranks) for _, tensors in unlike for _, ranks in tensors)
+            if self.cast_left_out:
+                logger.warning(served_cast.left_out_warning(self.cast_left_out, exact, self.rollout_dtype))
+        elif unlike:
+            raise ServedPolicyError(served_cast.unlike_message(unlike, decision.step, self.rollout_dtype,
+                                                               len(self.replicas), previous_step))
         metrics = {"timing_s/off_grpo_verify_sync": time.perf_counter() - start}
+        if exact:
+            metrics[served_cast.COMPARED] = float(exact)
         if compared:
             metrics["off_grpo/sync_copies_compared"] = float(compared)
         elif tp_replicas and not self.told_no_whole_copies:

@@ -120,36 +120,53 @@ def _words(tensor) -> Any:
 
 def fingerprint(named_tensors: Iterable[tuple[str, Any]]) -> dict[str, list]:
     """``{name: [numel, dtype, s0, s1, s2]}``: exact integer checksums of each tensor's bits (module docstring)."""
+    return fingerprint_placed((name, tensor, 0) for name, tensor in named_tensors)
+
+
+def fingerprint_placed(placed: Iterable[tuple[str, Any, int]]) -> dict[str, list]:
+    """:func:`fingerprint` of pieces of larger tensors: ``(name, piece, start)`` with the piece's first element at
+    position ``start`` of the flattened whole, so each word counts with the chunk and weight of its position in the
+    whole. The sums are linear in the words, so pieces that tile a tensor add up (``numel``, s0, s1, s2 each) to the
+    whole tensor's :func:`fingerprint` exactly (:func:`.sync_reached.composed_fingerprints`)."""
     import torch
 
     entries, parts, weights = [], [], {}
-    for name, tensor in named_tensors:
+    for name, tensor, start in placed:
         words = _words(tensor)
         n = words.numel()
-        chunks = []
-        for start in range(0, n, CHUNK):
-            chunk = words[start : start + CHUNK]
+        per_element = n // tensor.numel() if tensor.numel() else 1
+        position, segments = int(start) * per_element, []
+        for begin in _segment_starts(position, n):
+            chunk_index, at = divmod(position + begin, CHUNK)
+            chunk = words[begin : begin + min(CHUNK - at, n - begin)]
+            end = at + chunk.numel()
             pair = weights.get(chunk.device)
-            if pair is None or pair[0].numel() < chunk.numel():  # one pair per device, as long as the longest chunk
-                pair = weights[chunk.device] = (_position_weights(chunk.numel(), chunk.device),
-                                                _position_weights(chunk.numel(), chunk.device, SECOND))
-            w, w2 = (v[: chunk.numel()] for v in pair)  # w_i depends on i alone: a prefix is the shorter chunk's
+            if pair is None or pair[0].numel() < end:  # one pair per device, as long as the furthest position
+                pair = weights[chunk.device] = (_position_weights(end, chunk.device),
+                                                _position_weights(end, chunk.device, SECOND))
+            w, w2 = (v[at:end] for v in pair)  # w_i depends on i alone: a slice is the positions' weights
             s0 = chunk.sum(dtype=torch.int64)
             x = chunk.to(torch.int32)
             s1 = torch.mul(x, w).sum(dtype=torch.int64)  # |w·x| <= 2^30: no overflow
             s2 = x.mul_(w2).sum(dtype=torch.int64)
-            chunks.append(len(parts))
+            segments.append((chunk_index, len(parts)))
             parts.extend((s0, s1, s2))
-        entries.append((name, int(tensor.numel()), str(tensor.dtype).replace("torch.", ""), chunks))
+        entries.append((name, int(tensor.numel()), str(tensor.dtype).replace("torch.", ""), segments))
     # one device→host copy (a model's parameters share one device; any other is moved first)
     values = torch.stack([p.to(parts[0].device) for p in parts]).cpu().tolist() if parts else []
     out = {}
-    for name, numel, dtype, chunks in entries:
-        s0 = sum(values[i] for i in chunks)
-        s1 = sum((c + 1) * values[i + 1] for c, i in enumerate(chunks))
-        s2 = sum((c + 1) * values[i + 2] for c, i in enumerate(chunks))
+    for name, numel, dtype, segments in entries:
+        s0 = sum(values[i] for _, i in segments)
+        s1 = sum((c + 1) * values[i + 1] for c, i in segments)
+        s2 = sum((c + 1) * values[i + 2] for c, i in segments)
         out[name] = [numel, dtype, s0, s1, s2]
     return out
+
+
+def _segment_starts(position: int, n: int) -> list[int]:
+    """Where the piece's segments begin: 0, and each offset in the piece (of ``n`` words, starting at word
+    ``position`` of its whole) where a chunk of the whole begins; none for an empty piece."""
+    return ([0] + list(range(-position % CHUNK or CHUNK, n, CHUNK))) if n else []
 
 
 def digest(fp: dict[str, list]) -> str:

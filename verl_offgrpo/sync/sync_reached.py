@@ -50,6 +50,10 @@ every real sync after the first, with exact integer fingerprints (:func:`.served
   (:func:`replicas_with_unequal_copies`): a sync that reached rank 0 with a norm and rank 1 without it is stopped,
   though each rank changed something and some rank changed the norm. Off where the per-tensor rule is.
 
+* **The trainer's cast, exactly** (:mod:`.served_cast`): a tensor a vLLM rank holds whole must be the trainer's
+  tensor cast to vLLM's dtype, bit for bit; the actor ranks fingerprint their shards at their positions in vLLM's
+  tensors (:func:`block_starts`, :func:`actor_tensor_fingerprints`), so the ranks' sums are comparable with vLLM's.
+
 A replica that breaks the rule stops the run with :class:`.alpha_guard.ServedPolicyError` before any batch is
 sampled from it. Not covered: quantized rollouts, or any loader that stores something other than the cast (the rule
 would stop an honest sync there, naming the tensor); per tensor, "unchanged ⇒ unchanged" (asked of whole ranks
@@ -67,7 +71,7 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
-from .served_weights import fingerprint
+from .served_weights import fingerprint_placed
 
 #: the rollout dtypes whose values are the actor's cast exactly (``actor_rollout_ref.rollout.dtype``)
 DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16", "half": "float16",
@@ -102,49 +106,115 @@ FLAT_PARAMETER_ATTRIBUTES = ("_fqns", "_shard_param_infos")
 FLAT_PARAMETER_NAME = "_flat_param"
 
 
-def _original_pieces(name: str, local: Any):
-    """``(name, piece)`` of the rank's shard of one parameter: an FSDP1 flat parameter split into the original
-    parameters' pieces it holds (named as the checkpoint names them: the flat parameter's module + ``_fqns``);
-    any other tensor whole."""
+def _original_pieces(name: str, local: Any, start: Optional[int]):
+    """``(name, piece, start)`` of the rank's shard of one parameter, ``start`` being the piece's first element's
+    position in the whole flattened parameter (None where not known): an FSDP1 flat parameter split into the original
+    parameters' pieces it holds (named as the checkpoint names them: the flat parameter's module + ``_fqns``; each
+    piece's start its ``intra_param_start_idx``); any other tensor whole, at ``start``."""
     fqns, infos = (getattr(local, attribute, None) for attribute in FLAT_PARAMETER_ATTRIBUTES)
     if fqns is None or infos is None or not name.endswith(FLAT_PARAMETER_NAME):
-        yield name, local
+        yield name, local, start
         return
     prefix = name[: -len(FLAT_PARAMETER_NAME)]
     flat = local.detach().reshape(-1)
     for fqn, info in zip(fqns, infos):
         if info.in_shard and info.numel_in_shard:
-            yield checkpoint_name(prefix + fqn), flat[info.offset_in_shard : info.offset_in_shard + info.numel_in_shard]
+            yield (checkpoint_name(prefix + fqn), flat[info.offset_in_shard : info.offset_in_shard + info.numel_in_shard],
+                   info.intra_param_start_idx)
 
 
-def _local_shards_as(module: Any, dtype: Any):
-    """``(name, the rank's local shard cast to dtype)``: a DTensor's local part (FSDP2), an FSDP1 flat parameter's
-    pieces of each original parameter (:func:`_original_pieces`), else the tensor; cast on the device when there is
-    one (an offloaded shard is copied there, then freed); names as :func:`checkpoint_name` gives them."""
+def _shard_start(param: Any) -> Optional[int]:
+    """Where a DTensor's local part starts in the whole flattened tensor: FSDP2's ``Shard(0)`` on a 1-D mesh gives
+    rank r the rows ``[r·⌈d₀/W⌉, (r+1)·⌈d₀/W⌉)`` (``torch.chunk``'s split), a contiguous run; None for any other
+    placement (copies over a mesh dimension, another dimension sharded). A plain tensor starts at 0."""
+    if not hasattr(param, "to_local"):
+        return 0
+    from torch.distributed.tensor import Shard
+
+    placements = tuple(getattr(param, "placements", ()))
+    if len(placements) != 1 or type(placements[0]) is not Shard or placements[0].dim != 0 or param.dim() == 0:
+        return None
+    rows, world = param.shape[0], param.device_mesh.size()
+    return min(param.device_mesh.get_local_rank() * -(-rows // world), rows) * (param.numel() // max(rows, 1))
+
+
+def _whole_numels(module: Any) -> dict[str, int]:
+    """Each parameter's whole element count, by checkpoint name (FSDP1: ``_numels`` beside ``_fqns``)."""
+    numels = {}
+    for name, param in module.named_parameters():
+        fqns, sizes = getattr(param, "_fqns", None), getattr(param, "_numels", None)
+        if fqns is not None and sizes is not None and name.endswith(FLAT_PARAMETER_NAME):
+            prefix = checkpoint_name(name)[: -len(FLAT_PARAMETER_NAME)]
+            numels.update((checkpoint_name(prefix + fqn), int(size)) for fqn, size in zip(fqns, sizes))
+        else:
+            numels[checkpoint_name(name)] = int(param.numel())
+    return numels
+
+
+def block_starts(numels: dict[str, int], packed: dict[str, list[str]]) -> dict[str, Optional[int]]:
+    """Where each trainer tensor's block starts in the vLLM tensor that loads it (:func:`served_name`): 0 for a tensor
+    loaded alone; in a fused tensor of ``packed`` (at TP = 1 the shards' concatenation along dim 0, in the mapping's
+    order: ``qkv_proj`` = [q_proj; k_proj; v_proj]) the sum of the element counts of the shards before it; None where
+    one of those is not a trainer tensor."""
+    fused = {shard: shards for shards in packed.values() for shard in shards}
+    starts: dict[str, Optional[int]] = {}
+    for name in numels:
+        parts = name.split(".")
+        hits = [index for index, part in enumerate(parts) if part in fused]
+        if not hits:
+            starts[name] = 0
+            continue
+        index = hits[0]
+        shards = fused[parts[index]]
+        before = [".".join(parts[:index] + [shard] + parts[index + 1 :]) for shard in shards[: shards.index(parts[index])]]
+        starts[name] = (sum(numels[other] for other in before)
+                        if len(hits) == 1 and all(other in numels for other in before) else None)
+    return starts
+
+
+def _local_shards_as(module: Any, dtype: Any, starts: dict[str, Optional[int]]):
+    """``(name, the rank's local shard cast to dtype, its start in the vLLM tensor that loads it or None)``: a
+    DTensor's local part (FSDP2), an FSDP1 flat parameter's pieces of each original parameter
+    (:func:`_original_pieces`), else the tensor; cast on the device when there is one (an offloaded shard is copied
+    there, then freed); names as :func:`checkpoint_name` gives them, starts from :func:`block_starts` plus the
+    piece's own."""
     import torch
 
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None
     for name, param in module.named_parameters():
         local = param.to_local() if hasattr(param, "to_local") else param
-        for piece_name, piece in _original_pieces(checkpoint_name(name), local):
+        for piece_name, piece, start in _original_pieces(checkpoint_name(name), local, _shard_start(param)):
             piece = piece.detach()
             if device is not None and piece.device.type == "cpu":
                 piece = piece.to(device, non_blocking=False)
-            yield piece_name, piece.to(dtype)
+            block = starts.get(piece_name, 0)
+            yield piece_name, piece.to(dtype), None if start is None or block is None else block + start
 
 
-def actor_tensor_fingerprints(worker: Any, dtype_name: str) -> dict:
-    """Run inside an actor worker (``worker.__ray_call__.remote(actor_tensor_fingerprints, dtype)``): the fingerprint
-    of each of its local parameter shards as ``dtype_name`` (one tensor cast at a time).
-    ``{"tensors": {name: fingerprint}, "seconds"}``."""
+def actor_tensor_fingerprints(worker: Any, dtype_name: str, packed: Optional[dict[str, list[str]]] = None) -> dict:
+    """Run inside an actor worker (``worker.__ray_call__.remote(actor_tensor_fingerprints, dtype, packed)``): the
+    fingerprint of each of its local parameter shards as ``dtype_name`` (one tensor cast at a time), each word counted
+    at its position in the vLLM tensor that loads it (:func:`.served_weights.fingerprint_placed`, vLLM's
+    ``packed_modules_mapping`` ``packed``), so the ranks' pieces add up to that tensor's fingerprint
+    (:func:`.served_cast.composed_fingerprints`). ``{"tensors": {name: fingerprint}, "unplaced": [the names of
+    pieces whose position is not known, fingerprinted as if at 0], "seconds"}``."""
     import torch
 
     start = time.perf_counter()
     module = find_actor(worker).engine.module
     if torch.cuda.is_available():
         torch.cuda.synchronize()  # verl's offload copies are non_blocking: read the shards once written
-    fp = fingerprint(_local_shards_as(module, getattr(torch, DTYPES[dtype_name])))
-    return {"tensors": fp, "seconds": time.perf_counter() - start}
+    starts = block_starts(_whole_numels(module), packed or {})
+    unplaced: list[str] = []
+
+    def placed():
+        for name, piece, at in _local_shards_as(module, getattr(torch, DTYPES[dtype_name]), starts):
+            if at is None:
+                unplaced.append(name)
+            yield name, piece, at or 0
+
+    fp = fingerprint_placed(placed())
+    return {"tensors": fp, "unplaced": unplaced, "seconds": time.perf_counter() - start}
 
 
 def trainer_changed_tensors(previous: Optional[list[dict]], current: list[dict]) -> Optional[set[str]]:
@@ -196,6 +266,12 @@ def tensors_that_did_not_arrive(answers: list[Any], changed: set[str]) -> tuple[
         if lost:
             missing.append((index, lost))
     return missing, checked, replicas
+
+
+def packed_of(answers: list[Any]) -> dict[str, list[str]]:
+    """vLLM's ``packed_modules_mapping`` from the ranks' ``record`` answers (the first that has one; {} if none)."""
+    return next((rank["packed"] for ranks in answers if isinstance(ranks, (list, tuple))
+                 for rank in ranks if isinstance(rank, dict) and rank.get("packed")), {})
 
 
 def trainer_numels(tensors: list[dict]) -> dict[str, int]:
@@ -336,6 +412,6 @@ def rule_broken_message(breaking: list[tuple[int, dict]], changed: bool, step: i
     )
 
 
-__all__ = ["actor_tensor_fingerprints", "checkpoint_name", "find_actor", "replicas_breaking_the_rule",
+__all__ = ["actor_tensor_fingerprints", "block_starts", "checkpoint_name", "find_actor", "packed_of", "replicas_breaking_the_rule",
            "replicas_with_unequal_copies", "rule_broken_message", "served_name", "tensors_checkable", "tensors_message",
            "tensors_that_did_not_arrive", "trainer_changed_tensors", "trainer_numels", "unequal_copies_message"]  # fmt: skip
