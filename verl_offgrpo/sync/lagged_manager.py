@@ -29,7 +29,7 @@ sync) a real sync also records the served weights' fingerprint in every vLLM wor
 checks it (``ServedPolicyError`` on any difference, before the next rollout): ``timing_s/off_grpo_verify_weights``
 (that call) and ``off_grpo/weights_verified`` (1 on a check, 0 on a record).
 Every step also reports ``timing_s/off_grpo_sleep``, the replicas' sleep after its rollout (inside verl's
-``timing_s/gen``; level 1 at v > 1 copies α to host memory: :meth:`LaggedCheckpointManager.sleep_replicas`).
+``timing_s/gen``; level 1 at v > 1 with per_step copies α to host memory: :meth:`LaggedCheckpointManager.sleep_replicas`).
 V1 merges them through the
 trainer's ``_pending_sync_metrics`` (read by ``PPOTrainer._consume_sync_metrics`` right after
 ``on_step_end``). v0 has no channel from the manager to its local ``metrics`` dict: the manager
@@ -283,10 +283,10 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         """verl's sleep of the replicas after a rollout, timed: ``timing_s/off_grpo_sleep`` of the
         current step (summed if the step sleeps twice, e.g. after validation).
 
-        verl calls it inside its ``timing_s/gen`` timer. At v = 1 vLLM sleeps at level 2 (weights
-        discarded); at v > 1 with ``keep_weights=sleep_level1`` at level 1, which copies α to host
-        memory after every rollout, synced step or not: a cost of the lag that ``timing_s/gen`` would
-        otherwise hide.
+        verl calls it inside its ``timing_s/gen`` timer. At v = 1 and in a window vLLM sleeps at verl's
+        level 2 (weights discarded); at v > 1 with per_step and ``keep_weights=sleep_level1`` at level 1, which
+        copies α to host memory after every rollout, synced step or not: a cost of the lag that
+        ``timing_s/gen`` would otherwise hide.
         """
         start = time.perf_counter()
         await super().sleep_replicas()
