@@ -96,8 +96,8 @@ class FakeVLLMWorker(FakeWorkerExtension):
             for name, p in self.model_runner.model.named_parameters():
                 if name not in kept:
                     dim = 1 if name == "layers.1.weight" else 0
-                    part = whole[name] if name in REPLICATED else whole[name].chunk(self.tp, dim=dim)[self.rank]
-                    p.copy_(part)
+                    size = p.shape[dim]
+                    p.copy_(whole[name] if name in REPLICATED else whole[name].narrow(dim, self.rank * size, size))
 
     def sleep(self, level):
         self.host_copy = [p.detach().clone() for p in self.params()] if level == 1 else None
