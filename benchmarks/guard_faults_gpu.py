@@ -94,12 +94,13 @@ RUNS = {
     "stale_sync_rank": ("stale_sync_rank", True),
     "stale_sync_tensor": ("stale_sync_tensor", True),
     "stale_sync_rank_norm": ("stale_sync_rank_norm", True),
+    "corrupt_sync_tensor": ("corrupt_sync_tensor", True),
 }
 #: the plugin's error for a failed served-weights check (served_weights.mismatch_message)
 CAUGHT = re.compile(
     r"(verl-offgrpo: step (\d+): (?:vLLM does not serve α|the served-weights check could not confirm|"
     r"the weight sync did not reach vLLM|the weight sync reached vLLM only in part|"
-    r"the weight sync reached vLLM's TP ranks unequally)[^\n]*)"
+    r"the weight sync reached vLLM's TP ranks unequally|after the weight sync vLLM's)[^\n]*)"
 )
 #: the r' guard's own errors (alpha_guard)
 RPRIME_ERROR = re.compile(r"(verl-offgrpo: step (\d+): the batch was sampled[^\n]*)")
@@ -115,7 +116,7 @@ def expected_step(fault: str | None, period: int, after_sync: int) -> int | None
         return None
     if fault == "level2":
         return 2
-    if fault.startswith("stale_sync"):  # caught in the slot of the K-th sync, step v·(K−1)
+    if fault.startswith(("stale_sync", "corrupt_sync")):  # caught in the slot of the K-th sync, step v·(K−1)
         return period * (after_sync - 1)
     return period * (after_sync - 1) + 2
 
@@ -195,7 +196,9 @@ def job_overrides(args, name: str, steps: int, verify: bool, model_dir: Path, da
         "trainer.project_name": "offgrpo_guard_faults",
         "algorithm.off_grpo.verify_served_weights": str(verify).lower(),
     }
-    return mainppo_job.set_overrides(base, updates) + list(args.extra)
+    # an --extra replaces the same key of the base (e.g. algorithm.off_grpo.rollout_schedule=window on --trainer v1)
+    return mainppo_job.set_overrides(mainppo_job.set_overrides(base, updates),
+                                     dict(extra.split("=", 1) for extra in args.extra))
 
 
 def run_one(args, name: str, model_dir: Path, data_dir: Path, log_dir: Path, env_extra: dict) -> dict:

@@ -21,6 +21,10 @@ that module is imported; elsewhere it does nothing. ``OFFGRPO_GUARD_FAULT`` pick
   layer L (``OFFGRPO_GUARD_FAULT_LAYER``): every rank changed, that tensor did not.
 * ``stale_sync_rank_norm``: as ``stale_sync_rank``, for one tensor only: the first layer norm of decoder layer L,
   a tensor every TP rank holds whole: every rank changed, and the norm changed on the other ranks (run it at --tp 2).
+* ``corrupt_sync_tensor``: the worker's K-th real sync is received as usual, then one element of the first matrix
+  of decoder layer L gains one ulp on TP rank ``OFFGRPO_GUARD_FAULT_RANK`` (as ``perturb``, but right after the
+  sync): that tensor changed at the sync, yet is not the trainer's cast (at TP = 1 the exact rule's to catch, in
+  either rollout schedule).
 
 Each injection prints a ``[guard-fault]`` line (the vLLM worker's output reaches the job's console log).
 """
@@ -36,10 +40,13 @@ LAYER = int(os.environ.get("OFFGRPO_GUARD_FAULT_LAYER", "3"))
 RANK = os.environ.get("OFFGRPO_GUARD_FAULT_RANK", "last")
 GPU_WORKER = "vllm.v1.worker.gpu_worker"
 EXTENSION_MODULE = "verl.workers.rollout.vllm_rollout.utils"
-FAULTS = ("level2", "perturb", "noise", "stale_sync", "stale_sync_rank", "stale_sync_tensor", "stale_sync_rank_norm")
+FAULTS = ("level2", "perturb", "noise", "stale_sync", "stale_sync_rank", "stale_sync_tensor", "stale_sync_rank_norm",
+          "corrupt_sync_tensor")
 STALE_SYNCS = ("stale_sync", "stale_sync_rank", "stale_sync_tensor", "stale_sync_rank_norm")
 #: the faults that act on one TP rank only (``OFFGRPO_GUARD_FAULT_RANK``)
-ONE_RANK = ("stale_sync_rank", "stale_sync_rank_norm")
+ONE_RANK = ("stale_sync_rank", "stale_sync_rank_norm", "corrupt_sync_tensor")
+#: the faults injected at the K-th sync
+AT_SYNC = STALE_SYNCS + ("corrupt_sync_tensor",)
 _MARK = "__guard_fault_patched__"
 
 
@@ -59,10 +66,14 @@ def _wrap_syncs() -> None:
 
     def update_weights_from_ipc(self, *args, **kwargs):
         self._guard_fault_syncs = getattr(self, "_guard_fault_syncs", 0) + 1
-        if FAULT not in STALE_SYNCS or self._guard_fault_syncs != AFTER_SYNC:
+        if FAULT not in AT_SYNC or self._guard_fault_syncs != AFTER_SYNC:
             return original(self, *args, **kwargs)
         if FAULT in ONE_RANK and getattr(self, "rank", None) != _target_rank(self):
             return original(self, *args, **kwargs)
+        if FAULT == "corrupt_sync_tensor":
+            out = original(self, *args, **kwargs)
+            _perturb(self, ulp=True, when=f"right after sync #{self._guard_fault_syncs}")
+            return out
         import torch
 
         named = list(self.model_runner.model.named_parameters())
@@ -91,7 +102,7 @@ def _target_rank(worker) -> int:
     return int(getattr(parallel, "tensor_parallel_size", 1) or 1) - 1
 
 
-def _perturb(worker) -> None:
+def _perturb(worker, ulp: bool, when: str) -> None:
     import torch
 
     model = worker.model_runner.model
@@ -101,7 +112,7 @@ def _perturb(worker) -> None:
     else:
         name, param = next(iter(model.named_parameters()))
     with torch.no_grad():
-        if FAULT == "perturb":
+        if ulp:
             flat = param.data.view(-1)
             words = flat.view(torch.int16) if flat.element_size() == 2 else flat.view(torch.uint8)
             words[0] += 1
@@ -110,8 +121,7 @@ def _perturb(worker) -> None:
             rms = param.data.float().pow(2).mean().sqrt()
             param.data.add_((torch.randn_like(param.data, dtype=torch.float32) * 1e-3 * rms).to(param.dtype))
             what = "Gaussian noise of 1e-3 RMS added to every element"
-    _say(f"{FAULT}: rank {getattr(worker, 'rank', '?')}: {name} {tuple(param.shape)}: {what} "
-         f"(first weights wake after sync #{worker._guard_fault_syncs})")  # fmt: skip
+    _say(f"{FAULT}: rank {getattr(worker, 'rank', '?')}: {name} {tuple(param.shape)}: {what} ({when})")
 
 
 def patch_worker(module) -> None:
@@ -141,11 +151,11 @@ def patch_worker(module) -> None:
             if (weights and not getattr(self, "_guard_fault_done", False)
                     and getattr(self, "_guard_fault_syncs", 0) >= AFTER_SYNC and getattr(self, "rank", 0) == _target_rank(self)):
                 self._guard_fault_done = True
-                _perturb(self)
+                _perturb(self, ulp=FAULT == "perturb", when=f"first weights wake after sync #{self._guard_fault_syncs}")
             return out
 
         worker_cls.wake_up = wake_up
-    elif FAULT in STALE_SYNCS:
+    elif FAULT in AT_SYNC:
         original_wake = worker_cls.wake_up
 
         def wake_up(self, tags=None):  # every sync wakes the weights first: the extension is loaded by then

@@ -69,3 +69,16 @@ def test_each_stale_sync_fault_keeps_what_it_names(monkeypatch, fault, stale):
         assert len(tensors) == 20
         for name, value in tensors.items():
             assert value == (1.0 if stale(rank, name) else 2.0), (rank, name)
+
+
+def test_a_corrupt_sync_changes_one_element_of_one_tensor_right_after_the_sync(monkeypatch):
+    """``corrupt_sync_tensor``: the 2nd sync arrives everywhere, then layers.3's first matrix gains one ulp in element
+    0 on the last TP rank only: that tensor changed at the sync (so "changed" passes) yet is not the sent weights."""
+    diag = load(monkeypatch, "corrupt_sync_tensor")
+    served = workers(monkeypatch, diag)  # fp32 fakes: the ulp is a byte of element 0's mantissa
+    for rank, tensors in enumerate(served):
+        for name, value in tensors.items():
+            if rank == 1 and name == "layers.3.mlp.weight":
+                assert value != 2.0 and abs(value - 2.0) < 1e-5, value
+            else:
+                assert value == 2.0, (rank, name)

@@ -65,7 +65,10 @@ def test_expected_steps_and_verdicts():
     assert gf.parse_console(f"ServedPolicyError: {part}\n")["caught_step"] == 3
     unequal = "verl-offgrpo: step 3: the weight sync reached vLLM's TP ranks unequally: every rank of replica 0 holds x"
     assert gf.parse_console(f"ServedPolicyError: {unequal}\n")["caught_step"] == 3
-    assert gf.expected_step("stale_sync_rank_norm", 3, 2) == 3
+    assert gf.expected_step("stale_sync_rank_norm", 3, 2) == 3 == gf.expected_step("corrupt_sync_tensor", 3, 2)
+    cast = ("verl-offgrpo: step 3: after the weight sync vLLM's replica 0 serves model.layers.3.x (TP rank 0) unlike "
+            "the trainer's weights cast to bfloat16")
+    assert gf.parse_console(f"ServedPolicyError: {cast}\n")["caught_step"] == 3
     honest = {"fault": None, "verify": True, "caught": False, "rprime_error": None, "verify_cost": {"check_s": {"n": 9}}}
     assert gf.verdict(honest) and not gf.verdict({**honest, "caught": True})
     assert not gf.verdict({**honest, "verify_cost": {"check_s": None}})  # no lagged wake was checked
@@ -139,6 +142,14 @@ def test_the_digit_task_keeps_its_own_data_and_reward(tmp_path):
     assert f"reward.custom_reward_function.path={tmp_path / 'd' / 'reward.py'}" in overrides
     arith = gf.job_overrides(args(task="add1"), "stale_sync", 8, True, tmp_path / "model", tmp_path / "d")
     assert "reward.custom_reward_function.path=pkg://verl_offgrpo.rewards" in arith
+
+
+def test_an_extra_override_replaces_the_base_key(tmp_path):
+    """--trainer v1 --extra algorithm.off_grpo.rollout_schedule=window: the window, not sync_e2e's pinned per_step
+    beside it: one value for the key."""
+    overrides = gf.job_overrides(args(trainer="v1", extra=["algorithm.off_grpo.rollout_schedule=window"]),
+                                 "corrupt_sync_tensor", 8, True, tmp_path / "model", tmp_path / "d")
+    assert [o for o in overrides if "rollout_schedule" in o] == ["algorithm.off_grpo.rollout_schedule=window"]
 
 
 def test_a_stale_sync_over_weights_that_did_not_move_is_untestable():
