@@ -72,6 +72,8 @@ def test_expected_steps_and_verdicts():
     honest = {"fault": None, "verify": True, "caught": False, "rprime_error": None, "verify_cost": {"check_s": {"n": 9}}}
     assert gf.verdict(honest) and not gf.verdict({**honest, "caught": True})
     assert not gf.verdict({**honest, "verify_cost": {"check_s": None}})  # no lagged wake was checked
+    window = {**honest, "rollout_schedule": "window", "verify_cost": {"check_s": None, "sync_check_s": {"n": 3}}}
+    assert gf.verdict(window) and not gf.verdict({**window, "verify_cost": {"check_s": None, "sync_check_s": None}})
     assert gf.verdict({"fault": "level2", "verify": True, "caught_as_expected": True})
     assert not gf.verdict({"fault": "level2", "verify": True, "caught_as_expected": False})
     assert gf.split_gpus("0,0,0") == ["0", "0", "0"] and gf.split_gpus("0,1;0,1") == ["0,1", "0,1"]
