@@ -271,12 +271,18 @@ def verdict(run: dict) -> bool:
     return bool(run["caught_as_expected"])
 
 
+#: the fault module's count of the put-back tensors the faulty sync had changed (``… put back (…); moved N``)
+MOVED = re.compile(r"put back \([^)]*\); moved (\d+)")
+
+
 def untestable(run: dict) -> bool:
     """A stale-sync fault whose sync found the trainer's weights unchanged (``off_grpo/trainer_changed`` 0: every
-    update skipped, e.g. every group zero-variance under the mask): putting the old weights back then leaves vLLM
-    serving α exactly, so there was nothing to catch. Such a run fails, and says why."""
+    update skipped, e.g. every group zero-variance under the mask), or changed none of the tensors the fault put back
+    (every fault line says ``moved 0``: a norm of ones under an update below bf16's resolution): putting the old
+    weights back then leaves vLLM serving α exactly, so there was nothing to catch. Such a run fails, and says why."""
+    moved = [int(m.group(1)) for line in run.get("fault_lines") or () for m in [MOVED.search(line)] if m]
     return (str(run["fault"]).startswith("stale_sync") and not run.get("caught")
-            and run.get("trainer_changed_at_fault") == 0)
+            and (run.get("trainer_changed_at_fault") == 0 or (bool(moved) and not any(moved))))
 
 
 def main(argv=None) -> int:

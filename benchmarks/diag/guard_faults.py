@@ -84,11 +84,13 @@ def _wrap_syncs() -> None:
         params = [p for _, p in named]
         before = [p.detach().clone() for p in params]
         out = original(self, *args, **kwargs)
+        moved = sum(not torch.equal(param, old) for param, old in zip(params, before))
         with torch.no_grad():
             for param, old in zip(params, before):
                 param.copy_(old)
+        # "moved": how many of them the sync changed; 0 means the put-back left vLLM on what it was sent (untestable)
         _say(f"{FAULT}: rank {getattr(self, 'rank', '?')}: sync #{self._guard_fault_syncs} received, then the "
-             f"{len(params)} parameter tensor(s) from before it put back ({named[0][0]}, ...)")  # fmt: skip
+             f"{len(params)} parameter tensor(s) from before it put back ({named[0][0]}, ...); moved {moved}")  # fmt: skip
         return out
 
     setattr(update_weights_from_ipc, _MARK, True)

@@ -63,8 +63,10 @@ def workers(monkeypatch, diag, tp=2):
     # one tensor every rank holds whole (a layer norm), on the last rank only
     ("stale_sync_rank_norm", lambda rank, name: rank == 1 and name == "layers.3.input_layernorm.weight"),
 ])
-def test_each_stale_sync_fault_keeps_what_it_names(monkeypatch, fault, stale):
+def test_each_stale_sync_fault_keeps_what_it_names(monkeypatch, capsys, fault, stale):
     served = workers(monkeypatch, load(monkeypatch, fault))
+    said = capsys.readouterr().out
+    assert "; moved " in said and "; moved 0" not in said  # the sync changed what the fault then put back
     for rank, tensors in enumerate(served):
         assert len(tensors) == 20
         for name, value in tensors.items():

@@ -162,6 +162,12 @@ def test_a_stale_sync_over_weights_that_did_not_move_is_untestable():
     assert not gf.untestable({**run, "trainer_changed_at_fault": 1.0})  # a miss, a real failure
     assert not gf.untestable({**run, "caught": True, "trainer_changed_at_fault": 0.0})
     assert not gf.untestable({"fault": "perturb", "verify": True, "caught": False, "trainer_changed_at_fault": 0.0})
+    # the trainer moved, but not the tensor put back (a norm of ones under an update below bf16's resolution)
+    line = ("[guard-fault] pid 7: stale_sync_rank_norm: rank 1: sync #2 received, then the 1 parameter tensor(s) from "
+            "before it put back (model.layers.3.input_layernorm.weight, ...); moved {}")
+    moved = {**run, "fault": "stale_sync_rank_norm", "trainer_changed_at_fault": 1.0}
+    assert gf.untestable({**moved, "fault_lines": [line.format(0)]})
+    assert not gf.untestable({**moved, "fault_lines": [line.format(1)]})
 
 
 def test_a_shape_run_defaults_to_the_digit_task(tmp_path, monkeypatch):
