@@ -127,3 +127,13 @@ def test_without_the_group_index_it_refuses():
 
     with pytest.raises(ValueError, match="prompt-group index"):
         compute_off_grpo_advantage(torch.ones(2, 3), torch.ones(2, 3), index=None)
+
+
+def test_a_config_without_norm_adv_by_std_divides_by_the_std_as_grpo():
+    """Without ``norm_adv_by_std_in_grpo`` in the config the advantage is divided by sqrt(std² + ε), as verl's own
+    default: rewards 1, 0 (mean 0.5, unbiased std² 0.5) with ε = 1.5 give ±0.5 / sqrt(2) (Dr.GRPO's would be ±0.5)."""
+    from verl_offgrpo.advantage import compute_off_grpo_advantage
+
+    adv, _ = compute_off_grpo_advantage(torch.tensor([[1.0], [0.0]]), torch.ones(2, 1), ["a", "a"],
+                                        OmegaConf.create({"off_grpo": {"std_eps": 1.5}}))
+    assert adv[:, 0].tolist() == pytest.approx([0.5 / math.sqrt(2), -0.5 / math.sqrt(2)])

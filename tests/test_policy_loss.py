@@ -426,3 +426,14 @@ def test_ranks_with_unequal_empty_micro_batches_aggregate_and_the_guard_reads_th
     assert terms["off_grpo/bound/tv_seq"] == pytest.approx(0.5 * ((8 - 1) + (1 - 0.125) + 0) / 3)
     # no micro-batch with a loss token: nothing measured, nothing for the guard
     assert rprime_terms_after_update({**step, "actor/off_grpo/rprime_terms_frac": 0.0}) == {}
+
+
+def test_a_token_with_zero_advantage_is_never_counted_as_clipped_high():
+    """clipfrac_high counts tokens whose A > 0 and r above r' + ε (the clip binds there); a token with A = 0 above the
+    window takes no clipped gradient. Two tokens, π_k = 0.5, r' = 1, ε = 0.2: r = 2.0 with A = 0, r = 1.0 with A = 1:
+    neither is clipped high."""
+    r, pi_k = torch.tensor([[2.0, 1.0]]), torch.full((1, 2), 0.5)
+    _, metrics = call_ppo_loss(actor_config(), torch.log(r * pi_k).requires_grad_(True), torch.log(pi_k),
+                               torch.tensor([[0.0, 1.0]]), torch.ones(1, 2, dtype=torch.int64),
+                               rollout_is_weights=torch.ones(1, 2))
+    assert metric_value(metrics, "actor/off_grpo/clipfrac_high") == 0.0

@@ -271,3 +271,11 @@ def test_the_loss_aggregates_with_verls_loss_agg_mode(mode):
     (grad,) = torch.autograd.grad(loss, log_prob)
     row0, row1 = AGG_GRADS[mode]
     torch.testing.assert_close(grad, torch.tensor([[row0] * 4, [row1, row1, 0.0, 0.0]]))
+
+
+def test_rec_logs_ppo_kl_as_log_pi_k_minus_log_pi_theta():
+    """``actor/ppo_kl`` = mean(log π_k − log π_θ), as verl's PPO loss logs it: ρ = π_θ/π_k = 0.5 gives ln 2."""
+    _, _, _, metrics = call(actor_config(clip_mode="none"), [0.5], [1.0])
+    value = metrics["actor/ppo_kl"]
+    value = value.aggregate() if hasattr(value, "aggregate") else value
+    assert float(value) == pytest.approx(math.log(2.0), rel=1e-5)

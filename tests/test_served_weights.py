@@ -389,3 +389,13 @@ def test_a_tensor_every_tp_rank_holds_whole_must_be_alike_on_all_ranks():
         "with it and not others, and the replica's next rollout would mix two policies. Stopped before any batch was "
         "sampled from it. Check the weight-sync path (verl's checkpoint engine, each rank's loader); "
         "algorithm.off_grpo.verify_served_weights=false turns the check off.")
+
+
+def test_the_trainers_changed_tensors_across_rank_counts_and_new_names():
+    """Another number of actor ranks than at the last sync: nothing to compare (None, not "unchanged"); a tensor that
+    appears on a rank counts as changed."""
+    from verl_offgrpo.sync import sync_reached
+
+    fp = [1, "bfloat16", 0, 0, 0]
+    assert sync_reached.trainer_changed_tensors([{"a": fp}], [{"a": fp}, {"a": fp}]) is None
+    assert sync_reached.trainer_changed_tensors([{"a": fp}], [{"a": fp, "b": fp}]) == {"b"}

@@ -144,3 +144,12 @@ def test_red_drop_rows_reach_the_masks_as_the_estimator_dropped_them():
     assert written[:7].count(0) == 3 + 2 and written == [t.sum().item() for t in tq.store["response_mask"].unbind()]
     assert metrics["off_grpo/red_drop/dropped_frac"] == pytest.approx(3 / 7)
     assert metrics["off_grpo/zero_var_masked_frac"] == pytest.approx(2 / 7)
+
+
+def test_a_padded_tensors_masked_rows_are_zeroed_on_a_copy():
+    """A padded (not nested) tensor: the masked groups' rows become 0 in the result, the input is left as it was."""
+    from verl_offgrpo.zero_var_mask import zero_rows_nested
+
+    x = torch.ones(3, 2)
+    assert zero_rows_nested(x, torch.tensor([False, True, False])).tolist() == [[1, 1], [0, 0], [1, 1]]
+    assert x.sum() == 6
