@@ -399,3 +399,19 @@ def test_the_trainers_changed_tensors_across_rank_counts_and_new_names():
     fp = [1, "bfloat16", 0, 0, 0]
     assert sync_reached.trainer_changed_tensors([{"a": fp}], [{"a": fp}, {"a": fp}]) is None
     assert sync_reached.trainer_changed_tensors([{"a": fp}], [{"a": fp, "b": fp}]) == {"b"}
+
+
+def test_composed_fingerprints_leave_out_what_cannot_be_placed_or_mixes_dtypes():
+    """The sums per vLLM tensor: pieces of two ranks add up field by field; a tensor fed by a piece of unknown position
+    (``unplaced``) or by pieces of two dtypes is left out, and a vLLM rank holding a slice (another element count) is
+    not compared."""
+    from verl_offgrpo.sync.served_cast import composed_fingerprints, tensors_unlike_trainer
+
+    qkv = {"qkv_proj": ["q_proj", "k_proj", "v_proj"]}
+    ranks = [{"l.q_proj.w": [2, "bfloat16", 1, 10, 100], "n.w": [3, "bfloat16", 5, 50, 500]},
+             {"l.k_proj.w": [1, "bfloat16", 2, 20, 200], "n.w": [1, "float32", 1, 1, 1], "o.w": [4, "bfloat16", 1, 1, 1]}]
+    composed = composed_fingerprints(ranks, {"o.w"}, qkv)
+    assert composed == {"l.qkv_proj.w": [3, "bfloat16", 3, 30, 300]}
+    served = [[{"rank": 0, "fingerprints": {"l.qkv_proj.w": [3, "bfloat16", 3, 30, 301]}},
+               {"rank": 1, "fingerprints": {"l.qkv_proj.w": [2, "bfloat16", 0, 0, 0]}}]]  # rank 1: a slice
+    assert tensors_unlike_trainer(served, composed, set()) == ([(0, [("l.qkv_proj.w", [0])])], 1)
