@@ -198,9 +198,11 @@ def job_overrides(args, name: str, steps: int, verify: bool, model_dir: Path, da
         "trainer.project_name": "offgrpo_guard_faults",
         "algorithm.off_grpo.verify_served_weights": str(verify).lower(),
     }
-    # an --extra replaces the same key of the base (e.g. algorithm.off_grpo.rollout_schedule=window on --trainer v1)
-    return mainppo_job.set_overrides(mainppo_job.set_overrides(base, updates),
-                                     dict(extra.split("=", 1) for extra in args.extra))
+    # a plain key=value --extra replaces the same key of the base (algorithm.off_grpo.rollout_schedule=window on
+    # --trainer v1); +key=value and ~key go to hydra as they are
+    plain = [extra for extra in args.extra if "=" in extra and not extra.startswith(("+", "~"))]
+    return (mainppo_job.set_overrides(mainppo_job.set_overrides(base, updates), dict(e.split("=", 1) for e in plain))
+            + [extra for extra in args.extra if extra not in plain])
 
 
 def run_one(args, name: str, model_dir: Path, data_dir: Path, log_dir: Path, env_extra: dict) -> dict:

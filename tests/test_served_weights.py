@@ -405,7 +405,7 @@ def test_composed_fingerprints_leave_out_what_cannot_be_placed_or_mixes_dtypes()
     """The sums per vLLM tensor: pieces of two ranks add up field by field; a tensor fed by a piece of unknown position
     (``unplaced``) or by pieces of two dtypes is left out, and a vLLM rank holding a slice (another element count) is
     not compared."""
-    from verl_offgrpo.sync.served_cast import composed_fingerprints, tensors_unlike_trainer
+    from verl_offgrpo.sync.served_cast import compare_with_trainer, composed_fingerprints
 
     qkv = {"qkv_proj": ["q_proj", "k_proj", "v_proj"]}
     ranks = [{"l.q_proj.w": [2, "bfloat16", 1, 10, 100], "n.w": [3, "bfloat16", 5, 50, 500]},
@@ -414,4 +414,21 @@ def test_composed_fingerprints_leave_out_what_cannot_be_placed_or_mixes_dtypes()
     assert composed == {"l.qkv_proj.w": [3, "bfloat16", 3, 30, 300]}
     served = [[{"rank": 0, "fingerprints": {"l.qkv_proj.w": [3, "bfloat16", 3, 30, 301]}},
                {"rank": 1, "fingerprints": {"l.qkv_proj.w": [2, "bfloat16", 0, 0, 0]}}]]  # rank 1: a slice
-    assert tensors_unlike_trainer(served, composed, set()) == ([(0, [("l.qkv_proj.w", [0])])], 1)
+    assert compare_with_trainer(served, composed, None) == ([(0, [("l.qkv_proj.w", [0])])], set(), 1)
+    assert compare_with_trainer(served, composed, set()) == ([], set(), 0)  # nothing trusted: nothing compared
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_pieces_cut_at_and_around_chunk_boundaries_add_up_to_the_whole(monkeypatch, dtype):
+    """With 64-word chunks, pieces of a 300-element tensor cut at 63, 64, 65, 128 and inside a chunk, fingerprinted at
+    their positions in it, sum (numel, s0, s1, s2 each) to the whole tensor's fingerprint: each word is counted with
+    its chunk's multiplier and its position's weights in the whole (a float32 element is two words)."""
+    monkeypatch.setattr(sw, "CHUNK", 64)
+    t = torch.randn(300, generator=torch.Generator().manual_seed(3)).to(dtype)
+    whole = sw.fingerprint([("t", t)])["t"]
+    for cuts in ([0, 63, 300], [0, 64, 300], [0, 65, 128, 300], [0, 10, 20, 129, 191, 300], [0, 300]):
+        pieces = sw.fingerprint_placed((str(i), t[a:b], a) for i, (a, b) in enumerate(zip(cuts, cuts[1:])))
+        summed = [sum(fp[k] for fp in pieces.values()) for k in (0, 2, 3, 4)]
+        assert summed == [whole[0]] + whole[2:], cuts
+    shifted = sw.fingerprint_placed([("a", t[:100], 0), ("b", t[100:], 101)])  # one position off: another sum
+    assert [sum(fp[k] for fp in shifted.values()) for k in (3, 4)] != whole[3:]

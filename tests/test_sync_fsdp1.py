@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests._background import module_jobs
-from verl_offgrpo.sync.served_cast import composed_fingerprints, tensors_unlike_trainer
+from verl_offgrpo.sync.served_cast import compare_with_trainer, composed_fingerprints
 from verl_offgrpo.sync.sync_reached import tensors_that_did_not_arrive, trainer_changed_tensors, trainer_numels
 
 SCRIPT = Path(__file__).parent / "fixtures" / "fsdp1_ranks.py"
@@ -99,14 +99,15 @@ def test_shards_placed_in_vllms_tensors_add_up_to_its_fingerprints(outputs, engi
     assert {name: composed.get(name) for name in served} == served
     assert set(composed) == set(served) and len(served) == 6  # two fused qkv weights, three norms, lm_head
     assert QKV_WEIGHT in served and any(rank["placed"]["unplaced"] for rank in ranks)  # the biases: unplaced
-    assert tensors_unlike_trainer([[{"rank": 0, "fingerprints": served}]], composed, set()) == ([], 6)
+    assert compare_with_trainer([[{"rank": 0, "fingerprints": served}]], composed, None) == ([], {(0, n) for n in served}, 6)
 
 
 def test_a_vllm_rank_serving_the_last_syncs_tensors_is_unlike_the_trainer(ranks):
     """After the update that moved one element of k_proj and one of a norm, a TP = 1 vLLM rank still serving the
     weights from before it holds exactly those two tensors (k_proj through the fused qkv_proj) unlike the trainer's
-    cast; left out (the first sync's layout), the same tensors are not compared."""
+    cast; not trusted (left out at a calibrating sync), the same tensors are not compared."""
     composed = _composed(ranks)
     stale = [[{"rank": 0, "fingerprints": ranks[0]["served_before"]}]]
-    assert tensors_unlike_trainer(stale, composed, set()) == ([(0, [(QKV_WEIGHT, [0]), (NORM, [0])])], 6)
-    assert tensors_unlike_trainer(stale, composed, {QKV_WEIGHT, NORM}) == ([], 4)
+    unlike, alike, compared = compare_with_trainer(stale, composed, None)
+    assert unlike == [(0, [(QKV_WEIGHT, [0]), (NORM, [0])])] and compared == 6 and len(alike) == 4
+    assert compare_with_trainer(stale, composed, alike) == ([], alike, 4)

@@ -501,21 +501,42 @@ def test_the_sync_check_reads_every_tp_rank(ray_local, monkeypatch):
 
 
 def test_a_window_sync_that_leaves_a_tensor_unloaded_stops_on_the_trainers_cast(ray_local, monkeypatch):
-    """Window (level-2 sleep between windows), TP = 1: at the sync of step 4 rank 0 loads π_4 except layers.0.weight,
-    which keeps what the wake left in its memory. Every rule on "changed" passes (that memory is not π_0's either),
-    but the tensor is not the trainer's cast: stopped at step 4, naming it and nothing else."""
+    """Window (level-2 sleep between windows), TP = 1: at the sync of step 8 rank 0 loads π_8 except layers.0.weight,
+    which keeps what the wake left in its memory. Every rule on "changed" passes (that memory is not π_4's either),
+    but the tensor is not the trainer's cast: stopped at step 8, naming it and nothing else."""
+    import functools
+
     from verl_offgrpo.sync.alpha_guard import ServedPolicyError
 
+    monkeypatch.setattr(fakes, "make_cluster",
+                        functools.partial(fakes.make_cluster, load_at={8: {0: (8, ("layers.0.weight",))}}))
+    with pytest.raises(ServedPolicyError, match=r"step 8: after the weight sync vLLM's replica 0 of 2 \(2 of 2 replicas "
+                                                r"alike\) serves layers.0.weight \(TP rank 0\) unlike the trainer's "
+                                                r"weights cast to bfloat16, which it matched at the sync of step 4"):
+        run_fit(monkeypatch, "trainer.test_freq=-1", total=12)
+
+
+def test_the_first_sync_after_the_trainer_moved_reads_the_engines_layout(ray_local, monkeypatch, caplog):
+    """The first sync whose trainer weights changed (step 4: π_0 → π_4, values off the bf16 grid for the first time)
+    is read as the engine's layout, as the first sync is: a tensor unlike the cast there (layers.0.weight left
+    unloaded on rank 0 of both replicas) is left out with a warning naming it, and the run goes on, comparing the other
+    three tensors of each replica at step 8."""
     serve_at_sync_4(monkeypatch, {0: (4, ("layers.0.weight",))})
-    with pytest.raises(ServedPolicyError, match=r"step 4: after the weight sync vLLM's replica 0 of 2 \(2 of 2 replicas "
-                                                r"alike\) serves layers.0.weight \(TP rank 0\) unlike the trainer's"):
-        run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=12)
+    assert rec.updates == {s: 1 for s in range(1, 13)}
+    assert series(rec, "off_grpo/sync_tensors_exact", [4, 8]) == [6.0, 6.0]
+    told = [r.getMessage() for r in caplog.records if "unlike the trainer's cast" in r.getMessage()]
+    assert told == ["verl-offgrpo: at the sync of step 4 vLLM holds 1 tensor(s) unlike the trainer's cast to bfloat16 "
+                    "(layers.0.weight): its loader stores something else for them, or the sync did not reach them; the "
+                    "exact check of each sync leaves them out for this run (6 tensor copies still compared)."]
 
 
 def test_tensors_an_engine_stores_other_than_the_cast_are_left_out_at_the_first_sync(ray_local, monkeypatch, caplog):
     """An engine whose loader stores layers.1.bias one ulp off the cast (as a model's own loader or a float32 tensor
     would differ): the first sync reads that as the engine's layout, one warning names the tensor, and the run goes
-    on comparing the other three tensors on each replica."""
+    on comparing the other three tensors on each replica (no second warning at step 4, the first sync after the
+    trainer moved: the bias was left out already)."""
     original = fakes.FakeVLLMServer.receive_weights
 
     async def transforming(self, version, policy=None):
@@ -529,9 +550,9 @@ def test_tensors_an_engine_stores_other_than_the_cast_are_left_out_at_the_first_
     assert rec.updates == {s: 1 for s in range(1, 9)}
     assert series(rec, "off_grpo/sync_tensors_exact", [4, 8]) == [6.0, 6.0]
     told = [r.getMessage() for r in caplog.records if "unlike the trainer's cast" in r.getMessage()]
-    assert told == ["verl-offgrpo: at the first checked sync vLLM holds 1 tensor(s) unlike the trainer's cast to "
+    assert told == ["verl-offgrpo: at the sync of step 0 vLLM holds 1 tensor(s) unlike the trainer's cast to "
                     "bfloat16 (layers.1.bias): its loader stores something else for them, or the sync did not reach "
-                    "them; the exact check of each sync leaves them out for this run (6 compared)."]
+                    "them; the exact check of each sync leaves them out for this run (6 tensor copies still compared)."]
 
 
 @pytest.mark.parametrize("schedule", ["per_step", pytest.param("window", marks=pytest.mark.slow)])

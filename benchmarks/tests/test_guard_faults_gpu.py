@@ -152,6 +152,8 @@ def test_an_extra_override_replaces_the_base_key(tmp_path):
     overrides = gf.job_overrides(args(trainer="v1", extra=["algorithm.off_grpo.rollout_schedule=window"]),
                                  "corrupt_sync_tensor", 8, True, tmp_path / "model", tmp_path / "d")
     assert [o for o in overrides if "rollout_schedule" in o] == ["algorithm.off_grpo.rollout_schedule=window"]
+    kept = gf.job_overrides(args(extra=["+trainer.x=1", "~trainer.y"]), "honest", 8, True, tmp_path / "m", tmp_path / "d")
+    assert kept[-2:] == ["+trainer.x=1", "~trainer.y"]  # appended as given
 
 
 def test_a_stale_sync_over_weights_that_did_not_move_is_untestable():

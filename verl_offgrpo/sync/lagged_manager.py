@@ -193,8 +193,12 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         self.actor_tensors: Optional[list[dict]] = None  # per actor rank, its tensors' fingerprints at the last sync
         # vLLM's packed_modules_mapping (from the first record), which places the trainer's tensors in vLLM's
         self.packed: Optional[dict[str, list[str]]] = None
-        # the tensors the first checked sync found unlike the trainer's cast (:mod:`.served_cast`); None before it
-        self.cast_left_out: Optional[set[str]] = None
+        # the rule that each tensor vLLM holds whole is the trainer's cast (:mod:`.served_cast`): the (replica, tensor)
+        # pairs the calibrating syncs found alike and unlike, and whether those syncs are over
+        self.verify_cast = self.verify_tensors
+        self.cast_trusted: set[tuple[int, str]] = set()
+        self.cast_left_out: set[tuple[int, str]] = set()
+        self.cast_armed = False
         self.told_no_tensor_names = False
         self.told_no_whole_copies = False
         self.record_answers: list = []  # per replica, its vLLM workers' answers to the last served-weights record
@@ -427,9 +431,10 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         """The exact check that the sync just made reached every replica (:mod:`.sync_reached`): raises
         :class:`ServedPolicyError` if a replica's weights did not change as the trainer's did since the last real
         sync (per TP rank), or a tensor the trainer changed did not change in it, or a tensor every TP rank holds whole
-        is not alike on all of them (per tensor, where :attr:`verify_tensors`). Returns
-        ``timing_s/off_grpo_verify_sync``, ``off_grpo/trainer_changed`` (1 or 0; none at the first sync, which has
-        nothing to compare with), ``off_grpo/sync_tensors_checked`` and ``off_grpo/sync_copies_compared``."""
+        is not alike on all of them, or one a vLLM worker holds whole is not the trainer's cast (per tensor, where
+        :attr:`verify_tensors`: :meth:`check_trainer_cast`). Returns ``timing_s/off_grpo_verify_sync``,
+        ``off_grpo/trainer_changed`` (1 or 0; none at the first sync, which has nothing to compare with),
+        ``off_grpo/sync_tensors_checked``, ``off_grpo/sync_copies_compared`` and ``off_grpo/sync_tensors_exact``."""
         start = time.perf_counter()
         workers = getattr(self.actor_wg, "workers", None) or []
         try:
@@ -450,12 +455,6 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             unequal, compared, tp_replicas = (
                 sync_reached.replicas_with_unequal_copies(self.record_answers, sync_reached.trainer_numels(tensors))
                 if self.verify_tensors else ([], 0, 0))
-            unlike, exact = [], 0
-            if self.verify_tensors:
-                composed = served_cast.composed_fingerprints(
-                    tensors, {name for r in reports for name in r.get("unplaced") or ()}, self.packed)
-                unlike, exact = served_cast.tensors_unlike_trainer(self.record_answers, composed,
-                                                                   self.cast_left_out or set())
         except Exception as err:  # noqa: BLE001 - the check cannot run here: say so once, fall back to the r' monitor
             logger.warning(
                 "verl-offgrpo: could not check that the sync of step %s reached vLLM, so that part of "
@@ -473,17 +472,10 @@ class LaggedCheckpointManager(CheckpointEngineManager):
                                                                  len(self.replicas)))
         if unequal:
             raise ServedPolicyError(sync_reached.unequal_copies_message(unequal, decision.step, len(self.replicas)))
-        if self.verify_tensors and self.cast_left_out is None:  # the first checked sync: the engine's layout
-            self.cast_left_out = served_cast.names_of(unlike)
-            exact -= sum(len(ranks) for _, tensors in unlike for _, ranks in tensors)
-            if self.cast_left_out:
-                logger.warning(served_cast.left_out_warning(self.cast_left_out, exact, self.rollout_dtype))
-        elif unlike:
-            raise ServedPolicyError(served_cast.unlike_message(unlike, decision.step, self.rollout_dtype,
-                                                               len(self.replicas), previous_step))
         metrics = {"timing_s/off_grpo_verify_sync": time.perf_counter() - start}
-        if exact:
-            metrics[served_cast.COMPARED] = float(exact)
+        if self.verify_cast:
+            metrics.update(self.check_trainer_cast(reports, changed, decision.step, previous_step))
+            metrics["timing_s/off_grpo_verify_sync"] = time.perf_counter() - start
         if compared:
             metrics["off_grpo/sync_copies_compared"] = float(compared)
         elif tp_replicas and not self.told_no_whole_copies:
@@ -504,6 +496,42 @@ class LaggedCheckpointManager(CheckpointEngineManager):
                     len(changed_tensors), decision.step,
                 )  # fmt: skip
         return metrics
+
+    def check_trainer_cast(self, reports: list[dict], changed: Optional[bool], step: int,
+                           previous_step: Optional[int]) -> dict[str, float]:
+        """The rule of :mod:`.served_cast` at the sync of ``step``: each tensor a vLLM worker holds whole is the
+        trainer's (the actor ranks' ``reports``) cast to vLLM's dtype. A calibrating sync
+        (:func:`.served_cast.calibrates`) trusts the (replica, tensor) pairs it finds alike and warns of the others; any
+        other sync compares the trusted pairs and raises :class:`ServedPolicyError` on a difference. Returns ``off_grpo/sync_tensors_exact``. A failure
+        of the comparison itself turns this rule off (a warning), not the others."""
+        try:
+            unplaced = {name for report in reports for name in report.get("unplaced") or ()}
+            composed = served_cast.composed_fingerprints([r["tensors"] for r in reports], unplaced, self.packed)
+            calibrating = served_cast.calibrates(self.cast_armed, changed)
+            unlike, alike, exact = served_cast.compare_with_trainer(
+                self.record_answers, composed, None if calibrating else self.cast_trusted, self.cast_left_out)
+        except Exception as err:  # noqa: BLE001 - this rule cannot run here: say so once, the other rules stay on
+            logger.warning(
+                "verl-offgrpo: could not compare vLLM's weights with the trainer's cast at the sync of step %s, so "
+                "that rule of algorithm.off_grpo.verify_served_weights is off for this run (the other sync rules "
+                "stay on): %s",
+                step, " ".join(str(err).split())[:1500],
+            )  # fmt: skip
+            self.verify_cast = False
+            return {}
+        if not calibrating and unlike:
+            raise ServedPolicyError(served_cast.unlike_message(unlike, step, self.rollout_dtype, len(self.replicas),
+                                                               previous_step))
+        if calibrating:
+            self.cast_left_out |= served_cast.pairs_of(unlike)
+            self.cast_trusted = (self.cast_trusted | alike) - self.cast_left_out
+            self.cast_armed = bool(changed)
+            exact -= served_cast.copies_of(unlike)
+            if unlike:
+                logger.warning(served_cast.left_out_warning(unlike, exact, self.rollout_dtype, step))
+            if changed is None and not exact:
+                logger.warning(served_cast.nothing_compared_warning())
+        return {served_cast.COMPARED: float(exact)} if exact else {}
 
     @property
     def lagged_limit_warns(self) -> bool:

@@ -34,7 +34,7 @@ checkpoint manager compares the served parameters themselves, with tolerance 0:
   :class:`~verl_offgrpo.sync.alpha_guard.ServedPolicyError` that names the step whose rollout would
   have used the weights, the replica, the rank and the first differing tensors — before any batch
   is sampled from them. A windowed rollout (``rollout_schedule=window``) wakes vLLM only inside a
-  real sync, so it checks nothing; it records at each real sync for :mod:`.sync_reached` alone.
+  real sync, so it checks nothing; it records at each real sync for :mod:`.sync_reached` and :mod:`.served_cast`.
 
 Limits: the check covers ``model_runner.model``'s parameters (not an MTP drafter, not buffers, which
 vLLM itself saves and restores across sleep); with vLLM data parallelism inside one replica the plugin
@@ -58,8 +58,8 @@ RPC_METHOD = "off_grpo_served_weights"
 #: attribute of a vLLM worker holding its record (fingerprint of α and the step it was synced after)
 RECORD_ATTR = "_off_grpo_alpha_record"
 #: words per chunk: bounds the temporary device memory at 4 × 4 B × CHUNK = 64 MiB (the chunk as int32, one product
-#: and the two position-weight vectors: one pair per call and device, as long as the longest chunk; a shorter chunk
-#: takes their prefix)
+#: and the two position-weight vectors: one pair per call and device, as long as the furthest position in a chunk
+#: seen so far, doubled as it grows; a segment takes its positions' slice)
 CHUNK = 1 << 22
 #: positions per piece while the weights are computed (their int64 temporaries stay at a few × 8 MiB)
 PIECE = 1 << 20
@@ -127,7 +127,7 @@ def fingerprint_placed(placed: Iterable[tuple[str, Any, int]]) -> dict[str, list
     """:func:`fingerprint` of pieces of larger tensors: ``(name, piece, start)`` with the piece's first element at
     position ``start`` of the flattened whole, so each word counts with the chunk and weight of its position in the
     whole. The sums are linear in the words, so pieces that tile a tensor add up (``numel``, s0, s1, s2 each) to the
-    whole tensor's :func:`fingerprint` exactly (:func:`.sync_reached.composed_fingerprints`)."""
+    whole tensor's :func:`fingerprint` exactly (:func:`.served_cast.composed_fingerprints`)."""
     import torch
 
     entries, parts, weights = [], [], {}
@@ -141,9 +141,10 @@ def fingerprint_placed(placed: Iterable[tuple[str, Any, int]]) -> dict[str, list
             chunk = words[begin : begin + min(CHUNK - at, n - begin)]
             end = at + chunk.numel()
             pair = weights.get(chunk.device)
-            if pair is None or pair[0].numel() < end:  # one pair per device, as long as the furthest position
-                pair = weights[chunk.device] = (_position_weights(end, chunk.device),
-                                                _position_weights(end, chunk.device, SECOND))
+            if pair is None or pair[0].numel() < end:  # one pair per device, grown to the furthest position (doubled)
+                size = min(CHUNK, max(end, 2 * pair[0].numel() if pair is not None else end))
+                pair = weights[chunk.device] = (_position_weights(size, chunk.device),
+                                                _position_weights(size, chunk.device, SECOND))
             w, w2 = (v[at:end] for v in pair)  # w_i depends on i alone: a slice is the positions' weights
             s0 = chunk.sum(dtype=torch.int64)
             x = chunk.to(torch.int32)

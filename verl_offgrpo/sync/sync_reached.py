@@ -55,8 +55,9 @@ every real sync after the first, with exact integer fingerprints (:func:`.served
   tensors (:func:`block_starts`, :func:`actor_tensor_fingerprints`), so the ranks' sums are comparable with vLLM's.
 
 A replica that breaks the rule stops the run with :class:`.alpha_guard.ServedPolicyError` before any batch is
-sampled from it. Not covered: quantized rollouts, or any loader that stores something other than the cast (the rule
-would stop an honest sync there, naming the tensor); per tensor, "unchanged ⇒ unchanged" (asked of whole ranks
+sampled from it. Not covered: quantized rollouts; a loader that stores something other than the changed input as
+changed (the per-tensor rule would stop an honest sync there, naming the tensor; the exact rule reads such tensors at
+its calibrating syncs and leaves them out); per tensor, "unchanged ⇒ unchanged" (asked of whole ranks
 above); a tensor the ranks hold slices of that reached some TP ranks but not others, where those others changed
 elsewhere (a slice may honestly keep its bits, so per-rank slices would be false alarms; a tensor held whole is
 compared across the ranks instead).
@@ -101,8 +102,12 @@ def checkpoint_name(name: str) -> str:
 #: Written for torch 2.11's FSDP1 (verl 0.9.1's default ``strategy=fsdp``, ``use_orig_params=false``): the attributes
 #: of a ``FlatParameter`` that map the rank's local shard of it to the original parameters it packs
 #: (``_fqns``: their names below the wrapped module; ``_shard_param_infos``: each one's ``in_shard``,
-#: ``offset_in_shard``, ``numel_in_shard``). verl reads this shard as ``flat_param.data`` (its FSDP1 offload).
-FLAT_PARAMETER_ATTRIBUTES = ("_fqns", "_shard_param_infos")
+#: ``offset_in_shard``, ``numel_in_shard`` and ``intra_param_start_idx``, the piece's start in the whole parameter;
+#: ``_numels``: the whole parameters' sizes). verl reads this shard as ``flat_param.data`` (its FSDP1 offload).
+#: FSDP1 with ``use_orig_params=true`` (``FullyShardedDataParallel._use_orig_params``) exposes plain views of the
+#: shard instead, whose positions are not read here (:func:`_shard_start`: unplaced).
+FLAT_PARAMETER_ATTRIBUTES = ("_fqns", "_shard_param_infos", "_numels")
+ORIG_PARAMS_ATTRIBUTE = "_use_orig_params"
 FLAT_PARAMETER_NAME = "_flat_param"
 
 
@@ -111,7 +116,7 @@ def _original_pieces(name: str, local: Any, start: Optional[int]):
     position in the whole flattened parameter (None where not known): an FSDP1 flat parameter split into the original
     parameters' pieces it holds (named as the checkpoint names them: the flat parameter's module + ``_fqns``; each
     piece's start its ``intra_param_start_idx``); any other tensor whole, at ``start``."""
-    fqns, infos = (getattr(local, attribute, None) for attribute in FLAT_PARAMETER_ATTRIBUTES)
+    fqns, infos = (getattr(local, attribute, None) for attribute in FLAT_PARAMETER_ATTRIBUTES[:2])
     if fqns is None or infos is None or not name.endswith(FLAT_PARAMETER_NAME):
         yield name, local, start
         return
@@ -119,14 +124,15 @@ def _original_pieces(name: str, local: Any, start: Optional[int]):
     flat = local.detach().reshape(-1)
     for fqn, info in zip(fqns, infos):
         if info.in_shard and info.numel_in_shard:
-            yield (checkpoint_name(prefix + fqn), flat[info.offset_in_shard : info.offset_in_shard + info.numel_in_shard],
-                   info.intra_param_start_idx)
+            piece = flat[info.offset_in_shard : info.offset_in_shard + info.numel_in_shard]
+            yield checkpoint_name(prefix + fqn), piece, info.intra_param_start_idx
 
 
 def _shard_start(param: Any) -> Optional[int]:
     """Where a DTensor's local part starts in the whole flattened tensor: FSDP2's ``Shard(0)`` on a 1-D mesh gives
-    rank r the rows ``[r·⌈d₀/W⌉, (r+1)·⌈d₀/W⌉)`` (``torch.chunk``'s split), a contiguous run; None for any other
-    placement (copies over a mesh dimension, another dimension sharded). A plain tensor starts at 0."""
+    rank r the rows ``[r·⌈d₀/W⌉, (r+1)·⌈d₀/W⌉)`` (torch 2.11's ``_chunk_with_empty``, ``torch.chunk``'s split), a
+    contiguous run; None for any other placement (copies over a mesh dimension, another dimension sharded). A plain
+    tensor starts at 0."""
     if not hasattr(param, "to_local"):
         return 0
     from torch.distributed.tensor import Shard
@@ -166,7 +172,8 @@ def block_starts(numels: dict[str, int], packed: dict[str, list[str]]) -> dict[s
             continue
         index = hits[0]
         shards = fused[parts[index]]
-        before = [".".join(parts[:index] + [shard] + parts[index + 1 :]) for shard in shards[: shards.index(parts[index])]]
+        preceding = shards[: shards.index(parts[index])]
+        before = [".".join(parts[:index] + [shard] + parts[index + 1 :]) for shard in preceding]
         starts[name] = (sum(numels[other] for other in before)
                         if len(hits) == 1 and all(other in numels for other in before) else None)
     return starts
@@ -181,14 +188,15 @@ def _local_shards_as(module: Any, dtype: Any, starts: dict[str, Optional[int]]):
     import torch
 
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None
+    orig_params = any(getattr(sub, ORIG_PARAMS_ATTRIBUTE, False) for sub in module.modules())
     for name, param in module.named_parameters():
         local = param.to_local() if hasattr(param, "to_local") else param
         for piece_name, piece, start in _original_pieces(checkpoint_name(name), local, _shard_start(param)):
             piece = piece.detach()
             if device is not None and piece.device.type == "cpu":
                 piece = piece.to(device, non_blocking=False)
-            block = starts.get(piece_name, 0)
-            yield piece_name, piece.to(dtype), None if start is None or block is None else block + start
+            block = starts.get(piece_name)
+            yield piece_name, piece.to(dtype), None if start is None or block is None or orig_params else block + start
 
 
 def actor_tensor_fingerprints(worker: Any, dtype_name: str, packed: Optional[dict[str, list[str]]] = None) -> dict:
@@ -255,7 +263,7 @@ def tensors_that_did_not_arrive(answers: list[Any], changed: set[str]) -> tuple[
         replicas += 1
         served = {name for rank in ranks for name in rank.get("fingerprints") or {}}
         moved = {name for rank in ranks for name in rank["changed_tensors"]}
-        packed = next((rank.get("packed") for rank in ranks if rank.get("packed")), None) or {}
+        packed = packed_of([ranks])
         sources: dict[str, list[str]] = {}
         for name in sorted(changed):
             loaded_by = served_name(name, packed)
@@ -326,7 +334,7 @@ def replicas_with_unequal_copies(answers: list[Any], numels: dict[str, int]) -> 
 def unequal_copies_message(unequal: list[tuple[int, list]], step: int, num_replicas: int) -> str:
     """The :class:`~.alpha_guard.ServedPolicyError` text for :func:`replicas_with_unequal_copies`'s result."""
     index, differ = unequal[0]
-    replica, others, _ = _where(index, len(unequal), num_replicas, None)
+    replica, others, _ = where(index, len(unequal), num_replicas, None)
     name, odd = differ[0]
     more = f" (and {len(differ) - 1} more such tensors)" if len(differ) > 1 else ""
     ranks = f"TP rank{'s' if len(odd) > 1 else ''} {', '.join(str(r) for r in odd)}"
@@ -339,7 +347,12 @@ def unequal_copies_message(unequal: list[tuple[int, list]], step: int, num_repli
     )
 
 
-def _where(index: int, alike: int, num_replicas: int, previous_step: Optional[int]) -> tuple[str, str, str]:
+def listed(named: list[str], sep: str = "; ", last: str = "; and", most: int = 3) -> str:
+    """The first ``most`` of ``named`` for a message, and how many more."""
+    return sep.join(named[:most]) + (f"{last} {len(named) - most} more" if len(named) > most else "")
+
+
+def where(index: int, alike: int, num_replicas: int, previous_step: Optional[int]) -> tuple[str, str, str]:
     """The parts both stop messages share: the first breaking replica, how many more break alike, and the sync since
     which the trainer's weights are compared."""
     replica = f"replica {index}" + (f" of {num_replicas}" if num_replicas > 1 else "")
@@ -353,13 +366,12 @@ def tensors_message(missing: list[tuple[int, list]], step: int, previous_step: O
     """The :class:`~.alpha_guard.ServedPolicyError` text for :func:`tensors_that_did_not_arrive`'s result: the
     trainer's tensors, with the vLLM tensor that loads them where its name differs (a fused one)."""
     index, lost = missing[0]
-    replica, others, since = _where(index, len(missing), num_replicas, previous_step)
+    replica, others, since = where(index, len(missing), num_replicas, previous_step)
     named = [", ".join(sources) if sources == [served] else f"{', '.join(sources)} (vLLM's {served})"
              for served, sources in lost]
-    listed = "; ".join(named[:3]) + (f"; and {len(named) - 3} more" if len(named) > 3 else "")
     return (
-        f"verl-offgrpo: step {step}: the weight sync reached vLLM only in part: the trainer changed {listed} since "
-        f"{since}, but no vLLM worker of {replica}{others} serves a changed copy, so its next rollout would mix the "
+        f"verl-offgrpo: step {step}: the weight sync reached vLLM only in part: the trainer changed {listed(named)} "
+        f"since {since}, but no vLLM worker of {replica}{others} serves a changed copy, so its next rollout would mix the "
         f"policy of {since} into α = the policy of step {step}. Stopped before any batch was sampled from it. Check "
         "the weight-sync path (verl's checkpoint engine, the names vLLM's loader takes); "
         "algorithm.off_grpo.verify_served_weights=false turns the check off."
@@ -395,7 +407,7 @@ def rule_broken_message(breaking: list[tuple[int, dict]], changed: bool, step: i
     """The :class:`~.alpha_guard.ServedPolicyError` text for :func:`replicas_breaking_the_rule`'s result."""
     index, payload = breaking[0]
     ranks = payload["ranks"]
-    replica, others, since = _where(index, len(breaking), num_replicas, previous_step)
+    replica, others, since = where(index, len(breaking), num_replicas, previous_step)
     tp_ranks = f"TP rank{'s' if len(ranks) > 1 else ''} {', '.join(str(r) for r in ranks)}"
     if changed:
         return (
@@ -412,6 +424,7 @@ def rule_broken_message(breaking: list[tuple[int, dict]], changed: bool, step: i
     )
 
 
-__all__ = ["actor_tensor_fingerprints", "block_starts", "checkpoint_name", "find_actor", "packed_of", "replicas_breaking_the_rule",
-           "replicas_with_unequal_copies", "rule_broken_message", "served_name", "tensors_checkable", "tensors_message",
-           "tensors_that_did_not_arrive", "trainer_changed_tensors", "trainer_numels", "unequal_copies_message"]  # fmt: skip
+__all__ = ["actor_tensor_fingerprints", "block_starts", "checkpoint_name", "find_actor", "listed", "packed_of",
+           "replicas_breaking_the_rule", "replicas_with_unequal_copies", "rule_broken_message", "served_name",
+           "tensors_checkable", "tensors_message", "tensors_that_did_not_arrive", "trainer_changed_tensors",
+           "trainer_numels", "unequal_copies_message", "where"]
