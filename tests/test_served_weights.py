@@ -432,3 +432,16 @@ def test_pieces_cut_at_and_around_chunk_boundaries_add_up_to_the_whole(monkeypat
         assert summed == [whole[0]] + whole[2:], cuts
     shifted = sw.fingerprint_placed([("a", t[:100], 0), ("b", t[100:], 101)])  # one position off: another sum
     assert [sum(fp[k] for fp in shifted.values()) for k in (3, 4)] != whole[3:]
+
+
+def test_views_of_fsdp1_with_use_orig_params_are_left_unplaced():
+    """FSDP1 with ``use_orig_params=true`` shows each rank plain 1-D views of its shard, whose place in the whole tensor
+    is not read: every piece is reported unplaced (the exact rule then compares none), not placed at 0; a plain module
+    places every tensor whole at 0."""
+    from verl_offgrpo.sync import sync_reached
+
+    module = torch.nn.Sequential(torch.nn.Linear(3, 2))
+    worker = SimpleNamespace(actor=SimpleNamespace(engine=SimpleNamespace(module=module)))
+    assert sync_reached.actor_tensor_fingerprints(worker, "bfloat16")["unplaced"] == []
+    module[0]._use_orig_params = True  # what FullyShardedDataParallel sets on itself
+    assert sorted(sync_reached.actor_tensor_fingerprints(worker, "bfloat16")["unplaced"]) == ["0.bias", "0.weight"]

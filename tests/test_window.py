@@ -516,6 +516,34 @@ def test_a_window_sync_that_leaves_a_tensor_unloaded_stops_on_the_trainers_cast(
         run_fit(monkeypatch, "trainer.test_freq=-1", total=12)
 
 
+def test_the_cast_rule_says_when_it_compares_nothing_and_fails_alone(ray_local, monkeypatch, caplog):
+    """Nothing comparable (no trainer tensor placed in a vLLM tensor held whole): one warning at the first sync, no
+    ``sync_tensors_exact``, the other rules on. The comparison itself failing: a warning, this rule off, the others
+    still checking every sync."""
+    from verl_offgrpo.sync import served_cast
+
+    monkeypatch.setattr(served_cast, "composed_fingerprints", lambda *args: {})
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
+    told = [r.getMessage() for r in caplog.records if "compares no tensor" in r.getMessage()]
+    assert len(told) == 1 and "the other sync rules stay on" in told[0]
+    assert series(rec, "off_grpo/sync_tensors_exact", [4, 8]) == [None, None]
+    assert series(rec, "off_grpo/sync_tensors_checked", [4, 8]) == [8.0, 8.0]
+
+    def broken(*args):
+        raise AttributeError("'DeviceMesh' object has no attribute 'size'")
+
+    caplog.clear()
+    monkeypatch.setattr(served_cast, "composed_fingerprints", broken)
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
+    told = [r.getMessage() for r in caplog.records if "could not compare vLLM's weights" in r.getMessage()]
+    assert len(told) == 1 and "'DeviceMesh' object has no attribute 'size'" in told[0]
+    assert rec.updates == {s: 1 for s in range(1, 9)}
+    assert series(rec, "off_grpo/sync_tensors_checked", [4, 8]) == [8.0, 8.0]
+    assert series(rec, "off_grpo/sync_verify_failed", [4, 8]) == [None, None]
+
+
 def test_the_first_sync_after_the_trainer_moved_reads_the_engines_layout(ray_local, monkeypatch, caplog):
     """The first sync whose trainer weights changed (step 4: π_0 → π_4, values off the bf16 grid for the first time)
     is read as the engine's layout, as the first sync is: a tensor unlike the cast there (layers.0.weight left
