@@ -112,11 +112,12 @@ def test_position_weights_are_the_formula_across_pieces_and_a_short_chunk_takes_
     monkeypatch.setattr(sw, "CHUNK", 64)
     fp = sw.fingerprint([("short", short), ("t", t)])  # the short one first: the vector grows at the long one
     x = short.view(torch.int16).tolist()
-    assert fp["short"][2:] == [sum(x), *(sum(murmur_weight(i, o) * v for i, v in enumerate(x)) for o in (0, sw.SECOND))]
+    assert fp["short"][2:5] == [sum(x), *(sum(murmur_weight(i, o) * v for i, v in enumerate(x)) for o in (0, sw.SECOND))]
+    assert fp["short"][5] == sum(murmur_weight(v & 0xFFFF, sw.THIRD) for v in x)  # s3: a hash of each word's bits
     y = t.view(torch.int16).tolist()  # chunk c (of 64 words) weighted by c + 1, each with the prefix weights
     s1, s2 = (sum((c + 1) * sum(murmur_weight(i, o) * v for i, v in enumerate(y[64 * c : 64 * (c + 1)]))
                   for c in range(5)) for o in (0, sw.SECOND))
-    assert fp["t"][2:] == [sum(y), s1, s2]
+    assert fp["t"][2:] == [sum(y), s1, s2, sum(murmur_weight(v & 0xFFFF, sw.THIRD) for v in y)]
     monkeypatch.setattr(sw, "PIECE", 1 << 20)
     assert sw.fingerprint([("t", t), ("short", short)]) == fp  # long first: the short one takes a prefix
 
@@ -140,7 +141,7 @@ def test_two_changes_that_cancel_in_one_weighted_sum_show_in_the_other():
     before, after = sw.fingerprint([("norm", t)])["norm"], sw.fingerprint([("norm", u)])["norm"]
     assert after[2:4] == before[2:4] and after[4] != before[4]
     [diff] = sw.compare({"norm": before}, {"norm": after})
-    assert diff["name"] == "norm" and sw._describe(diff).endswith(f"-> {after[3:]})")  # the message shows s2 moved
+    assert diff["name"] == "norm" and sw._describe(diff).endswith(f"-> {after[3:5]})")  # the message shows s2 moved
 
 
 def test_missing_and_extra_tensors_differ():
@@ -401,21 +402,29 @@ def test_the_trainers_changed_tensors_across_rank_counts_and_new_names():
     assert sync_reached.trainer_changed_tensors([{"a": fp}], [{"a": fp, "b": fp}]) == {"b"}
 
 
-def test_composed_fingerprints_leave_out_what_cannot_be_placed_or_mixes_dtypes():
-    """The sums per vLLM tensor: pieces of two ranks add up field by field; a tensor fed by a piece of unknown position
-    (``unplaced``) or by pieces of two dtypes is left out, and a vLLM rank holding a slice (another element count) is
-    not compared."""
+def test_composed_fingerprints_and_the_comparison_with_whole_copies_and_parts():
+    """Per vLLM tensor the ranks' pieces add up field by field (q and k into qkv_proj); a piece of unknown position
+    keeps only the sums free of positions (s1, s2 None); pieces of two dtypes leave the tensor out. A rank's whole copy
+    is compared field by field (an unplaced one without s1, s2); a tensor split over both TP ranks by the sums of its
+    parts' s0 and s3; a rank holding a part while another holds none is not compared."""
     from verl_offgrpo.sync.served_cast import compare_with_trainer, composed_fingerprints
 
     qkv = {"qkv_proj": ["q_proj", "k_proj", "v_proj"]}
-    ranks = [{"l.q_proj.w": [2, "bfloat16", 1, 10, 100], "n.w": [3, "bfloat16", 5, 50, 500]},
-             {"l.k_proj.w": [1, "bfloat16", 2, 20, 200], "n.w": [1, "float32", 1, 1, 1], "o.w": [4, "bfloat16", 1, 1, 1]}]
+    ranks = [{"l.q_proj.w": [2, "bfloat16", 1, 10, 100, 7], "n.w": [3, "bfloat16", 5, 50, 500, 9]},
+             {"l.k_proj.w": [1, "bfloat16", 2, 20, 200, 8], "n.w": [1, "float32", 1, 1, 1, 1],
+              "o.w": [4, "bfloat16", 6, 60, 600, 5]}]
     composed = composed_fingerprints(ranks, {"o.w"}, qkv)
-    assert composed == {"l.qkv_proj.w": [3, "bfloat16", 3, 30, 300]}
-    served = [[{"rank": 0, "fingerprints": {"l.qkv_proj.w": [3, "bfloat16", 3, 30, 301]}},
-               {"rank": 1, "fingerprints": {"l.qkv_proj.w": [2, "bfloat16", 0, 0, 0]}}]]  # rank 1: a slice
-    assert compare_with_trainer(served, composed, None) == ([(0, [("l.qkv_proj.w", [0])])], set(), 1)
-    assert compare_with_trainer(served, composed, set()) == ([], set(), 0)  # nothing trusted: nothing compared
+    assert composed == {"l.qkv_proj.w": [3, "bfloat16", 3, 30, 300, 15], "o.w": [4, "bfloat16", 6, None, None, 5]}
+    whole = [[{"rank": 0, "fingerprints": {"l.qkv_proj.w": [3, "bfloat16", 3, 30, 301, 15],
+                                           "o.w": [4, "bfloat16", 6, 1, 2, 5]}}]]
+    assert compare_with_trainer(whole, composed, None) == ([(0, [("l.qkv_proj.w", [0])])], {(0, "o.w")}, 2)
+    parts = [[{"rank": 0, "fingerprints": {"l.qkv_proj.w": [2, "bfloat16", 1, 0, 0, 10]}},
+              {"rank": 1, "fingerprints": {"l.qkv_proj.w": [1, "bfloat16", 2, 0, 0, 5]}}]]
+    assert compare_with_trainer(parts, composed, None) == ([], {(0, "l.qkv_proj.w")}, 2)
+    stale = [[parts[0][0], {"rank": 1, "fingerprints": {"l.qkv_proj.w": [1, "bfloat16", 2, 0, 0, 6]}}]]
+    assert compare_with_trainer(stale, composed, None) == ([(0, [("l.qkv_proj.w", [0, 1])])], set(), 2)
+    assert compare_with_trainer([[parts[0][0], {"rank": 1, "fingerprints": {}}]], composed, None) == ([], set(), 0)
+    assert compare_with_trainer(stale, composed, set()) == ([], set(), 0)  # nothing trusted: nothing compared
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
@@ -428,10 +437,11 @@ def test_pieces_cut_at_and_around_chunk_boundaries_add_up_to_the_whole(monkeypat
     whole = sw.fingerprint([("t", t)])["t"]
     for cuts in ([0, 63, 300], [0, 64, 300], [0, 65, 128, 300], [0, 10, 20, 129, 191, 300], [0, 300]):
         pieces = sw.fingerprint_placed((str(i), t[a:b], a) for i, (a, b) in enumerate(zip(cuts, cuts[1:])))
-        summed = [sum(fp[k] for fp in pieces.values()) for k in (0, 2, 3, 4)]
+        summed = [sum(fp[k] for fp in pieces.values()) for k in (0, 2, 3, 4, 5)]
         assert summed == [whole[0]] + whole[2:], cuts
     shifted = sw.fingerprint_placed([("a", t[:100], 0), ("b", t[100:], 101)])  # one position off: another sum
-    assert [sum(fp[k] for fp in shifted.values()) for k in (3, 4)] != whole[3:]
+    assert [sum(fp[k] for fp in shifted.values()) for k in (3, 4)] != whole[3:5]
+    assert [sum(fp[k] for fp in shifted.values()) for k in (2, 5)] == [whole[2], whole[5]]  # s0, s3: free of places
 
 
 def test_views_of_fsdp1_with_use_orig_params_are_left_unplaced():

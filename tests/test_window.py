@@ -496,8 +496,9 @@ def test_the_sync_check_reads_every_tp_rank(ray_local, monkeypatch):
     assert series(rec, "off_grpo/sync_tensors_checked", [4, 8]) == [8.0, 8.0]
     # the one tensor both ranks hold whole (layers.1.bias) compared across them, on each of 2 replicas
     assert series(rec, "off_grpo/sync_copies_compared", [4, 8]) == [2.0, 2.0]
-    # and with the trainer's cast, on each rank of each replica (the others are TP slices)
-    assert series(rec, "off_grpo/sync_tensors_exact", [4, 8]) == [4.0, 4.0]
+    # and with the trainer's cast: that bias whole on each rank, the three sliced tensors by their two parts' sums;
+    # 4 tensors × 2 ranks × 2 replicas
+    assert series(rec, "off_grpo/sync_tensors_exact", [4, 8]) == [16.0, 16.0]
 
 
 def test_a_window_sync_that_leaves_a_tensor_unloaded_stops_on_the_trainers_cast(ray_local, monkeypatch):
@@ -581,6 +582,32 @@ def test_tensors_an_engine_stores_other_than_the_cast_are_left_out_at_the_first_
     assert told == ["verl-offgrpo: at the sync of step 0 vLLM holds 1 tensor(s) unlike the trainer's cast to "
                     "bfloat16 (layers.1.bias): its loader stores something else for them, or the sync did not reach "
                     "them; the exact check of each sync leaves them out for this run (6 tensor copies still compared)."]
+
+
+@pytest.mark.parametrize("schedule", ["window", pytest.param("per_step", marks=pytest.mark.slow)])
+def test_a_sliced_tensor_the_sync_left_stale_on_one_tp_rank_stops(ray_local, monkeypatch, schedule):
+    """Rollout TP = 2: at the sync of step 8 rank 1 keeps its slice of layers.1.weight (a row-parallel matrix: each
+    rank holds half its columns), everything else arrives. Rank 1 changed (its other tensors), rank 0 changed that
+    tensor, and a 2-D tensor is not compared across ranks: only the sums of the two parts against the trainer's
+    tensor show it. Stopped at step 8 in either schedule (per_step: rank 1 keeps π_4's slice; a window: what the
+    wake left in its memory)."""
+    import functools
+
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    monkeypatch.setattr(fakes, "make_cluster", functools.partial(
+        fakes.make_cluster, tp=2, load_at={8: {1: (8, ("layers.1.weight",))}}))
+    stopped = pytest.raises(ServedPolicyError, match=r"step 8: after the weight sync vLLM's replica 0 of 2 \(2 of 2 "
+                                                     r"replicas alike\) serves layers.1.weight \(TP ranks 0, 1\) unlike")
+    if schedule == "window":
+        with stopped:
+            run_fit(monkeypatch, "trainer.test_freq=-1", total=12)
+        return
+    cfg = fakes.compose_cfg(*fakes.V0_OVERRIDES, "algorithm.off_grpo.sync_period=4", "trainer.test_freq=-1")
+    servers, _, replicas, wg = fakes.make_cluster()
+    manager = fakes.FakeV0Trainer(cfg, wg).init_workers(replicas)
+    with stopped:
+        fakes.run_v0_loop(manager.trainer, manager, servers, range(1, 13))
 
 
 @pytest.mark.parametrize("schedule", ["per_step", pytest.param("window", marks=pytest.mark.slow)])

@@ -1,4 +1,4 @@
-"""Exact rule at each real sync: a tensor vLLM holds whole is the trainer's tensor cast to vLLM's dtype, bit for bit.
+"""Exact rule at each real sync: vLLM holds the trainer's tensors cast to vLLM's dtype, bit for bit.
 
 Part of the check that each sync reached vLLM (:mod:`.sync_reached`, ``algorithm.off_grpo.verify_served_weights``,
 v > 1). The rules there ask whether vLLM's weights *changed* when the trainer's did; after a level-2 sleep (the
@@ -6,13 +6,19 @@ windowed rollout's, between windows) a wake rewrites the weights' memory, so "ch
 or not. This rule asks what the sync must leave behind instead::
 
     served(V) = Σ over the actor ranks' pieces of the trainer tensors that vLLM's tensor V loads     (as fingerprints)
-    V held whole by a vLLM rank  ⇒  that rank's fingerprint of V = served(V)
+    V held whole by a vLLM rank             ⇒  that rank's fingerprint of V = served(V)
+    V split over a replica's TP ranks       ⇒  Σ over the ranks of their parts' (s0, s3) = served(V)'s (s0, s3)
 
-A fingerprint (:func:`.served_weights.fingerprint`) is a sum over the tensor's 16-bit words, each weighted by its
-position; the trainer counts each word of its shard at its position in V (:func:`.sync_reached.block_starts`: a
-fused ``qkv_proj`` at TP = 1 is [q_proj; k_proj; v_proj]), so the ranks' sums add up to V's exactly
-(:func:`composed_fingerprints`). "Whole": the rank's element count of V equals the trainer's (every tensor at TP = 1;
-norms at TP > 1; not vLLM's padded vocabulary). Each compared tensor then is α exactly, in every rollout schedule.
+A fingerprint (:func:`.served_weights.fingerprint`) is a set of sums over the tensor's 16-bit words: s1, s2 weight
+each word by its position; the trainer counts each word of its shard at its position in V
+(:func:`.sync_reached.block_starts`: a fused ``qkv_proj`` at TP = 1 is [q_proj; k_proj; v_proj]), so the ranks'
+sums add up to V's exactly (:func:`composed_fingerprints`). "Whole": the rank's element count of V equals the
+trainer's (every tensor at TP = 1; norms at TP > 1; not vLLM's padded vocabulary). A tensor the TP ranks slice (a
+column- or row-parallel layer) is compared by the sums free of positions, s0 = Σ words and s3 = Σ h(word), whatever
+vLLM's layout, where the ranks' element counts add up to the trainer's (not with key/value heads copied over ranks,
+nor a padded vocabulary): a slice the sync left stale on one rank shows there. Each whole tensor compared is then α
+exactly (up to a 2⁻³⁰ chance that two tensors share a fingerprint), in every rollout schedule; a sliced one is
+α's up to a permutation of its words inside the replica.
 
 An honest engine may store something other than the cast for some tensors (a model's own loader, a tensor vLLM
 keeps in float32). Two syncs are read as the engine's layout, not judged (:func:`calibrates`): the first a process
@@ -43,49 +49,79 @@ def calibrates(armed: bool, trainer_changed: Optional[bool]) -> bool:
 
 
 def composed_fingerprints(tensors: list[dict], unplaced: set[str], packed: dict[str, list[str]]) -> dict[str, list]:
-    """``{vLLM name: [numel, dtype, s0, s1, s2]}``: per vLLM tensor (:func:`.sync_reached.served_name`), the sum of
-    the fingerprints of the actor ranks' pieces that it loads (each rank's
-    :func:`.sync_reached.actor_tensor_fingerprints` ``"tensors"``, placed in it). Left out: a vLLM tensor fed by a
-    piece of ``unplaced`` (position unknown) or by pieces of two dtypes."""
+    """``{vLLM name: [numel, dtype, s0, s1, s2, s3]}``: per vLLM tensor (:func:`.sync_reached.served_name`), the sum
+    of the fingerprints of the actor ranks' pieces that it loads (each rank's
+    :func:`.sync_reached.actor_tensor_fingerprints` ``"tensors"``, placed in it). s1, s2 are None for a vLLM tensor
+    fed by a piece of ``unplaced`` (position unknown: its s0, s3 still add up); a tensor fed by pieces of two dtypes is
+    left out."""
     sums: dict[str, list] = {}
-    poisoned = {served_name(name, packed) for name in unplaced}
+    placed_nowhere = {served_name(name, packed) for name in unplaced}
+    mixed = set()
     for rank in tensors:
-        for name, (numel, dtype, s0, s1, s2) in rank.items():
+        for name, (numel, dtype, *words) in rank.items():
             served = served_name(name, packed)
-            total = sums.setdefault(served, [0, dtype, 0, 0, 0])
+            total = sums.setdefault(served, [0, dtype, 0, 0, 0, 0])
             if total[1] != dtype:
-                poisoned.add(served)
-            for position, value in ((0, numel), (2, s0), (3, s1), (4, s2)):
+                mixed.add(served)
+            total[0] += int(numel)
+            for position, value in enumerate(words, start=2):
                 total[position] += int(value)
-    return {name: total for name, total in sums.items() if name not in poisoned}
+    for name in placed_nowhere & set(sums):
+        sums[name][3] = sums[name][4] = None
+    return {name: total for name, total in sums.items() if name not in mixed}
 
 
 Pair = tuple[int, str]  # (replica, vLLM tensor name)
 
 
+def _as_fingerprint(fp: list) -> list:
+    return [int(fp[0]), str(fp[1])] + [int(v) for v in fp[2:]]
+
+
+def _alike(served: list, trainer: list) -> bool:
+    """A vLLM rank's whole copy against the trainer's: every sum where the trainer's are placed, else all but the
+    positional s1, s2."""
+    if trainer[3] is None:
+        return [served[i] for i in (0, 1, 2, 5)] == [trainer[i] for i in (0, 1, 2, 5)]
+    return served == trainer
+
+
 def compare_with_trainer(answers: list[Any], composed: dict[str, list], trusted: Optional[set[Pair]],
                          left_out: frozenset | set = frozenset()) -> tuple[list[tuple[int, list]], set[Pair], int]:
-    """The vLLM tensors some TP rank holds whole (its element count = the trainer's) compared with
-    :func:`composed_fingerprints` (the ranks' ``record`` answers' ``fingerprints``): per replica the unlike ones, as
-    ``[(replica, [(name, [the ranks that differ])])]``; the ``(replica, name)`` pairs alike on every rank that holds
-    them whole; and how many (tensor, rank) copies were compared. Only the pairs of ``trusted`` are compared (None:
-    every comparable one but those ``left_out``, at a calibrating sync)."""
+    """vLLM's tensors compared with :func:`composed_fingerprints` (the ranks' ``record`` answers' ``fingerprints``):
+    each whole copy (its element count = the trainer's) on its own, and a tensor every TP rank of a replica holds part
+    of, the parts' counts adding up to the trainer's, by the sums of their (s0, s3). Returns per replica the unlike
+    tensors, as ``[(replica, [(name, [the ranks that hold an unlike copy, or all the ranks for parts])])]``; the
+    ``(replica, name)`` pairs found alike; and how many (tensor, rank) copies or parts were compared.
+    Only the pairs of ``trusted`` are compared (None: every comparable one but those ``left_out``, at a calibrating
+    sync)."""
     unlike, alike, compared = [], set(), 0
     for index, ranks in enumerate(answers):
+        held: dict[str, list] = {}
+        ranks = [rank for rank in (ranks if isinstance(ranks, (list, tuple)) else ()) if isinstance(rank, dict)]
+        for position, rank in enumerate(ranks):
+            for name, fp in (rank.get("fingerprints") or {}).items():
+                held.setdefault(name, []).append((rank.get("rank", position), _as_fingerprint(fp)))
         differ: dict[str, list] = {}
-        seen: set[str] = set()
-        for position, rank in enumerate(ranks if isinstance(ranks, (list, tuple)) else ()):
-            for name, fp in ((rank.get("fingerprints") or {}) if isinstance(rank, dict) else {}).items():
-                trainer = composed.get(name)
-                pair = (index, name)
-                if (trainer is None or int(fp[0]) != trainer[0] or pair in left_out
-                        or (trusted is not None and pair not in trusted)):
-                    continue
-                compared += 1
-                seen.add(name)
-                if [int(fp[0]), str(fp[1])] + [int(v) for v in fp[2:]] != trainer:
-                    differ.setdefault(name, []).append(rank.get("rank", position))
-        alike |= {(index, name) for name in seen - set(differ)}
+        for name, copies in held.items():
+            trainer, pair = composed.get(name), (index, name)
+            if trainer is None or pair in left_out or (trusted is not None and pair not in trusted):
+                continue
+            whole = [(rank, fp) for rank, fp in copies if fp[0] == trainer[0]]
+            if whole:
+                compared += len(whole)
+                odd = [rank for rank, fp in whole if not _alike(fp, trainer)]
+            elif len(copies) == len(ranks) > 1 and sum(fp[0] for _, fp in copies) == trainer[0]:
+                compared += len(copies)
+                parts = [trainer[0], trainer[1]] + [sum(fp[i] for _, fp in copies) for i in (2, 5)]
+                same_dtype = all(fp[1] == trainer[1] for _, fp in copies)
+                odd = [] if same_dtype and parts == [trainer[i] for i in (0, 1, 2, 5)] else [r for r, _ in copies]
+            else:
+                continue
+            if odd:
+                differ[name] = odd
+            else:
+                alike.add(pair)
         if differ:
             unlike.append((index, sorted(differ.items())))
     return unlike, alike, compared
@@ -97,7 +133,7 @@ def pairs_of(unlike: list[tuple[int, list]]) -> set[Pair]:
 
 
 def copies_of(unlike: list[tuple[int, list]]) -> int:
-    """How many (tensor, rank) copies :func:`compare_with_trainer` found unlike."""
+    """How many (tensor, rank) copies or parts :func:`compare_with_trainer` found unlike."""
     return sum(len(ranks) for _, tensors in unlike for _, ranks in tensors)
 
 

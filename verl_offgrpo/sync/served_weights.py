@@ -12,7 +12,10 @@ checkpoint manager compares the served parameters themselves, with tolerance 0:
   two weighted sums Σ w_i·x_i and Σ w'_i·x_i (w_i, w'_i two independent fixed pseudo-random weights in
   [1, 2¹⁵] per position, so moved or swapped elements show too, and two changes that cancel in one sum
   do not in the other: both pairs of weights must coincide, 1 pair in 2³⁰) are taken in int64 on the
-  device, then combined on the host as (Σ_c s0_c, Σ_c (c+1)·s1_c, Σ_c (c+1)·s2_c) in Python integers.
+  device, then combined on the host as (Σ_c s0_c, Σ_c (c+1)·s1_c, Σ_c (c+1)·s2_c) in Python integers. A fourth
+  sum is free of positions: s3 = Σ_i h(x_i), h a fixed pseudo-random value in [1, 2¹⁵] of each word's bits (a table
+  of the 2¹⁶ word values, read through a histogram of the chunk), so the parts of a tensor that TP ranks hold in any
+  layout add up to the whole's s3 (:mod:`.served_cast`), and changes that cancel in s0 do not in s3.
   Integer sums are exact and independent of the reduction order, so the same weights give the same numbers
   on every call, and any change of any single element changes them. One device→host copy per call. Cost: a
   few reads of the weights at memory bandwidth (~36 bytes of traffic per bf16 element), in parallel on each
@@ -85,6 +88,10 @@ def _mul32(x: Any, k: int) -> Any:
 
 #: the second weights' offset (w'_i = the formula at i + SECOND): the golden-ratio constant of MurmurHash's family
 SECOND = 0x9E3779B9
+#: the value hashes' offset (h(v) = the formula at the word value v + THIRD): MurmurHash3's 32-bit seed constant c1
+THIRD = 0xCC9E2D51
+#: word values a histogram counts: every 16-bit word (a 1-byte dtype's words use the first 256)
+WORD_VALUES = 1 << 16
 
 
 def _position_weights(n: int, device, offset: int = 0) -> Any:
@@ -119,18 +126,19 @@ def _words(tensor) -> Any:
 
 
 def fingerprint(named_tensors: Iterable[tuple[str, Any]]) -> dict[str, list]:
-    """``{name: [numel, dtype, s0, s1, s2]}``: exact integer checksums of each tensor's bits (module docstring)."""
+    """``{name: [numel, dtype, s0, s1, s2, s3]}``: exact integer checksums of each tensor's bits (module docstring)."""
     return fingerprint_placed((name, tensor, 0) for name, tensor in named_tensors)
 
 
 def fingerprint_placed(placed: Iterable[tuple[str, Any, int]]) -> dict[str, list]:
     """:func:`fingerprint` of pieces of larger tensors: ``(name, piece, start)`` with the piece's first element at
     position ``start`` of the flattened whole, so each word counts with the chunk and weight of its position in the
-    whole. The sums are linear in the words, so pieces that tile a tensor add up (``numel``, s0, s1, s2 each) to the
-    whole tensor's :func:`fingerprint` exactly (:func:`.served_cast.composed_fingerprints`)."""
+    whole. The sums are linear in the words, so pieces that tile a tensor add up (``numel``, s0, s1, s2, s3 each) to
+    the whole tensor's :func:`fingerprint` exactly (:func:`.served_cast.composed_fingerprints`); s0 and s3 do wherever
+    the pieces sit."""
     import torch
 
-    entries, parts, weights = [], [], {}
+    entries, parts, weights, hashes = [], [], {}, {}
     for name, tensor, start in placed:
         words = _words(tensor)
         n = words.numel()
@@ -148,10 +156,15 @@ def fingerprint_placed(placed: Iterable[tuple[str, Any, int]]) -> dict[str, list
             w, w2 = (v[at:end] for v in pair)  # w_i depends on i alone: a slice is the positions' weights
             s0 = chunk.sum(dtype=torch.int64)
             x = chunk.to(torch.int32)
+            table = hashes.get(chunk.device)
+            if table is None:
+                table = hashes[chunk.device] = _position_weights(WORD_VALUES, chunk.device, THIRD).to(torch.int64)
+            values_seen = torch.bincount(x & (WORD_VALUES - 1), minlength=WORD_VALUES)  # a word's bits, as 0..65535
+            s3 = (values_seen * table).sum()  # ≤ CHUNK · 2^15: no overflow
             s1 = torch.mul(x, w).sum(dtype=torch.int64)  # |w·x| <= 2^30: no overflow
             s2 = x.mul_(w2).sum(dtype=torch.int64)
             segments.append((chunk_index, len(parts)))
-            parts.extend((s0, s1, s2))
+            parts.extend((s0, s1, s2, s3))
         entries.append((name, int(tensor.numel()), str(tensor.dtype).replace("torch.", ""), segments))
     # one device→host copy (a model's parameters share one device; any other is moved first)
     values = torch.stack([p.to(parts[0].device) for p in parts]).cpu().tolist() if parts else []
@@ -160,7 +173,7 @@ def fingerprint_placed(placed: Iterable[tuple[str, Any, int]]) -> dict[str, list
         s0 = sum(values[i] for _, i in segments)
         s1 = sum((c + 1) * values[i + 1] for c, i in segments)
         s2 = sum((c + 1) * values[i + 2] for c, i in segments)
-        out[name] = [numel, dtype, s0, s1, s2]
+        out[name] = [numel, dtype, s0, s1, s2, sum(values[i + 3] for _, i in segments)]
     return out
 
 
@@ -255,7 +268,7 @@ def _describe(diff: dict) -> str:
     if diff["served"] is None:
         return f"{diff['name']} (no longer served)"
     old, new = diff["recorded"], diff["served"]
-    return f"{diff['name']} (bit-sum {old[2]} -> {new[2]}, weighted {old[3:]} -> {new[3:]})"
+    return f"{diff['name']} (bit-sum {old[2]} -> {new[2]}, weighted {old[3:5]} -> {new[3:5]})"
 
 
 # ----------------------------------------------------------------------------- driver side

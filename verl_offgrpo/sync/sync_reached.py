@@ -58,9 +58,9 @@ A replica that breaks the rule stops the run with :class:`.alpha_guard.ServedPol
 sampled from it. Not covered: quantized rollouts; a loader that stores something other than the changed input as
 changed (the per-tensor rule would stop an honest sync there, naming the tensor; the exact rule reads such tensors at
 its calibrating syncs and leaves them out); per tensor, "unchanged ⇒ unchanged" (asked of whole ranks
-above); a tensor the ranks hold slices of that reached some TP ranks but not others, where those others changed
-elsewhere (a slice may honestly keep its bits, so per-rank slices would be false alarms; a tensor held whole is
-compared across the ranks instead).
+above); here, a tensor the ranks hold slices of that reached some TP ranks but not others, where those others changed
+elsewhere (a slice may honestly keep its bits, so per-rank slices would be false alarms): :mod:`.served_cast`
+compares the sums of its parts with the trainer's tensor instead.
 
 Written for verl 0.9.1: reads the actor worker as :mod:`verl_offgrpo.ref_reset.worker` does (``worker_dict`` /
 ``fused_worker_dict`` → ``ActorRolloutRefWorker.actor.engine.module``, the FSDP module whose parameters verl's
