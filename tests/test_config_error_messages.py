@@ -437,3 +437,35 @@ def test_a_field_of_a_sections_own_dataclass_is_not_a_misplaced_knob(tmp_path, m
     config["actor_rollout_ref"]["actor"]["policy_loss"]["_target_"] = "other_pkg_losses.Missing"
     with pytest.raises(Exception, match=r"^actor_rollout_ref\.actor\.policy_loss\.clip_mode is not where"):
         refuse_misplaced_knobs(config)
+
+
+@pytest.mark.parametrize("section", ["algorithm.off_grpo", "actor_rollout_ref.actor.policy_loss.rec"])
+def test_a_plugin_section_set_to_null_is_refused(section):
+    """``algorithm.off_grpo=null`` after ``sync_period=10`` dropped every knob before it and ran on-policy on the
+    defaults without a word (and ``rec=null`` the rec knobs): one line, as for a section of verl's."""
+    from _overrides import shipped_config, validate_as_main_ppo
+
+    from verl_offgrpo.config.readable import UnreadableConfigError
+
+    escaped = section.replace(".", r"\.")
+    with pytest.raises(UnreadableConfigError, match=rf"^{escaped}=null replaces a section of the plugin's config, "
+                                                    rf"which its trainer reads key by key: drop that override"):
+        validate_as_main_ppo(shipped_config("algorithm.off_grpo.sync_period=10", f"{section}=null"))
+
+
+@pytest.mark.parametrize("override, hint", [
+    ("+algorithm.off_grpo.rec.clip_mode=two-side", "'rec' belongs under actor_rollout_ref.actor.policy_loss.rec: "
+                                                   "actor_rollout_ref.actor.policy_loss.rec.<knob>=..."),
+    ("+algorithm.off_grpo.tau=0.5", "'tau' belongs under actor_rollout_ref.actor.policy_loss.rec: "
+                                    "actor_rollout_ref.actor.policy_loss.rec.tau=..."),
+])
+def test_a_rec_knob_under_algorithm_off_grpo_points_to_its_section(override, hint):
+    """The rec loss's knobs live in the actor's policy_loss section; written under algorithm.off_grpo, the unknown-key
+    line says where they belong."""
+    from _overrides import shipped_config, validate_as_main_ppo
+
+    from verl_offgrpo.config import OffGRPOConfigError
+
+    with pytest.raises(OffGRPOConfigError, match=r"^Unknown key\(s\) under algorithm\.off_grpo") as raised:
+        validate_as_main_ppo(shipped_config(override))
+    assert hint in str(raised.value)

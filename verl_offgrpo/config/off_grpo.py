@@ -17,6 +17,7 @@ its kinds) whose one-line message names the setting, its value and what to chang
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -199,7 +200,11 @@ class OffGRPOConfig:
     @classmethod
     def from_mapping(cls, off_grpo: Any) -> "OffGRPOConfig":
         """From the ``algorithm.off_grpo`` node (DictConfig, dict, or None for the defaults)."""
-        return knobs_from_mapping(cls, off_grpo, PREFIX, "sync_period=10")
+        from .rec import PREFIX as REC_PREFIX
+        from .rec import RECConfig
+
+        rec_knobs = ["rec", *(field.name for field in dataclasses.fields(RECConfig))]  # the rec loss's, written here
+        return knobs_from_mapping(cls, off_grpo, PREFIX, "sync_period=10", dict.fromkeys(rec_knobs, REC_PREFIX))
 
     @classmethod
     def from_algorithm(cls, algorithm: Any) -> "OffGRPOConfig":

@@ -24,6 +24,9 @@ SECTIONS = (
 #: sections the V1 trainer (``trainer.use_v1``, verl's default) reads as sections: ``main_ppo`` picks its trainer class
 #: by ``config.trainer.v1.trainer_mode``
 V1_SECTIONS = ("trainer.v1",)
+#: the plugin's own sections (where a config has them: the shipped yaml's), read key by key as verl's are; set to null
+#: they would drop every knob written before them and run on the defaults (v = 1) without a word
+PLUGIN_SECTIONS = ("algorithm.off_grpo", "actor_rollout_ref.actor.policy_loss.rec")
 _ABSENT = object()
 
 
@@ -35,6 +38,7 @@ def check_readable(config: Any) -> None:
     """Raise :class:`UnreadableConfigError` for the first section of :data:`SECTIONS` that is null or a value, else
     for the first interpolation that does not resolve (one that reaches a ``???`` is left to the missing values)."""
     _check_sections(config, SECTIONS)
+    _check_sections(config, PLUGIN_SECTIONS, owner="the plugin's")
     found = unresolved_interpolation(config)
     if found is not None:
         raise UnreadableConfigError(found)
@@ -42,11 +46,11 @@ def check_readable(config: Any) -> None:
         _check_sections(config, V1_SECTIONS)
 
 
-def _check_sections(config: Any, sections: tuple[str, ...]) -> None:
+def _check_sections(config: Any, sections: tuple[str, ...], owner: str = "verl's") -> None:
     for dotted in sections:
         value = written_value(config, dotted, _ABSENT)
         if value is not _ABSENT and not (isinstance(value, dict) or is_dict_config(value)):
-            raise UnreadableConfigError(section_set_to_a_value(dotted, value))
+            raise UnreadableConfigError(section_set_to_a_value(dotted, value, owner))
 
 
 def _reads_v1(config: Any) -> bool:
@@ -62,10 +66,10 @@ def _reads_v1(config: Any) -> bool:
         return False
 
 
-def section_set_to_a_value(dotted: str, value: Any) -> str:
-    """The line for a section of verl's config that an override set to null or a value."""
+def section_set_to_a_value(dotted: str, value: Any, owner: str = "verl's") -> str:
+    """The line for a section of verl's (or the plugin's) config that an override set to null or a value."""
     written = "null" if value is None else repr(value)
-    return (f"{dotted}={written} replaces a section of verl's config, which its trainer reads key by key: drop that "
+    return (f"{dotted}={written} replaces a section of {owner} config, which its trainer reads key by key: drop that "
             f"override and set single keys instead ({dotted}.<key>=...).")
 
 

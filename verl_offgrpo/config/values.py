@@ -162,10 +162,11 @@ def written_value(cfg: Any, dotted: str, absent: Any = None) -> Any:
     return absent if value is _ABSENT else value
 
 
-def knobs_from_mapping(cls: type, node: Any, prefix: str, example: str) -> Any:
+def knobs_from_mapping(cls: type, node: Any, prefix: str, example: str, elsewhere: Mapping | None = None) -> Any:
     """``cls(**node)`` for a dataclass of knobs, from a DictConfig, dict, an instance or None (the defaults);
     a node that is not a mapping, or an unknown key, is an :class:`OffGRPOConfigError` naming ``prefix``
-    (``example``: one knob set as ``prefix.example``, for the message)."""
+    (``example``: one knob set as ``prefix.example``, for the message; ``elsewhere``: key → the section it belongs
+    in, for a knob of another of the plugin's sections written here)."""
     if node is None:
         return cls()
     if isinstance(node, cls):
@@ -179,7 +180,11 @@ def knobs_from_mapping(cls: type, node: Any, prefix: str, example: str) -> Any:
     known = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(values) - set(known))
     if unknown:
-        hints = "".join(f" {key!r}: did you mean {close!r}?" for key in unknown if (close := closest_knob(key, cls)))
+        homes = {key: (elsewhere or {})[key] for key in unknown if key in (elsewhere or {})}
+        hints = "".join(f" {key!r} belongs under {home}: {home}.<knob>=..." if key == home.rpartition(".")[2]
+                        else f" {key!r} belongs under {home}: {home}.{key}=..." for key, home in homes.items())
+        hints += "".join(f" {key!r}: did you mean {close!r}?" for key in unknown
+                         if key not in homes and (close := closest_knob(key, cls)))
         raise OffGRPOConfigError(f"Unknown key(s) under {prefix}: {unknown}.{hints} Known keys: {sorted(known)}.")
     return cls(**values)
 
