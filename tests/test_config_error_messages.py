@@ -469,3 +469,35 @@ def test_a_rec_knob_under_algorithm_off_grpo_points_to_its_section(override, hin
     with pytest.raises(OffGRPOConfigError, match=r"^Unknown key\(s\) under algorithm\.off_grpo") as raised:
         validate_as_main_ppo(shipped_config(override))
     assert hint in str(raised.value)
+
+
+def test_a_custom_reward_function_verl_could_not_load_is_refused_before_the_workers(tmp_path):
+    """verl loads reward.custom_reward_function after Ray, the actor and vLLM started (FileNotFoundError,
+    AttributeError there): a missing file or module, a missing or misspelt name, each one line before; the plugin's
+    own scorer, a name defined in a try block, and a module whose names cannot be read without running it pass."""
+    from _overrides import shipped_config, validate_as_main_ppo
+
+    from verl_offgrpo.config import OffGRPOConfigError
+
+    def reward(path, name="compute_score"):
+        return shipped_config(f"reward.custom_reward_function.path={path}", f"reward.custom_reward_function.name={name}")
+
+    validate_as_main_ppo(reward("pkg://verl_offgrpo.rewards"))
+    with pytest.raises(OffGRPOConfigError, match=r"^reward\.custom_reward_function\.name=compute_scor: "
+                                                 r"pkg://verl_offgrpo\.rewards defines no compute_scor \(did you mean "
+                                                 r"compute_score\?\); verl would stop at its first reward"):
+        validate_as_main_ppo(reward("pkg://verl_offgrpo.rewards", "compute_scor"))
+    with pytest.raises(OffGRPOConfigError, match=r"^reward\.custom_reward_function\.path=pkg://no_such\.module: no "
+                                                 r"module no_such\.module is importable here"):
+        validate_as_main_ppo(reward("pkg://no_such.module"))
+    missing = tmp_path / "absent.py"
+    with pytest.raises(OffGRPOConfigError, match=rf"^reward\.custom_reward_function\.path={missing}: no such file"):
+        validate_as_main_ppo(reward(missing))
+    guarded = tmp_path / "guarded.py"
+    guarded.write_text("try:\n    import math\n    def score(**kw):\n        return 1.0\nexcept ImportError:\n    pass\n")
+    validate_as_main_ppo(reward(f"file://{guarded}", "score"))
+    with pytest.raises(OffGRPOConfigError, match=r"defines no compute_score"):
+        validate_as_main_ppo(reward(guarded))
+    starred = tmp_path / "starred.py"
+    starred.write_text("from math import *\n")
+    validate_as_main_ppo(reward(starred, "anything"))

@@ -53,6 +53,7 @@ from .verl_counts import check_rollout_fits_the_gpus, check_verl_counts
 from .rec import RECConfig
 from .ref_reset_checks import check_ref_reset_config
 from .refill_checks import check_gen_batch_divides, refuse_refill_on_v0
+from .reward_checks import check_custom_reward_function
 from .sampler_checks import check_sampler
 from .sync_checks import check_mode_section, check_sync_config, tell_v0_without_manager
 from .values import OffGRPOConfigError, closest_knob, reading, target_fields
@@ -144,6 +145,7 @@ def _validate(config: Any) -> OffGRPOConfig:
     if uses_estimator or uses_loss:
         check_passes(config)
         check_sampler(config)
+        check_custom_reward_function(config)
     if uses_estimator:
         check_rows_leaving_denominator(config, knobs, estimator)
         warn_masked_mini_batch_with_other_loss(config, knobs, estimator)
