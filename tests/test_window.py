@@ -419,19 +419,20 @@ def serve_at_sync_4(monkeypatch, policies, tp=1):
     monkeypatch.setattr(fakes, "make_cluster", functools.partial(fakes.make_cluster, tp=tp, load_at={4: policies}))
 
 
-def stops_at_sync_4(monkeypatch, schedule, stopped):
-    """Run 8 steps at v = 4 inside ``stopped`` (a ``pytest.raises``): the window on V1's fit; per_step in v0's order
-    (its lagged manager, level-1 sleep and the wake check), which must have synced at steps 0 and 4 only."""
+def stops_at_sync_4(monkeypatch, schedule, stopped, steps=8):
+    """Run ``steps`` steps at v = 4 inside ``stopped`` (a ``pytest.raises``): the window on V1's fit; per_step in
+    v0's order (its lagged manager, level-1 sleep and the wake check), which must have synced every 4th step only,
+    up to the stop at the last sync."""
     if schedule == "window":
         with stopped:
-            run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
+            run_fit(monkeypatch, "trainer.test_freq=-1", total=steps)
         return
     cfg = fakes.compose_cfg(*fakes.V0_OVERRIDES, "algorithm.off_grpo.sync_period=4", "trainer.test_freq=-1")
     servers, _, replicas, wg = fakes.make_cluster()
     manager = fakes.FakeV0Trainer(cfg, wg).init_workers(replicas)
     with stopped:
-        fakes.run_v0_loop(manager.trainer, manager, servers, range(1, 9))
-    assert [c[0] for c in wg.sync_calls] == [0, 4]
+        fakes.run_v0_loop(manager.trainer, manager, servers, range(1, steps + 1))
+    assert [c[0] for c in wg.sync_calls] == list(range(0, steps - 3, 4))
 
 
 @pytest.mark.parametrize("schedule", ["window", pytest.param("per_step", marks=pytest.mark.slow)])
@@ -599,15 +600,7 @@ def test_a_sliced_tensor_the_sync_left_stale_on_one_tp_rank_stops(ray_local, mon
         fakes.make_cluster, tp=2, load_at={8: {1: (8, ("layers.1.weight",))}}))
     stopped = pytest.raises(ServedPolicyError, match=r"step 8: after the weight sync vLLM's replica 0 of 2 \(2 of 2 "
                                                      r"replicas alike\) serves layers.1.weight \(TP ranks 0, 1\) unlike")
-    if schedule == "window":
-        with stopped:
-            run_fit(monkeypatch, "trainer.test_freq=-1", total=12)
-        return
-    cfg = fakes.compose_cfg(*fakes.V0_OVERRIDES, "algorithm.off_grpo.sync_period=4", "trainer.test_freq=-1")
-    servers, _, replicas, wg = fakes.make_cluster()
-    manager = fakes.FakeV0Trainer(cfg, wg).init_workers(replicas)
-    with stopped:
-        fakes.run_v0_loop(manager.trainer, manager, servers, range(1, 13))
+    stops_at_sync_4(monkeypatch, schedule, stopped, steps=12)
 
 
 @pytest.mark.parametrize("schedule", ["per_step", pytest.param("window", marks=pytest.mark.slow)])
