@@ -323,7 +323,7 @@ def test_memory_summary_names_the_step_running_at_the_peak():
      (4, 4, False, "qwen2.5-7b", "v0", "sleep_level1"), (8, 8, True, "qwen2.5-7b", "v1", "sleep_level1"),
      (2, 2, True, "qwen2.5-7b", "v0", "no_sleep")],
 )  # fmt: skip
-def test_throughput_layouts_compose_and_pass_the_startup_checks(tmp_path, n_gpus, tp, offload, model, trainer, keep_weights):
+def test_throughput_layouts_compose_and_pass_the_startup_checks(tmp_path, reward_file, n_gpus, tp, offload, model, trainer, keep_weights):
     """Every layout the throughput benchmark offers (issues 5 and 7) is a valid verl + plugin config;
     ``--keep-weights no_sleep`` keeps vLLM's engine at v=1 too (free_cache_engine=False)."""
     from hydra import compose, initialize_config_dir
@@ -1976,7 +1976,7 @@ import window_speed  # noqa: E402
     "shape, n_gpus, tp, offload",
     [(None, 1, 1, False), ("qwen2.5-1.5b", 1, 1, False), ("qwen2.5-1.5b", 2, 2, False), ("qwen2.5-7b", 4, 4, True)],
 )
-def test_window_speed_jobs_compose_and_pass_the_startup_checks(tmp_path, shape, n_gpus, tp, offload):
+def test_window_speed_jobs_compose_and_pass_the_startup_checks(tmp_path, reward_file, shape, n_gpus, tp, offload):
     """Every job kind of the window benchmark, on GSM8K or a random-init shape, is a valid verl + plugin
     config with the window / per-step / stock large-batch settings it claims."""
     from hydra import compose, initialize_config_dir

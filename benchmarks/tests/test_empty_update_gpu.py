@@ -61,7 +61,7 @@ def test_rows_after_the_first_k_steps_give_a_constant_zero_reward(tmp_path):
 # ----------------------------------------------------------------------------- config
 @pytest.mark.parametrize("name", sorted(eu.RUNS))
 def test_the_jobs_compose_with_the_shipped_yaml_and_pass_the_startup_checks(
-    tmp_path, name
+    tmp_path, reward_file, name
 ):
     import verl  # noqa: F401  (loads the plugin, which wraps validate_config)
     from hydra import compose, initialize_config_dir
