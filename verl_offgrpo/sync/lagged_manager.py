@@ -502,8 +502,9 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         """The rule of :mod:`.served_cast` at the sync of ``step``: each tensor a vLLM worker holds whole is the
         trainer's (the actor ranks' ``reports``) cast to vLLM's dtype. A calibrating sync
         (:func:`.served_cast.calibrates`) trusts the (replica, tensor) pairs it finds alike and warns of the others; any
-        other sync compares the trusted pairs and raises :class:`ServedPolicyError` on a difference. Returns ``off_grpo/sync_tensors_exact``. A failure
-        of the comparison itself turns this rule off (a warning), not the others."""
+        other sync compares the trusted pairs and raises :class:`ServedPolicyError` on a difference. Returns
+        ``off_grpo/sync_tensors_exact``. A failure of the comparison itself turns this rule off (a warning), not the
+        others."""
         try:
             unplaced = {name for report in reports for name in report.get("unplaced") or ()}
             composed = served_cast.composed_fingerprints([r["tensors"] for r in reports], unplaced, self.packed)
