@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .sync_reached import listed, served_name, where
+from .sync_reached import listed, served_name, tp_ranks, where
 
 #: metric: tensors compared bit for bit with the trainer's cast at the sync, summed over vLLM workers
 COMPARED = "off_grpo/sync_tensors_exact"
@@ -72,6 +72,8 @@ def composed_fingerprints(tensors: list[dict], unplaced: set[str], packed: dict[
 
 
 Pair = tuple[int, str]  # (replica, vLLM tensor name)
+#: the fields of a fingerprint that do not depend on where its words sit: numel, dtype, s0, s3
+POSITION_FREE = (0, 1, 2, 5)
 
 
 def _as_fingerprint(fp: list) -> list:
@@ -82,7 +84,7 @@ def _alike(served: list, trainer: list) -> bool:
     """A vLLM rank's whole copy against the trainer's: every sum where the trainer's are placed, else all but the
     positional s1, s2."""
     if trainer[3] is None:
-        return [served[i] for i in (0, 1, 2, 5)] == [trainer[i] for i in (0, 1, 2, 5)]
+        return [served[i] for i in POSITION_FREE] == [trainer[i] for i in POSITION_FREE]
     return served == trainer
 
 
@@ -113,9 +115,9 @@ def compare_with_trainer(answers: list[Any], composed: dict[str, list], trusted:
                 odd = [rank for rank, fp in whole if not _alike(fp, trainer)]
             elif len(copies) == len(ranks) > 1 and sum(fp[0] for _, fp in copies) == trainer[0]:
                 compared += len(copies)
-                parts = [trainer[0], trainer[1]] + [sum(fp[i] for _, fp in copies) for i in (2, 5)]
+                parts = [trainer[0], trainer[1]] + [sum(fp[i] for _, fp in copies) for i in POSITION_FREE[2:]]
                 same_dtype = all(fp[1] == trainer[1] for _, fp in copies)
-                odd = [] if same_dtype and parts == [trainer[i] for i in (0, 1, 2, 5)] else [r for r, _ in copies]
+                odd = [] if same_dtype and parts == [trainer[i] for i in POSITION_FREE] else [r for r, _ in copies]
             else:
                 continue
             if odd:
@@ -161,8 +163,7 @@ def unlike_message(unlike: list[tuple[int, list]], step: int, dtype: str, num_re
     """The :class:`~.alpha_guard.ServedPolicyError` text for :func:`compare_with_trainer`'s unlike tensors."""
     index, tensors = unlike[0]
     replica, others, _ = where(index, len(unlike), num_replicas, None)
-    named = [f"{name} (TP rank{'s' if len(ranks) > 1 else ''} {', '.join(str(r) for r in ranks)})"
-             for name, ranks in tensors]
+    named = [f"{name} ({tp_ranks(ranks)})" for name, ranks in tensors]
     return (
         f"verl-offgrpo: step {step}: after the weight sync vLLM's {replica}{others} serves {listed(named)} unlike the "
         f"trainer's weights cast to {dtype}, which it matched at the sync of step {matched_step}: its next rollout "

@@ -111,16 +111,24 @@ ORIG_PARAMS_ATTRIBUTE = "_use_orig_params"
 FLAT_PARAMETER_NAME = "_flat_param"
 
 
+def _flat_parameter_prefix(name: str, tensor: Any) -> Optional[str]:
+    """The module prefix of an FSDP1 flat parameter (``name`` as :func:`checkpoint_name` gives it, ending in
+    :data:`FLAT_PARAMETER_NAME`, ``tensor`` carrying :data:`FLAT_PARAMETER_ATTRIBUTES`), or None for any other tensor."""
+    if not name.endswith(FLAT_PARAMETER_NAME) or any(getattr(tensor, a, None) is None for a in FLAT_PARAMETER_ATTRIBUTES):
+        return None
+    return name[: -len(FLAT_PARAMETER_NAME)]
+
+
 def _original_pieces(name: str, local: Any, start: Optional[int]):
     """``(name, piece, start)`` of the rank's shard of one parameter, ``start`` being the piece's first element's
     position in the whole flattened parameter (None where not known): an FSDP1 flat parameter split into the original
     parameters' pieces it holds (named as the checkpoint names them: the flat parameter's module + ``_fqns``; each
     piece's start its ``intra_param_start_idx``); any other tensor whole, at ``start``."""
-    fqns, infos = (getattr(local, attribute, None) for attribute in FLAT_PARAMETER_ATTRIBUTES[:2])
-    if fqns is None or infos is None or not name.endswith(FLAT_PARAMETER_NAME):
+    prefix = _flat_parameter_prefix(name, local)
+    if prefix is None:
         yield name, local, start
         return
-    prefix = name[: -len(FLAT_PARAMETER_NAME)]
+    fqns, infos = local._fqns, local._shard_param_infos
     flat = local.detach().reshape(-1)
     for fqn, info in zip(fqns, infos):
         if info.in_shard and info.numel_in_shard:
@@ -148,10 +156,9 @@ def _whole_numels(module: Any) -> dict[str, int]:
     """Each parameter's whole element count, by checkpoint name (FSDP1: ``_numels`` beside ``_fqns``)."""
     numels = {}
     for name, param in module.named_parameters():
-        fqns, sizes = getattr(param, "_fqns", None), getattr(param, "_numels", None)
-        if fqns is not None and sizes is not None and name.endswith(FLAT_PARAMETER_NAME):
-            prefix = checkpoint_name(name)[: -len(FLAT_PARAMETER_NAME)]
-            numels.update((checkpoint_name(prefix + fqn), int(size)) for fqn, size in zip(fqns, sizes))
+        prefix = _flat_parameter_prefix(checkpoint_name(name), param)
+        if prefix is not None:
+            numels.update((checkpoint_name(prefix + fqn), int(size)) for fqn, size in zip(param._fqns, param._numels))
         else:
             numels[checkpoint_name(name)] = int(param.numel())
     return numels
@@ -337,7 +344,7 @@ def unequal_copies_message(unequal: list[tuple[int, list]], step: int, num_repli
     replica, others, _ = where(index, len(unequal), num_replicas, None)
     name, odd = differ[0]
     more = f" (and {len(differ) - 1} more such tensors)" if len(differ) > 1 else ""
-    ranks = f"TP rank{'s' if len(odd) > 1 else ''} {', '.join(str(r) for r in odd)}"
+    ranks = tp_ranks(odd)
     return (
         f"verl-offgrpo: step {step}: the weight sync reached vLLM's TP ranks unequally: every rank of {replica}{others} "
         f"holds {name} whole, but {ranks} serve{'s' if len(odd) == 1 else ''} a copy unlike the first rank's{more}, "
@@ -345,6 +352,11 @@ def unequal_copies_message(unequal: list[tuple[int, list]], step: int, num_repli
         "policies. Stopped before any batch was sampled from it. Check the weight-sync path (verl's checkpoint engine, each rank's loader); "
         "algorithm.off_grpo.verify_served_weights=false turns the check off."
     )
+
+
+def tp_ranks(ranks: list) -> str:
+    """``TP rank 1`` / ``TP ranks 0, 1`` for a message."""
+    return f"TP rank{'s' if len(ranks) > 1 else ''} {', '.join(str(r) for r in ranks)}"
 
 
 def listed(named: list[str], sep: str = "; ", last: str = "; and", most: int = 3) -> str:
@@ -408,18 +420,18 @@ def rule_broken_message(breaking: list[tuple[int, dict]], changed: bool, step: i
     index, payload = breaking[0]
     ranks = payload["ranks"]
     replica, others, since = where(index, len(breaking), num_replicas, previous_step)
-    tp_ranks = f"TP rank{'s' if len(ranks) > 1 else ''} {', '.join(str(r) for r in ranks)}"
+    named = tp_ranks(ranks)
     if changed:
         return (
             f"verl-offgrpo: step {step}: the weight sync did not reach vLLM: the trainer's weights changed since "
-            f"{since}, but the vLLM workers of {replica} ({tp_ranks}){others} serve the same weights as after it, so "
+            f"{since}, but the vLLM workers of {replica} ({named}){others} serve the same weights as after it, so "
             f"its next rollout would sample from the policy of {since}, not α = the policy of step {step}. Stopped "
             "before any batch was sampled from them. Check the weight-sync path (verl's checkpoint engine, vLLM's "
             "sleep/wake); algorithm.off_grpo.verify_served_weights=false turns the check off."
         )
     return (
         f"verl-offgrpo: step {step}: vLLM's weights changed at the sync although the trainer's did not since {since} "
-        f"({replica}, {tp_ranks}){others}: the engine serves weights the trainer never had. Stopped before any "
+        f"({replica}, {named}){others}: the engine serves weights the trainer never had. Stopped before any "
         "batch was sampled from them. algorithm.off_grpo.verify_served_weights=false turns the check off."
     )
 
@@ -427,4 +439,4 @@ def rule_broken_message(breaking: list[tuple[int, dict]], changed: bool, step: i
 __all__ = ["actor_tensor_fingerprints", "block_starts", "checkpoint_name", "find_actor", "listed", "packed_of",
            "replicas_breaking_the_rule", "replicas_with_unequal_copies", "rule_broken_message", "served_name",
            "tensors_checkable", "tensors_message", "tensors_that_did_not_arrive", "trainer_changed_tensors",
-           "trainer_numels", "unequal_copies_message", "where"]
+           "tp_ranks", "trainer_numels", "unequal_copies_message", "where"]
