@@ -518,6 +518,14 @@ def test_a_window_sync_that_leaves_a_tensor_unloaded_stops_on_the_trainers_cast(
         run_fit(monkeypatch, "trainer.test_freq=-1", total=12)
 
 
+def fit_telling(monkeypatch, caplog, about, total=8):
+    """Run the fake cluster's V1 fit for ``total`` steps; the run and the plugin's warnings that contain ``about``."""
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=total)
+    return rec, [r.getMessage() for r in caplog.records if about in r.getMessage()]
+
+
 def test_the_cast_rule_says_when_it_compares_nothing_and_fails_alone(ray_local, monkeypatch, caplog):
     """Nothing comparable (no trainer tensor placed in a vLLM tensor held whole): one warning at the first sync, no
     ``sync_tensors_exact``, the other rules on. The comparison itself failing: a warning, this rule off, the others
@@ -525,9 +533,7 @@ def test_the_cast_rule_says_when_it_compares_nothing_and_fails_alone(ray_local, 
     from verl_offgrpo.sync import served_cast
 
     monkeypatch.setattr(served_cast, "composed_fingerprints", lambda *args: {})
-    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
-        rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
-    told = [r.getMessage() for r in caplog.records if "compares no tensor" in r.getMessage()]
+    rec, told = fit_telling(monkeypatch, caplog, "compares no tensor")
     assert len(told) == 1 and "the other sync rules stay on" in told[0]
     assert series(rec, "off_grpo/sync_tensors_exact", [4, 8]) == [None, None]
     assert series(rec, "off_grpo/sync_tensors_checked", [4, 8]) == [8.0, 8.0]
@@ -535,11 +541,8 @@ def test_the_cast_rule_says_when_it_compares_nothing_and_fails_alone(ray_local, 
     def broken(*args):
         raise AttributeError("'DeviceMesh' object has no attribute 'size'")
 
-    caplog.clear()
     monkeypatch.setattr(served_cast, "composed_fingerprints", broken)
-    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
-        rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
-    told = [r.getMessage() for r in caplog.records if "could not compare vLLM's weights" in r.getMessage()]
+    rec, told = fit_telling(monkeypatch, caplog, "could not compare vLLM's weights")
     assert len(told) == 1 and "'DeviceMesh' object has no attribute 'size'" in told[0]
     assert rec.updates == {s: 1 for s in range(1, 9)}
     assert series(rec, "off_grpo/sync_tensors_checked", [4, 8]) == [8.0, 8.0]
@@ -552,11 +555,9 @@ def test_the_first_sync_after_the_trainer_moved_reads_the_engines_layout(ray_loc
     unloaded on rank 0 of both replicas) is left out with a warning naming it, and the run goes on, comparing the other
     three tensors of each replica at step 8."""
     serve_at_sync_4(monkeypatch, {0: (4, ("layers.0.weight",))})
-    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
-        rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=12)
+    rec, told = fit_telling(monkeypatch, caplog, "unlike the trainer's cast", total=12)
     assert rec.updates == {s: 1 for s in range(1, 13)}
     assert series(rec, "off_grpo/sync_tensors_exact", [4, 8]) == [6.0, 6.0]
-    told = [r.getMessage() for r in caplog.records if "unlike the trainer's cast" in r.getMessage()]
     assert told == ["verl-offgrpo: at the sync of step 4 vLLM holds 1 tensor(s) unlike the trainer's cast to bfloat16 "
                     "(layers.0.weight): its loader stores something else for them, or the sync did not reach them; the "
                     "exact check of each sync leaves them out for this run (6 tensor copies still compared)."]
@@ -575,11 +576,9 @@ def test_tensors_an_engine_stores_other_than_the_cast_are_left_out_at_the_first_
             worker.perturb(param=3, element=0)
 
     monkeypatch.setattr(fakes.FakeVLLMServer, "receive_weights", transforming)
-    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
-        rec = run_fit(monkeypatch, "trainer.test_freq=-1", total=8)
+    rec, told = fit_telling(monkeypatch, caplog, "unlike the trainer's cast")
     assert rec.updates == {s: 1 for s in range(1, 9)}
     assert series(rec, "off_grpo/sync_tensors_exact", [4, 8]) == [6.0, 6.0]
-    told = [r.getMessage() for r in caplog.records if "unlike the trainer's cast" in r.getMessage()]
     assert told == ["verl-offgrpo: at the sync of step 0 vLLM holds 1 tensor(s) unlike the trainer's cast to "
                     "bfloat16 (layers.1.bias): its loader stores something else for them, or the sync did not reach "
                     "them; the exact check of each sync leaves them out for this run (6 tensor copies still compared)."]
