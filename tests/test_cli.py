@@ -263,7 +263,7 @@ def test_compose_repeats_the_plugins_warnings_under_the_yaml(capsys):
     err = capsys.readouterr().err.splitlines()
     verdict = next(i for i, line in enumerate(err) if line.startswith("# composed and validated"))
     assert err[verdict].endswith("checks passed with 1 warning:")
-    assert err[verdict + 1].startswith("#   [WARNING] off_grpo: rollout top_p=0.9 top_k=-1 repetition_penalty=1.0: ")
+    assert err[verdict + 1].startswith("#   [WARNING] off_grpo: rollout top_p=0.9 top_k=-1: ")
     assert sum("top_p=0.9 top_k=-1" in line for line in err) == 2  # logged above, repeated once below
     assert dry_run([*BASE, VLLM]) == 0
     err = capsys.readouterr().err.splitlines()

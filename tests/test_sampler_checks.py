@@ -41,12 +41,6 @@ def test_the_rec_loss_with_verls_estimator_is_checked_too():
                                             "algorithm.adv_estimator=grpo", f"{ROLLOUT}logprobs_mode=raw_logits"))
 
 
-def test_a_repetition_penalty_warns_that_rprime_is_biased(caplog):
-    with caplog.at_level(logging.WARNING, logger=LOGGER):
-        validate_as_main_ppo(shipped_config(f"+{ROLLOUT}repetition_penalty=1.1"))
-    assert "repetition_penalty=1.1" in caplog.text and "r' = π_k/α is biased" in caplog.text
-
-
 def test_plain_verl_keeps_any_logprobs_mode(caplog):
     """A job that does not select the plugin is verl's business: no refusal, no warning from the plugin."""
     with caplog.at_level(logging.WARNING, logger=LOGGER):

@@ -8,10 +8,12 @@ and nothing else. vLLM 0.24 reports per ``rollout.logprobs_mode``:
     raw_logits, processed_logits           logits, not log-probs
 
 so r' = π_k/α is the paper's ratio only with ``processed_logprobs``, or ``raw_logprobs`` at temperature 1.
-Top-k/top-p and a repetition penalty make α the truncated or penalised sampler, which π_k is not: a
-warning, since some users sample that way on purpose. Values vLLM refuses (a mode it does not know, top_p
-outside (0, 1], ...) are said here, before Ray: vLLM itself checks the mode only when it starts and the
-sampling parameters only at the first request; and a temperature of 0 (greedy) would make π_k divide by 0.
+Top-k/top-p make α the truncated sampler, which π_k is not: a warning, since some users sample that way on
+purpose. (A repetition penalty never reaches vLLM: verl's agent loops send ``repetition_penalty=1.0`` with every
+request.) Values vLLM refuses (a mode it does not know, top_p outside (0, 1], ...) are said here, before Ray:
+vLLM itself checks the mode only when it starts and the sampling parameters only at the first request; and a
+temperature of 0 (greedy) would make π_k divide by 0. The mode written in ``engine_kwargs.vllm`` instead is
+refused by :mod:`.engine_kwargs_checks` first.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ SAMPLING = (
     ("top_p", 1.0, False, lambda p: 0 < p <= 1, "a number in (0, 1]", "vLLM refuses others at the first request"),
     ("top_k", -1, True, lambda k: k >= -1, "an integer, -1 or 0 (off) or >= 1",
      "vLLM refuses others at the first request"),
-    ("repetition_penalty", 1.0, False, lambda r: r > 0, "a number > 0", "vLLM refuses others at the first request"),
 )
 
 
@@ -44,7 +45,7 @@ def check_sampler(config: Any) -> None:
     """Refuse a ``logprobs_mode`` under which α is not the sampler's log-probs (or that vLLM does not know) and
     sampling parameters vLLM or π_k cannot take (:data:`SAMPLING`); warn where r' is biased by design."""
     mode = written_value(config, f"{ROLLOUT}.logprobs_mode", "processed_logprobs")
-    temperature, top_p, top_k, penalty = (_sampling_parameter(config, *parameter) for parameter in SAMPLING)
+    temperature, top_p, top_k = (_sampling_parameter(config, *parameter) for parameter in SAMPLING)
     if mode in LOGIT_MODES:
         raise OffGRPOConfigError(
             f"{ROLLOUT}.logprobs_mode={mode} makes vLLM return logits, not log-probs, so α and r' = π_k/α "
@@ -60,14 +61,12 @@ def check_sampler(config: Any) -> None:
             f"{ROLLOUT}.logprobs_mode=raw_logprobs gives α before the temperature ({temperature}), while π_k "
             "is taken at it, so r' = π_k/α compares two distributions: use processed_logprobs (verl's default)."
         )
-    if top_p < 1.0 or top_k > 0 or penalty != 1.0:
+    if top_p < 1.0 or top_k > 0:
         logger.warning(
-            "off_grpo: rollout top_p=%s top_k=%s repetition_penalty=%s: vLLM's log-probs of α are taken after "
-            "top-p/top-k and the penalty, and π_k without them, so r' = π_k/α is biased. Use top_p=1.0, "
-            "top_k=-1, repetition_penalty=1.0 for the paper's ratio.",
+            "off_grpo: rollout top_p=%s top_k=%s: vLLM's log-probs of α are taken after top-p/top-k, and π_k "
+            "without them, so r' = π_k/α is biased. Use top_p=1.0, top_k=-1 for the paper's ratio.",
             top_p,
             top_k,
-            penalty,
         )
 
 

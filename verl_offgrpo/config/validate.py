@@ -1,7 +1,7 @@
 """The start-up check of the whole composed config: :func:`validate_off_grpo_config`, which runs the checks
-of what the config selects (:mod:`.loss_estimator_checks`, :mod:`.window_checks`, :mod:`.refill_checks`, :mod:`.sync_checks`,
-:mod:`.ref_reset_checks`, :mod:`.old_log_prob_checks`, :mod:`.final_outputs_checks`, :mod:`.sampler_checks`) in a
-fixed order, and :func:`advisories_silenced` for re-checks of a config already advised on.
+of what the config selects (:mod:`.engine_kwargs_checks`, :mod:`.loss_estimator_checks`, :mod:`.window_checks`,
+:mod:`.refill_checks`, :mod:`.sync_checks`, :mod:`.ref_reset_checks`, :mod:`.old_log_prob_checks`,
+:mod:`.final_outputs_checks`, :mod:`.sampler_checks`) in a fixed order, and :func:`advisories_silenced` for re-checks of a config already advised on.
 
 Pure Python over the composed config (a DictConfig, a dict or verl's dataclasses; no verl, torch or Ray
 import), so it runs in ``main_ppo``'s driver before Ray starts: the plugin runs it at the start of
@@ -29,6 +29,7 @@ from . import (
     validation_lag,
     window_checks,
 )
+from .engine_kwargs_checks import refuse_engine_kwargs_overrides
 from .final_outputs_checks import resolve_final_outputs
 from .loss_estimator_checks import (
     check_group_size,
@@ -121,6 +122,7 @@ def _validate(config: Any) -> OffGRPOConfig:
     uses_estimator = estimator in ESTIMATOR_NAMES
     uses_loss = loss_mode in LOSS_NAMES
     if uses_estimator or uses_loss or knobs.sync_period > 1:
+        refuse_engine_kwargs_overrides(config)
         check_verl_counts(config)
         check_rollout_fits_the_gpus(config)
     rec = RECConfig.from_policy_loss(_get(config, "actor_rollout_ref.actor.policy_loss"))
