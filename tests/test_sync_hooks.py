@@ -1159,6 +1159,7 @@ def test_hydra_v0_composition_loads_the_manager_class():
         (["actor_rollout_ref.model.lora_rank=16"], "LoRA"),
         (["actor_rollout_ref.model.lora.rank=16"], "LoRA"),
         (["actor_rollout_ref.hybrid_engine=false"], "hybrid"),
+        (["actor_rollout_ref.actor.strategy=megatron"], r"FSDP actors only .* got 'megatron'"),
         (["trainer.v1.trainer_mode=sync"], "trainer_mode=off_grpo_sync"),
         (["trainer.v1.trainer_mode=colocate_async"], "trainer_mode=off_grpo_sync"),
         (["trainer.use_v1=false"], "checkpoint_manager_class"),
@@ -1178,7 +1179,8 @@ def test_configs_that_cannot_keep_alpha_are_rejected(overrides, match):
 
 
 def test_period_one_accepts_anything_verl_accepts():
-    for overrides in (["actor_rollout_ref.rollout.name=sglang"], ["trainer.v1.trainer_mode=sync"], ["trainer.use_v1=false"]):
+    for overrides in (["actor_rollout_ref.rollout.name=sglang"], ["trainer.v1.trainer_mode=sync"], ["trainer.use_v1=false"],
+                      ["actor_rollout_ref.actor.strategy=megatron"]):
         assert check_sync_config(compose_cfg(*overrides)).sync_period == 1
     with pytest.raises(SyncConfigError, match="sync_period"):
         check_sync_config(compose_cfg("algorithm.off_grpo.sync_period=0"))

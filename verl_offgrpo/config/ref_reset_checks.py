@@ -11,10 +11,9 @@ from verl_offgrpo import TRAINER_MODE
 
 from .off_grpo import PREFIX, OffGRPOConfig, RefResetConfigError
 from .readers import flag_at, knobs_of, uses_lora, uses_v1, v1_mode
-from .sync_checks import require_plugin_v0_manager
+from .sync_checks import FSDP_STRATEGIES, require_plugin_v0_manager
 from .values import config_value as _get
 
-FSDP_STRATEGIES = ("fsdp", "fsdp2")
 logger = logging.getLogger(__name__)
 
 

@@ -1,6 +1,6 @@
 """The checks of the lagged sync (``sync_period`` v > 1): whether vLLM can keep serving α = π_{k−v} between
-syncs with a config (vLLM colocated in the hybrid engine, no LoRA, no PD disaggregation, a way to keep
-the weights while it sleeps, and the plugin's V1 trainer mode or v0 checkpoint manager)."""
+syncs with a config (vLLM colocated in the hybrid engine, an FSDP actor, no LoRA, no PD disaggregation, a way
+to keep the weights while it sleeps, and the plugin's V1 trainer mode or v0 checkpoint manager)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ from .values import is_dict_config, written_value
 from .values import is_int as _is_int
 
 logger = logging.getLogger(__name__)
+
+#: verl's actor strategies whose shards the sync check reads (``actor_rollout_ref.actor.strategy``)
+FSDP_STRATEGIES = ("fsdp", "fsdp2")
 
 
 def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPOConfig | None = None) -> OffGRPOConfig:
@@ -52,6 +55,13 @@ def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPO
         raise SyncConfigError(
             f"{why} is not supported with LoRA (actor_rollout_ref.model.lora.rank / lora_rank / lora_adapter_path): "
             "vLLM's LoRA adapter path is not known to keep α across sleep; use sync_period=1 or full fine-tuning."
+        )
+    strategy = _get(config, "actor_rollout_ref.actor.strategy", "fsdp")
+    if strategy not in FSDP_STRATEGIES:
+        raise SyncConfigError(
+            f"{why} is implemented for FSDP actors only (actor_rollout_ref.actor.strategy in {FSDP_STRATEGIES}; got "
+            f"{strategy!r}): the check that each sync reached vLLM reads the actor's FSDP shards. Use "
+            f"{PREFIX}.sync_period=1 with this actor."
         )
     if flag_at(config, "actor_rollout_ref.rollout.disaggregation.enabled", False):
         raise SyncConfigError(f"{why} is not supported with PD-disaggregated rollout: set "
