@@ -298,3 +298,43 @@ def test_compose_takes_your_own_yaml_as_main_ppo_does(tmp_path, monkeypatch, cap
             main(["compose", *flags, *BASE])
         assert stopped.value.code == EX_USAGE
         assert says in capsys.readouterr().err
+
+
+@pytest.mark.skipif(__import__("importlib").util.find_spec("vllm") is not None,
+                    reason="vLLM is installed here: verl's LoRA checks can run")
+def test_a_config_verls_checks_cannot_finish_without_vllm_is_exit_6_not_a_config_error(capsys):
+    """verl 0.9.1's LoRA checks import ``verl.third_party.vllm``, which raises "vllm version None not supported"
+    where vLLM is not installed: the config is not wrong, this machine cannot check it (the newcomer's CPU check
+    called it a config error). A config the plugin refuses is still the plugin's error, first."""
+    from verl_offgrpo.cli.compose import dry_run
+
+    lora = ["actor_rollout_ref.model.lora_rank=8", "actor_rollout_ref.model.lora_alpha=16"]
+    assert dry_run([*BASE, *lora]) == 6
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("not checked here")]
+    assert err == ["not checked here: verl's validate_config needs vLLM installed for this config (ValueError: vllm "
+                   "version None not supported and SGLang also not Found. Currently supported vllm versions are "
+                   "0.18.0+); the plugin's checks passed. Check it where the job will run."]
+    assert dry_run([*BASE, *lora, "algorithm.off_grpo.sync_period=10"]) == 2  # LoRA at v > 1: refused first
+
+
+def test_a_config_verls_checks_cannot_finish_offline_is_exit_6_not_a_config_error():
+    """A critic given a hub id makes verl's checks load its tokenizer: offline, that is the hub's error, not the
+    config's; a local path that does not exist stays verl's config error (exit 4)."""
+    import os
+    import subprocess
+    import sys
+
+    base = [o for o in BASE if not o.startswith("actor_rollout_ref.model.path")]
+    gae = ["algorithm.adv_estimator=gae", "actor_rollout_ref.model.path=/models/none"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+
+    def compose(critic):
+        return subprocess.run([sys.executable, "-m", "verl_offgrpo", "compose", *base, *gae, critic],
+                              capture_output=True, text=True, timeout=240, env=env)
+
+    offline = compose("critic.model.path=offgrpo-nobody/no-such-model")
+    assert offline.returncode == 6, offline.stderr[-2000:]
+    assert offline.stderr.splitlines()[-1].startswith(
+        "not checked here: verl's validate_config needs the model hub (the network) for this config (")
+    missing = compose("critic.model.path=/models/none")
+    assert missing.returncode == 4 and missing.stderr.splitlines()[-1].startswith("config error (verl's validate_config)")

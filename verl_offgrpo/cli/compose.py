@@ -2,7 +2,8 @@
 Ray or a GPU (:func:`validate`), and printed (:func:`dry_run`); each way it can fail is one line and an exit
 code: 1 the plugin is not usable here, 2 the plugin's checks, 3 a ``???`` value still unset (said before the
 checks run), 4 hydra or verl's own ``validate_config``, 5 a value that cannot be read (a ``${...}`` that does not
-resolve, a section set to null: :mod:`verl_offgrpo.config.readable`)."""
+resolve, a section set to null: :mod:`verl_offgrpo.config.readable`), 6 verl's ``validate_config`` needs what this
+machine lacks for this config (vLLM installed, the model hub): not a config error, the plugin's checks passed."""
 
 from __future__ import annotations
 
@@ -202,6 +203,36 @@ def _raised_in_verls_checks(err: BaseException) -> bool:
     return False
 
 
+#: exit code of a config verl's own checks could not finish on this machine (:func:`_what_this_machine_lacks`)
+NOT_CHECKABLE_HERE = 6
+
+
+def _what_this_machine_lacks(err: BaseException) -> tuple[str, BaseException] | None:
+    """What verl's ``validate_config`` needed for this config that this machine does not have, and the error that
+    says so; or None. vLLM, where the error was raised importing verl 0.9.1's ``verl.third_party.vllm`` (its LoRA
+    checks import it; without vLLM installed it raises "vllm version None not supported"); the model hub, where the
+    chain holds a network error of ``requests`` or ``huggingface_hub`` or one naming huggingface.co (a critic's or
+    reward model's tokenizer given a hub id, offline)."""
+    chain, seen = [], set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        chain.append(err)
+        err = err.__cause__ or err.__context__
+    for link in chain:
+        tb = link.__traceback__
+        while tb is not None:
+            path = tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
+            if "/verl/third_party/vllm/" in path or "/verl/third_party/sglang/" in path:
+                return "vLLM installed", link
+            tb = tb.tb_next
+    for link in reversed(chain):  # the innermost says it plainest
+        module = type(link).__module__ or ""
+        if (module.startswith(("requests", "urllib3", "huggingface_hub")) and isinstance(link, (OSError, ConnectionError))
+                or "huggingface.co" in str(link)):
+            return "the model hub (the network)", link
+    return None
+
+
 def validate(overrides: list[str], config_path: str | None = None, config_name: str | None = None):
     """Compose the shipped yaml (or ``config_path``/``config_name``: :func:`compose`) + ``overrides`` and validate it
     exactly as main_ppo's driver does, without Ray or a GPU: ``(exit code, the one-line error or None, the composed
@@ -252,6 +283,12 @@ def validate(overrides: list[str], config_path: str | None = None, config_name: 
     except Exception as err:  # verl's own validate_config rejects the config, or the plugin's checks have a bug
         if not _raised_in_verls_checks(err):
             raise  # a bug in the plugin's checks (a bare ValueError too, not a config error of verl's): its traceback
+        lacks = _what_this_machine_lacks(err)
+        if lacks:  # the plugin's checks ran first and passed; verl's could not finish here
+            what, said = lacks
+            return NOT_CHECKABLE_HERE, (f"not checked here: verl's validate_config needs {what} for this config "
+                                        f"({type(said).__name__}: {_one_line(said)}); the plugin's checks passed. "
+                                        "Check it where the job will run."), config
         if isinstance(err, (AssertionError, ValueError, HydraException)):  # verl's checks of the config
             # verl's dataclass checks reach here wrapped in hydra's InstantiationException: say the cause
             cause = err.__cause__ if isinstance(err, HydraException) and err.__cause__ is not None else err

@@ -278,7 +278,7 @@ def check(overrides: list[str] | None = None, verbose: bool = False) -> int:
     target or registration is missing, or the config needs something that is not installed (the V1
     trainer mode needs the TransferQueue package). Given ``overrides``, the config is also validated as
     :func:`~verl_offgrpo.cli.compose.dry_run` validates it (:func:`~verl_offgrpo.cli.compose.validate`): a
-    config it rejects fails the check with its one-line error, last, and its exit code (2, 3, 4 or 5); without
+    config it rejects fails the check with its one-line error, last, and its exit code (2, 3, 4, 5 or 6); without
     them it is not (the shipped yaml alone has ``???`` values)."""
     found = _Findings(overrides=list(overrides or []))
     for find in (_find_plugin_loaded, _find_config, _find_registrations, _find_patches, _find_internals, _find_vllm):

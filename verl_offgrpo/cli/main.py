@@ -57,11 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
         "check", help="whether the plugin is usable here: the verdict and any problems (-v: each registration, patch "
         "and verl internal checked); exit 1 if the plugin is not usable or the config needs a package that is missing; "
         "with overrides, also compose's validation of the shipped yaml + overrides (compose's one-line error and exit "
-        "code 2/3/4/5; no yaml)",
+        "code 2/3/4/5/6; no yaml)",
         description="Self-check: the plugin's registrations, patches and versions, for the shipped yaml (+ overrides): "
         "the verdict, the versions, the config and any problems (in full), or with -v everything checked; "
         "exit 1 if the plugin is not usable here or the config needs a package that is missing. Given overrides, "
-        "check also validates the config exactly as compose does (same one-line error, same exit code 2/3/4/5; the "
+        "check also validates the config exactly as compose does (same one-line error, same exit code 2/3/4/5/6; the "
         "yaml is not printed); without overrides the config is not validated (the shipped yaml alone is not "
         "runnable). Takes " + _OVERRIDES_ONLY)
     p_check.add_argument("-v", "--verbose", action="store_true",
@@ -75,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compose the shipped yaml + overrides and validate it as main_ppo's driver does, without Ray or "
         "a GPU: exit 0 and the yaml on stdout, or one line on stderr: 1 the plugin is not usable here, 2 the "
         "plugin's checks, 3 a ??? value still unset, 4 hydra or verl's validate_config, 5 a value that cannot be read "
-        "(a ${...} that does not resolve, a section set to null); 64 a usage error. "
+        "(a ${...} that does not resolve, a section set to null), 6 verl's validate_config needs what this machine "
+        "lacks (vLLM installed, the model hub): the plugin's checks passed; 64 a usage error. "
         + "Takes hydra overrides and main_ppo's --config-path/--config-name (your own yaml; an absolute path, as "
         "main_ppo reads a relative one from verl/trainer/); other hydra flags (--cfg, ...) are main_ppo's.")
     p_compose.add_argument("--config-path", metavar="DIR", help="the directory of your yaml, absolute, as main_ppo's "
