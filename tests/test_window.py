@@ -1056,3 +1056,25 @@ def test_a_checkpoint_inside_a_window_resumes_with_the_prompts_not_yet_trained(m
     plugin.windowed = False  # per_step: verl's save as it is
     plugin._save_checkpoint()
     assert saved[1] == trainer.train_dataloader.state_dict() != saved[0]
+
+
+def test_a_window_is_at_most_the_runs_steps_long(caplog):
+    """trainer.total_training_steps = T below v ends the one window at T (``window.window_length``): the storage
+    check counts T·B·n (the newcomer's v = 1000, T = 100 was refused for v·B·n), one step more than fits is still
+    refused, and a warning says vLLM serves the first step's weights all run."""
+    common = ("algorithm.off_grpo.rollout_schedule=window", "data.train_batch_size=10", "actor_rollout_ref.rollout.n=5",
+              "trainer.test_freq=-1", "transfer_queue.backend.SimpleStorage.total_storage_size=200")
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo.config"):
+        knobs = validate_off_grpo_config(fakes.compose_cfg("algorithm.off_grpo.sync_period=1000",
+                                                           "trainer.total_training_steps=4", *common))
+    assert knobs.rollout_schedule == "window"
+    assert ("algorithm.off_grpo.sync_period=1000 is not below trainer.total_training_steps=4: vLLM serves the first "
+            "step's weights the whole run (a lag of up to 3 steps") in caplog.text
+    with pytest.raises(OffGRPOConfigError, match=r"holds a window's T·B·n = 250 samples .*=200"):
+        validate_off_grpo_config(fakes.compose_cfg("algorithm.off_grpo.sync_period=1000",
+                                                   "trainer.total_training_steps=5", *common))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo.config"):  # v below T: no warning, v·B·n counted
+        validate_off_grpo_config(fakes.compose_cfg("algorithm.off_grpo.sync_period=4", "trainer.total_training_steps=5",
+                                                   *common))
+    assert "is not below trainer.total_training_steps" not in caplog.text

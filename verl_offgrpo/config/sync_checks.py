@@ -98,6 +98,19 @@ def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPO
     return knobs
 
 
+def tell_if_the_period_spans_the_run(config: Any, knobs: OffGRPOConfig) -> None:
+    """A warning where v > 1 is not below an explicit ``trainer.total_training_steps`` T: the first step syncs and
+    the next periodic sync would come at step v ≥ T, so vLLM serves the starting weights the whole run (lag up to
+    T − 1; only a validation's sync, :mod:`.validation_lag`, renews them)."""
+    total = _get(config, "trainer.total_training_steps")
+    if knobs.sync_period > 1 and _is_int(total) and 1 <= total <= knobs.sync_period:
+        logger.warning(
+            "off_grpo: %s.sync_period=%d is not below trainer.total_training_steps=%d: vLLM serves the first step's "
+            "weights the whole run (a lag of up to %d steps; only a validation's sync renews them). Lower sync_period.",
+            PREFIX, knobs.sync_period, total, total - 1,
+        )
+
+
 def require_plugin_v0_manager(config: Any, error: type[OffGRPOConfigError], lead: str) -> None:
     """Raise ``error`` (message ``lead`` + the override to add) unless the v0 trainer's
     ``rollout.checkpoint_manager_class`` is one of the plugin's dotted paths (:data:`V0_MANAGER_FQNS`; a misspelt

@@ -56,7 +56,12 @@ from .ref_reset_checks import check_ref_reset_config
 from .refill_checks import check_gen_batch_divides, refuse_refill_on_v0
 from .reward_checks import check_custom_reward_function
 from .sampler_checks import check_sampler
-from .sync_checks import check_mode_section, check_sync_config, tell_v0_without_manager
+from .sync_checks import (
+    check_mode_section,
+    check_sync_config,
+    tell_if_the_period_spans_the_run,
+    tell_v0_without_manager,
+)
 from .values import OffGRPOConfigError, closest_knob, reading, target_fields
 from .values import config_value as _get
 from .window_checks import (
@@ -189,6 +194,7 @@ def _validate(config: Any) -> OffGRPOConfig:
     if knobs.rollout_schedule == "window" and knobs.sync_period > 1:
         tell_if_window_runs_in_waves(config, knobs.sync_period)
     validation_lag.tell_if_validation_restarts_the_lag(config, knobs)
+    tell_if_the_period_spans_the_run(config, knobs)
     return knobs
 
 

@@ -61,13 +61,15 @@ def window_problem(config: Any, knobs: OffGRPOConfig | None = None) -> tuple[str
                 "drop that override")
     n = _get(config, "actor_rollout_ref.rollout.n", 1)
     size = _get(config, STORAGE_SIZE) if _get(config, "transfer_queue.backend.storage_backend") == "SimpleStorage" else None
-    if all(_is_int(x) for x in (size, train, n)) and knobs.sync_period * train * n > size:
-        return (f"holds a window's v·B·n = {knobs.sync_period * train * n} samples at once in verl's TransferQueue, "
+    steps = longest_window(config, knobs.sync_period)
+    if all(_is_int(x) for x in (size, train, n)) and steps * train * n > size:
+        spans = "v" if steps == knobs.sync_period else "T"  # trainer.total_training_steps ends the one window
+        return (f"holds a window's {spans}·B·n = {steps * train * n} samples at once in verl's TransferQueue, "
                 f"more than {STORAGE_SIZE}={size}", f"raise it (host memory), or {per_step}")
     test_freq = _get(config, "trainer.test_freq", -1)
     val_batch, val_n = _get(config, "data.val_batch_size"), _get(config, "actor_rollout_ref.rollout.val_kwargs.n", 1)
     if (_is_int(test_freq) and test_freq > 0 and all(_is_int(x) for x in (size, train, n, val_batch, val_n))
-            and (held := validation_peak(knobs.sync_period, test_freq, train * n, val_batch * val_n)) > size):
+            and (held := validation_peak(steps, test_freq, train * n, val_batch * val_n)) > size):
         return (f"can hold a validation batch (data.val_batch_size × rollout.val_kwargs.n) beside the window's "
                 f"samples still in verl's TransferQueue, {held} in all, more than {STORAGE_SIZE}={size}",
                 f"raise it (host memory), lower data.val_batch_size, or {per_step}")
@@ -75,6 +77,14 @@ def window_problem(config: Any, knobs: OffGRPOConfig | None = None) -> tuple[str
         return ("lets vLLM drop α after each window's generation, so validation needs a sync",
                 f"set {PREFIX}.sync_before_validate=true (or trainer.test_freq=-1)")
     return None
+
+
+def longest_window(config: Any, period: int) -> int:
+    """The most steps one window spans: v, or T = ``trainer.total_training_steps`` where that is set below it (the
+    last window ends at T, :func:`verl_offgrpo.sync.window.window_length`). An unset T (verl derives it from the
+    data) reads as v."""
+    total = _get(config, "trainer.total_training_steps")
+    return min(period, total) if _is_int(total) and total >= 1 else period
 
 
 def validation_peak(period: int, test_freq: int, batch_samples: int, val_samples: int) -> int:
@@ -114,7 +124,7 @@ def tell_rollout_schedule(config: Any, requested: OffGRPOConfig) -> None:
     else:
         logger.info("off_grpo: %s.rollout_schedule=auto: vLLM generates the rollouts of each window of %d steps at "
                     "once (window); %s.rollout_schedule=per_step generates every step.",
-                    PREFIX, requested.sync_period, PREFIX)
+                    PREFIX, longest_window(config, requested.sync_period), PREFIX)
 
 
 def refuse_impossible_window(config: Any, knobs: OffGRPOConfig | None = None) -> OffGRPOConfig:
@@ -158,7 +168,8 @@ def advise_on_window(config: Any, knobs: OffGRPOConfig) -> None:
 
 
 def window_samples_per_engine(config: Any, sync_period: int) -> int | None:
-    """Samples each vLLM engine holds when a window of ``sync_period`` steps is generated at once, or None.
+    """Samples each vLLM engine holds when a window of ``sync_period`` steps (at most T: :func:`longest_window`) is
+    generated at once, or None.
 
     ⌈v · ``data.train_batch_size`` · ``rollout.n`` / engines⌉, engines of :class:`.readers.RolloutLayout`: verl
     spreads the requests over its replicas, and each engine (one per data-parallel rank of a replica) has its own
@@ -167,7 +178,7 @@ def window_samples_per_engine(config: Any, sync_period: int) -> int | None:
     layout, samples = rollout_layout(config), samples_per_step(config)
     if layout is None or samples is None:
         return None
-    return math.ceil(sync_period * samples / max(layout.engines, 1))
+    return math.ceil(longest_window(config, sync_period) * samples / max(layout.engines, 1))
 
 
 def token_budget(config: Any) -> int | None:
