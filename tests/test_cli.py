@@ -313,8 +313,40 @@ def test_a_config_verls_checks_cannot_finish_without_vllm_is_exit_6_not_a_config
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("not checked here")]
     assert err == ["not checked here: verl's validate_config needs vLLM installed for this config (ValueError: vllm "
                    "version None not supported and SGLang also not Found. Currently supported vllm versions are "
-                   "0.18.0+); the plugin's checks passed. Check it where the job will run."]
+                   "0.18.0+); the plugin's checks, which run first, passed. Check it where the job will run."]
     assert dry_run([*BASE, *lora, "algorithm.off_grpo.sync_period=10"]) == 2  # LoRA at v > 1: refused first
+    # a plain verl job (verl's own yaml, its GRPO): the same exit, and no word of checks that did not run
+    from pathlib import Path
+
+    verls = str(Path(verl.__file__).parent / "trainer" / "config")
+    assert dry_run([*BASE, *lora, "algorithm.adv_estimator=grpo"], config_path=verls, config_name="ppo_trainer") == 6
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("not checked here")]
+    assert len(err) == 1 and "plugin" not in err[0]
+
+
+def test_only_an_unreachable_hub_is_not_checkable_here_not_the_hubs_answer():
+    """A hub that answered "no such repository" (transformers wraps it in an OSError naming huggingface.co) is the
+    config's mistake (exit 4); a hub that could not be reached (offline, refused) is this machine's (exit 6)."""
+    from huggingface_hub import errors
+
+    from verl_offgrpo.cli.compose import _what_this_machine_lacks
+
+    def wrapped(inner):
+        try:
+            try:
+                raise inner
+            except Exception as err:
+                raise OSError("x/y is not a local folder and is not a valid model identifier listed on "
+                              "'https://huggingface.co/models'") from err
+        except OSError as outer:
+            return outer
+
+    answered = errors.RepositoryNotFoundError.__new__(errors.RepositoryNotFoundError)
+    answered.args = ("404 Client Error. Repository Not Found for url: https://huggingface.co/api/models/x/y",)
+    assert _what_this_machine_lacks(wrapped(answered)) is None
+    unreachable = errors.LocalEntryNotFoundError("Cannot find the requested files in the disk cache")
+    what, said = _what_this_machine_lacks(wrapped(unreachable))
+    assert what.startswith("the model hub (the network") and said is unreachable
 
 
 def test_a_config_verls_checks_cannot_finish_offline_is_exit_6_not_a_config_error():
@@ -335,6 +367,7 @@ def test_a_config_verls_checks_cannot_finish_offline_is_exit_6_not_a_config_erro
     offline = compose("critic.model.path=offgrpo-nobody/no-such-model")
     assert offline.returncode == 6, offline.stderr[-2000:]
     assert offline.stderr.splitlines()[-1].startswith(
-        "not checked here: verl's validate_config needs the model hub (the network) for this config (")
+        "not checked here: verl's validate_config needs the model hub (the network; a model path that is not a local "
+        "directory here is read as a hub id) for this config (LocalEntryNotFoundError: ")
     missing = compose("critic.model.path=/models/none")
     assert missing.returncode == 4 and missing.stderr.splitlines()[-1].startswith("config error (verl's validate_config)")

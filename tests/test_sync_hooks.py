@@ -1159,7 +1159,7 @@ def test_hydra_v0_composition_loads_the_manager_class():
         (["actor_rollout_ref.model.lora_rank=16"], "LoRA"),
         (["actor_rollout_ref.model.lora.rank=16"], "LoRA"),
         (["actor_rollout_ref.hybrid_engine=false"], "hybrid"),
-        (["actor_rollout_ref.actor.strategy=megatron"], r"FSDP actors only .* got 'megatron'"),
+        (["actor_rollout_ref.actor.strategy=megatron"], r"strategy in \('fsdp', 'fsdp2'\) only \(got 'megatron'\)"),
         (["trainer.v1.trainer_mode=sync"], "trainer_mode=off_grpo_sync"),
         (["trainer.v1.trainer_mode=colocate_async"], "trainer_mode=off_grpo_sync"),
         (["trainer.use_v1=false"], "checkpoint_manager_class"),

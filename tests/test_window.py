@@ -805,6 +805,15 @@ def test_the_validation_peak_counts_the_batches_a_window_still_holds(test_freq, 
     assert validation_peak(period, test_freq, 50, 7) == held * 50 + 7
 
 
+@pytest.mark.parametrize("test_freq, total, held", [(4, 10, 7), (10, 10, 1), (20, 10, 1), (1, 10, 10)])
+def test_the_validation_peak_of_a_run_shorter_than_v_is_its_one_window(test_freq, total, held):
+    """T below v: one window, steps 1..T. test_freq 4, T 10: after step 4, steps 4-10 (7 batches; the periodic
+    formula at v = 1000 would say 1000 − 4 + 1); test_freq 10 or 20: only the last step's validation, 1 batch."""
+    from verl_offgrpo.config.window_checks import validation_peak
+
+    assert validation_peak(1000, test_freq, 50, 7, total) == held * 50 + 7
+
+
 def test_a_validation_batch_that_fits_beside_the_window_passes():
     """Validating only at a window's end (test_freq 4 = v) leaves step s's batch alone: 50 + 10·5·3 = 200 fits a
     storage of 200 (as does the window's v·B·n = 200); without test_freq or with an unknown val_batch_size
@@ -1074,7 +1083,24 @@ def test_a_window_is_at_most_the_runs_steps_long(caplog):
         validate_off_grpo_config(fakes.compose_cfg("algorithm.off_grpo.sync_period=1000",
                                                    "trainer.total_training_steps=5", *common))
     caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo.config"):  # v = T: the sync would come after the run
+        validate_off_grpo_config(fakes.compose_cfg("algorithm.off_grpo.sync_period=4", "trainer.total_training_steps=4",
+                                                   *common))
+    assert "sync_period=4 is not below trainer.total_training_steps=4" in caplog.text
+    caplog.clear()
     with caplog.at_level(logging.WARNING, logger="verl_offgrpo.config"):  # v below T: no warning, v·B·n counted
         validate_off_grpo_config(fakes.compose_cfg("algorithm.off_grpo.sync_period=4", "trainer.total_training_steps=5",
                                                    *common))
     assert "is not below trainer.total_training_steps" not in caplog.text
+
+
+@pytest.mark.parametrize("quantized", ["+actor_rollout_ref.rollout.engine_kwargs.vllm.quantization=awq",
+                                       "actor_rollout_ref.rollout.quantization=fp8"])
+def test_a_quantized_rollout_turns_the_per_tensor_rules_off_whichever_key_sets_it(ray_local, monkeypatch, quantized):
+    """vLLM quantizes with ``engine_kwargs.vllm.quantization`` as with ``rollout.quantization`` (verl merges
+    engine_kwargs last; its knob takes fp8/torchao/ascend only): a quantized tensor may keep its bits through an honest
+    change, so neither per-tensor rule runs (no ``sync_tensors_checked`` / ``_exact``), the run goes on."""
+    rec = run_fit(monkeypatch, "trainer.test_freq=-1", quantized, total=8)
+    assert rec.updates == {s: 1 for s in range(1, 9)}
+    assert series(rec, "off_grpo/sync_tensors_checked", [4, 8]) == [None, None]
+    assert series(rec, "off_grpo/sync_tensors_exact", [4, 8]) == [None, None]

@@ -3,7 +3,7 @@ Ray or a GPU (:func:`validate`), and printed (:func:`dry_run`); each way it can 
 code: 1 the plugin is not usable here, 2 the plugin's checks, 3 a ``???`` value still unset (said before the
 checks run), 4 hydra or verl's own ``validate_config``, 5 a value that cannot be read (a ``${...}`` that does not
 resolve, a section set to null: :mod:`verl_offgrpo.config.readable`), 6 verl's ``validate_config`` needs what this
-machine lacks for this config (vLLM installed, the model hub): not a config error, the plugin's checks passed."""
+machine lacks for this config (vLLM installed, the model hub): not a config error; the plugin's checks ran first."""
 
 from __future__ import annotations
 
@@ -187,6 +187,17 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _selects(config) -> bool:
+    """Whether the config selects the plugin (:func:`verl_offgrpo.patches.selection.config_selects`): only then do
+    the plugin's checks run inside verl's ``validate_config``."""
+    from verl_offgrpo.patches.selection import config_selects
+
+    try:
+        return bool(config_selects(config))
+    except Exception:  # noqa: BLE001 - a key its test reads does not resolve: the plugin's checks did not run either
+        return False
+
+
 def _raised_in_verls_checks(err: BaseException) -> bool:
     """Whether ``err`` was raised inside verl's own ``validate_config`` (its frame in ``verl/utils/config.py``
     is on the traceback), not in the plugin's checks that run before it (a plugin bug, even one raised in a
@@ -207,12 +218,23 @@ def _raised_in_verls_checks(err: BaseException) -> bool:
 NOT_CHECKABLE_HERE = 6
 
 
+#: errors that say the model hub could not be reached (by class name, where their package defines them): offline,
+#: refused, timed out. The hub's answers (a repository, revision or file not found, a gated repository) are not here:
+#: a mistyped hub id stays a config error
+_UNREACHABLE = {
+    "huggingface_hub": ("LocalEntryNotFoundError", "OfflineModeIsEnabled"),
+    "requests": ("ConnectionError", "ConnectTimeout", "ReadTimeout", "Timeout"),
+    "urllib3": ("NewConnectionError", "MaxRetryError", "ConnectTimeoutError", "NameResolutionError"),
+    "httpx": ("ConnectError", "ConnectTimeout", "ReadTimeout"),
+}
+
+
 def _what_this_machine_lacks(err: BaseException) -> tuple[str, BaseException] | None:
     """What verl's ``validate_config`` needed for this config that this machine does not have, and the error that
-    says so; or None. vLLM, where the error was raised importing verl 0.9.1's ``verl.third_party.vllm`` (its LoRA
-    checks import it; without vLLM installed it raises "vllm version None not supported"); the model hub, where the
-    chain holds a network error of ``requests`` or ``huggingface_hub`` or one naming huggingface.co (a critic's or
-    reward model's tokenizer given a hub id, offline)."""
+    says so; or None. vLLM (or SGLang), where the error was raised importing verl 0.9.1's ``verl.third_party.vllm``
+    (its LoRA checks import it; without vLLM installed it raises "vllm version None not supported"); the model hub,
+    where the chain holds an error of :data:`_UNREACHABLE` (a model path that is not a local directory here is read
+    as a hub id: a critic's or reward model's tokenizer, offline)."""
     chain, seen = [], set()
     while err is not None and id(err) not in seen:
         seen.add(id(err))
@@ -222,14 +244,14 @@ def _what_this_machine_lacks(err: BaseException) -> tuple[str, BaseException] | 
         tb = link.__traceback__
         while tb is not None:
             path = tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
-            if "/verl/third_party/vllm/" in path or "/verl/third_party/sglang/" in path:
-                return "vLLM installed", link
+            for engine, name in (("vllm", "vLLM"), ("sglang", "SGLang")):
+                if f"/verl/third_party/{engine}/" in path:
+                    return f"{name} installed", link
             tb = tb.tb_next
     for link in reversed(chain):  # the innermost says it plainest
-        module = type(link).__module__ or ""
-        if (module.startswith(("requests", "urllib3", "huggingface_hub")) and isinstance(link, (OSError, ConnectionError))
-                or "huggingface.co" in str(link)):
-            return "the model hub (the network)", link
+        package = (type(link).__module__ or "").split(".")[0]
+        if type(link).__name__ in _UNREACHABLE.get(package, ()):
+            return "the model hub (the network; a model path that is not a local directory here is read as a hub id)", link
     return None
 
 
@@ -286,9 +308,10 @@ def validate(overrides: list[str], config_path: str | None = None, config_name: 
         lacks = _what_this_machine_lacks(err)
         if lacks:  # the plugin's checks ran first and passed; verl's could not finish here
             what, said = lacks
+            passed = "; the plugin's checks, which run first, passed" if _selects(config) else ""
             return NOT_CHECKABLE_HERE, (f"not checked here: verl's validate_config needs {what} for this config "
-                                        f"({type(said).__name__}: {_one_line(said)}); the plugin's checks passed. "
-                                        "Check it where the job will run."), config
+                                        f"({type(said).__name__}: {_one_line(said)}){passed}. Check it where the job "
+                                        "will run."), config
         if isinstance(err, (AssertionError, ValueError, HydraException)):  # verl's checks of the config
             # verl's dataclass checks reach here wrapped in hydra's InstantiationException: say the cause
             cause = err.__cause__ if isinstance(err, HydraException) and err.__cause__ is not None else err

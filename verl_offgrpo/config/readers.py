@@ -117,6 +117,14 @@ def guards_verls_advantage(config: Any) -> bool:
     return loss_mode in LOSS_NAMES and not bool(_get(config, "algorithm.off_grpo.allow_truncated_rprime", False))
 
 
+def vllm_quantization(config: Any) -> Any:
+    """The quantization vLLM starts with: ``rollout.engine_kwargs.vllm.quantization`` where set (verl 0.9.1 merges
+    engine_kwargs last, and its rollout knob takes only fp8/torchao/ascend, so other methods come that way), else
+    ``rollout.quantization``; None for none."""
+    rollout = "actor_rollout_ref.rollout"
+    return _get(config, f"{rollout}.engine_kwargs.vllm.quantization") or _get(config, f"{rollout}.quantization")
+
+
 def rollout_data_parallel_size(config: Any) -> int:
     """vLLM's data-parallel ranks in one rollout replica (``actor_rollout_ref.rollout.data_parallel_size``; absent,
     null or 0: 1), read by :func:`as_integer`: a word, a float or a list is the plugin's one-line error (a quoted

@@ -18,7 +18,8 @@ from .values import is_int as _is_int
 
 logger = logging.getLogger(__name__)
 
-#: verl's actor strategies whose shards the sync check reads (``actor_rollout_ref.actor.strategy``)
+#: verl's actor strategies whose shards the sync check reads (``actor_rollout_ref.actor.strategy``; verl 0.9.1's
+#: ``fsdp_turbo``, an FSDP engine too, is untested)
 FSDP_STRATEGIES = ("fsdp", "fsdp2")
 
 
@@ -59,9 +60,9 @@ def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPO
     strategy = _get(config, "actor_rollout_ref.actor.strategy", "fsdp")
     if strategy not in FSDP_STRATEGIES:
         raise SyncConfigError(
-            f"{why} is implemented for FSDP actors only (actor_rollout_ref.actor.strategy in {FSDP_STRATEGIES}; got "
-            f"{strategy!r}): the check that each sync reached vLLM reads the actor's FSDP shards. Use "
-            f"{PREFIX}.sync_period=1 with this actor."
+            f"{why} is implemented for actor_rollout_ref.actor.strategy in {FSDP_STRATEGIES} only (got {strategy!r}): "
+            f"the check that each sync reached vLLM reads those actors' shards. Use {PREFIX}.sync_period=1 with this "
+            "actor."
         )
     if flag_at(config, "actor_rollout_ref.rollout.disaggregation.enabled", False):
         raise SyncConfigError(f"{why} is not supported with PD-disaggregated rollout: set "

@@ -127,7 +127,7 @@ def _validate(config: Any) -> OffGRPOConfig:
     uses_estimator = estimator in ESTIMATOR_NAMES
     uses_loss = loss_mode in LOSS_NAMES
     if uses_estimator or uses_loss or knobs.sync_period > 1:
-        refuse_engine_kwargs_overrides(config)
+        refuse_engine_kwargs_overrides(config, lagged=knobs.sync_period > 1)
         check_verl_counts(config)
         check_rollout_fits_the_gpus(config)
     rec = RECConfig.from_policy_loss(_get(config, "actor_rollout_ref.actor.policy_loss"))

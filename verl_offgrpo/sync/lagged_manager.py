@@ -59,6 +59,7 @@ from ..config.readers import (
     guards_verls_advantage,
     lag0_batch_reaches_every_engine,
     rollout_data_parallel_size,
+    vllm_quantization,
 )
 from ..patches import tracking_merge, v0_advantage_metrics
 from . import served_cast, served_weights, sync_reached
@@ -189,7 +190,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             )  # fmt: skip
         self.verify_tensors = sync_reached.tensors_checkable(
             _get(full_config, "actor_rollout_ref.rollout.checkpoint_engine.backend", None), self.rollout_dtype,
-            _get(full_config, "actor_rollout_ref.rollout.quantization", None))
+            vllm_quantization(full_config))
         self.actor_tensors: Optional[list[dict]] = None  # per actor rank, its tensors' fingerprints at the last sync
         # vLLM's packed_modules_mapping (from the first record), which places the trainer's tensors in vLLM's
         self.packed: Optional[dict[str, list[str]]] = None

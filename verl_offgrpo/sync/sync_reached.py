@@ -243,8 +243,9 @@ def trainer_changed_tensors(previous: Optional[list[dict]], current: list[dict])
 
 
 def tensors_checkable(checkpoint_backend: Any, rollout_dtype: Optional[str], quantization: Any = None) -> bool:
-    """Whether the per-tensor rule applies: not with a quantized rollout (``rollout.quantization``: a tensor whose
-    few changed elements round to the same quantized values honestly keeps its bits), nor where verl's delta sync
+    """Whether the per-tensor rule applies: not with a quantized rollout (``quantization``, as
+    :func:`verl_offgrpo.config.readers.vllm_quantization` reads it: a tensor whose few changed elements round to the
+    same quantized values honestly keeps its bits), nor where verl's delta sync
     (``rollout.checkpoint_engine.backend`` ``delta_sharded``) decides what changed in bf16 (verl 0.9.1's
     ``get_per_tensor_param_shard``) while vLLM holds a finer dtype: a change below bf16's resolution is not sent."""
     return quantization is None and not (checkpoint_backend == "delta_sharded" and rollout_dtype != "bfloat16")
