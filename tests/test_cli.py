@@ -371,3 +371,30 @@ def test_a_config_verls_checks_cannot_finish_offline_is_exit_6_not_a_config_erro
         "directory here is read as a hub id) for this config (LocalEntryNotFoundError: ")
     missing = compose("critic.model.path=/models/none")
     assert missing.returncode == 4 and missing.stderr.splitlines()[-1].startswith("config error (verl's validate_config)")
+
+
+def test_what_this_machine_lacks_follows_the_whole_chain_and_names_its_innermost_error():
+    """A connection error behind an implicit ``__context__`` (raised without ``from``) counts, and the line quotes it,
+    not the wrapper; an error raised in verl's third_party import of vLLM or SGLang names that engine."""
+    import requests
+
+    from verl_offgrpo.cli.compose import _what_this_machine_lacks
+
+    try:
+        try:
+            try:
+                raise requests.exceptions.ConnectionError("inner")
+            except Exception:
+                raise ValueError("tokenizer could not be loaded")  # noqa: B904 - __context__ only, as verl's code does
+        except ValueError as err:
+            raise OSError("We couldn't connect to 'https://huggingface.co'") from err
+    except OSError as outer:
+        what, said = _what_this_machine_lacks(outer)
+    assert what.startswith("the model hub") and str(said) == "inner"
+    for engine, name in (("vllm", "vLLM installed"), ("sglang", "SGLang installed")):
+        code = compile("raise ValueError('version None not supported')", f"/x/verl/third_party/{engine}/__init__.py",
+                       "exec")
+        try:
+            exec(code)
+        except ValueError as err:
+            assert _what_this_machine_lacks(err)[0] == name

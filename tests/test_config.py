@@ -458,6 +458,9 @@ def test_window_larger_than_max_num_seqs_says_how_many_waves(caplog):
     # a window that fits, per_step, and a window of one step: silent
     assert _wave_lines(caplog, *WINDOW_10, *ONE_GPU, "actor_rollout_ref.rollout.max_num_seqs=2560") == []
     assert _wave_lines(caplog, *PER_STEP_10, *ONE_GPU) == []
+    # a run of 4 steps is one window of 4: 4 × 32 × 8 = 1024 samples, 4 rounds of 256
+    told = _wave_lines(caplog, *WINDOW_10, *ONE_GPU, "trainer.total_training_steps=4")
+    assert len(told) == 1 and "runs its 1024 window samples 256 at a time (≈ 4 rounds)" in told[0]
     assert _wave_lines(caplog, "algorithm.off_grpo.rollout_schedule=window", *ONE_GPU) == []
 
 

@@ -39,6 +39,10 @@ def test_raw_logprobs_through_engine_kwargs_is_refused_as_the_rollout_knob_is():
     # not in verl's yaml (its dataclass has it, default true): the override to write adds it, in hydra's words
     ("enable_sleep_mode", "false", "+actor_rollout_ref.rollout.enable_sleep_mode=false"),
     ("max_num_seqs", 64, "actor_rollout_ref.rollout.max_num_seqs=64"),
+    ("max_num_batched_tokens", 7, "actor_rollout_ref.rollout.max_num_batched_tokens=7"),
+    ("max_model_len", 77, "actor_rollout_ref.rollout.max_model_len=77"),
+    ("enable_chunked_prefill", "false", "actor_rollout_ref.rollout.enable_chunked_prefill=false"),
+    ("gpu_memory_utilization", 0.9, "actor_rollout_ref.rollout.gpu_memory_utilization=0.9"),
 ])
 def test_each_argument_the_lag_reads_is_refused_in_engine_kwargs_at_v_above_1(argument, value, knob):
     says = rf"engine_kwargs\.vllm\.{argument}={value} replaces .* when verl starts vLLM .*: set {re.escape(knob)} instead"
@@ -72,3 +76,31 @@ def test_a_repetition_penalty_is_not_said_to_bias_rprime(caplog):
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         validate_as_main_ppo(shipped_config(f"+{ROLLOUT}repetition_penalty=1.1"))
     assert "biased" not in caplog.text and "repetition_penalty" not in caplog.text
+
+
+def test_the_table_reads_an_absent_knob_as_verls_rollout_config_does():
+    """The defaults the check compares with, where a knob is absent, are verl's ``RolloutConfig`` defaults (a verl
+    upgrade that changes one fails here); an absent knob with engine_kwargs at that default passes."""
+    import dataclasses
+
+    from verl.workers.config import RolloutConfig
+
+    from verl_offgrpo.config.engine_kwargs_checks import ENGINE_ARGUMENTS, refuse_engine_kwargs_overrides
+
+    verls = {f.name: f.default for f in dataclasses.fields(RolloutConfig)}
+    assert {arg: default for arg, (_, default, _) in ENGINE_ARGUMENTS.items()} == {
+        arg: verls[knob] for arg, (knob, _, _) in ENGINE_ARGUMENTS.items()}
+    rollout = {"name": "vllm", "engine_kwargs": {"vllm": {"dtype": "bfloat16", "tensor_parallel_size": 2}}}
+    refuse_engine_kwargs_overrides({"actor_rollout_ref": {"rollout": rollout}}, lagged=True)
+    rollout["engine_kwargs"]["vllm"]["dtype"] = "float16"
+    with pytest.raises(OffGRPOConfigError, match="dtype=float16 replaces actor_rollout_ref.rollout.dtype=bfloat16"):
+        refuse_engine_kwargs_overrides({"actor_rollout_ref": {"rollout": rollout}}, lagged=True)
+    rollout["name"] = "sglang"  # SGLang does not read engine_kwargs.vllm
+    refuse_engine_kwargs_overrides({"actor_rollout_ref": {"rollout": rollout}}, lagged=True)
+
+
+def test_a_selecting_config_that_reads_no_rollout_knob_keeps_its_engine_kwargs():
+    """The shipped yaml selects the plugin through its trainer mode alone: with verl's estimator and loss at v = 1
+    nothing of the plugin reads the rollout knobs, so engine_kwargs are verl's business there."""
+    validate_as_main_ppo(shipped_config("algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla",
+                                        f"{ENGINE}dtype=float16", f"{ENGINE}logprobs_mode=raw_logprobs"))

@@ -48,3 +48,14 @@ def test_plain_verl_keeps_any_logprobs_mode(caplog):
                                          f"+{ROLLOUT}repetition_penalty=1.1"))
     assert "logprobs_mode" not in caplog.text and "biased" not in caplog.text
 
+
+
+def test_top_k_warns_above_zero_only(caplog):
+    """top_k 0 (and -1) is off in vLLM; 50 truncates the sampler, so α is not the distribution π_k is."""
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        validate_as_main_ppo(shipped_config(f"{ROLLOUT}top_k=0"))
+    assert "is biased" not in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        validate_as_main_ppo(shipped_config(f"{ROLLOUT}top_k=50"))
+    assert "off_grpo: rollout top_p=1.0 top_k=50: " in caplog.text

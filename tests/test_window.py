@@ -1104,3 +1104,40 @@ def test_a_quantized_rollout_turns_the_per_tensor_rules_off_whichever_key_sets_i
     assert rec.updates == {s: 1 for s in range(1, 9)}
     assert series(rec, "off_grpo/sync_tensors_checked", [4, 8]) == [None, None]
     assert series(rec, "off_grpo/sync_tensors_exact", [4, 8]) == [None, None]
+
+
+@pytest.mark.parametrize("v, total, warns", [(5, 5, True), (6, 5, True), (4, 5, False), (1, 1, False), (10, 0, False),
+                                             (10, None, False)])
+def test_the_period_spans_the_run_exactly_when_v_is_not_below_t(caplog, v, total, warns):
+    """v ≥ T (T set, ≥ 1) and v > 1: the next periodic sync would come at or after the last step. v = 1 syncs every
+    step; T unset (verl derives it from the data) or 0 says nothing."""
+    from verl_offgrpo.config.off_grpo import OffGRPOConfig
+    from verl_offgrpo.config.sync_checks import tell_if_the_period_spans_the_run
+    from verl_offgrpo.config.window_checks import longest_window
+
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo.config"):
+        tell_if_the_period_spans_the_run({"trainer": {"total_training_steps": total}}, OffGRPOConfig(sync_period=v))
+    assert ("is not below trainer.total_training_steps" in caplog.text) is warns
+    assert longest_window({"trainer": {"total_training_steps": total}}, v) == (min(v, total) if total else v)
+
+
+def test_a_run_shorter_than_v_validates_inside_its_one_window_and_says_its_length(caplog):
+    """v = 1000, T = 4, test_freq 2: the one window's peak is after step 2, (4 − 2 + 1)·50 + 10·5 = 200 samples,
+    which a storage of 200 holds (the periodic formula at v would count ≈ 1000 batches); the auto line names a window
+    of 4 steps."""
+    common = ("data.train_batch_size=10", "actor_rollout_ref.rollout.n=5", "data.val_batch_size=10",
+              "actor_rollout_ref.rollout.val_kwargs.n=5", "transfer_queue.backend.SimpleStorage.total_storage_size=200",
+              "algorithm.off_grpo.sync_period=1000", "trainer.total_training_steps=4", "trainer.test_freq=2")
+    with caplog.at_level(logging.INFO, logger="verl_offgrpo.config"):
+        assert validate_off_grpo_config(fakes.compose_cfg(*common)).rollout_schedule == "window"
+    assert "vLLM generates the rollouts of each window of 4 steps at once (window)" in caplog.text
+    with pytest.raises(OffGRPOConfigError, match="250 in all, more than .*=200"):  # test_freq 1: steps 1-4 + val
+        validate_off_grpo_config(fakes.compose_cfg(*common, "trainer.test_freq=1",
+                                                   "algorithm.off_grpo.rollout_schedule=window"))
+
+
+def test_an_fsdp2_actor_takes_the_lag():
+    from verl_offgrpo.config import check_sync_config
+
+    cfg = fakes.compose_cfg("algorithm.off_grpo.sync_period=4", "actor_rollout_ref.actor.strategy=fsdp2")
+    assert check_sync_config(cfg).sync_period == 4
