@@ -16,21 +16,22 @@ ROLLOUT = "actor_rollout_ref.rollout."
 ENGINE = "+actor_rollout_ref.rollout.engine_kwargs.vllm."
 
 
-def test_raw_logprobs_through_engine_kwargs_is_refused_as_the_rollout_knob_is():
+def test_the_logprobs_mode_is_read_where_vllm_takes_it_from():
     """The audit's case: at T = 0.6, ``engine_kwargs.vllm.logprobs_mode=raw_logprobs`` reaches vLLM (verl merges
-    engine_kwargs last) and hands the loss α before the temperature; the rollout knob said processed_logprobs."""
+    engine_kwargs last) and hands the loss α before the temperature, while the rollout knob says processed_logprobs:
+    refused as the rollout knob is, naming the key where it is set; at temperature 1 it is the same distribution."""
     with pytest.raises(OffGRPOConfigError) as refused:
         validate_as_main_ppo(shipped_config(f"{ENGINE}logprobs_mode=raw_logprobs", f"{ROLLOUT}temperature=0.6",
                                             "algorithm.off_grpo.sync_period=10"))
-    assert str(refused.value) == (
-        "actor_rollout_ref.rollout.engine_kwargs.vllm.logprobs_mode=raw_logprobs replaces "
-        "actor_rollout_ref.rollout.logprobs_mode=processed_logprobs when verl starts vLLM (engine_kwargs go last), "
-        "and the plugin's checks read the rollout knob: set actor_rollout_ref.rollout.logprobs_mode=raw_logprobs "
-        "instead and drop the engine_kwargs key.")
-    # the advice, followed, meets the sampler check's own refusal
-    with pytest.raises(OffGRPOConfigError, match=r"raw_logprobs gives α before the temperature \(0.6\)"):
-        validate_as_main_ppo(shipped_config(f"{ROLLOUT}logprobs_mode=raw_logprobs", f"{ROLLOUT}temperature=0.6",
-                                            "algorithm.off_grpo.sync_period=10"))
+    assert str(refused.value).startswith(
+        "actor_rollout_ref.rollout.engine_kwargs.vllm.logprobs_mode=raw_logprobs gives α before the temperature (0.6)")
+    with pytest.raises(OffGRPOConfigError, match=r"^actor_rollout_ref.rollout.engine_kwargs.vllm.logprobs_mode="
+                                                 r"processed_logits makes vLLM return logits"):
+        validate_as_main_ppo(shipped_config(f"{ENGINE}logprobs_mode=processed_logits"))  # at v = 1 too
+    validate_as_main_ppo(shipped_config(f"{ENGINE}logprobs_mode=raw_logprobs", f"{ROLLOUT}logprobs_mode=raw_logits"))
+    # a null there is dropped by verl: the rollout knob's mode reaches vLLM, and is what is checked
+    with pytest.raises(OffGRPOConfigError, match=r"^actor_rollout_ref.rollout.logprobs_mode=raw_logits makes"):
+        validate_as_main_ppo(shipped_config(f"{ENGINE}logprobs_mode=null", f"{ROLLOUT}logprobs_mode=raw_logits"))
 
 
 @pytest.mark.parametrize("argument,value,knob", [
@@ -59,8 +60,9 @@ def test_a_quantization_in_engine_kwargs_passes():
 
 def test_engine_kwargs_that_agree_with_the_knob_or_are_null_or_unrelated_pass(caplog):
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        validate_as_main_ppo(shipped_config(f"{ENGINE}dtype=bfloat16", f"{ENGINE}logprobs_mode=null",
-                                            f"{ENGINE}swap_space=4", f"{ROLLOUT}dtype=bfloat16"))
+        validate_as_main_ppo(shipped_config(f"{ENGINE}dtype=bfloat16", f"{ENGINE}max_num_seqs=null",
+                                            f"{ENGINE}swap_space=4", f"{ROLLOUT}dtype=bfloat16",
+                                            "algorithm.off_grpo.sync_period=10"))
     assert "engine_kwargs" not in caplog.text
 
 
@@ -88,15 +90,15 @@ def test_the_table_reads_an_absent_knob_as_verls_rollout_config_does():
     from verl_offgrpo.config.engine_kwargs_checks import ENGINE_ARGUMENTS, refuse_engine_kwargs_overrides
 
     verls = {f.name: f.default for f in dataclasses.fields(RolloutConfig)}
-    assert {arg: default for arg, (_, default, _) in ENGINE_ARGUMENTS.items()} == {
-        arg: verls[knob] for arg, (knob, _, _) in ENGINE_ARGUMENTS.items()}
+    assert {arg: default for arg, (_, default) in ENGINE_ARGUMENTS.items()} == {
+        arg: verls[knob] for arg, (knob, _) in ENGINE_ARGUMENTS.items()}
     rollout = {"name": "vllm", "engine_kwargs": {"vllm": {"dtype": "bfloat16", "tensor_parallel_size": 2}}}
-    refuse_engine_kwargs_overrides({"actor_rollout_ref": {"rollout": rollout}}, lagged=True)
+    refuse_engine_kwargs_overrides({"actor_rollout_ref": {"rollout": rollout}})
     rollout["engine_kwargs"]["vllm"]["dtype"] = "float16"
     with pytest.raises(OffGRPOConfigError, match="dtype=float16 replaces actor_rollout_ref.rollout.dtype=bfloat16"):
-        refuse_engine_kwargs_overrides({"actor_rollout_ref": {"rollout": rollout}}, lagged=True)
+        refuse_engine_kwargs_overrides({"actor_rollout_ref": {"rollout": rollout}})
     rollout["name"] = "sglang"  # SGLang does not read engine_kwargs.vllm
-    refuse_engine_kwargs_overrides({"actor_rollout_ref": {"rollout": rollout}}, lagged=True)
+    refuse_engine_kwargs_overrides({"actor_rollout_ref": {"rollout": rollout}})
 
 
 def test_a_selecting_config_that_reads_no_rollout_knob_keeps_its_engine_kwargs():

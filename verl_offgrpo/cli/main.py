@@ -12,7 +12,8 @@
 Exit codes: 0 fine; 1 the plugin is not usable here (not loaded, a patch or package missing); 2 the
 plugin's checks reject the config; 3 a mandatory ``???`` value is still unset; 4 hydra cannot compose
 the config or verl's ``validate_config`` rejects it; 5 a value cannot be read (a ``${...}`` that does not
-resolve, a section set to null); 64 a usage error (an unknown flag: ``check`` takes hydra overrides only,
+resolve, a section set to null); 6 verl's ``validate_config`` needs what this machine lacks for the config
+(vLLM installed, the model hub): not checked here; 64 a usage error (an unknown flag: ``check`` takes hydra overrides only,
 ``compose`` also ``--config-path``/``--config-name``).
 """
 
@@ -76,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
         "a GPU: exit 0 and the yaml on stdout, or one line on stderr: 1 the plugin is not usable here, 2 the "
         "plugin's checks, 3 a ??? value still unset, 4 hydra or verl's validate_config, 5 a value that cannot be read "
         "(a ${...} that does not resolve, a section set to null), 6 verl's validate_config needs what this machine "
-        "lacks (vLLM installed, the model hub): the plugin's checks passed; 64 a usage error. "
+        "lacks (vLLM installed, the model hub): not checked here, the plugin's checks (where they apply) passed; 64 a "
+        "usage error. "
         + "Takes hydra overrides and main_ppo's --config-path/--config-name (your own yaml; an absolute path, as "
         "main_ppo reads a relative one from verl/trainer/); other hydra flags (--cfg, ...) are main_ppo's.")
     p_compose.add_argument("--config-path", metavar="DIR", help="the directory of your yaml, absolute, as main_ppo's "

@@ -3,13 +3,12 @@ knobs the plugin reads.
 
 verl 0.9.1 starts vLLM with ``{"dtype": rollout.dtype, "logprobs_mode": rollout.logprobs_mode, ..., **engine_kwargs}``
 (``vLLMHttpServer.launch_server``, its null values dropped first), so a key of ``engine_kwargs.vllm`` replaces the
-value verl derived from the rollout knob of the same meaning. The plugin's checks and its sync check read those knobs
-(what vLLM's log-probs of α are; at v > 1 also the dtype vLLM casts the synced weights to, TP, sleep mode, batch
-sizes): the same setting written in ``engine_kwargs`` only would make them reason about an engine vLLM is not. E.g.
-``engine_kwargs.vllm.logprobs_mode=raw_logprobs`` at temperature 0.6 hands the loss α before the temperature, which
-``rollout.logprobs_mode=raw_logprobs`` is refused for (:mod:`.sampler_checks`). ``quantization`` is not here: verl's
-rollout knob takes only fp8/torchao/ascend, so other methods reach vLLM through ``engine_kwargs`` alone, and the sync
-check reads either (:func:`.readers.vllm_quantization`).
+value verl derived from the rollout knob of the same meaning. At v > 1 the lag's checks and its sync check read those
+knobs (the dtype vLLM casts the synced weights to, TP, sleep mode, batch sizes): the same setting written in
+``engine_kwargs`` only would make them reason about an engine vLLM is not. Two keys are read where they are set
+instead: ``logprobs_mode`` (:func:`.sampler_checks.logprobs_mode_at`, at any v: what α's log-probs are) and
+``quantization`` (:func:`.readers.vllm_quantization`: verl's rollout knob takes only fp8/torchao/ascend, so other
+methods reach vLLM through ``engine_kwargs`` alone).
 """
 
 from __future__ import annotations
@@ -21,31 +20,28 @@ from .values import OffGRPOConfigError, written_value
 ROLLOUT = "actor_rollout_ref.rollout"
 ENGINE_KWARGS = f"{ROLLOUT}.engine_kwargs.vllm"
 _ABSENT = object()
-#: vLLM engine argument → (the rollout knob verl fills it from, verl 0.9.1's default of that knob, whether the plugin
-#: reads it at v = 1 too: α's log-probs; the others only the lag's checks read)
+#: vLLM engine argument → (the rollout knob verl fills it from, verl 0.9.1's default of that knob)
 ENGINE_ARGUMENTS = {
-    "logprobs_mode": ("logprobs_mode", "processed_logprobs", True),
-    "dtype": ("dtype", "bfloat16", False),
-    "tensor_parallel_size": ("tensor_model_parallel_size", 2, False),
-    "enable_sleep_mode": ("enable_sleep_mode", True, False),
-    "max_num_seqs": ("max_num_seqs", 1024, False),
-    "max_num_batched_tokens": ("max_num_batched_tokens", 8192, False),
-    "max_model_len": ("max_model_len", None, False),
-    "enable_chunked_prefill": ("enable_chunked_prefill", True, False),
-    "gpu_memory_utilization": ("gpu_memory_utilization", 0.5, False),
+    "dtype": ("dtype", "bfloat16"),
+    "tensor_parallel_size": ("tensor_model_parallel_size", 2),
+    "enable_sleep_mode": ("enable_sleep_mode", True),
+    "max_num_seqs": ("max_num_seqs", 1024),
+    "max_num_batched_tokens": ("max_num_batched_tokens", 8192),
+    "max_model_len": ("max_model_len", None),
+    "enable_chunked_prefill": ("enable_chunked_prefill", True),
+    "gpu_memory_utilization": ("gpu_memory_utilization", 0.5),
 }
 
 
-def refuse_engine_kwargs_overrides(config: Any, lagged: bool) -> None:
-    """Refuse a non-null ``engine_kwargs.vllm.<argument>`` of :data:`ENGINE_ARGUMENTS` that differs from its rollout
-    knob (at v = 1, ``lagged`` false, only those the plugin reads then): the knob is where the plugin reads it (one
-    line naming both, and the override to write instead). Only for vLLM (``rollout.name``, absent: vllm), whose
-    engine reads ``engine_kwargs.vllm``."""
+def refuse_engine_kwargs_overrides(config: Any) -> None:
+    """At v > 1: refuse a non-null ``engine_kwargs.vllm.<argument>`` of :data:`ENGINE_ARGUMENTS` that differs from
+    its rollout knob, the knob being where the lag's checks read it (one line naming both, and the override to write
+    instead). Only for vLLM (``rollout.name``, absent: vllm), whose engine reads ``engine_kwargs.vllm``."""
     if written_value(config, f"{ROLLOUT}.name", "vllm") != "vllm":
         return
-    for argument, (knob, default, always) in ENGINE_ARGUMENTS.items():
+    for argument, (knob, default) in ENGINE_ARGUMENTS.items():
         value = written_value(config, f"{ENGINE_KWARGS}.{argument}")
-        if value is None or not (lagged or always):  # absent or null: verl drops it, the rollout knob reaches vLLM
+        if value is None:  # absent or null: verl drops it, the rollout knob's value reaches vLLM
             continue
         written = written_value(config, f"{ROLLOUT}.{knob}", _ABSENT)
         knob_value = default if written is _ABSENT else written

@@ -12,8 +12,8 @@ Top-k/top-p make α the truncated sampler, which π_k is not: a warning, since s
 purpose. (A repetition penalty never reaches vLLM: verl's agent loops send ``repetition_penalty=1.0`` with every
 request.) Values vLLM refuses (a mode it does not know, top_p outside (0, 1], ...) are said here, before Ray:
 vLLM itself checks the mode only when it starts and the sampling parameters only at the first request; and a
-temperature of 0 (greedy) would make π_k divide by 0. The mode written in ``engine_kwargs.vllm`` instead is
-refused by :mod:`.engine_kwargs_checks` first.
+temperature of 0 (greedy) would make π_k divide by 0. The mode is read where vLLM takes it from
+(:func:`logprobs_mode_at`): verl 0.9.1 starts vLLM with ``engine_kwargs.vllm`` last, so a mode set there wins.
 """
 
 from __future__ import annotations
@@ -44,21 +44,21 @@ SAMPLING = (
 def check_sampler(config: Any) -> None:
     """Refuse a ``logprobs_mode`` under which α is not the sampler's log-probs (or that vLLM does not know) and
     sampling parameters vLLM or π_k cannot take (:data:`SAMPLING`); warn where r' is biased by design."""
-    mode = written_value(config, f"{ROLLOUT}.logprobs_mode", "processed_logprobs")
+    key, mode = logprobs_mode_at(config)
     temperature, top_p, top_k = (_sampling_parameter(config, *parameter) for parameter in SAMPLING)
     if mode in LOGIT_MODES:
         raise OffGRPOConfigError(
-            f"{ROLLOUT}.logprobs_mode={mode} makes vLLM return logits, not log-probs, so α and r' = π_k/α "
+            f"{key}={mode} makes vLLM return logits, not log-probs, so α and r' = π_k/α "
             "would be wrong: use processed_logprobs (verl's default)."
         )
     if mode not in LOGPROB_MODES:
         raise OffGRPOConfigError(
-            f"{ROLLOUT}.logprobs_mode={mode!r} is not a log-prob mode of vLLM's {LOGPROB_MODES}, which vLLM would say "
+            f"{key}={mode!r} is not a log-prob mode of vLLM's {LOGPROB_MODES}, which vLLM would say "
             "only when it starts: use processed_logprobs (verl's default)."
         )
     if mode == "raw_logprobs" and temperature != 1.0:
         raise OffGRPOConfigError(
-            f"{ROLLOUT}.logprobs_mode=raw_logprobs gives α before the temperature ({temperature}), while π_k "
+            f"{key}=raw_logprobs gives α before the temperature ({temperature}), while π_k "
             "is taken at it, so r' = π_k/α compares two distributions: use processed_logprobs (verl's default)."
         )
     if top_p < 1.0 or top_k > 0:
@@ -68,6 +68,16 @@ def check_sampler(config: Any) -> None:
             top_p,
             top_k,
         )
+
+
+def logprobs_mode_at(config: Any) -> tuple[str, Any]:
+    """(the key, the mode) vLLM takes its ``logprobs_mode`` from: ``rollout.engine_kwargs.vllm.logprobs_mode`` where
+    set non-null (verl drops nulls, then merges engine_kwargs last), else ``rollout.logprobs_mode`` (verl's default
+    ``processed_logprobs``)."""
+    engine = f"{ROLLOUT}.engine_kwargs.vllm.logprobs_mode"
+    if written_value(config, f"{ROLLOUT}.name", "vllm") == "vllm" and written_value(config, engine) is not None:
+        return engine, written_value(config, engine)
+    return f"{ROLLOUT}.logprobs_mode", written_value(config, f"{ROLLOUT}.logprobs_mode", "processed_logprobs")
 
 
 def _sampling_parameter(config: Any, name: str, default: Any, integer: bool, valid, rule: str, why: str) -> Any:

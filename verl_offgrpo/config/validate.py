@@ -126,8 +126,9 @@ def _validate(config: Any) -> OffGRPOConfig:
     loss_mode = _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode")
     uses_estimator = estimator in ESTIMATOR_NAMES
     uses_loss = loss_mode in LOSS_NAMES
+    if knobs.sync_period > 1:
+        refuse_engine_kwargs_overrides(config)
     if uses_estimator or uses_loss or knobs.sync_period > 1:
-        refuse_engine_kwargs_overrides(config, lagged=knobs.sync_period > 1)
         check_verl_counts(config)
         check_rollout_fits_the_gpus(config)
     rec = RECConfig.from_policy_loss(_get(config, "actor_rollout_ref.actor.policy_loss"))
