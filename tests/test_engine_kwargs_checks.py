@@ -106,3 +106,30 @@ def test_a_selecting_config_that_reads_no_rollout_knob_keeps_its_engine_kwargs()
     nothing of the plugin reads the rollout knobs, so engine_kwargs are verl's business there."""
     validate_as_main_ppo(shipped_config("algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla",
                                         f"{ENGINE}dtype=float16", f"{ENGINE}logprobs_mode=raw_logprobs"))
+
+
+def test_a_hyphenated_engine_argument_is_the_same_argument():
+    """vLLM's parser reads ``logprobs-mode`` as ``logprobs_mode`` and keeps the last, and verl puts engine_kwargs after
+    its own keys: the hyphenated spelling is read, and refused, as the other is (the review's case)."""
+    with pytest.raises(OffGRPOConfigError, match=r"^actor_rollout_ref.rollout.engine_kwargs.vllm.logprobs-mode="
+                                                 r"raw_logprobs gives α before the temperature \(0.6\)"):
+        validate_as_main_ppo(shipped_config(f"{ENGINE}logprobs-mode=raw_logprobs", f"{ROLLOUT}temperature=0.6"))
+    with pytest.raises(OffGRPOConfigError, match=r"^actor_rollout_ref.rollout.engine_kwargs.vllm.tensor-parallel-size=1 "
+                                                 r"replaces actor_rollout_ref.rollout.tensor_model_parallel_size=2"):
+        validate_as_main_ppo(shipped_config(f"{ENGINE}tensor-parallel-size=1", "algorithm.off_grpo.sync_period=10"))
+
+
+@pytest.mark.parametrize("overrides, quantization", [
+    ([], None),
+    (["actor_rollout_ref.rollout.quantization=fp8"], "fp8"),
+    ([f"{ENGINE}quantization=awq"], "awq"),
+    ([f"{ENGINE}quantization=awq", "actor_rollout_ref.rollout.quantization=fp8"], "awq"),  # engine_kwargs go last
+    ([f"{ENGINE}quantization=null", "actor_rollout_ref.rollout.quantization=fp8"], "fp8"),  # a null is dropped
+    (["actor_rollout_ref.actor.fsdp_config.qat.enable=true"], "qat"),  # verl picks modelopt / compressed-tensors
+    ([f"{ENGINE}hf_overrides.quantization_config.quant_method=fp8"], "hf_overrides.quantization_config"),
+])
+def test_the_quantization_vllm_starts_with(overrides, quantization):
+    """What the sync check asks (``readers.vllm_quantization``): is vLLM's copy of the weights quantized, and how."""
+    from verl_offgrpo.config.readers import vllm_quantization
+
+    assert vllm_quantization(shipped_config(*overrides)) == quantization

@@ -1095,7 +1095,8 @@ def test_a_window_is_at_most_the_runs_steps_long(caplog):
 
 
 @pytest.mark.parametrize("quantized", ["+actor_rollout_ref.rollout.engine_kwargs.vllm.quantization=awq",
-                                       "actor_rollout_ref.rollout.quantization=fp8"])
+                                       "actor_rollout_ref.rollout.quantization=fp8",
+                                       "actor_rollout_ref.actor.fsdp_config.qat.enable=true"])
 def test_a_quantized_rollout_turns_the_per_tensor_rules_off_whichever_key_sets_it(ray_local, monkeypatch, quantized):
     """vLLM quantizes with ``engine_kwargs.vllm.quantization`` as with ``rollout.quantization`` (verl merges
     engine_kwargs last; its knob takes fp8/torchao/ascend only): a quantized tensor may keep its bits through an honest

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .readers import engine_kwarg
 from .values import OffGRPOConfigError, written_value
 
 ROLLOUT = "actor_rollout_ref.rollout"
-ENGINE_KWARGS = f"{ROLLOUT}.engine_kwargs.vllm"
 _ABSENT = object()
 #: vLLM engine argument → (the rollout knob verl fills it from, verl 0.9.1's default of that knob)
 ENGINE_ARGUMENTS = {
@@ -34,22 +34,21 @@ ENGINE_ARGUMENTS = {
 
 
 def refuse_engine_kwargs_overrides(config: Any) -> None:
-    """At v > 1: refuse a non-null ``engine_kwargs.vllm.<argument>`` of :data:`ENGINE_ARGUMENTS` that differs from
-    its rollout knob, the knob being where the lag's checks read it (one line naming both, and the override to write
-    instead). Only for vLLM (``rollout.name``, absent: vllm), whose engine reads ``engine_kwargs.vllm``."""
-    if written_value(config, f"{ROLLOUT}.name", "vllm") != "vllm":
-        return
+    """At v > 1: refuse an engine argument of :data:`ENGINE_ARGUMENTS` set in ``engine_kwargs.vllm`` (either spelling,
+    :func:`.readers.engine_kwarg`) that differs from its rollout knob, the knob being where the lag's checks read it
+    (one line naming both, and the override to write instead)."""
     for argument, (knob, default) in ENGINE_ARGUMENTS.items():
-        value = written_value(config, f"{ENGINE_KWARGS}.{argument}")
-        if value is None:  # absent or null: verl drops it, the rollout knob's value reaches vLLM
+        written = engine_kwarg(config, argument)  # None: unset, null (verl drops it) or not vLLM
+        if written is None:
             continue
-        written = written_value(config, f"{ROLLOUT}.{knob}", _ABSENT)
-        knob_value = default if written is _ABSENT else written
+        key, value = written
+        set_knob = written_value(config, f"{ROLLOUT}.{knob}", _ABSENT)
+        knob_value = default if set_knob is _ABSENT else set_knob
         if value != knob_value:
-            plus = "+" if written is _ABSENT else ""  # not in verl's yaml (its dataclass has it): hydra adds it
+            plus = "+" if set_knob is _ABSENT else ""  # not in verl's yaml (its dataclass has it): hydra adds it
             raise OffGRPOConfigError(
-                f"{ENGINE_KWARGS}.{argument}={_hydra(value)} replaces {ROLLOUT}.{knob}={_hydra(knob_value)} when verl "
-                f"starts vLLM (engine_kwargs go last), and the plugin's checks read the rollout knob: set "
+                f"{key}={_hydra(value)} replaces {ROLLOUT}.{knob}={_hydra(knob_value)} when verl starts vLLM "
+                f"(engine_kwargs go last), and the plugin's checks read the rollout knob: set "
                 f"{plus}{ROLLOUT}.{knob}={_hydra(value)} instead and drop the engine_kwargs key."
             )
 

@@ -117,12 +117,41 @@ def guards_verls_advantage(config: Any) -> bool:
     return loss_mode in LOSS_NAMES and not bool(_get(config, "algorithm.off_grpo.allow_truncated_rprime", False))
 
 
+#: where verl 0.9.1 reads the vLLM engine's extra arguments (``vLLMHttpServer.launch_server``)
+ENGINE_KWARGS = "actor_rollout_ref.rollout.engine_kwargs.vllm"
+
+
+def engine_kwarg(config: Any, argument: str) -> tuple[str, Any] | None:
+    """(the key as written, its value) of vLLM's engine argument ``argument`` in :data:`ENGINE_KWARGS`, or None where
+    it is not set non-null there, or the rollout is not vLLM's. verl 0.9.1 drops nulls, then starts vLLM with
+    ``{..., "logprobs_mode": rollout.logprobs_mode, ..., **engine_kwargs}`` as command-line arguments; vLLM's parser
+    reads ``a_b`` and ``a-b`` as one argument and keeps the last, so a key here beats verl's own, and the hyphenated
+    spelling is read first (were both written, the order of the user's keys decides)."""
+    if written_value(config, "actor_rollout_ref.rollout.name", "vllm") != "vllm":
+        return None
+    for spelled in dict.fromkeys((argument.replace("_", "-"), argument)):
+        value = written_value(config, f"{ENGINE_KWARGS}.{spelled}")
+        if value is not None:
+            return f"{ENGINE_KWARGS}.{spelled}", value
+    return None
+
+
 def vllm_quantization(config: Any) -> Any:
-    """The quantization vLLM starts with: ``rollout.engine_kwargs.vllm.quantization`` where set (verl 0.9.1 merges
-    engine_kwargs last, and its rollout knob takes only fp8/torchao/ascend, so other methods come that way), else
-    ``rollout.quantization``; None for none."""
+    """The quantization vLLM starts with, None for none: :func:`engine_kwarg` ``quantization`` where set (verl's
+    rollout knob takes only fp8/torchao/ascend, so other methods come that way), "qat" where
+    ``rollout.qat.enable`` (verl then sets modelopt or compressed-tensors from the QAT config, whatever
+    ``rollout.quantization`` says), a ``quantization_config`` in the engine's ``hf_overrides``, else
+    ``rollout.quantization``."""
     rollout = "actor_rollout_ref.rollout"
-    return _get(config, f"{rollout}.engine_kwargs.vllm.quantization") or _get(config, f"{rollout}.quantization")
+    written = engine_kwarg(config, "quantization")
+    if written is not None:
+        return written[1]
+    if bool(_get(config, f"{rollout}.qat.enable", False)):
+        return "qat"
+    overrides = engine_kwarg(config, "hf_overrides")
+    if overrides is not None and _get(overrides[1], "quantization_config") is not None:
+        return "hf_overrides.quantization_config"
+    return _get(config, f"{rollout}.quantization")
 
 
 def rollout_data_parallel_size(config: Any) -> int:

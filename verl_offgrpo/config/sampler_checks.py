@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .readers import as_integer, as_number
+from .readers import as_integer, as_number, engine_kwarg
 from .values import OffGRPOConfigError, written_value
 
 logger = logging.getLogger(__name__)
@@ -71,12 +71,12 @@ def check_sampler(config: Any) -> None:
 
 
 def logprobs_mode_at(config: Any) -> tuple[str, Any]:
-    """(the key, the mode) vLLM takes its ``logprobs_mode`` from: ``rollout.engine_kwargs.vllm.logprobs_mode`` where
-    set non-null (verl drops nulls, then merges engine_kwargs last), else ``rollout.logprobs_mode`` (verl's default
+    """(the key, the mode) vLLM takes its ``logprobs_mode`` from: the engine's extra arguments where set there
+    (:func:`.readers.engine_kwarg`, either spelling), else ``rollout.logprobs_mode`` (verl's default
     ``processed_logprobs``)."""
-    engine = f"{ROLLOUT}.engine_kwargs.vllm.logprobs_mode"
-    if written_value(config, f"{ROLLOUT}.name", "vllm") == "vllm" and written_value(config, engine) is not None:
-        return engine, written_value(config, engine)
+    written = engine_kwarg(config, "logprobs_mode")
+    if written is not None:
+        return written
     return f"{ROLLOUT}.logprobs_mode", written_value(config, f"{ROLLOUT}.logprobs_mode", "processed_logprobs")
 
 
