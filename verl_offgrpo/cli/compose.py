@@ -251,7 +251,8 @@ def _what_this_machine_lacks(err: BaseException) -> tuple[str, BaseException] | 
     for link in reversed(chain):  # the innermost says it plainest
         package = (type(link).__module__ or "").split(".")[0]
         if type(link).__name__ in _UNREACHABLE.get(package, ()):
-            return "the model hub (the network; a model path that is not a local directory here is read as a hub id)", link
+            return ("the model hub (the network; a model path that is not a local directory here is read as a hub "
+                    "id)"), link
     return None
 
 

@@ -13,8 +13,8 @@ Exit codes: 0 fine; 1 the plugin is not usable here (not loaded, a patch or pack
 plugin's checks reject the config; 3 a mandatory ``???`` value is still unset; 4 hydra cannot compose
 the config or verl's ``validate_config`` rejects it; 5 a value cannot be read (a ``${...}`` that does not
 resolve, a section set to null); 6 verl's ``validate_config`` needs what this machine lacks for the config
-(vLLM installed, the model hub): not checked here; 64 a usage error (an unknown flag: ``check`` takes hydra overrides only,
-``compose`` also ``--config-path``/``--config-name``).
+(vLLM installed, the model hub): not checked here; 64 a usage error (an unknown flag: ``check`` takes hydra
+overrides only, ``compose`` also ``--config-path``/``--config-name``).
 """
 
 from __future__ import annotations

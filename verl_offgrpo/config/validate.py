@@ -1,7 +1,8 @@
 """The start-up check of the whole composed config: :func:`validate_off_grpo_config`, which runs the checks
 of what the config selects (:mod:`.engine_kwargs_checks`, :mod:`.loss_estimator_checks`, :mod:`.window_checks`,
 :mod:`.refill_checks`, :mod:`.sync_checks`, :mod:`.ref_reset_checks`, :mod:`.old_log_prob_checks`,
-:mod:`.final_outputs_checks`, :mod:`.sampler_checks`) in a fixed order, and :func:`advisories_silenced` for re-checks of a config already advised on.
+:mod:`.final_outputs_checks`, :mod:`.sampler_checks`) in a fixed order, and :func:`advisories_silenced` for
+re-checks of a config already advised on.
 
 Pure Python over the composed config (a DictConfig, a dict or verl's dataclasses; no verl, torch or Ray
 import), so it runs in ``main_ppo``'s driver before Ray starts: the plugin runs it at the start of
