@@ -315,6 +315,13 @@ def test_a_config_verls_checks_cannot_finish_without_vllm_is_exit_6_not_a_config
                    "version None not supported and SGLang also not Found. Currently supported vllm versions are "
                    "0.18.0+); the plugin's checks, which run first, passed. Check it where the job will run."]
     assert dry_run([*BASE, *lora, "algorithm.off_grpo.sync_period=10"]) == 2  # LoRA at v > 1: refused first
+    from verl_offgrpo.cli.main import main
+
+    capsys.readouterr()
+    assert main(["check", *BASE, *lora]) == 6  # check: the same exit, a verdict that says it could not finish
+    err = capsys.readouterr().err.splitlines()
+    assert "check INCOMPLETE" in err[0] and any("not finished here (last line)" in line for line in err)
+    assert err[-1].startswith("not checked here: verl's validate_config needs vLLM installed")
     # a plain verl job (verl's own yaml, its GRPO): the same exit, and no word of checks that did not run
     from pathlib import Path
 
