@@ -63,8 +63,8 @@ def check_sampler(config: Any) -> None:
         )
     if top_p < 1.0 or top_k > 0:
         logger.warning(
-            "off_grpo: rollout top_p=%s top_k=%s: vLLM's log-probs of α are taken after top-p/top-k, and π_k "
-            "without them, so r' = π_k/α is biased. Use top_p=1.0, top_k=-1 for the paper's ratio.",
+            "off_grpo: rollout top_p=%s top_k=%s: vLLM samples from the truncated distribution, which π_k (the "
+            "trainer's log-probs) is not, so r' = π_k/α is biased. Use top_p=1.0, top_k=-1 for the paper's ratio.",
             top_p,
             top_k,
         )
