@@ -187,17 +187,6 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def _selects(config) -> bool:
-    """Whether the config selects the plugin (:func:`verl_offgrpo.patches.selection.config_selects`): only then do
-    the plugin's checks run inside verl's ``validate_config``."""
-    from verl_offgrpo.patches.selection import config_selects
-
-    try:
-        return bool(config_selects(config))
-    except Exception:  # noqa: BLE001 - a key its test reads does not resolve: the plugin's checks did not run either
-        return False
-
-
 def _raised_in_verls_checks(err: BaseException) -> bool:
     """Whether ``err`` was raised inside verl's own ``validate_config`` (its frame in ``verl/utils/config.py``
     is on the traceback), not in the plugin's checks that run before it (a plugin bug, even one raised in a
@@ -309,7 +298,8 @@ def validate(overrides: list[str], config_path: str | None = None, config_name: 
         lacks = _what_this_machine_lacks(err)
         if lacks:  # the plugin's checks ran first and passed; verl's could not finish here
             what, said = lacks
-            passed = "; the plugin's checks, which run first, passed" if _selects(config) else ""
+            # the test by which verl's wrapped validate_config ran the plugin's checks, or not
+            passed = "; the plugin's checks, which run first, passed" if validate_config_patch.selects(config) else ""
             return NOT_CHECKABLE_HERE, (f"not checked here: verl's validate_config needs {what} for this config "
                                         f"({type(said).__name__}: {_one_line(said)}){passed}. Check it where the job "
                                         "will run."), config

@@ -20,7 +20,7 @@ plugin (:func:`.selection.config_selects`):
    environment sets a mark the job must not have (which its Ray processes inherit), one line refuses the
    job, a plain one included (:func:`.job_env.running_ray_problem`, :func:`.job_env.driver_env_problem`).
 
-Any other config (or one whose selection test cannot resolve a key it reads: :func:`_selects`) goes straight to
+Any other config (or one whose selection test cannot resolve a key it reads: :func:`selects`) goes straight to
 verl's ``validate_config``; if it sets ``algorithm.off_grpo`` knobs
 (composed from the plugin's yaml: away from their defaults), one warning says they have no effect
 (:mod:`verl_offgrpo.config.unselected`).
@@ -54,7 +54,7 @@ def wrap(original):
     @functools.wraps(original)
     def validate_config(config, *args, **kwargs):
         _unmark_quietly()  # an earlier selecting config's mark: only a passing selecting config re-marks
-        if not _selects(config):
+        if not selects(config):
             _refuse_a_foreign_plugin_name(config)
             _warn_unselected_knobs(config)
             _refuse_a_marked_ray(config)
@@ -97,7 +97,7 @@ def wrap(original):
     return validate_config
 
 
-def _selects(config) -> bool:
+def selects(config) -> bool:
     """:func:`.selection.config_selects`, False where reading the config raises (an interpolation that does not
     resolve in the driver, e.g. ``${oc.env:UNSET}`` in a key the test reads): verl's own ``validate_config`` does not
     resolve every key, so such a config is left to it, as plain verl would."""

@@ -192,7 +192,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             _get(full_config, "actor_rollout_ref.rollout.checkpoint_engine.backend", None), self.rollout_dtype,
             vllm_quantization(full_config))
         self.actor_tensors: Optional[list[dict]] = None  # per actor rank, its tensors' fingerprints at the last sync
-        # vLLM's packed_modules_mapping (from the first record), which places the trainer's tensors in vLLM's
+        # vLLM's packed_modules_mapping (from the first record), which places the trainer's tensors in vLLM's fused ones
         self.packed: Optional[dict[str, list[str]]] = None
         # the rule that each tensor vLLM holds whole is the trainer's cast (:mod:`.served_cast`): the (replica, tensor)
         # pairs the calibrating syncs found alike and unlike, and whether those syncs are over
@@ -473,10 +473,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
                                                                  len(self.replicas)))
         if unequal:
             raise ServedPolicyError(sync_reached.unequal_copies_message(unequal, decision.step, len(self.replicas)))
-        metrics = {"timing_s/off_grpo_verify_sync": time.perf_counter() - start}
-        if self.verify_cast:
-            metrics.update(self.check_trainer_cast(reports, changed, decision.step, previous_step))
-            metrics["timing_s/off_grpo_verify_sync"] = time.perf_counter() - start
+        metrics = self.check_trainer_cast(reports, changed, decision.step, previous_step) if self.verify_cast else {}
+        metrics["timing_s/off_grpo_verify_sync"] = time.perf_counter() - start
         if compared:
             metrics["off_grpo/sync_copies_compared"] = float(compared)
         elif tp_replicas and not self.told_no_whole_copies:
