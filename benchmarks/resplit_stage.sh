@@ -7,13 +7,17 @@
 # as .whl/p01 ... .whl/pNN of at most SIZE each, with stage.sh's device-stage.sh and the new part count,
 # so the staging recipe is unchanged (one call per part, in order):
 #
-#   bash benchmarks/resplit_stage.sh 36000000      # SIZE in bytes (default 36000000)
+#   bash benchmarks/resplit_stage.sh [SIZE]      # SIZE in bytes; default: 64 MiB − the tracked tree − 8 MB
+#
+# The default leaves 8 MB beside a part for what a call carries with it (the last call's .gpu data, the
+# tar headers); the tracked tree grows with every lease's results, so re-split when a call is refused.
 #
 # The parts' names keep stage.sh's order (site.tar.xz.partNN, model.whl.partNN), which is what
 # device-stage.sh concatenates by; the check below compares checksums before the old parts go.
 set -euo pipefail
-size=${1:-36000000}
 root="$(git rev-parse --show-toplevel)"; whl="$root/.whl"
+tracked=$(git -C "$root" ls-files -z | (cd "$root" && xargs -0 cat) | wc -c)
+size=${1:-$((67108864 - tracked - 8000000))}
 ls -d "$whl"/p[0-9][0-9] >/dev/null 2>&1 || { echo "no $whl/pNN: run ../shared/gpu/stage.sh first" >&2; exit 2; }
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/split"

@@ -16,10 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from .readers import engine_kwarg
-from .values import OffGRPOConfigError, written_value
+from .values import ABSENT, OffGRPOConfigError, written_value
 
 ROLLOUT = "actor_rollout_ref.rollout"
-_ABSENT = object()
 #: vLLM engine argument → (the rollout knob verl fills it from, verl 0.9.1's default of that knob)
 ENGINE_ARGUMENTS = {
     "dtype": ("dtype", "bfloat16"),
@@ -42,10 +41,10 @@ def refuse_engine_kwargs_overrides(config: Any) -> None:
         if written is None:
             continue
         key, value = written
-        set_knob = written_value(config, f"{ROLLOUT}.{knob}", _ABSENT)
-        knob_value = default if set_knob is _ABSENT else set_knob
+        set_knob = written_value(config, f"{ROLLOUT}.{knob}", ABSENT)
+        knob_value = default if set_knob is ABSENT else set_knob
         if value != knob_value:
-            plus = "+" if set_knob is _ABSENT else ""  # not in verl's yaml (its dataclass has it): hydra adds it
+            plus = "+" if set_knob is ABSENT else ""  # not in verl's yaml (its dataclass has it): hydra adds it
             raise OffGRPOConfigError(
                 f"{key}={_hydra(value)} replaces {ROLLOUT}.{knob}={_hydra(knob_value)} when verl starts vLLM "
                 f"(engine_kwargs go last), and the plugin's checks read the rollout knob: set "

@@ -17,11 +17,10 @@ from typing import Any, Iterator
 
 from .off_grpo import PREFIX, OffGRPOConfig
 from .rec import PREFIX as REC_PREFIX
-from .values import OffGRPOConfigError, is_dict_config, target_fields, written_value
+from .values import ABSENT, OffGRPOConfigError, is_dict_config, target_fields, written_value
 
 #: the distinctive rec knobs (``RECConfig`` fields not likely to be any other package's key)
 REC_KNOBS = ("clip_mode", "eps_low_prime", "eps_high_prime")
-_ABSENT = object()
 
 
 def _homes() -> dict[str, str]:
@@ -67,7 +66,7 @@ def refuse_misplaced_knobs(config: Any) -> None:
             meant = " ".join(f"{home}.{key}.{k}={v}" for k, v in value.items()) or f"{home}.{key}.<knob>=..."
         else:
             meant = f"{home}.{key}={value}"
-        there = written_value(config, f"{home}.{key}", _ABSENT) is not _ABSENT
+        there = written_value(config, f"{home}.{key}", ABSENT) is not ABSENT
         plus = " (no +: the plugin's yaml sets every knob)" if there else ""
         raise OffGRPOConfigError(
             f"{where} is not where the plugin reads it: nothing reads it there, so the job would run as if it were "

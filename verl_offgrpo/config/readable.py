@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .values import OffGRPOConfigError, is_dict_config, raw_nodes, written_value
+from .values import ABSENT, OffGRPOConfigError, is_dict_config, raw_nodes, written_value
 
 #: sections of verl 0.9.1's ``ppo_trainer`` (top level, and the actor/rollout/ref/model of ``actor_rollout_ref``) that
 #: verl's driver and trainer read as sections, unconditionally (``config.<section>.<key>``)
@@ -27,7 +27,6 @@ V1_SECTIONS = ("trainer.v1",)
 #: the plugin's own sections (where a config has them: the shipped yaml's), read key by key as verl's are; set to null
 #: they would drop every knob written before them and run on the defaults (v = 1) without a word
 PLUGIN_SECTIONS = ("algorithm.off_grpo", "actor_rollout_ref.actor.policy_loss.rec")
-_ABSENT = object()
 
 
 class UnreadableConfigError(OffGRPOConfigError):
@@ -48,8 +47,8 @@ def check_readable(config: Any) -> None:
 
 def _check_sections(config: Any, sections: tuple[str, ...], owner: str = "verl's") -> None:
     for dotted in sections:
-        value = written_value(config, dotted, _ABSENT)
-        if value is not _ABSENT and not (isinstance(value, dict) or is_dict_config(value)):
+        value = written_value(config, dotted, ABSENT)
+        if value is not ABSENT and not (isinstance(value, dict) or is_dict_config(value)):
             raise UnreadableConfigError(section_set_to_a_value(dotted, value, owner))
 
 

@@ -106,29 +106,30 @@ def is_dict_config(value: Any) -> bool:
     return isinstance(value, DictConfig)
 
 
-_ABSENT = object()
+#: what :func:`written_value` returns, when asked to, for a key that is not written (null is a value there)
+ABSENT = object()
 
 
 def _child(node: Any, key: str) -> Any:
-    """``node[key]`` of a DictConfig, dict or dataclass as written (a null stays None); :data:`_ABSENT` where the
+    """``node[key]`` of a DictConfig, dict or dataclass as written (a null stays None); :data:`ABSENT` where the
     key is not there or is ``???``."""
     try:
-        value = node.get(key, _ABSENT) if hasattr(node, "get") else getattr(node, key, _ABSENT)
+        value = node.get(key, ABSENT) if hasattr(node, "get") else getattr(node, key, ABSENT)
     except Exception as err:  # noqa: BLE001 - omegaconf's MissingMandatoryValue (``???``)
         if type(err).__name__ != "MissingMandatoryValue":
             raise
-        return _ABSENT
-    return _ABSENT if isinstance(value, str) and value == "???" else value
+        return ABSENT
+    return ABSENT if isinstance(value, str) and value == "???" else value
 
 
 def config_value(cfg: Any, dotted: str, default: Any = None) -> Any:
     """``cfg.a.b.c`` of a DictConfig, dict or dataclass; ``default`` when absent, None or ``???``."""
     node = cfg
     for part in dotted.split("."):
-        if node is None or node is _ABSENT:
+        if node is None or node is ABSENT:
             return default
         node = _child(node, part)
-    return default if node is None or node is _ABSENT else node
+    return default if node is None or node is ABSENT else node
 
 
 def raw_nodes(config: Any) -> Iterator[tuple[str, Any, Any, Any]]:
@@ -158,8 +159,8 @@ def written_value(cfg: Any, dotted: str, absent: Any = None) -> Any:
     above it, is not there or is ``???``."""
     parent, _, key = dotted.rpartition(".")
     node = config_value(cfg, parent) if parent else cfg
-    value = _ABSENT if node is None else _child(node, key)
-    return absent if value is _ABSENT else value
+    value = ABSENT if node is None else _child(node, key)
+    return absent if value is ABSENT else value
 
 
 def knobs_from_mapping(cls: type, node: Any, prefix: str, example: str, elsewhere: Mapping | None = None) -> Any:

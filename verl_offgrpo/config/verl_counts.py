@@ -22,7 +22,7 @@ from typing import Any
 from verl_offgrpo import PRESENTED_MODE, TRAINER_MODE
 
 from .readers import flag_at, rollout_layout, uses_v1, v1_mode
-from .values import OffGRPOConfigError, is_int, quoted_number_error, written_value
+from .values import ABSENT, OffGRPOConfigError, is_int, quoted_number_error, written_value
 
 ROLLOUT = "actor_rollout_ref.rollout"
 SYNC_STEPS = "trainer.v1.sync.parameter_sync_step"
@@ -44,7 +44,6 @@ COUNTS = {
                                                                 True),
     SYNC_STEPS: (1, "it counts the optimizer steps per weight sync of V1's sync mode", True),
 }
-_ABSENT = object()
 
 
 def check_verl_counts(config: Any) -> None:
@@ -57,8 +56,8 @@ def check_verl_counts(config: Any) -> None:
 
 def _check_count(config: Any, dotted: str, least: int | None, what: str, null_is_verls: bool) -> None:
     """One count of :data:`COUNTS` (or another key read by the same rule): absent, or a null left to verl, passes."""
-    value = written_value(config, dotted, _ABSENT)
-    if value is _ABSENT or (value is None and null_is_verls):
+    value = written_value(config, dotted, ABSENT)
+    if value is ABSENT or (value is None and null_is_verls):
         return
     rule = "an integer" if least is None else f"an integer >= {least}"
     quoted = quoted_number_error(dotted, value, rule)

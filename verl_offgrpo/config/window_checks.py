@@ -159,8 +159,8 @@ def advise_on_window(config: Any, knobs: OffGRPOConfig) -> None:
         logger.warning("off_grpo: %s with sync_period=1 is on-policy GRPO (a window of one step).", why)
     if knobs.keep_weights == "no_sleep":
         logger.info(
-            "off_grpo: %s.keep_weights=no_sleep does nothing with %s: vLLM is woken only by a sync and sleeps at "
-            "verl's level between windows, so there is no α to keep.", PREFIX, why,
+            "off_grpo: %s.keep_weights=no_sleep does nothing with %s: a window's rollouts are all generated right "
+            "after its sync, so vLLM holds no α that a later step needs.", PREFIX, why,
         )
     save_freq = _get(config, "trainer.save_freq", -1)
     if knobs.sync_period > 1 and _is_int(save_freq) and save_freq > 0 and save_freq % knobs.sync_period:
