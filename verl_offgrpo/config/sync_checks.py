@@ -141,6 +141,19 @@ def tell_v0_without_manager(config: Any) -> None:
     )  # fmt: skip
 
 
+def refuse_v0_manager_on_v1(config: Any) -> None:
+    """The plugin's v0 checkpoint manager named on the V1 trainer in another mode than the plugin's: verl's V1 trainer
+    never reads ``rollout.checkpoint_manager_class`` (verl 0.9.1: only the v0 ``RayPPOTrainer`` does), so the lag it
+    was named for would not run while the name still selects the plugin's job-wide patches."""
+    fqn = _get(config, "actor_rollout_ref.rollout.checkpoint_manager_class")
+    if fqn in V0_MANAGER_FQNS and uses_v1(config) and v1_mode(config) != TRAINER_MODE:
+        raise OffGRPOConfigError(
+            f"actor_rollout_ref.rollout.checkpoint_manager_class={fqn} is the v0 trainer's: verl's V1 trainer "
+            f"(trainer.v1.trainer_mode={v1_mode(config)!r}) never reads it. Add trainer.use_v1=false, or drop it and "
+            f"set trainer.v1.trainer_mode={TRAINER_MODE}."
+        )
+
+
 def check_mode_section(config: Any) -> None:
     """``trainer.v1.off_grpo_sync.*`` is not read by verl's trainer: the plugin's mode presents itself to verl as
     "sync", and the trainer reads a mode's settings (``parameter_sync_step``, the replay buffer's) from

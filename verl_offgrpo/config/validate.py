@@ -60,6 +60,7 @@ from .sampler_checks import check_sampler
 from .sync_checks import (
     check_mode_section,
     check_sync_config,
+    refuse_v0_manager_on_v1,
     tell_if_the_period_spans_the_run,
     tell_v0_without_manager,
 )
@@ -159,6 +160,7 @@ def _validate(config: Any) -> OffGRPOConfig:
         check_rows_leaving_denominator(config, knobs, estimator)
         warn_masked_mini_batch_with_other_loss(config, knobs, estimator)
     check_mode_section(config)
+    refuse_v0_manager_on_v1(config)
     refuse_impossible_window(config, knobs)  # an explicit window on a trainer without one: its error first
     check_gen_batch_divides(config)
     refuse_refill_on_v0(config)
