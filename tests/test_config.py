@@ -312,6 +312,20 @@ def test_a_plain_verl_config_with_untruncated_is_weights_is_left_alone(caplog):
     assert "rollout IS weights" not in caplog.text
 
 
+def test_the_v0_manager_on_the_v1_trainer_is_refused():
+    """verl's V1 trainer never reads ``rollout.checkpoint_manager_class`` (only v0's RayPPOTrainer does): the README's
+    v0 recipe with ``trainer.use_v1=false`` forgotten would mark the job the plugin's and run no lag. One line naming
+    both ways out; the same override on the v0 trainer passes."""
+    from _overrides import validate_as_main_ppo, verl_config
+
+    with pytest.raises(OffGRPOConfigError, match=(
+            r"^actor_rollout_ref.rollout.checkpoint_manager_class=verl_offgrpo.sync.checkpoint_manager_v0."
+            r"LaggedCheckpointManager is the v0 trainer's: verl's V1 trainer \(trainer.v1.trainer_mode='sync'\) never "
+            r"reads it. Add trainer.use_v1=false, or drop it and set trainer.v1.trainer_mode=off_grpo_sync. \(The plugin's yaml sets this")):
+        validate_as_main_ppo(verl_config(V0_MANAGER))
+    validate_as_main_ppo(verl_config(V0_MANAGER, "trainer.use_v1=false"))
+
+
 V0_UNWIRED = ("off_grpo: trainer.use_v1=false without the plugin's checkpoint manager (got None): on the v0 trainer the "
               "served-policy guard (algorithm.off_grpo.max_log_rprime_*) and the off_grpo/bound/* metrics run only "
               "through it; add +actor_rollout_ref.rollout.checkpoint_manager_class="
