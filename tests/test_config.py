@@ -326,6 +326,26 @@ def test_the_v0_manager_on_the_v1_trainer_is_refused():
     validate_as_main_ppo(verl_config(V0_MANAGER, "trainer.use_v1=false"))
 
 
+VERLS_ALGORITHM = ("off_grpo: this job runs verl's 'grpo' estimator and 'vanilla' loss, not the plugin's: only its "
+                   "trainer and vLLM settings apply (algorithm.adv_estimator=off_grpo with "
+                   "actor_rollout_ref.actor.policy_loss.loss_mode=off_grpo for off-policy GRPO).")
+
+
+@pytest.mark.parametrize("selecting", ["trainer.v1.trainer_mode=off_grpo_sync", "+algorithm.off_grpo.final_outputs_only=true"])
+def test_a_job_selecting_the_plugin_without_its_algorithm_is_told_so(selecting, caplog):
+    """The plugin's trainer mode or final outputs alone select the plugin (its patches go on) over verl's GRPO: one
+    line says verl's estimator and loss run; a job with the plugin's estimator and loss (the shipped yaml) gets none."""
+    from _overrides import validate_as_main_ppo, verl_config
+
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        validate_as_main_ppo(verl_config(selecting))
+    assert [r.getMessage() for r in caplog.records if "not the plugin's" in r.getMessage()] == [VERLS_ALGORITHM]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        validate(composed())
+    assert "not the plugin's" not in caplog.text
+
+
 V0_UNWIRED = ("off_grpo: trainer.use_v1=false without the plugin's checkpoint manager (got None): on the v0 trainer the "
               "served-policy guard (algorithm.off_grpo.max_log_rprime_*) and the off_grpo/bound/* metrics run only "
               "through it; add +actor_rollout_ref.rollout.checkpoint_manager_class="

@@ -103,6 +103,17 @@ def tell_loss_over_other_estimator(config: Any, loss_mode: str) -> None:
     )
 
 
+def tell_verls_algorithm_under_the_plugin(config: Any) -> None:
+    """One line for a job that selects the plugin (its trainer mode, final outputs, its v0 manager) but names neither
+    of its estimators nor its losses: verl's algorithm runs, with only the plugin's trainer and vLLM settings."""
+    logger.info(
+        "off_grpo: this job runs verl's %r estimator and %r loss, not the plugin's: only its trainer and vLLM settings "
+        "apply (algorithm.adv_estimator=%s with actor_rollout_ref.actor.policy_loss.loss_mode=%s for off-policy GRPO).",
+        _get(config, "algorithm.adv_estimator"), _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode"),
+        ESTIMATOR_NAME, LOSS_NAME,
+    )
+
+
 def untruncated_is_under_verls_loss(config: Any) -> str | None:
     """The warning line for verl's own loss (``policy_loss.loss_mode`` not the plugin's) under a rollout correction
     that weighs it by untruncated IS weights, or None. The plugin's yaml sets ``rollout_is=token`` with

@@ -43,6 +43,7 @@ from .loss_estimator_checks import (
     check_rec_knobs_reach_the_loss,
     check_rows_leaving_denominator,
     tell_loss_over_other_estimator,
+    tell_verls_algorithm_under_the_plugin,
     untruncated_is_under_verls_loss,
     warn_idle_red_drop_seed,
     warn_masked_mini_batch_with_other_loss,
@@ -189,6 +190,8 @@ def _validate(config: Any) -> OffGRPOConfig:
         loss_estimator_checks.logger.warning(untruncated)
     if uses_estimator or uses_loss:  # at v > 1 (and with a reference reset) the v0 manager is required, not advised
         tell_v0_without_manager(config)
+    else:
+        tell_verls_algorithm_under_the_plugin(config)
     if uses_loss and rec_eps is not None:  # which REC/RED option runs: never before an error that stops the job
         rec_option.tell_rec_option(config, rec, *rec_eps)
     # after every check that can refuse the job, so that no line says how vLLM will generate before an error
