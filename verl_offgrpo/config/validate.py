@@ -56,6 +56,7 @@ from .verl_counts import check_rollout_fits_the_gpus, check_verl_counts
 from .rec import RECConfig
 from .ref_reset_checks import check_ref_reset_config
 from .refill_checks import check_gen_batch_divides, refuse_refill_on_v0
+from .data_source_checks import check_data_sources_verl_can_score
 from .reward_checks import check_custom_reward_function
 from .sampler_checks import check_sampler
 from .sync_checks import (
@@ -157,6 +158,7 @@ def _validate(config: Any) -> OffGRPOConfig:
         check_passes(config)
         check_sampler(config)
         check_custom_reward_function(config)
+        check_data_sources_verl_can_score(config)
     if uses_estimator:
         check_rows_leaving_denominator(config, knobs, estimator)
         warn_masked_mini_batch_with_other_loss(config, knobs, estimator)
