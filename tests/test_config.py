@@ -327,7 +327,8 @@ def test_the_v0_manager_on_the_v1_trainer_is_refused():
 
 
 VERLS_ALGORITHM = ("off_grpo: this job runs verl's 'grpo' estimator and 'vanilla' loss, not the plugin's: only its "
-                   "trainer and vLLM settings apply (algorithm.adv_estimator=off_grpo with "
+                   "trainer and vLLM settings apply, not algorithm.off_grpo.std_eps, std_unbiased or zero_var_mask "
+                   "(algorithm.adv_estimator=off_grpo with "
                    "actor_rollout_ref.actor.policy_loss.loss_mode=off_grpo for off-policy GRPO).")
 
 
@@ -711,6 +712,13 @@ def test_keep_weights_no_sleep_does_nothing_with_the_window(caplog):
     assert prepare_v1_config(auto).rollout_schedule == "window"  # the default resolves before the setting
     assert auto.actor_rollout_ref.rollout.free_cache_engine is True
     per_step = composed(*PER_STEP_10, *ONE_GPU, "algorithm.off_grpo.keep_weights=no_sleep")
+    sets_it = ("off_grpo: algorithm.off_grpo.keep_weights=no_sleep: the V1 trainer sets "
+               "actor_rollout_ref.rollout.free_cache_engine=false, so vLLM keeps its weights and KV cache on the GPU "
+               "through every update.")
+    assert sets_it not in caplog.text  # the window's validation above
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        validate(per_step)  # the driver says so before the trainer does it
+    assert sets_it in caplog.text
     prepare_v1_config(per_step)
     assert per_step.actor_rollout_ref.rollout.free_cache_engine is False
 
@@ -1264,3 +1272,18 @@ def test_a_users_own_yaml_that_misses_the_plugins_settings_is_told_what_to_list(
     assert dry_run(BASE, config_path=str(tmp_path), config_name="mine") == 4
     line = capsys.readouterr().err.splitlines()[-1]
     assert line == f"config error (hydra): {said}{OWN_YAML_FIX}", line
+
+
+@pytest.mark.parametrize(("override", "eps"), [("actor_rollout_ref.actor.clip_ratio_low=1.5", "1.5"),
+                                               ("actor_rollout_ref.actor.clip_ratio_low=inf", "inf"),
+                                               ("actor_rollout_ref.actor.clip_ratio_low=null", None)])
+def test_an_off_grpo_lower_eps_of_one_or_more_warns_that_the_lower_side_never_binds(override, eps, caplog):
+    """f = min(r·A, clip(r, max(r' − ε_low, 0), r' + ε_high)·A): with ε_low ≥ 1 the lower edge is 0 for r' ≤ ε_low, and
+    r ≥ 0, so that side never binds at lag 0 (r' ≈ 1). A null side falls back to clip_ratio (0.2 here): no line."""
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        validate(composed(override))
+    lines = [r.getMessage() for r in caplog.records if "lower side never binds" in r.getMessage()]
+    assert lines == ([] if eps is None else [
+        f"off_grpo: actor_rollout_ref.actor.clip_ratio_low={eps} ≥ 1: the clip's lower edge max(r' − ε_low, 0) is 0 "
+        "wherever r' ≤ ε_low (every batch right after a sync: r' ≈ 1), so its lower side never binds there (verl's "
+        "default is 0.2)."])

@@ -10,8 +10,9 @@ import pytest
 
 import verl  # noqa: F401  (loads the plugin)
 from verl_offgrpo.config import OffGRPOConfigError
+from verl_offgrpo.config import data_source_checks
 from verl_offgrpo.config.data_source_checks import verl_cannot_score
-from verl_offgrpo.rewards.score import GSM8K_SOURCES, MATH_VERIFY_SOURCES
+from verl_offgrpo.rewards.score import ARITHMETIC_PREFIX, GSM8K_SOURCES, MATH_VERIFY_SOURCES
 
 from _in_process import run_main
 from _overrides import shipped_config, validate_as_main_ppo
@@ -32,6 +33,7 @@ def test_the_sources_verl_cannot_score_are_those_its_scorer_refuses(source):
     except NotImplementedError:
         refused = True
     assert verl_cannot_score(source) is refused
+    assert data_source_checks.ARITHMETIC_PREFIX == ARITHMETIC_PREFIX
 
 
 def _arithmetic(tmp_path: Path) -> Path:

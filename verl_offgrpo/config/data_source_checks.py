@@ -15,8 +15,6 @@ import glob
 import os
 from typing import Any, Iterator
 
-from verl_offgrpo.rewards.score import ARITHMETIC_PREFIX
-
 from .values import OffGRPOConfigError
 from .values import config_value as _get
 
@@ -25,6 +23,8 @@ from .values import config_value as _get
 VERL_UNSCORED = frozenset(
     {"math500", "deepscaler", "gsm8k", "HuggingFaceH4/aime_2024", "agentica-org/DeepScaleR-Preview-Dataset"}
 )
+#: data_prep's arithmetic tasks (the rewards' ``score.ARITHMETIC_PREFIX``: config modules import nothing outside config)
+ARITHMETIC_PREFIX = "arithmetic/"
 REWARD_PATH = "reward.custom_reward_function.path"
 
 

@@ -108,9 +108,10 @@ def tell_verls_algorithm_under_the_plugin(config: Any) -> None:
     of its estimators nor its losses: verl's algorithm runs, with only the plugin's trainer and vLLM settings."""
     logger.info(
         "off_grpo: this job runs verl's %r estimator and %r loss, not the plugin's: only its trainer and vLLM settings "
-        "apply (algorithm.adv_estimator=%s with actor_rollout_ref.actor.policy_loss.loss_mode=%s for off-policy GRPO).",
+        "apply, not %s.std_eps, std_unbiased or zero_var_mask (algorithm.adv_estimator=%s with "
+        "actor_rollout_ref.actor.policy_loss.loss_mode=%s for off-policy GRPO).",
         _get(config, "algorithm.adv_estimator"), _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode"),
-        ESTIMATOR_NAME, LOSS_NAME,
+        PREFIX, ESTIMATOR_NAME, LOSS_NAME,
     )
 
 
@@ -272,10 +273,17 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
             "%s: actor_rollout_ref.actor.clip_ratio_c=%s is not used: the %s loss has no dual clip (verl's vanilla "
             "loss bounds negative-advantage ratios with it).", loss_mode, dual, loss_mode,
         )  # fmt: skip
-    if loss_mode == REC_LOSS_NAME:  # each side falls back to clip_ratio, as the losses' clip_bounds do
-        fallback = 0.2 if clip_ratio is None else float(clip_ratio)
-        eps_low, eps_high = float(fallback if low is None else low), float(fallback if high is None else high)
+    # each side falls back to clip_ratio, as the losses' clip_bounds do
+    fallback = 0.2 if clip_ratio is None else float(clip_ratio)
+    eps_low, eps_high = float(fallback if low is None else low), float(fallback if high is None else high)
+    if loss_mode == REC_LOSS_NAME:
         rec.check_ring(eps_low, eps_high)
+    elif eps_low >= 1:
+        logger.warning(
+            "%s: actor_rollout_ref.actor.clip_ratio_low=%g ≥ 1: the clip's lower edge max(r' − ε_low, 0) is 0 wherever "
+            "r' ≤ ε_low (every batch right after a sync: r' ≈ 1), so its lower side never binds there (verl's "
+            "default is 0.2).", loss_mode, eps_low,
+        )
     rc = _get(config, "algorithm.rollout_correction")
     calculate_log_probs = flag_at(config, "actor_rollout_ref.rollout.calculate_log_probs", False)
     if rc is not None and flag_at(config, "algorithm.rollout_correction.bypass_mode", False):

@@ -74,6 +74,9 @@ def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPO
             f"{why} with {PREFIX}.keep_weights=no_sleep needs actor_rollout_ref.rollout.free_cache_engine=false "
             f"(on the V1 trainer, trainer_mode={TRAINER_MODE} sets it itself)."
         )
+    if knobs.keep_weights == "no_sleep" and free_cache_engine and knobs.rollout_schedule != "window":
+        logger.info("off_grpo: %s.keep_weights=no_sleep: the V1 trainer sets actor_rollout_ref.rollout.free_cache_engine="
+                    "false, so vLLM keeps its weights and KV cache on the GPU through every update.", PREFIX)
     sleeps = flag_at(config, "actor_rollout_ref.rollout.enable_sleep_mode", True)
     if knobs.keep_weights == "sleep_level1" and free_cache_engine and not sleeps:
         raise SyncConfigError(
