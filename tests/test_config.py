@@ -328,7 +328,7 @@ def test_the_v0_manager_on_the_v1_trainer_is_refused():
 
 VERLS_ALGORITHM = ("off_grpo: this job runs verl's 'grpo' estimator and 'vanilla' loss, not the plugin's: only its "
                    "trainer and vLLM settings apply, not algorithm.off_grpo.std_eps, std_unbiased or zero_var_mask "
-                   "(algorithm.adv_estimator=off_grpo with "
+                   "(set algorithm.adv_estimator=off_grpo and "
                    "actor_rollout_ref.actor.policy_loss.loss_mode=off_grpo for off-policy GRPO).")
 
 

@@ -59,6 +59,33 @@ def test_data_prep_data_without_the_plugins_scorer_is_refused_in_one_line(tmp_pa
         validate_as_main_ppo(shipped_config("reward.custom_reward_function.path=null",
                                             f"data.train_files=[/nowhere/train.parquet,{val.parent}/*.parquet]"))
     validate_as_main_ppo(shipped_config(*unset[1:], *PLUGIN_SCORER))
-    # a reward model, or a reward manager of the user's own, may not call verl's scorer: left to them
-    validate_as_main_ppo(shipped_config(*unset, "reward.reward_manager.source=importlib",
-                                        "reward.reward_manager.module.path=/nowhere/manager.py"))
+
+
+@pytest.mark.parametrize("overrides", [
+    ("reward.reward_manager.source=importlib", "reward.reward_manager.module.path=/nowhere/manager.py"),
+    ("reward.reward_manager.name=my_manager",),  # registered by the user: it may not call verl's scorer
+    ("reward.reward_model.enable=true", "reward.reward_model.rollout.name=vllm"),
+    ("+data.custom_cls.path=/nowhere/dataset.py", "+data.custom_cls.name=MyDataset"),  # may rewrite data_source
+    ("trainer.val_before_train=false", "trainer.test_freq=-1"),  # validation files never scored
+])
+def test_rows_that_may_not_reach_verls_scorer_are_left_alone(overrides, tmp_path):
+    val = _arithmetic(tmp_path)
+    validate_as_main_ppo(shipped_config("reward.custom_reward_function.path=null", f"data.val_files={val}", *overrides))
+
+
+def test_remote_and_tilde_paths_are_left_to_verl(tmp_path, monkeypatch):
+    """verl hands a path to ``datasets`` as written: ``hdfs://…`` is not read here, nor ``~`` (datasets does not
+    expand it, so verl stops on the path itself)."""
+    val = _arithmetic(tmp_path)
+    monkeypatch.setenv("HOME", str(val.parent))
+    for path in ("hdfs://namenode/data/test.parquet", "~/test.parquet"):
+        validate_as_main_ppo(shipped_config("reward.custom_reward_function.path=null", f"data.val_files='{path}'"))
+
+
+def test_verls_built_in_reward_managers_are_the_registered_ones():
+    """The names the check treats as scoring with verl's ``default_compute_score``: verl's reward-loop registry."""
+    import verl.experimental.reward_loop.reward_manager  # noqa: F401  (registers the built-in managers)
+    from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
+    from verl_offgrpo.config.data_source_checks import VERL_REWARD_MANAGERS
+
+    assert set(REWARD_MANAGER) == set(VERL_REWARD_MANAGERS)

@@ -6,14 +6,16 @@ scorer for, at the first reward (the first validation, with ``val_before_train``
 started. ``data_prep/`` writes such names for MATH-500, DeepScaleR and the arithmetic tasks: the plugin's
 ``compute_score`` (:mod:`verl_offgrpo.rewards`) scores them. Here, in a selecting job's driver checks, the
 ``data_source`` column of each local parquet file of ``data.train_files`` / ``data.val_files`` is read (only that
-column); a file that is not local, not there, or without the column is left to verl.
+column, until the first such name); a file that is not local, not there, or without the column is left to verl, as
+are jobs whose rows may not reach verl's scorer: a reward model, a reward manager other than verl's built-in ones, a
+dataset class of the user's own (``data.custom_cls.path``), validation files of a job that never validates.
 """
 
 from __future__ import annotations
 
 import glob
 import os
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 from .values import OffGRPOConfigError
 from .values import config_value as _get
@@ -26,6 +28,9 @@ VERL_UNSCORED = frozenset(
 #: data_prep's arithmetic tasks (the rewards' ``score.ARITHMETIC_PREFIX``: config modules import nothing outside config)
 ARITHMETIC_PREFIX = "arithmetic/"
 REWARD_PATH = "reward.custom_reward_function.path"
+#: verl 0.9.1's built-in reward managers (``reward.reward_manager.name``; verl's reward-loop registry), each scoring
+#: with ``default_compute_score`` where no custom reward function is given
+VERL_REWARD_MANAGERS = ("naive", "dapo", "gdpo", "rate_limited", "remote")
 
 
 def verl_cannot_score(data_source: Any) -> bool:
@@ -35,13 +40,18 @@ def verl_cannot_score(data_source: Any) -> bool:
 
 def check_data_sources_verl_can_score(config: Any) -> None:
     """Raise :class:`OffGRPOConfigError` where verl's built-in scorer would score a row it has no scorer for."""
-    if _get(config, REWARD_PATH) or _get(config, "reward.reward_model.enable", False):
+    if _get(config, REWARD_PATH) or _get(config, "reward.reward_model.enable", False) or _get(config, "data.custom_cls.path"):
         return
     if _get(config, "reward.reward_manager.source", "register") != "register":
         return  # a reward manager of the user's own: it may not call verl's scorer
-    for key in ("data.train_files", "data.val_files"):
+    if _get(config, "reward.reward_manager.name", "naive") not in VERL_REWARD_MANAGERS:
+        return
+    keys = ["data.train_files"]
+    if _get(config, "trainer.val_before_train", True) or _is_positive(_get(config, "trainer.test_freq", -1)):
+        keys.append("data.val_files")
+    for key in keys:
         for path in _local_files(_get(config, key)):
-            source = next((s for s in _data_sources(path) if verl_cannot_score(s)), None)
+            source = _first_unscored_source(path)
             if source is not None:
                 raise OffGRPOConfigError(
                     f"{key}: {path} holds data_source {source!r}, which verl's built-in scorer does not know "
@@ -51,27 +61,35 @@ def check_data_sources_verl_can_score(config: Any) -> None:
                 )
 
 
+def _is_positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 def _local_files(value: Any) -> Iterator[str]:
-    """The local parquet files of a data key (a path or a list of them; ``~`` and globs expanded, as verl does)."""
+    """The local parquet files of a data key (a path or a list of them; globs expanded, as ``datasets`` does; ``~`` is
+    not, and such a path is left to verl)."""
     paths = [value] if isinstance(value, str) else list(value) if hasattr(value, "__iter__") and value else []
     for path in paths:
-        if not isinstance(path, str) or "://" in path:
+        if not isinstance(path, str):  # hdfs://… is no local file either
             continue
-        local = os.path.expanduser(path)
-        for file in sorted(glob.glob(local)) if glob.has_magic(local) else [local]:
+        for file in sorted(glob.glob(path)) if glob.has_magic(path) else [path]:
             if os.path.isfile(file) and file.endswith(".parquet"):
                 yield file
 
 
-def _data_sources(path: str) -> list:
-    """The distinct values of ``path``'s ``data_source`` column; none where it cannot be read here."""
+def _first_unscored_source(path: str) -> Optional[str]:
+    """The first value of ``path``'s ``data_source`` column that verl cannot score (:func:`verl_cannot_score`),
+    read in batches; None where there is none, or the column cannot be read here."""
     try:
-        import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
-        return pc.unique(pq.read_table(path, columns=["data_source"]).column("data_source")).to_pylist()
+        for batch in pq.ParquetFile(path).iter_batches(columns=["data_source"], batch_size=65536):
+            found = next((s for s in set(batch.column(0).to_pylist()) if verl_cannot_score(s)), None)
+            if found is not None:
+                return found
     except Exception:  # noqa: BLE001 - no column, another format, no pyarrow: verl reads it and says so, or not
-        return []
+        return None
+    return None
 
 
 __all__ = ["VERL_UNSCORED", "check_data_sources_verl_can_score", "verl_cannot_score"]

@@ -108,9 +108,10 @@ def tell_verls_algorithm_under_the_plugin(config: Any) -> None:
     of its estimators nor its losses: verl's algorithm runs, with only the plugin's trainer and vLLM settings."""
     logger.info(
         "off_grpo: this job runs verl's %r estimator and %r loss, not the plugin's: only its trainer and vLLM settings "
-        "apply, not %s.std_eps, std_unbiased or zero_var_mask (algorithm.adv_estimator=%s with "
+        "apply, not %s.std_eps, std_unbiased or zero_var_mask (set algorithm.adv_estimator=%s and "
         "actor_rollout_ref.actor.policy_loss.loss_mode=%s for off-policy GRPO).",
-        _get(config, "algorithm.adv_estimator"), _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode"),
+        *(getattr(v, "value", v) for v in (_get(config, "algorithm.adv_estimator"),  # verl's AdvantageEstimator enum
+                                           _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode"))),
         PREFIX, ESTIMATOR_NAME, LOSS_NAME,
     )
 
@@ -278,11 +279,11 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
     eps_low, eps_high = float(fallback if low is None else low), float(fallback if high is None else high)
     if loss_mode == REC_LOSS_NAME:
         rec.check_ring(eps_low, eps_high)
-    elif eps_low >= 1:
+    elif eps_low >= 1:  # f's lower edge for A < 0; r ≥ 0, so an edge of 0 never binds
         logger.warning(
-            "%s: actor_rollout_ref.actor.clip_ratio_low=%g ≥ 1: the clip's lower edge max(r' − ε_low, 0) is 0 wherever "
+            "%s: actor_rollout_ref.actor.%s=%g ≥ 1 (ε_low): the clip's lower edge max(r' − ε_low, 0) is 0 wherever "
             "r' ≤ ε_low (every batch right after a sync: r' ≈ 1), so its lower side never binds there (verl's "
-            "default is 0.2).", loss_mode, eps_low,
+            "default is 0.2).", loss_mode, "clip_ratio" if low is None else "clip_ratio_low", eps_low,
         )
     rc = _get(config, "algorithm.rollout_correction")
     calculate_log_probs = flag_at(config, "actor_rollout_ref.rollout.calculate_log_probs", False)

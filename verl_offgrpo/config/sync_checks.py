@@ -149,9 +149,12 @@ def refuse_v0_manager_on_v1(config: Any) -> None:
     never reads ``rollout.checkpoint_manager_class`` (verl 0.9.1: only the v0 ``RayPPOTrainer`` does), so the lag it
     was named for would not run while the name still selects the plugin's job-wide patches."""
     fqn = _get(config, "actor_rollout_ref.rollout.checkpoint_manager_class")
-    if fqn in V0_MANAGER_FQNS and uses_v1(config) and v1_mode(config) != TRAINER_MODE:
+    plugins = isinstance(fqn, str) and fqn.startswith("verl_offgrpo.")  # a misspelt one selects the plugin too
+    if plugins and uses_v1(config) and v1_mode(config) != TRAINER_MODE:
         raise OffGRPOConfigError(
-            f"actor_rollout_ref.rollout.checkpoint_manager_class={fqn} is the v0 trainer's: verl's V1 trainer "
+            f"actor_rollout_ref.rollout.checkpoint_manager_class={fqn} is "
+            + ("the v0 trainer's" if fqn in V0_MANAGER_FQNS else f"no manager of the plugin's ({V0_MANAGER_FQN} is v0's)")
+            + ": verl's V1 trainer "
             f"(trainer.v1.trainer_mode={v1_mode(config)!r}) never reads it. Add trainer.use_v1=false, or drop it and "
             f"set trainer.v1.trainer_mode={TRAINER_MODE}."
         )

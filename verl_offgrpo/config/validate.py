@@ -32,6 +32,7 @@ from . import (
 )
 from .engine_kwargs_checks import refuse_engine_kwargs_overrides
 from .final_outputs_checks import resolve_final_outputs
+from .data_source_checks import check_data_sources_verl_can_score
 from .loss_estimator_checks import (
     check_group_size,
     check_loss,
@@ -56,7 +57,6 @@ from .verl_counts import check_rollout_fits_the_gpus, check_verl_counts
 from .rec import RECConfig
 from .ref_reset_checks import check_ref_reset_config
 from .refill_checks import check_gen_batch_divides, refuse_refill_on_v0
-from .data_source_checks import check_data_sources_verl_can_score
 from .reward_checks import check_custom_reward_function
 from .sampler_checks import check_sampler
 from .sync_checks import (
@@ -158,7 +158,7 @@ def _validate(config: Any) -> OffGRPOConfig:
         check_passes(config)
         check_sampler(config)
         check_custom_reward_function(config)
-        check_data_sources_verl_can_score(config)
+    check_data_sources_verl_can_score(config)  # every selecting job: verl's estimator too reaches the scorer
     if uses_estimator:
         check_rows_leaving_denominator(config, knobs, estimator)
         warn_masked_mini_batch_with_other_loss(config, knobs, estimator)

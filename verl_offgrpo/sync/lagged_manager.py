@@ -174,10 +174,11 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             )
         if self.verify_syncs and self.data_parallel_size > 1:
             self.verify_syncs = False
-            logger.info(
+            logger.warning(
                 "verl-offgrpo: the check that each sync reached vLLM needs every vLLM worker's answer, which "
-                "collective_rpc does not return with rollout data_parallel_size > 1; off here (the check of every "
-                "wake without a sync stays on)."
+                "collective_rpc does not return with rollout data_parallel_size > 1; off here, so %s.",
+                "a lagged batch over max_log_rprime_lagged stops the run (a window has no wake to check)"
+                if self.windowed else "the check of every wake without a sync stays on",
             )
         rollout_dtype = _get(full_config, "actor_rollout_ref.rollout.dtype", "bfloat16")
         self.rollout_dtype = sync_reached.DTYPES.get(str(rollout_dtype))
@@ -537,9 +538,11 @@ class LaggedCheckpointManager(CheckpointEngineManager):
     def lagged_limit_warns(self) -> bool:
         """Whether a lagged batch over ``max_log_rprime_lagged`` only warns: in a window (its lagged batches come
         from the generation phase whose lag-0 batch the strict limit checked: no wake, no transfer since) whose
-        lag-0 batch can reach every engine, or with the exact check on every vLLM worker; else that limit is the
-        only check left, and stops the run."""
-        return (self.windowed and self.lag0_batch_reaches_every_engine) or self.every_wake_checked_exactly
+        lag-0 batch can reach every engine and whose sync the exact check saw reach every vLLM worker (a stale
+        engine among several moves the lag-0 batch's mean by its share only), or with the exact check on every
+        vLLM worker at each wake; else that limit is the only check left, and stops the run."""
+        window_checked = self.windowed and self.lag0_batch_reaches_every_engine and self.verify_syncs
+        return window_checked or self.every_wake_checked_exactly
 
     @property
     def every_wake_checked_exactly(self) -> bool:
