@@ -324,6 +324,10 @@ def test_the_v0_manager_on_the_v1_trainer_is_refused():
             r"reads it. Add trainer.use_v1=false, or drop it and set trainer.v1.trainer_mode=off_grpo_sync. \(The plugin's yaml sets this")):
         validate_as_main_ppo(verl_config(V0_MANAGER))
     validate_as_main_ppo(verl_config(V0_MANAGER, "trainer.use_v1=false"))
+    validate_as_main_ppo(verl_config(V0_MANAGER, "trainer.v1.trainer_mode=off_grpo_sync"))  # its own manager runs
+    misspelt = V0_MANAGER.replace("LaggedCheckpointManager", "LaggedManager")  # selects the plugin all the same
+    with pytest.raises(OffGRPOConfigError, match=r"LaggedManager is no manager of the plugin's \(verl_offgrpo\.sync\."):
+        validate_as_main_ppo(verl_config(misspelt))
 
 
 VERLS_ALGORITHM = ("off_grpo: this job runs verl's 'grpo' estimator and 'vanilla' loss, not the plugin's: only its "
@@ -1274,16 +1278,22 @@ def test_a_users_own_yaml_that_misses_the_plugins_settings_is_told_what_to_list(
     assert line == f"config error (hydra): {said}{OWN_YAML_FIX}", line
 
 
-@pytest.mark.parametrize(("override", "eps"), [("actor_rollout_ref.actor.clip_ratio_low=1.5", "1.5"),
-                                               ("actor_rollout_ref.actor.clip_ratio_low=inf", "inf"),
-                                               ("actor_rollout_ref.actor.clip_ratio_low=null", None)])
-def test_an_off_grpo_lower_eps_of_one_or_more_warns_that_the_lower_side_never_binds(override, eps, caplog):
+@pytest.mark.parametrize(("overrides", "key", "eps"), [
+    (["actor_rollout_ref.actor.clip_ratio_low=1.5"], "clip_ratio_low", "1.5"),
+    (["actor_rollout_ref.actor.clip_ratio_low=1.0"], "clip_ratio_low", "1"),
+    (["actor_rollout_ref.actor.clip_ratio_low=inf"], "clip_ratio_low", "inf"),
+    (["actor_rollout_ref.actor.clip_ratio_low=0.99"], None, None),
+    (["actor_rollout_ref.actor.clip_ratio_low=null"], None, None),
+    (["actor_rollout_ref.actor.clip_ratio_low=null", "actor_rollout_ref.actor.clip_ratio=1.5"], "clip_ratio", "1.5"),
+])
+def test_an_off_grpo_lower_eps_of_one_or_more_warns_that_the_lower_side_never_binds(overrides, key, eps, caplog):
     """f = min(r·A, clip(r, max(r' − ε_low, 0), r' + ε_high)·A): with ε_low ≥ 1 the lower edge is 0 for r' ≤ ε_low, and
-    r ≥ 0, so that side never binds at lag 0 (r' ≈ 1). A null side falls back to clip_ratio (0.2 here): no line."""
+    r ≥ 0, so that side never binds at lag 0 (r' ≈ 1). A null side falls back to clip_ratio (0.2 by default): the
+    line names the key that set ε_low."""
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        validate(composed(override))
+        validate(composed(*overrides))
     lines = [r.getMessage() for r in caplog.records if "lower side never binds" in r.getMessage()]
     assert lines == ([] if eps is None else [
-        f"off_grpo: actor_rollout_ref.actor.clip_ratio_low={eps} ≥ 1: the clip's lower edge max(r' − ε_low, 0) is 0 "
+        f"off_grpo: actor_rollout_ref.actor.{key}={eps} ≥ 1 (ε_low): the clip's lower edge max(r' − ε_low, 0) is 0 "
         "wherever r' ≤ ε_low (every batch right after a sync: r' ≈ 1), so its lower side never binds there (verl's "
         "default is 0.2)."])
