@@ -189,6 +189,13 @@ REJECTED = [
     # the mode presents itself to verl as "sync": verl's trainer reads trainer.v1.sync, not trainer.v1.off_grpo_sync
     (["algorithm.off_grpo.sync_period=4", "+trainer.v1.off_grpo_sync.parameter_sync_step=3"],
      r"trainer.v1.off_grpo_sync.parameter_sync_step=3 is not where verl's trainer reads.*\+trainer.v1.sync.parameter_sync_step=3"),
+    # verl's local updates on sub-batches of one generation: each but the first is lagged by the updates before it
+    (["algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.rollout_schedule=per_step",
+      "+trainer.v1.sync.parameter_sync_step=2"],
+     r"^algorithm.off_grpo.sync_period=4 \(vLLM serves the lagged weights α between syncs\) does not combine with "
+     r"trainer.v1.sync.parameter_sync_step=2 \(verl's local "
+     r"updates on sub-batches of one generation, each but the first lagged by the updates before it, which the "
+     r"served-policy guard's lag does not count\): drop that override.$"),
     # the lag's forced syncs (and the window's check) must find verl's validation steps: s % test_freq == 0
     (["algorithm.off_grpo.sync_period=4", "trainer.test_freq=5.0"],
      r"trainer.test_freq must be an integer \(got 5.0\)"),

@@ -964,16 +964,21 @@ def test_v1_construction_uses_the_sync_paths():
     from verl.trainer.ppo.v1 import get_trainer_cls
     from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
+    from verl_offgrpo.config import OffGRPOConfigError
+
     register_sync_hooks()
-    cfg = compose_cfg("algorithm.off_grpo.sync_period=4", "+trainer.v1.sync.parameter_sync_step=2")
+    # verl's local updates run at v = 1 only (at v > 1 their sub-batches' lag is one the guard does not count)
+    cfg = compose_cfg("+trainer.v1.sync.parameter_sync_step=2")
     trainer = get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)
     assert trainer.trainer_mode == "sync"
     assert type(trainer.replay_buffer) is ReplayBuffer and trainer.replay_buffer.trainer_mode == "sync"
     assert trainer.parameter_sync_step == 2  # read from trainer.v1.sync
-    assert trainer.off_grpo_knobs.sync_period == 4
+    assert trainer.off_grpo_knobs.sync_period == 1
+    with pytest.raises(OffGRPOConfigError, match="does not combine with trainer.v1.sync.parameter_sync_step=2"):
+        get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=compose_cfg(
+            "algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.rollout_schedule=per_step",
+            "+trainer.v1.sync.parameter_sync_step=2"))
     # verl never reads trainer.v1.off_grpo_sync (the mode presents itself as sync): refused before any worker
-    from verl_offgrpo.config import OffGRPOConfigError
-
     cfg = compose_cfg("algorithm.off_grpo.sync_period=4", "+trainer.v1.off_grpo_sync.parameter_sync_step=3")
     with pytest.raises(OffGRPOConfigError, match="trainer.v1.off_grpo_sync.parameter_sync_step=3 is not where verl's trainer reads"):
         get_trainer_cls(cfg.trainer.v1.trainer_mode)(config=cfg)

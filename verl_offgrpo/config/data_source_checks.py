@@ -50,7 +50,7 @@ def check_data_sources_verl_can_score(config: Any) -> None:
     if _get(config, "trainer.val_before_train", True) or _is_positive(_get(config, "trainer.test_freq", -1)):
         keys.append("data.val_files")
     for key in keys:
-        for path in _local_files(_get(config, key)):
+        for path in local_parquet_files(_get(config, key)):
             source = _first_unscored_source(path)
             if source is not None:
                 raise OffGRPOConfigError(
@@ -65,7 +65,7 @@ def _is_positive(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def _local_files(value: Any) -> Iterator[str]:
+def local_parquet_files(value: Any) -> Iterator[str]:
     """The local parquet files of a data key (a path or a list of them; globs expanded, as ``datasets`` does; ``~`` is
     not, and such a path is left to verl)."""
     paths = [value] if isinstance(value, str) else list(value) if hasattr(value, "__iter__") and value else []
@@ -92,4 +92,4 @@ def _first_unscored_source(path: str) -> Optional[str]:
     return None
 
 
-__all__ = ["VERL_UNSCORED", "check_data_sources_verl_can_score", "verl_cannot_score"]
+__all__ = ["VERL_UNSCORED", "check_data_sources_verl_can_score", "local_parquet_files", "verl_cannot_score"]

@@ -97,6 +97,13 @@ def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPO
                    else f"only {TRAINER_MODE} holds α in vLLM for v steps; {v1_mode(config)!r} syncs on its own "
                    "schedule.")
             )
+        local_updates = _get(config, "trainer.v1.sync.parameter_sync_step", 1)
+        if local_updates not in (None, 1):  # sub-batch j trains j − 1 updates after its rollout: a lag nothing counts
+            raise SyncConfigError(
+                f"{why} does not combine with trainer.v1.sync.parameter_sync_step={local_updates!r} (verl's local "
+                "updates on sub-batches of one generation, each but the first lagged by the updates before it, which "
+                "the served-policy guard's lag does not count): drop that override."
+            )
     else:
         require_plugin_v0_manager(config, SyncConfigError, f"{why} with trainer.use_v1=false needs")
     return knobs

@@ -56,6 +56,7 @@ from .readers import uses_v1, v1_mode
 from .verl_counts import check_rollout_fits_the_gpus, check_verl_counts
 from .rec import RECConfig
 from .ref_reset_checks import check_ref_reset_config
+from .rollout_source_checks import check_rollouts_are_sampled_now
 from .refill_checks import check_gen_batch_divides, refuse_refill_on_v0
 from .reward_checks import check_custom_reward_function
 from .sampler_checks import check_sampler
@@ -165,6 +166,7 @@ def _validate(config: Any) -> OffGRPOConfig:
     check_mode_section(config)
     refuse_v0_manager_on_v1(config)
     refuse_impossible_window(config, knobs)  # an explicit window on a trainer without one: its error first
+    check_rollouts_are_sampled_now(config)  # after the window's own line for its skip
     check_gen_batch_divides(config)
     refuse_refill_on_v0(config)
     check_max_num_seqs_fits_batched_tokens(config)
