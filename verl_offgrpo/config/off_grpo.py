@@ -3,7 +3,7 @@ error kinds, and the names of the plugin's classes that verl's config points at.
 
 Paper: Mroueh et al., "Revisiting Group Relative Policy Optimization: Insights into On-Policy and
 Off-Policy Training", arXiv 2505.22257 (ICLR 2026). v is the sync period (vLLM serves the lagged
-policy α = π_{k−v}), R the reference reset period, ε the clip width (verl's ``actor.clip_ratio``), i
+policy α = π_{k−v}), R the reference reset period, ε the clip width (verl's ``actor.clip_ratio_low``/``_high``), i
 the SGD passes per batch (verl's ``actor.ppo_epochs``); β is verl's ``kl_loss_coef``.
 
 :meth:`OffGRPOConfig.from_algorithm` reads the knobs from verl's ``algorithm`` section and checks each
@@ -107,9 +107,9 @@ class OffGRPOConfig:
         max_log_rprime_after_sync (float, default 0.5): served-policy guard: stop before the update when a
             batch sampled right after a sync (α = π_k) has mean |log π_k/α| per token above this: far above a
             correct engine's numerics, below another model's weights. 0 = off.
-        max_log_rprime_lagged (float, default 1.5): the same, looser, for lagged batches, whose π_k drifts from α
-            by design: meant to sit above that drift and below an engine on other weights. A warning in a window
-            (B·n ≥ vLLM engines) or with ``verify_served_weights`` (rollout DP = 1), else an error. 0 = off.
+        max_log_rprime_lagged (float, default 1.5): the same, looser, for lagged batches (π_k drifts from α by
+            design): above that drift, below an engine on other weights. A warning only where ``verify_served_weights``
+            reaches every vLLM worker (rollout DP = 1; a window also needs B·n ≥ engines), else an error. 0 = off.
 
     > Reference policy (paper §3)
 

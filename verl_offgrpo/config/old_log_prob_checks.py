@@ -88,11 +88,11 @@ def check_skip_old_log_prob(config: Any, knobs: OffGRPOConfig) -> None:
             "only one on them (the window's lag-0 batch cannot have reached every engine): raise the batch, or set "
             f"{PREFIX}.max_log_rprime_lagged=0."
         )
-    if not window and unchecked and knobs.max_log_rprime_lagged > 0:
+    if unchecked and knobs.max_log_rprime_lagged > 0:  # a window's too: its sync then unchecked on some engine
         raise OffGRPOConfigError(
             f"{KNOB} leaves lagged batches without the served-policy guard's statistic before the update, and "
             f"{unchecked} that check is the only one on them: set {PREFIX}.verify_served_weights=true with one "
-            f"data-parallel shard a replica, rollout_schedule=window, or max_log_rprime_lagged=0."
+            f"data-parallel shard a replica, or max_log_rprime_lagged=0."
         )
     if knobs.allow_truncated_rprime:
         raise OffGRPOConfigError(

@@ -11,7 +11,7 @@ served-policy guard reads their r' before the update (:mod:`.alpha_guard`); on a
 r' terms (``actor/off_grpo/{tv_token,tv_seq,mean_abs_log_rprime}``, means over micro-batches) stand in for the
 bound monitor's after the update, and the guard reads them there (its lagged limit, and a NaN, stop the
 run one update late). A batch is not skipped where its update would take more than one optimizer step
-(:func:`one_optimizer_step`, after verl's padding), nor where per-step lagged batches lack the exact
+(:func:`one_optimizer_step`, after verl's padding), nor where lagged batches lack the exact
 served-weights check (off, or short of some vLLM workers) and the lagged limit is their only one. ``off_grpo/old_log_prob_skipped`` is 1 on
 skipped batches, 0 on the others. verl's ``actor/entropy``,
 ``rollout_corr/*`` and ``training/rollout_*`` come from the skipped pass and are absent on those steps.

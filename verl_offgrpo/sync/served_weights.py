@@ -43,7 +43,7 @@ Limits: the check covers ``model_runner.model``'s parameters (not an MTP drafter
 vLLM itself saves and restores across sleep); with vLLM data parallelism inside one replica the plugin
 counts only the leader's data-parallel shard as checked: vLLM 0.24's load-balancing client
 (``DPLBAsyncMPClient.call_utility_async``) sends the call to every engine and raises the first error, but
-returns engine 0's answers only, and that fan-out has not been run on a GPU.
+returns engine 0's answers only.
 
 This module never imports vllm; torch only inside the functions that run in vLLM's workers.
 """

@@ -290,7 +290,7 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
         knobs, manager = self.off_grpo_knobs, self.checkpoint_manager
         lag = manager.rollout_lag_of(int(self.global_steps))
         skip = skips_old_log_prob(knobs.skips_lagged_old_log_prob, lag)
-        # per_step lagged batches without the exact served-weights check on every worker keep the pass: the guard's
+        # lagged batches without the exact served-weights check on every worker keep the pass: the guard's
         # lagged limit is then their only check, and it reads r' before the update
         guarded = manager.lagged_limit_warns or knobs.max_log_rprime_lagged <= 0
         if skip and not (guarded and one_optimizer_step(len(batch), self.config)):
