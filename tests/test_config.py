@@ -356,6 +356,16 @@ def test_a_job_selecting_the_plugin_without_its_algorithm_is_told_so(selecting, 
     with caplog.at_level(logging.INFO, logger=LOGGER):
         validate(composed())
     assert "not the plugin's" not in caplog.text
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        validate(composed("algorithm.adv_estimator=grpo"))  # the plugin's loss runs: its own line says so
+    assert "not the plugin's" not in caplog.text
+    enum = verl_config(selecting)  # verl's AdvantageEstimator (a str enum) named as its value
+    from verl.trainer.ppo.core_algos import AdvantageEstimator
+
+    enum.algorithm.adv_estimator = AdvantageEstimator.GRPO
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        validate_as_main_ppo(enum)
+    assert [r.getMessage() for r in caplog.records if "not the plugin's" in r.getMessage()] == [VERLS_ALGORITHM]
 
 
 V0_UNWIRED = ("off_grpo: trainer.use_v1=false without the plugin's checkpoint manager (got None): on the v0 trainer the "
@@ -716,7 +726,9 @@ def test_keep_weights_no_sleep_does_nothing_with_the_window(caplog):
     cfg = composed(*WINDOW_10, *ONE_GPU, "algorithm.off_grpo.keep_weights=no_sleep")
     with caplog.at_level(logging.INFO, logger=LOGGER):
         validate(cfg)
-    assert "keep_weights=no_sleep does nothing with algorithm.off_grpo.rollout_schedule=window" in caplog.text
+    assert ("off_grpo: algorithm.off_grpo.keep_weights=no_sleep does nothing with algorithm.off_grpo.rollout_schedule="
+            "window: a window's rollouts are all generated right after its sync, so vLLM holds no α that a later step "
+            "needs.") in caplog.text
     prepare_v1_config(cfg)
     assert cfg.actor_rollout_ref.rollout.free_cache_engine is True
     auto = composed("algorithm.off_grpo.sync_period=10", *ONE_GPU, "algorithm.off_grpo.keep_weights=no_sleep")
@@ -732,6 +744,11 @@ def test_keep_weights_no_sleep_does_nothing_with_the_window(caplog):
     assert sets_it in caplog.text
     prepare_v1_config(per_step)
     assert per_step.actor_rollout_ref.rollout.free_cache_engine is False
+    caplog.clear()  # free_cache_engine=false already: nothing for the trainer to set, no line
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        validate(composed(*PER_STEP_10, *ONE_GPU, "algorithm.off_grpo.keep_weights=no_sleep",
+                          "actor_rollout_ref.rollout.free_cache_engine=false"))
+    assert "keep_weights=no_sleep" not in caplog.text
 
 
 def test_window_rules_callable_alone():

@@ -55,7 +55,8 @@ def test_data_prep_data_without_the_plugins_scorer_is_refused_in_one_line(tmp_pa
             r"compute_score, the plugin's scorer, for which data_prep/ writes it.")):
         validate_as_main_ppo(shipped_config(*unset))
     # a list with a path that is not here, and a glob, are read as verl reads them
-    with pytest.raises(OffGRPOConfigError, match="holds data_source 'arithmetic/add1'"):
+    with pytest.raises(OffGRPOConfigError, match=rf"^data.train_files: {re.escape(str(val.parent))}/\w+\.parquet holds "
+                                                 "data_source 'arithmetic/add1'"):  # the key the file came from
         validate_as_main_ppo(shipped_config("reward.custom_reward_function.path=null",
                                             f"data.train_files=[/nowhere/train.parquet,{val.parent}/*.parquet]"))
     validate_as_main_ppo(shipped_config(*unset[1:], *PLUGIN_SCORER))
@@ -67,10 +68,35 @@ def test_data_prep_data_without_the_plugins_scorer_is_refused_in_one_line(tmp_pa
     ("reward.reward_model.enable=true", "reward.reward_model.rollout.name=vllm"),
     ("+data.custom_cls.path=/nowhere/dataset.py", "+data.custom_cls.name=MyDataset"),  # may rewrite data_source
     ("trainer.val_before_train=false", "trainer.test_freq=-1"),  # validation files never scored
+    ("trainer.val_before_train=false", "trainer.test_freq=0"),  # verl validates at test_freq > 0 only
 ])
 def test_rows_that_may_not_reach_verls_scorer_are_left_alone(overrides, tmp_path):
     val = _arithmetic(tmp_path)
     validate_as_main_ppo(shipped_config("reward.custom_reward_function.path=null", f"data.val_files={val}", *overrides))
+
+
+@pytest.mark.parametrize("overrides", [
+    ("~trainer.val_before_train", "trainer.test_freq=-1"),  # verl's default: validate before training
+    ("trainer.val_before_train=false", "trainer.test_freq=5"),  # validates at step 5
+    ("trainer.v1.trainer_mode=off_grpo_sync",),  # verl's own GRPO under the plugin's trainer: verl's scorer too
+])
+def test_validation_files_a_job_scores_are_read(overrides, tmp_path):
+    from _overrides import verl_config
+
+    val, compose = _arithmetic(tmp_path), verl_config if "trainer_mode" in overrides[0] else shipped_config
+    with pytest.raises(OffGRPOConfigError, match=r"^data.val_files: .* holds data_source 'arithmetic/add1'"):
+        validate_as_main_ppo(compose("reward.custom_reward_function.path=null", f"data.val_files={val}", *overrides))
+
+
+def test_a_name_past_the_first_batch_of_rows_is_found(tmp_path):
+    """The column is read in batches of 65536 rows up to the first unscored name, wherever it lies."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    train = tmp_path / "train.parquet"
+    pq.write_table(pa.table({"data_source": ["openai/gsm8k"] * 65536 + ["math500"]}), train)
+    with pytest.raises(OffGRPOConfigError, match=rf"^data.train_files: {re.escape(str(train))} holds data_source 'math500'"):
+        validate_as_main_ppo(shipped_config("reward.custom_reward_function.path=null", f"data.train_files={train}"))
 
 
 def test_remote_and_tilde_paths_are_left_to_verl(tmp_path, monkeypatch):

@@ -39,3 +39,12 @@ def test_training_data_with_a_do_sample_column_is_refused(tmp_path):
     del rows["__do_sample__"]
     pq.write_table(pa.table(rows), train)
     validate_as_main_ppo(shipped_config(f"data.train_files={train}"))
+
+
+def test_an_explicit_windows_own_line_for_the_skip_comes_first():
+    """The window cannot skip rollouts after its one generation phase: its line, with per_step as a way out."""
+    with pytest.raises(OffGRPOConfigError, match=(
+            r"^algorithm.off_grpo.rollout_schedule=window cannot skip rollouts after the window's one generation phase: "
+            r"set skip.rollout_tq.enable=false, or algorithm.off_grpo.rollout_schedule=per_step.$")):
+        validate_as_main_ppo(shipped_config("algorithm.off_grpo.rollout_schedule=window",
+                                            "algorithm.off_grpo.sync_period=4", "skip.rollout_tq.enable=true"))
