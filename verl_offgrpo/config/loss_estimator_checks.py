@@ -274,9 +274,8 @@ def check_loss(config: Any, knobs: OffGRPOConfig, loss_mode: str, rec: RECConfig
             "%s: actor_rollout_ref.actor.clip_ratio_c=%s is not used: the %s loss has no dual clip (verl's vanilla "
             "loss bounds negative-advantage ratios with it).", loss_mode, dual, loss_mode,
         )  # fmt: skip
-    # each side falls back to clip_ratio, as the losses' clip_bounds do
-    fallback = 0.2 if clip_ratio is None else float(clip_ratio)
-    eps_low, eps_high = float(fallback if low is None else low), float(fallback if high is None else high)
+    # each side falls back to clip_ratio, as the losses' clip_bounds do (both null is refused above)
+    eps_low, eps_high = float(clip_ratio if low is None else low), float(clip_ratio if high is None else high)
     if loss_mode == REC_LOSS_NAME:
         rec.check_ring(eps_low, eps_high)
     elif eps_low >= 1:  # f's lower edge for A < 0; r ≥ 0, so an edge of 0 never binds
