@@ -13,11 +13,10 @@ dataset class of the user's own (``data.custom_cls.path``), validation files of 
 
 from __future__ import annotations
 
-import glob
-import os
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
-from .values import OffGRPOConfigError
+from .readers import local_parquet_files
+from .values import OffGRPOConfigError, is_int
 from .values import config_value as _get
 
 #: the ``data_source`` names the plugin's scorer knows and verl 0.9.1's ``default_compute_score`` does not (besides
@@ -46,10 +45,9 @@ def check_data_sources_verl_can_score(config: Any) -> None:
         return  # a reward manager of the user's own: it may not call verl's scorer
     if _get(config, "reward.reward_manager.name", "naive") not in VERL_REWARD_MANAGERS:
         return
-    keys = ["data.train_files"]
-    if _get(config, "trainer.val_before_train", True) or _is_positive(_get(config, "trainer.test_freq", -1)):
-        keys.append("data.val_files")
-    for key in keys:
+    freq = _get(config, "trainer.test_freq", -1)
+    validates = _get(config, "trainer.val_before_train", True) or (is_int(freq) and freq > 0)
+    for key in ["data.train_files"] + (["data.val_files"] if validates else []):
         for path in local_parquet_files(_get(config, key)):
             source = _first_unscored_source(path)
             if source is not None:
@@ -59,22 +57,6 @@ def check_data_sources_verl_can_score(config: Any) -> None:
                     f"{REWARD_PATH}=pkg://verl_offgrpo.rewards reward.custom_reward_function.name=compute_score, the "
                     "plugin's scorer, for which data_prep/ writes it."
                 )
-
-
-def _is_positive(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
-def local_parquet_files(value: Any) -> Iterator[str]:
-    """The local parquet files of a data key (a path or a list of them; globs expanded, as ``datasets`` does; ``~`` is
-    not, and such a path is left to verl)."""
-    paths = [value] if isinstance(value, str) else list(value) if hasattr(value, "__iter__") and value else []
-    for path in paths:
-        if not isinstance(path, str):  # hdfs://… is no local file either
-            continue
-        for file in sorted(glob.glob(path)) if glob.has_magic(path) else [path]:
-            if os.path.isfile(file) and file.endswith(".parquet"):
-                yield file
 
 
 def _first_unscored_source(path: str) -> Optional[str]:
@@ -92,4 +74,4 @@ def _first_unscored_source(path: str) -> Optional[str]:
     return None
 
 
-__all__ = ["VERL_UNSCORED", "check_data_sources_verl_can_score", "local_parquet_files", "verl_cannot_score"]
+__all__ = ["VERL_UNSCORED", "check_data_sources_verl_can_score", "verl_cannot_score"]

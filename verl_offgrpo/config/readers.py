@@ -1,12 +1,14 @@
 """Small readers the start-up checks share: a check's knobs (given, or read off the config), which trainer
 and mode the config runs, whether the actor trains LoRA adapters, a number or a flag of verl's config (one that is
 not a number, or not true or false, is the plugin's one-line error, never a bare ``ValueError`` nor a reading
-verl does not share). Read only; each check module decides."""
+verl does not share), the local parquet files a data key names. Read only; each check module decides."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import glob
+import os
+from typing import Any, Iterator
 
 from .off_grpo import OffGRPOConfig
 from .values import OffGRPOConfigError, quoted_number_error, written_value
@@ -220,3 +222,15 @@ def one_optimizer_step_per_batch(config: Any) -> bool:
     epochs = _get(config, "actor_rollout_ref.actor.ppo_epochs", 1)
     mini, batch = _get(config, "actor_rollout_ref.actor.ppo_mini_batch_size"), _get(config, "data.train_batch_size")
     return epochs == 1 and mini is not None and mini == batch
+
+
+def local_parquet_files(value: Any) -> Iterator[str]:
+    """The local parquet files of a data key (a path or a list of them; globs expanded, as ``datasets`` does; ``~`` is
+    not, and such a path is left to verl)."""
+    paths = [value] if isinstance(value, str) else list(value) if hasattr(value, "__iter__") and value else []
+    for path in paths:
+        if not isinstance(path, str):  # hdfs://… is no local file either
+            continue
+        for file in sorted(glob.glob(path)) if glob.has_magic(path) else [path]:
+            if os.path.isfile(file) and file.endswith(".parquet"):
+                yield file

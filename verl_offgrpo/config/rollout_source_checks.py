@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .data_source_checks import local_parquet_files
-from .readers import flag_at
+from .readers import flag_at, local_parquet_files
 from .values import OffGRPOConfigError
 from .values import config_value as _get
 
