@@ -1019,17 +1019,18 @@ def test_verls_placeholder_data_paths_are_noted_as_that_with_the_data_prep_comma
     assert notes == [
         "note: data.train_files=~/data/rlhf/gsm8k/train.parquet does not exist here (verl's placeholder: set "
         "data.train_files to your data; `python data_prep/gsm8k.py --output-dir ~/data/gsm8k` writes "
-        "~/data/gsm8k/train.parquet)",
+        "$HOME/data/gsm8k/train.parquet)",
         "note: data.val_files=~/data/rlhf/gsm8k/test.parquet does not exist here (verl's placeholder: set "
         "data.val_files to your data; `python data_prep/gsm8k.py --output-dir ~/data/gsm8k` writes "
-        "~/data/gsm8k/test.parquet)",
+        "$HOME/data/gsm8k/test.parquet)",
     ]
     config = composed(*BASE, "data.train_files=/nowhere/train.parquet")
     assert "note: data.train_files=/nowhere/train.parquet does not exist here" in local_path_notes(config)
 
 
-def test_a_data_path_under_home_is_found_as_verl_reads_it(tmp_path, monkeypatch):
-    """verl's datasets expand ``~``: a file at ~/... that exists gets no note."""
+def test_a_data_path_under_home_is_noted_as_one_verl_does_not_find(tmp_path, monkeypatch):
+    """verl's datasets do not expand ``~``: a file at ~/... that exists is noted with the path to write; one missing
+    either way keeps the plain note."""
     from verl_offgrpo.cli.paths import local_path_notes
 
     monkeypatch.setenv("HOME", str(tmp_path))
@@ -1037,6 +1038,8 @@ def test_a_data_path_under_home_is_found_as_verl_reads_it(tmp_path, monkeypatch)
     (tmp_path / "d" / "train.parquet").write_bytes(b"")
     notes = local_path_notes(composed(*BASE, "data.train_files='~/d/train.parquet'", "data.val_files='~/d/test.parquet'"))
     assert [n for n in notes if n.startswith("note: data.")] == [
+        f"note: data.train_files=~/d/train.parquet: verl does not expand ~ in data paths; the file is "
+        f"{tmp_path}/d/train.parquet: write that",
         "note: data.val_files=~/d/test.parquet does not exist here"]
 
 

@@ -99,13 +99,15 @@ def test_a_name_past_the_first_batch_of_rows_is_found(tmp_path):
         validate_as_main_ppo(shipped_config("reward.custom_reward_function.path=null", f"data.train_files={train}"))
 
 
-def test_remote_and_tilde_paths_are_left_to_verl(tmp_path, monkeypatch):
-    """verl hands a path to ``datasets`` as written: ``hdfs://…`` is not read here, nor ``~`` (datasets does not
-    expand it, so verl stops on the path itself)."""
+def test_remote_paths_are_left_to_verl_and_a_tilde_path_gets_its_own_line(tmp_path, monkeypatch):
+    """verl hands a path to ``datasets`` as written: ``hdfs://…`` is not read here; ``~`` is not expanded there, so
+    a file under the home directory is refused for its path (:mod:`.data_path_checks`), not read for its sources."""
     val = _arithmetic(tmp_path)
+    validate_as_main_ppo(shipped_config("reward.custom_reward_function.path=null",
+                                        "data.val_files='hdfs://namenode/data/test.parquet'"))
     monkeypatch.setenv("HOME", str(val.parent))
-    for path in ("hdfs://namenode/data/test.parquet", "~/test.parquet"):
-        validate_as_main_ppo(shipped_config("reward.custom_reward_function.path=null", f"data.val_files='{path}'"))
+    with pytest.raises(OffGRPOConfigError, match=r"^data.val_files=~/test.parquet: verl does not expand ~"):
+        validate_as_main_ppo(shipped_config("reward.custom_reward_function.path=null", "data.val_files='~/test.parquet'"))
 
 
 def test_verls_built_in_reward_managers_are_the_registered_ones():

@@ -7,6 +7,8 @@ import glob
 import os
 import re
 
+from verl_offgrpo.config.data_path_checks import unexpanded_home_paths
+
 CONFIG_NAME = "off_grpo_trainer"
 
 
@@ -66,14 +68,18 @@ def local_path_notes(config, hints: dict[str, str] | None = None) -> list[str]:
 
     for key in DATA_PATH_KEYS:
         for path in paths(key):
-            local = os.path.expanduser(path)  # verl reads ~ as the home directory
-            found = glob.glob(local) if glob.has_magic(local) else os.path.exists(local)  # datasets expands globs
-            if not _REMOTE.match(path) and not found:
-                hint = f" ({hints[path]})" if path in hints else ""
-                if not hint and placeholders.get(key) == path:
-                    hint = (f" (verl's placeholder: set {key} to your data; `python data_prep/gsm8k.py --output-dir "
-                            f"~/data/gsm8k` writes ~/data/gsm8k/{DATA_PREP[key]})")
-                notes.append(f"note: {key}={path} does not exist here{hint}")
+            found = glob.glob(path) if glob.has_magic(path) else os.path.exists(path)  # datasets expands globs
+            if _REMOTE.match(path) or found:
+                continue
+            if any(unexpanded_home_paths(path)):  # verl reads ~ as written
+                notes.append(f"note: {key}={path}: verl does not expand ~ in data paths; the file is "
+                             f"{os.path.expanduser(path)}: write that")
+                continue
+            hint = f" ({hints[path]})" if path in hints else ""
+            if not hint and placeholders.get(key) == path:
+                hint = (f" (verl's placeholder: set {key} to your data; `python data_prep/gsm8k.py --output-dir "
+                        f"~/data/gsm8k` writes $HOME/data/gsm8k/{DATA_PREP[key]})")
+            notes.append(f"note: {key}={path} does not exist here{hint}")
     for path in paths(MODEL_PATH_KEY):
         if _REMOTE.match(path) or os.path.isdir(path):
             continue
