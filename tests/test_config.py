@@ -1029,8 +1029,8 @@ def test_verls_placeholder_data_paths_are_noted_as_that_with_the_data_prep_comma
 
 
 def test_a_data_path_under_home_is_noted_as_one_verl_does_not_find(tmp_path, monkeypatch):
-    """verl's datasets do not expand ``~``: a file at ~/... that exists is noted with the path to write; one missing
-    either way keeps the plain note."""
+    """verl's datasets and transformers do not expand ``~``: a file or model at ~/... that exists is noted with the
+    path to write; one missing either way keeps the plain note."""
     from verl_offgrpo.cli.paths import local_path_notes
 
     monkeypatch.setenv("HOME", str(tmp_path))
@@ -1038,9 +1038,13 @@ def test_a_data_path_under_home_is_noted_as_one_verl_does_not_find(tmp_path, mon
     (tmp_path / "d" / "train.parquet").write_bytes(b"")
     notes = local_path_notes(composed(*BASE, "data.train_files='~/d/train.parquet'", "data.val_files='~/d/test.parquet'"))
     assert [n for n in notes if n.startswith("note: data.")] == [
-        f"note: data.train_files=~/d/train.parquet: verl does not expand ~ in data paths; the file is "
+        f"note: data.train_files=~/d/train.parquet: verl does not expand ~ in paths; the file is "
         f"{tmp_path}/d/train.parquet: write that",
         "note: data.val_files=~/d/test.parquet does not exist here"]
+    (tmp_path / "m").mkdir()
+    notes = local_path_notes(composed(*BASE, "actor_rollout_ref.model.path='~/m'"))
+    assert f"note: actor_rollout_ref.model.path=~/m: verl does not expand ~ in paths; the model is {tmp_path}/m: " \
+           "write that" in notes
 
 
 @pytest.mark.slow

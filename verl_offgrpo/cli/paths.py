@@ -7,7 +7,7 @@ import glob
 import os
 import re
 
-from verl_offgrpo.config.data_path_checks import unexpanded_home_paths
+from verl_offgrpo.config.tilde_path_checks import unexpanded_home_paths
 
 CONFIG_NAME = "off_grpo_trainer"
 
@@ -72,7 +72,7 @@ def local_path_notes(config, hints: dict[str, str] | None = None) -> list[str]:
             if _REMOTE.match(path) or found:
                 continue
             if any(unexpanded_home_paths(path)):  # verl reads ~ as written
-                notes.append(f"note: {key}={path}: verl does not expand ~ in data paths; the file is "
+                notes.append(f"note: {key}={path}: verl does not expand ~ in paths; the file is "
                              f"{os.path.expanduser(path)}: write that")
                 continue
             hint = f" ({hints[path]})" if path in hints else ""
@@ -82,6 +82,10 @@ def local_path_notes(config, hints: dict[str, str] | None = None) -> list[str]:
             notes.append(f"note: {key}={path} does not exist here{hint}")
     for path in paths(MODEL_PATH_KEY):
         if _REMOTE.match(path) or os.path.isdir(path):
+            continue
+        if any(unexpanded_home_paths(path)):
+            notes.append(f"note: {MODEL_PATH_KEY}={path}: verl does not expand ~ in paths; the model is "
+                         f"{os.path.expanduser(path)}: write that")
             continue
         if _HUB_ID.match(path) and ".." not in path and not os.path.exists(path):
             notes.append(f"note: {MODEL_PATH_KEY}={path} is not a local directory; verl will try the Hugging Face "

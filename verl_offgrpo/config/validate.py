@@ -32,7 +32,7 @@ from . import (
 )
 from .engine_kwargs_checks import refuse_engine_kwargs_overrides
 from .final_outputs_checks import resolve_final_outputs
-from .data_path_checks import check_data_paths_verl_reads
+from .tilde_path_checks import check_paths_verl_reads
 from .data_source_checks import check_data_sources_verl_can_score
 from .loss_estimator_checks import (
     check_group_size,
@@ -160,7 +160,7 @@ def _validate(config: Any) -> OffGRPOConfig:
         check_passes(config)
         check_sampler(config)
         check_custom_reward_function(config)
-    check_data_paths_verl_reads(config)  # every selecting job: verl creates both datasets, paths as written
+    check_paths_verl_reads(config)  # every selecting job: verl reads its data and model paths as written
     check_data_sources_verl_can_score(config)  # every selecting job: verl's estimator too reaches the scorer
     if uses_estimator:
         check_rows_leaving_denominator(config, knobs, estimator)

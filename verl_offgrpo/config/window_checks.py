@@ -215,7 +215,7 @@ def model_max_position_embeddings(config: Any) -> int | None:
         if _is_int(value := override.get("max_position_embeddings")):
             return value
     path = _get(config, f"{model}.hf_config_path") or _get(config, f"{model}.path")
-    config_file = Path(str(path)).expanduser() / "config.json" if path else None
+    config_file = Path(str(path)) / "config.json" if path else None  # verl reads ~ as written (.tilde_path_checks)
     if config_file is None or not config_file.is_file():
         return None
     try:

@@ -1,5 +1,5 @@
-"""A data path written with ``~`` whose file is under the home directory: verl 0.9.1 reads it as written and fails
-after Ray started; a selecting job is refused in one line that names the path to write."""
+"""A data or model path written with ``~`` whose file is under the home directory: verl 0.9.1 reads it as written
+and fails after Ray started; a selecting job is refused in one line that names the path to write."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_verl_reads_a_tilde_data_path_as_written(home):
 
 
 def test_a_tilde_path_to_a_file_under_home_is_refused_with_the_path_to_write(home):
-    line = (f"data.train_files=~/d/train.parquet: verl does not expand ~ in data paths (it would look for "
+    line = (f"data.train_files=~/d/train.parquet: verl does not expand ~ in paths (it would look for "
             f"./~/d/train.parquet and fail after Ray started): write {home}/d/train.parquet (or "
             "$HOME/d/train.parquet in a shell script).")
     with pytest.raises(OffGRPOConfigError, match=f"^{re.escape(line)}$"):
@@ -78,3 +78,26 @@ def test_a_job_that_does_not_select_the_plugin_is_not_checked(home):
     validate_as_main_ppo(shipped_config("algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla",
                                         "trainer.v1.trainer_mode=sync", "algorithm.rollout_correction.rollout_is=null",
                                         "data.train_files='~/d/train.parquet'"))
+
+
+def test_a_tilde_model_path_is_refused_too(home):
+    """verl's ``HFModelConfig`` hands ``~/models/m`` to transformers as written, which takes it for a hub id and
+    refuses it; the tokenizer's and the HF config's paths are read the same way."""
+    from transformers import AutoConfig
+    from verl.utils.fs import copy_to_local
+
+    (home / "models" / "m").mkdir(parents=True)
+    (home / "models" / "m" / "config.json").write_text('{"model_type": "gpt2"}')
+    assert AutoConfig.from_pretrained(str(home / "models" / "m")).model_type == "gpt2"
+    with pytest.raises(OSError):
+        AutoConfig.from_pretrained(copy_to_local("~/models/m"), local_files_only=True)
+    data = (f"data.train_files={home}/d/train.parquet", f"data.val_files={home}/d/test.parquet")
+    for key in ("path", "tokenizer_path", "hf_config_path"):
+        override = f"{'+' if key != 'path' else ''}actor_rollout_ref.model.{key}='~/models/m'"
+        with pytest.raises(OffGRPOConfigError, match=rf"^actor_rollout_ref.model.{key}=~/models/m: verl does not "
+                                                     rf"expand ~ in paths .*: write {re.escape(str(home))}/models/m "):
+            validate_as_main_ppo(shipped_config(*data, override))
+    # a dataset class of one's own reads its own data paths, not the model's
+    with pytest.raises(OffGRPOConfigError, match=r"^actor_rollout_ref.model.path=~/models/m"):
+        validate_as_main_ppo(shipped_config("data.train_files='~/d/train.parquet'", "actor_rollout_ref.model.path='~/models/m'",
+                                            "+data.custom_cls.path=my_dataset.py", "+data.custom_cls.name=MyDataset"))

@@ -1,0 +1,55 @@
+"""Paths verl reads as written: a ``~`` in a data file or model path is not the home directory.
+
+verl 0.9.1 passes each data file (``data.train_files`` / ``data.val_files``: both datasets are created at start-up,
+``create_rl_dataset``) and the model's paths (``actor_rollout_ref.model.path``, ``tokenizer_path``,
+``hf_config_path``: ``HFModelConfig.__post_init__``) through ``verl.utils.fs.copy_to_local`` to ``datasets`` and
+transformers; none of them expands ``~``, so ``data.train_files=~/data/gsm8k/train.parquet`` (hydra keeps the ``~``:
+the shell expands it only at the start of a word) looks for ``./~/data/gsm8k/train.parquet`` and fails with
+``FileNotFoundError`` after Ray started, and a model at ``~/models/x`` is taken for a hub id and refused. Here, in a
+selecting job's driver checks, such a path that is there only with ``~`` expanded is refused in one line that names
+the path to write; a path missing either way is left to verl, as every missing file is (``compose`` notes it), and
+so are the data files of a dataset class of the user's own (``data.custom_cls.path``), which may read paths its way.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Any, Iterator
+
+from .values import OffGRPOConfigError
+from .values import config_value as _get
+
+#: the keys verl creates a dataset from at start-up (train and validation, whether or not the job validates)
+DATA_KEYS = ("data.train_files", "data.val_files")
+#: the model's paths verl reads at start-up (``HFModelConfig``)
+MODEL_KEYS = tuple(f"actor_rollout_ref.model.{name}" for name in ("path", "tokenizer_path", "hf_config_path"))
+
+
+def unexpanded_home_paths(value: Any) -> Iterator[str]:
+    """The paths of a key's value (a path or a list) that start with ``~`` and are there only with ``~`` expanded."""
+    paths = [value] if isinstance(value, str) else list(value) if hasattr(value, "__iter__") and value else []
+    for path in paths:
+        if isinstance(path, str) and path.startswith("~") and _exists(os.path.expanduser(path)) and not _exists(path):
+            yield path
+
+
+def _exists(path: str) -> bool:
+    """Whether ``path`` is there (a glob: whether it matches, as ``datasets`` expands one)."""
+    return bool(glob.glob(path)) if glob.has_magic(path) else os.path.exists(path)
+
+
+def check_paths_verl_reads(config: Any) -> None:
+    """Raise :class:`OffGRPOConfigError` for a data or model path that is there only with ``~`` expanded
+    (:func:`unexpanded_home_paths`)."""
+    keys = MODEL_KEYS if _get(config, "data.custom_cls.path") else DATA_KEYS + MODEL_KEYS
+    for key in keys:
+        for path in unexpanded_home_paths(_get(config, key)):
+            raise OffGRPOConfigError(
+                f"{key}={path}: verl does not expand ~ in paths (it would look for ./{path} and fail after Ray "
+                f"started): write {os.path.expanduser(path)}"
+                + (f" (or $HOME{path[1:]} in a shell script)." if path.startswith("~/") else ".")
+            )
+
+
+__all__ = ["DATA_KEYS", "MODEL_KEYS", "check_paths_verl_reads", "unexpanded_home_paths"]
