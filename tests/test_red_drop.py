@@ -86,6 +86,25 @@ def test_a_constant_group_loses_no_row(value, n):
     assert not red_drop_rows(scores, np.array(["g"] * n, dtype=object), seed=0).any()
 
 
+@pytest.mark.parametrize("dtype, group, middle", [(torch.float32, [0.1, 0.2, 0.3, 0.0, 0.4], 0.2),
+                                                   (torch.float64, [0.1, 0.2, 0.3, 0.6], 0.3)])
+def test_a_reward_equal_to_the_mean_up_to_rounding_is_a_positive(dtype, group, middle):
+    """The mean of the stored rewards rounds above the stored middle one (float32: 0.2000000045 vs 0.2000000030;
+    float64: 0.30000000000000004 vs 0.3), yet it is the group's mean: it counts as a positive, and where that makes
+    the positives as many as the negatives nothing is dropped; A = r − mean (norm off)."""
+    rewards = torch.tensor(group, dtype=dtype)
+    values = rewards.double().numpy()
+    assert values[group.index(middle)] < values.mean()  # the trap is real (the mean as red_drop_rows takes it)
+    assert not red_drop_rows(rewards, np.array(["g"] * len(group), dtype=object), seed=0).any()
+    if dtype == torch.float32:  # verl's rewards: float32 through compute_advantage
+        out = run(make_batch({"g": group}), algo(zero_var_mask=False))
+        assert out.batch["response_mask"].sum().item() == len(group) * RESP_LEN
+        torch.testing.assert_close(out.batch["advantages"][:, 0], torch.tensor(group) - middle)
+    # below the mean by more than rounding stays a negative: {1, 0.5, 0, 0, 0} drops one 0 (group d)
+    assert int(red_drop_rows(torch.tensor([1, 0.5, 0, 0, 0], dtype=dtype), np.array(["d"] * 5, dtype=object),
+                             seed=0).sum()) == 1
+
+
 def test_std_normalised_over_the_kept_rows():
     """norm_adv_by_std_in_grpo=true: group a keeps {1, 0}: mean 1/2, unbiased std² 1/2; ε = 1/2 → A = ±1/2."""
     out = run(make_batch({"a": GROUPS["a"]}), algo(norm=True, std_eps=0.5))

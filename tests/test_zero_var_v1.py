@@ -153,3 +153,53 @@ def test_a_padded_tensors_masked_rows_are_zeroed_on_a_copy():
     x = torch.ones(3, 2)
     assert zero_rows_nested(x, torch.tensor([False, True, False])).tolist() == [[1, 1], [0, 0], [1, 1]]
     assert x.sum() == 6
+
+
+class KeyedMeta(Meta):
+    def __init__(self, fields, keys, tags=None):
+        super().__init__(fields)
+        self.keys = keys
+        self.tags = tags
+
+
+def test_an_agent_loop_with_several_outputs_a_session_is_refused_before_the_update():
+    """Keys ``{uid}_{session_id}_{index}`` (verl's AgentLoopWorkerTQ): a session with outputs 0 and 1 would count
+    one sample twice in its group; verl's padding rows and one output a session pass."""
+    one_each = ["a_0_0", "a_1_0", "b_0_0", "b_1_0", "c_0_0"]
+    after_advantage_v1(FakeTQ(make_store()), KeyedMeta(["rollout_is_weights"], one_each), algo(zero_var_mask=True))
+    padded_alike = ["a_0_0", "a_1_0", "b_0_0", "pad_0_0", "pad_0_0"]  # filler rows share a key: left out
+    tags = [{}, {}, {}, {"is_padding": True}, {"is_padding": True}]
+    after_advantage_v1(FakeTQ(make_store()), KeyedMeta(["rollout_is_weights"], padded_alike, tags), algo())
+    two_outputs = ["a_0_0", "a_0_1", "b_0_0", "b_1_0", "c_0_0"]
+    tq = FakeTQ(make_store())
+    with pytest.raises(RuntimeError, match=r"^verl-offgrpo: adv_estimator=off_grpo: the agent loop returned 2 outputs "
+                                           r"for session a_0 \(1 such sessions in this batch\); .* set "
+                                           r"algorithm.adv_estimator=grpo under the plugin's loss.$"):
+        after_advantage_v1(tq, KeyedMeta(["rollout_is_weights"], two_outputs),
+                           OmegaConf.create({"adv_estimator": "off_grpo", "off_grpo": {"zero_var_mask": True}}))
+    assert tq.puts == []  # nothing written back
+
+
+def test_verl_groups_sessions_for_its_grpo_only():
+    """What the refusal stands on (verl 0.9.1): ``compute_advantage_for_multi_trajectories`` takes each session's
+    final output for ``grpo`` and hands every output to another estimator, so ``off_grpo`` would group the two
+    outputs of session u_0 as two samples (the audit's case: rewards copied to every output of a session)."""
+    from verl import DataProto
+    from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+
+    keys = ["u_0_0", "u_0_1", "u_1_0", "u_2_0"]
+
+    def advantages(estimator):
+        rewards = torch.tensor([[1.0], [1.0], [0.0], [0.0]])
+        data = DataProto.from_dict(
+            tensors={"token_level_rewards": rewards, "response_mask": torch.ones(4, 1)},
+            non_tensors={"uid": np.array(["u"] * 4, dtype=object)},
+        )
+        cfg = OmegaConf.create({"adv_estimator": estimator, "norm_adv_by_std_in_grpo": True, "off_grpo": {}})
+        out = compute_advantage_for_multi_trajectories(data, batch_keys=keys, adv_estimator=estimator, config=cfg)
+        return out.batch["advantages"][:, 0]
+
+    # grpo: sessions {1, 0, 0}: mean 1/3, unbiased std 0.57735 → (1 − 1/3)/0.57735 = 1.1547, (0 − 1/3)/0.57735
+    assert torch.allclose(advantages("grpo"), torch.tensor([1.1547, 1.1547, -0.5774, -0.5774]), atol=1e-4)
+    # off_grpo: four rows {1, 1, 0, 0}: mean 1/2, unbiased std 0.57735 → ±0.8660
+    assert torch.allclose(advantages("off_grpo"), torch.tensor([0.8660, 0.8660, -0.8660, -0.8660]), atol=1e-4)

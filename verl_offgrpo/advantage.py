@@ -14,8 +14,8 @@ negatives outnumber positives, the surplus negatives are dropped at random (:fun
 red_drop_rows`: seeded by ``algorithm.off_grpo.red_drop_seed`` and the group's uid), and the formula
 above runs over the kept rows K only (mean_K, std_K). With ``norm_adv_by_std_in_grpo=false`` this is the
 paper's A_j = r_j − mean_K(r); with it true, std_K follows ``std_unbiased`` (N−1 by default, where the
-reference implementation, Trinity-RFT's ``rec_advantage.py``, takes the population std: set
-``std_unbiased=false`` to match it). Dropped rows have A = 0 and leave the loss like masked groups.
+reference implementation, Trinity-RFT's ``rec_advantage.py``, takes the population std and divides by std + ε, not
+sqrt(std² + ε): ``std_unbiased=false`` matches it where std ≫ √ε). Dropped rows have A = 0 and leave the loss like masked groups.
 
 Rows that leave the loss: a zero-variance group (N > 1, all rewards equal: A = 0) with the mask on
 (``algorithm.off_grpo.zero_var_mask``), and RED-Drop's dropped rows. verl's ``compute_advantage`` hands

@@ -11,10 +11,11 @@ vLLM serves)::
 ε_low/ε_high are ``actor.clip_ratio_low``/``clip_ratio_high`` (each falling back to
 ``actor.clip_ratio``). r' is never truncated and there is no dual clip. Without rollout log-probs
 (``rollout_is_weights`` None) r' = 1, and f_ε is on-policy GRPO's clipped surrogate
-min(ρA, clip(ρ, 1−ε, 1+ε)A) with ρ = π_θ/π_k. Log-ratios are clamped to ±20 as verl does, so the loss
+min(ρA, clip(ρ, 1−ε, 1+ε)A) with ρ = π_θ/π_k (the paper's; verl's ``vanilla`` loss adds a dual clip, ρ ≤ 3, for
+A < 0). Log-ratios are clamped to ±20 as verl does, so the loss
 and its gradient stay finite for extreme ratios. verl's ``ppo_loss`` adds the entropy and the
-β·KL(π_θ‖π_ref) terms on the same mask. A mini-batch with no token left (every group masked) gives a
-loss of exactly 0, not 0/0; verl's engine then takes no optimizer step (:mod:`verl_offgrpo.patches.empty_update`),
+β·KL(π_θ‖π_ref) terms on the same mask. A mini-batch with no token left (every group masked) gives, through
+``ppo_loss`` (which sets ``global_batch_info``), a loss of exactly 0, not 0/0; verl's engine then takes no optimizer step (:mod:`verl_offgrpo.patches.empty_update`),
 and ``actor/off_grpo/skipped_optimizer_step_frac`` is the fraction of the step's optimizer steps skipped so.
 
 Metrics other than ``masked_seq_frac`` (a fraction of rows), ``tv_seq`` (a mean over rows) and

@@ -6,8 +6,8 @@ With R = ``algorithm.off_grpo.ref_reset_period`` and verl's 1-based ``global_ste
 
 "End of step s" means after the actor update of step s, so the reference log-probs of step s + 1
 (computed before that step's update) are those of π_θ after s updates, and the KL term of step s + 1
-starts at exactly 0. Between resets the reference is π_{R·⌊s/R⌋} (π_0 = the initial model until the
-first reset). R = 0 keeps verl's behaviour (never reset).
+starts at exactly 0. During step s the reference is π_{R·⌊(s−1)/R⌋} (:func:`reference_step`; π_0 = the initial
+model until the first reset). R = 0 keeps verl's behaviour (never reset).
 
 Pure Python, no torch / verl import.
 """

@@ -6,8 +6,9 @@ The V1 trainer keeps the batch in the TransferQueue and only writes back ``advan
 :func:`after_advantage_v1` zeroes both masks for the rows of :mod:`verl_offgrpo.zero_var_mask`. Written for
 verl 0.9.1's V1 trainer: ``KVBatchMeta`` (``keys``, ``partition_id``, ``fields``, ``tags``), the field names
 ``uid``, ``rm_scores``, ``token_level_rewards``, ``response_mask``, ``loss_mask``, ``rollout_is_weights``,
-``old_log_probs``, ``rollout_log_probs``, and
-the ``is_padding`` tag of ``_balance_batch``'s filler rows.
+``old_log_probs``, ``rollout_log_probs``,
+the ``is_padding`` tag of ``_balance_batch``'s filler rows, and the keys ``{uid}_{session_id}_{index}`` of
+``AgentLoopWorkerTQ`` (``compute_advantage_for_multi_trajectories`` groups sessions for ``grpo`` only).
 """
 
 from __future__ import annotations
@@ -24,6 +25,34 @@ def _real_rows(batch, n: int) -> np.ndarray:
     (one shared uid, reward 0, no loss token) to make the batch divisible."""
     tags = getattr(batch, "tags", None) or [{}] * n
     return np.flatnonzero(np.array([not tag.get("is_padding", False) for tag in tags], dtype=bool))
+
+
+def sessions_with_several_outputs(keys) -> dict[str, int]:
+    """``{session: outputs}`` for the sessions with more than one output among V1 batch keys
+    ``{uid}_{session_id}_{index}`` (verl's ``AgentLoopWorkerTQ``: ``index`` counts an agent loop's outputs of one
+    session); a key of another form is a session of its own."""
+    counts: dict[str, int] = {}
+    for key in keys:
+        parts = str(key).rsplit("_", 2)
+        session = f"{parts[0]}_{parts[1]}" if len(parts) == 3 and parts[2].isdigit() else str(key)
+        counts[session] = counts.get(session, 0) + 1
+    return {session: n for session, n in counts.items() if n > 1}
+
+
+def refuse_several_outputs_a_session(batch, estimator: str) -> None:
+    """Raise ``RuntimeError`` where an agent loop returned several outputs for one session: verl's ``grpo`` groups
+    each session's final output (``compute_advantage_for_multi_trajectories``), while verl hands every output to
+    any other estimator, so the plugin's group statistics would count one sample several times."""
+    real = _real_rows(batch, len(batch.keys))
+    several = sessions_with_several_outputs([batch.keys[i] for i in real])
+    if several:
+        session, n = next(iter(several.items()))
+        raise RuntimeError(
+            f"verl-offgrpo: adv_estimator={estimator}: the agent loop returned {n} outputs for session {session} "
+            f"({len(several)} such sessions in this batch); the plugin's estimators take one output a sample (verl "
+            "groups a session's final output for its grpo only). Return one output a session (verl's "
+            "single_turn_agent and tool_agent do), or set algorithm.adv_estimator=grpo under the plugin's loss."
+        )
 
 
 def rprime_metrics_v1(tq, batch) -> dict[str, float]:
@@ -48,7 +77,9 @@ def after_advantage_v1(tq, batch, algorithm_cfg) -> dict[str, float]:
     (:mod:`verl_offgrpo.bound_monitor`). ``tq`` is the ``transfer_queue`` module, ``batch``
     the trainer's ``KVBatchMeta``. The rewards are those the estimator summed: ``rm_scores``, or
     ``token_level_rewards`` with ``algorithm.use_kl_in_reward``. Rows tagged ``is_padding`` (verl's
-    filler to a divisible batch size) are left out of the groups and the metrics.
+    filler to a divisible batch size) are left out of the groups and the metrics. A batch where an agent loop
+    returned several outputs for one session is refused (:func:`refuse_several_outputs_a_session`) before any
+    update reads its advantages.
     """
     from tensordict import TensorDict
 
@@ -56,6 +87,7 @@ def after_advantage_v1(tq, batch, algorithm_cfg) -> dict[str, float]:
     from verl_offgrpo.config import OffGRPOConfig
 
     knobs = OffGRPOConfig.from_algorithm(algorithm_cfg)
+    refuse_several_outputs_a_session(batch, algorithm_cfg.get("adv_estimator", None))
     red_drop = algorithm_cfg.get("adv_estimator", None) == RED_DROP_ESTIMATOR_NAME
     reward_field = "token_level_rewards" if algorithm_cfg.get("use_kl_in_reward", False) else "rm_scores"
     fields = ["uid", reward_field, "response_mask", "loss_mask"]
