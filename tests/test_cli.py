@@ -3,6 +3,7 @@ they cannot read as the plugin's one-line error (exit 2), never a bare ``ValueEr
 call verl's; the CLI says "verl's validate_config" (exit 4) only for what verl's own code raised, and keeps
 the traceback of anything else the plugin's checks raise. In-process (``main``/``dry_run``), no subprocess."""
 
+import os
 import re
 
 import pytest
@@ -15,6 +16,9 @@ from _cases import slow_after
 from _overrides import BASE, shipped_config, validate_as_main_ppo
 
 VLLM = "actor_rollout_ref.rollout.name=vllm"
+#: verl's GRPO from the plugin's yaml: a job that does not select the plugin
+PLAIN_VERL = ("algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla",
+              "trainer.v1.trainer_mode=sync", "algorithm.rollout_correction.rollout_is=null")
 #: a value the plugin's loss checks read as a number, set to something that is not one: what the error names
 BAD_NUMBERS = [
     ("actor_rollout_ref.actor.clip_ratio_high=abc",
@@ -101,6 +105,62 @@ def test_compose_says_verls_own_assertion_or_value_error_as_verls(capsys, overri
     assert dry_run(overrides) == 4
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("config error")]
     assert len(err) == 1 and err[0].startswith("config error (verl's validate_config): " + says), err
+
+
+@pytest.mark.parametrize("override, says", [
+    ("actor_rollout_ref.rollout.mode=sync", "Rollout mode 'sync' has been removed."),
+    ("actor_rollout_ref.rollout.expert_parallel_size=3",
+     "expert_parallel_size must be equal to tensor_model_parallel_size * data_parallel_size"),
+], ids=["mode_sync", "expert_parallel"])
+def test_compose_builds_the_rollout_config_verls_workers_build(capsys, override, says):
+    """verl 0.9.1's validate_config passes these; its workers' ``RolloutConfig`` refuses them after Ray started.
+    compose builds it too: one line, exit 4, for a job that selects the plugin and for plain verl's."""
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+
+    from verl_offgrpo.cli.compose import compose, dry_run
+
+    config = compose([*BASE, VLLM, override])
+    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    with pytest.raises(Exception):  # the worker's own build (engine_workers: omega_conf_to_dataclass)
+        omega_conf_to_dataclass(config.actor_rollout_ref.rollout)
+    for overrides in ([*BASE, VLLM, override], [*BASE, VLLM, override, *PLAIN_VERL]):
+        assert dry_run(overrides) == 4
+        err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("config error")]
+        assert len(err) == 1 and err[0].startswith(
+            "config error (verl's RolloutConfig, which its workers build after Ray started): " + says), err
+
+
+def test_compose_with_the_plugin_turned_off_checks_a_plain_config_and_refuses_one_that_selects_it(capsys, monkeypatch):
+    """``VERL_OFFGRPO_DISABLE=1`` (the README's way back to plain verl): verl's own yaml, or the plugin's with verl's
+    GRPO, composes and passes verl's checks (exit 0, the verdict says the plugin is off); a config that selects the
+    plugin is one line, exit 1 (main_ppo would fail on a name the switched-off plugin does not register)."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    from verl_offgrpo.cli.compose import compose, dry_run
+
+    monkeypatch.setenv("VERL_OFFGRPO_DISABLE", "1")
+    verl_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+    plain = [*BASE, VLLM, "algorithm.adv_estimator=grpo"]
+    assert dry_run(plain, config_path=verl_dir, config_name="ppo_trainer") == 0
+    captured = capsys.readouterr()
+    assert "# composed and validated: verl's validate_config passed (verl-offgrpo turned off: VERL_OFFGRPO_DISABLE=1)" \
+        in captured.err
+    assert dry_run([*BASE, VLLM, *PLAIN_VERL]) == 0
+    capsys.readouterr()
+    bad = [*BASE, VLLM, "algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=null",
+           "actor_rollout_ref.actor.ppo_micro_batch_size=null"]  # verl's own checks still run: its error, exit 4
+    config = compose(bad, config_path=verl_dir, config_name="ppo_trainer")
+    with pytest.raises(Exception):
+        validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    assert dry_run(bad, config_path=verl_dir, config_name="ppo_trainer") == 4
+    capsys.readouterr()
+    assert dry_run([*BASE, VLLM]) == 1  # the shipped yaml selects the plugin (its estimator, loss, trainer mode)
+    assert capsys.readouterr().err.splitlines() == [
+        "verl-offgrpo is turned off (VERL_OFFGRPO_DISABLE=1) but this config selects it (the plugin's estimator, loss, "
+        "trainer mode or knobs): main_ppo would fail on the names it does not register; unset VERL_OFFGRPO_DISABLE, or "
+        "compose verl's own yaml (--config-path <verl/trainer/config> --config-name ppo_trainer)."]
 
 
 #: what compose and check say for the one ??? value of the shipped yaml that no switched-off section holds

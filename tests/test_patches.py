@@ -518,6 +518,10 @@ print("OFF", "off_grpo" in core_algos.ADV_ESTIMATOR_REGISTRY, "off_grpo" in core
     check = subprocess.run([sys.executable, "-m", "verl_offgrpo", "check"], capture_output=True, text=True,
                            timeout=600, env={**os.environ, "VERL_OFFGRPO_DISABLE": "1"}, cwd=REPO)
     assert check.returncode == 1 and "turned off: VERL_OFFGRPO_DISABLE=1" in check.stderr
+    # the verdict says so, and the switch's own effects (nothing registered or patched) are no further problems
+    assert check.stderr.startswith("verl-offgrpo ") and " check OFF\n" in check.stderr
+    problems = check.stderr.split("problems:\n", 1)[1].splitlines()
+    assert len(problems) == 1 and problems[0].startswith("  - the plugin is turned off"), problems
 
 
 def test_an_entry_point_that_fails_to_load_says_so_on_stderr(procs):

@@ -1,7 +1,7 @@
 """``compose``: the shipped yaml + overrides, composed and validated exactly as main_ppo's driver does, without
 Ray or a GPU (:func:`validate`), and printed (:func:`dry_run`); each way it can fail is one line and an exit
 code: 1 the plugin is not usable here, 2 the plugin's checks, 3 a ``???`` value still unset (said before the
-checks run), 4 hydra or verl's own ``validate_config``, 5 a value that cannot be read (a ``${...}`` that does not
+checks run), 4 hydra, verl's own ``validate_config`` or the rollout config verl's workers build (:func:`_worker_config_error`), 5 a value that cannot be read (a ``${...}`` that does not
 resolve, a section set to null: :mod:`verl_offgrpo.config.readable`), 6 verl's ``validate_config`` needs what this
 machine lacks for this config (vLLM installed, the model hub): not a config error; the plugin's checks ran first."""
 
@@ -245,6 +245,29 @@ def _what_this_machine_lacks(err: BaseException) -> tuple[str, BaseException] | 
     return None
 
 
+#: the section verl 0.9.1 builds into a dataclass only in its workers (``engine_workers.ActorRolloutRefWorker``:
+#: ``omega_conf_to_dataclass(self.config.rollout)``, a ``RolloutConfig``), after Ray started
+WORKER_BUILT = "actor_rollout_ref.rollout"
+
+
+def _worker_config_error(config) -> str | None:
+    """The one line of verl's ``RolloutConfig`` checks (its ``__post_init__``: ``mode=sync`` removed, the expert-
+    and tensor-parallel sizes, ...) for :data:`WORKER_BUILT`, which verl's ``validate_config`` does not build; None
+    where it builds."""
+    from omegaconf import OmegaConf
+    from verl.utils.config import omega_conf_to_dataclass
+
+    section = OmegaConf.select(config, WORKER_BUILT, default=None)
+    if section is None:
+        return None
+    try:
+        omega_conf_to_dataclass(section)
+    except Exception as err:  # noqa: BLE001 - hydra wraps the dataclass's own error: say the cause
+        cause = err.__cause__ if err.__cause__ is not None else err
+        return _one_line(cause) or type(cause).__name__
+    return None
+
+
 def validate(overrides: list[str], config_path: str | None = None, config_name: str | None = None):
     """Compose the shipped yaml (or ``config_path``/``config_name``: :func:`compose`) + ``overrides`` and validate it
     exactly as main_ppo's driver does, without Ray or a GPU: ``(exit code, the one-line error or None, the composed
@@ -260,7 +283,7 @@ def validate(overrides: list[str], config_path: str | None = None, config_name: 
 
     from verl_offgrpo.config import OffGRPOConfigError
     from verl_offgrpo.config.readable import UnreadableConfigError, check_readable
-    from verl_offgrpo.patches import PatchError
+    from verl_offgrpo.patches import DISABLE_ENV, PatchError, disabled
     from verl_offgrpo.patches import validate_config as validate_config_patch
 
     source = {"config_path": config_path, "config_name": config_name}
@@ -271,7 +294,15 @@ def validate(overrides: list[str], config_path: str | None = None, config_name: 
         return 4, f"config error (hydra): {hint or _one_line(err)}", None
     except Exception as err:  # noqa: BLE001 - hydra's own ValueError/TypeError for an override it cannot apply
         return _group_override_error(err, overrides)
-    if not validate_config_patch.live():
+    if disabled():  # turned off on purpose: plain verl's checks, for a config that does not need the plugin
+        from verl_offgrpo.patches.selection import config_selects
+
+        if config_selects(config):
+            return 1, (f"verl-offgrpo is turned off ({DISABLE_ENV}={os.environ.get(DISABLE_ENV)}) but this config "
+                       "selects it (the plugin's estimator, loss, trainer mode or knobs): main_ppo would fail on the "
+                       f"names it does not register; unset {DISABLE_ENV}, or compose verl's own yaml "
+                       "(--config-path <verl/trainer/config> --config-name ppo_trainer)."), config
+    elif not validate_config_patch.live():
         return 1, ("verl did not load the verl-offgrpo plugin, so its checks would not run here or in main_ppo; "
                    "`python -m verl_offgrpo check` shows why."), config
     try:  # before anything reads it: an unresolvable ${...} or a section set to null would stop the first reader
@@ -309,6 +340,10 @@ def validate(overrides: list[str], config_path: str | None = None, config_name: 
             return 4, f"config error (verl's validate_config): {_one_line(cause) or type(cause).__name__}", config
         # anything else verl's checks raise (a key its branch needs is not in the config, ...)
         return 4, f"config error (verl's validate_config): {type(err).__name__}: {_one_line(err)}", config
+    worker_error = _worker_config_error(config)
+    if worker_error:  # main_ppo would pass its driver checks, start Ray and the workers, then stop on it
+        return 4, (f"config error (verl's RolloutConfig, which its workers build after Ray started): "
+                   f"{worker_error}"), config
     return 0, None, config
 
 
@@ -336,7 +371,11 @@ def dry_run(overrides: list[str], path_hints: dict[str, str] | None = None, conf
         print(error, file=sys.stderr)
         return code
     print(OmegaConf.to_yaml(config))
-    verdict = "# composed and validated: verl's validate_config + off_grpo checks passed"
+    from verl_offgrpo.patches import DISABLE_ENV, disabled
+
+    verdict = ("# composed and validated: verl's validate_config + off_grpo checks passed" if not disabled() else
+               f"# composed and validated: verl's validate_config passed (verl-offgrpo turned off: {DISABLE_ENV}="
+               f"{os.environ.get(DISABLE_ENV)})")
     if warnings:  # said again under the yaml, where the eye lands, not only above it
         verdict += f" with {len(warnings)} warning{'s' if len(warnings) > 1 else ''}:"
     print(verdict, file=sys.stderr)

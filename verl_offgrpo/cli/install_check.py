@@ -205,7 +205,7 @@ def _report(found: _Findings, verbose: bool = False) -> None:
 
     failed = bool(found.problems or found.config_code)
     unchecked = found.config_code == NOT_CHECKABLE_HERE and not found.problems  # verl's checks need another machine
-    status = "INCOMPLETE" if unchecked else "FAILED" if failed else "OK"
+    status = "OFF" if patches.disabled() else "INCOMPLETE" if unchecked else "FAILED" if failed else "OK"
     out = sys.stderr if failed else sys.stdout
     overrides, config, eps = found.overrides, found.config, found.entry_points
     print(f"verl-offgrpo {__version__} check {status}", file=out)
@@ -283,8 +283,14 @@ def check(overrides: list[str] | None = None, verbose: bool = False) -> int:
     :func:`~verl_offgrpo.cli.compose.dry_run` validates it (:func:`~verl_offgrpo.cli.compose.validate`): a
     config it rejects fails the check with its one-line error, last, and its exit code (2, 3, 4, 5 or 6); without
     them it is not (the shipped yaml alone has ``???`` values)."""
+    from verl_offgrpo import patches
+
     found = _Findings(overrides=list(overrides or []))
     for find in (_find_plugin_loaded, _find_config, _find_registrations, _find_patches, _find_internals, _find_vllm):
         find(found)
+    if patches.disabled():  # on purpose: what it leaves unregistered and unpatched is what the switch does
+        found.problems = [f"the plugin is turned off: {patches.DISABLE_ENV}={os.environ.get(patches.DISABLE_ENV)} "
+                          "(verl runs unchanged; `compose` checks a config that does not select the plugin with "
+                          "verl's checks alone)"]
     _report(found, verbose)
     return 1 if found.problems else found.config_code
