@@ -1328,3 +1328,20 @@ def test_an_off_grpo_lower_eps_of_one_or_more_warns_that_the_lower_side_never_bi
         f"off_grpo: actor_rollout_ref.actor.{key}={eps} ≥ 1 (ε_low): the clip's lower edge max(r' − ε_low, 0) is 0 "
         "wherever r' ≤ ε_low (every batch right after a sync: r' ≈ 1), so its lower side never binds there (verl's "
         "default is 0.2)."])
+
+
+def test_an_actor_the_plugin_was_not_tested_with_is_one_warning(caplog):
+    """Megatron (``model_engine=megatron``, verl 0.9.1's way; its ppo_megatron_trainer yaml is deprecated) at v = 1:
+    verl runs the plugin's registered loss and estimator there, untested: one warning; FSDP none; at v > 1 refused."""
+    warned = "actor_rollout_ref.actor.strategy=megatron is untested with the plugin's losses and estimators"
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        validate(composed("model_engine=megatron"))
+    assert [r.getMessage() for r in caplog.records if "untested" in r.getMessage()] == [
+        f"off_grpo: {warned} (tested: fsdp, fsdp2); verl runs them as registered."]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        validate(composed())
+    assert "untested" not in caplog.text
+    with pytest.raises(OffGRPOConfigError, match=r"only \(got 'megatron'\): .* Use algorithm.off_grpo.sync_period=1 "
+                                                 r"with this actor \(untested with the plugin\), or an FSDP actor.$"):
+        validate(composed("model_engine=megatron", "algorithm.off_grpo.sync_period=10"))

@@ -101,7 +101,7 @@ def test_a_name_past_the_first_batch_of_rows_is_found(tmp_path):
 
 def test_remote_paths_are_left_to_verl_and_a_tilde_path_gets_its_own_line(tmp_path, monkeypatch):
     """verl hands a path to ``datasets`` as written: ``hdfs://…`` is not read here; ``~`` is not expanded there, so
-    a file under the home directory is refused for its path (:mod:`.data_path_checks`), not read for its sources."""
+    a file under the home directory is refused for its path (:mod:`.tilde_path_checks`), not read for its sources."""
     val = _arithmetic(tmp_path)
     validate_as_main_ppo(shipped_config("reward.custom_reward_function.path=null",
                                         "data.val_files='hdfs://namenode/data/test.parquet'"))

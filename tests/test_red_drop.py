@@ -105,6 +105,14 @@ def test_a_reward_equal_to_the_mean_up_to_rounding_is_a_positive(dtype, group, m
                              seed=0).sum()) == 1
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_the_rounding_allowance_does_not_grow_with_the_group(dtype):
+    """{1 ×7, 0.5 ×4, 0 ×5}: mean 0.5625, so the 0.5s (0.0625 below) and the 0s are 9 negatives against 7 positives:
+    2 dropped in every dtype (an allowance of N·ε·max|r| = 0.125 in bfloat16 took the 0.5s for positives)."""
+    rewards = torch.tensor([1.0] * 7 + [0.5] * 4 + [0.0] * 5, dtype=dtype)
+    assert int(red_drop_rows(rewards, np.array(["g"] * 16, dtype=object), seed=0).sum()) == 2
+
+
 def test_std_normalised_over_the_kept_rows():
     """norm_adv_by_std_in_grpo=true: group a keeps {1, 0}: mean 1/2, unbiased std² 1/2; ε = 1/2 → A = ±1/2."""
     out = run(make_batch({"a": GROUPS["a"]}), algo(norm=True, std_eps=0.5))

@@ -92,12 +92,32 @@ def test_a_tilde_model_path_is_refused_too(home):
     with pytest.raises(OSError):
         AutoConfig.from_pretrained(copy_to_local("~/models/m"), local_files_only=True)
     data = (f"data.train_files={home}/d/train.parquet", f"data.val_files={home}/d/test.parquet")
-    for key in ("path", "tokenizer_path", "hf_config_path"):
-        override = f"{'+' if key != 'path' else ''}actor_rollout_ref.model.{key}='~/models/m'"
-        with pytest.raises(OffGRPOConfigError, match=rf"^actor_rollout_ref.model.{key}=~/models/m: verl does not "
-                                                     rf"expand ~ in paths .*: write {re.escape(str(home))}/models/m "):
+    for key in ("path", "tokenizer_path", "hf_config_path", "lora_adapter_path", "lora.adapter_path"):
+        override = f"actor_rollout_ref.model.{key}='~/models/m'"
+        with pytest.raises(OffGRPOConfigError, match=rf"^actor_rollout_ref.model.{re.escape(key)}=~/models/m: verl does "
+                                                     rf"not expand ~ in paths .*: write {re.escape(str(home))}/models/m "):
             validate_as_main_ppo(shipped_config(*data, override))
     # a dataset class of one's own reads its own data paths, not the model's
     with pytest.raises(OffGRPOConfigError, match=r"^actor_rollout_ref.model.path=~/models/m"):
         validate_as_main_ppo(shipped_config("data.train_files='~/d/train.parquet'", "actor_rollout_ref.model.path='~/models/m'",
                                             "+data.custom_cls.path=my_dataset.py", "+data.custom_cls.name=MyDataset"))
+
+
+def test_a_critics_and_a_reward_models_tilde_paths_where_verl_loads_them(home):
+    """verl loads a critic (``need_critic``: ``critic.enable``, else ``gae``) and a reward model
+    (``reward.reward_model.enable``) only where they run: their ``~`` paths are refused there and left alone
+    elsewhere (verl's own critic default, ``~/models/deepseek-llm-7b-chat``, is not there: left to verl)."""
+    (home / "models" / "m").mkdir(parents=True)
+    data = (f"data.train_files={home}/d/train.parquet", f"data.val_files={home}/d/test.parquet")
+    critic = "critic.model.path='~/models/m'"
+    validate_as_main_ppo(shipped_config(*data, critic))  # off_grpo runs no critic
+    with pytest.raises(OffGRPOConfigError, match=r"^critic.model.path=~/models/m: verl does not expand ~"):
+        validate_as_main_ppo(shipped_config(*data, critic, "critic.enable=true"))
+    from verl_offgrpo.config.tilde_path_checks import keys_verl_reads
+
+    assert "critic.model.path" in keys_verl_reads(shipped_config(*data, "algorithm.adv_estimator=gae"))
+    assert "critic.model.path" not in keys_verl_reads(shipped_config(*data, "algorithm.adv_estimator=gae",
+                                                                     "critic.enable=false"))
+    reward = "reward.reward_model.model_path='~/models/m'"
+    validate_as_main_ppo(shipped_config(*data, reward))  # no reward model runs
+    assert "reward.reward_model.model_path" in keys_verl_reads(shipped_config(*data, reward, "reward.reward_model.enable=true"))

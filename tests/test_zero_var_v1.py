@@ -167,9 +167,9 @@ def test_an_agent_loop_with_several_outputs_a_session_is_refused_before_the_upda
     one sample twice in its group; verl's padding rows and one output a session pass."""
     one_each = ["a_0_0", "a_1_0", "b_0_0", "b_1_0", "c_0_0"]
     after_advantage_v1(FakeTQ(make_store()), KeyedMeta(["rollout_is_weights"], one_each), algo(zero_var_mask=True))
-    padded_alike = ["a_0_0", "a_1_0", "b_0_0", "pad_0_0", "pad_0_0"]  # filler rows share a key: left out
-    tags = [{}, {}, {}, {"is_padding": True}, {"is_padding": True}]
-    after_advantage_v1(FakeTQ(make_store()), KeyedMeta(["rollout_is_weights"], padded_alike, tags), algo())
+    padded = ["a_0_0", "a_1_0", "b_0_0", "pad9f_0_0", "pad9f_1_0"]  # verl's filler (padding_utils): one uid, a
+    tags = [{}, {}, {}, {"is_padding": True}, {"is_padding": True}]  # session each; left out of the check anyway
+    after_advantage_v1(FakeTQ(make_store()), KeyedMeta(["rollout_is_weights"], padded, tags), algo())
     two_outputs = ["a_0_0", "a_0_1", "b_0_0", "b_1_0", "c_0_0"]
     tq = FakeTQ(make_store())
     with pytest.raises(RuntimeError, match=r"^verl-offgrpo: adv_estimator=off_grpo: the agent loop returned 2 outputs "

@@ -42,23 +42,25 @@ def group_seed(seed: int, uid: str) -> int:
 def red_drop_rows(scores: torch.Tensor, index: np.ndarray, seed: int) -> torch.Tensor:
     """Bool (bs,): the rows RED-Drop drops (Yao et al., arXiv 2509.24203).
 
-    In each group with N > 1, negatives are the rows with r < mean_G(r) − N·u·max|r| (u the unit roundoff of the
-    rewards' dtype: a reward equal to the mean up to the rounding of the stored rewards and their sum counts as
-    positive, so 0.2 among {0.1, 0.2, 0.3, 0.0, 0.4} does; a group without variance has none); where they outnumber the positives, |neg| − |pos|
+    In each group with N > 1, negatives are the rows with r < mean_G(r) − (ε + N·ε₆₄)·max|r| (ε the machine epsilon
+    of the rewards' dtype, ε₆₄ float64's, in which the mean is taken: a reward equal to the mean up to the rounding
+    of the stored rewards and of their sum counts as positive, so 0.2 among {0.1, 0.2, 0.3, 0.0, 0.4} does; a group
+    without variance has none); where they outnumber the positives, |neg| − |pos|
     of them are dropped, chosen by a permutation of the group's negatives (in batch order) from numpy's
     default generator seeded with :func:`group_seed` (``seed``, the group's uid). Same seed, uids, rewards and row order: same rows.
     """
     gid, n_groups = group_ids(index)
     uids = np.asarray(index, dtype=object).astype(str)
     values = scores.detach().to(torch.float64).cpu().numpy()
-    unit = torch.finfo(scores.dtype).eps if scores.is_floating_point() else 0.0
+    stored = torch.finfo(scores.dtype).eps if scores.is_floating_point() else 0.0
+    summed = torch.finfo(torch.float64).eps
     dropped = np.zeros(values.shape[0], dtype=bool)
     for g in range(n_groups):
         rows = np.flatnonzero(gid == g)
         group = values[rows]
         if rows.size < 2 or group.min() == group.max():  # no negatives (a rounded mean could make them all so)
             continue
-        negatives = rows[group < group.mean() - rows.size * unit * np.abs(group).max()]
+        negatives = rows[group < group.mean() - (stored + rows.size * summed) * np.abs(group).max()]
         surplus = 2 * negatives.size - rows.size  # |neg| − |pos|
         if surplus > 0:
             rng = np.random.default_rng(group_seed(seed, uids[rows[0]]))

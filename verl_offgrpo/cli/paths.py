@@ -7,7 +7,7 @@ import glob
 import os
 import re
 
-from verl_offgrpo.config.tilde_path_checks import unexpanded_home_paths
+from verl_offgrpo.config.tilde_path_checks import DATA_KEYS, keys_verl_reads, unexpanded_home_paths
 
 CONFIG_NAME = "off_grpo_trainer"
 
@@ -80,12 +80,13 @@ def local_path_notes(config, hints: dict[str, str] | None = None) -> list[str]:
                 hint = (f" (verl's placeholder: set {key} to your data; `python data_prep/gsm8k.py --output-dir "
                         f"~/data/gsm8k` writes $HOME/data/gsm8k/{DATA_PREP[key]})")
             notes.append(f"note: {key}={path} does not exist here{hint}")
+    for key in keys_verl_reads(config):  # the model paths written with ~ (the data files' are noted above)
+        for path in paths(key) if key not in DATA_KEYS else []:
+            if any(unexpanded_home_paths(path)):
+                notes.append(f"note: {key}={path}: verl does not expand ~ in paths; the model is "
+                             f"{os.path.expanduser(path)}: write that")
     for path in paths(MODEL_PATH_KEY):
-        if _REMOTE.match(path) or os.path.isdir(path):
-            continue
-        if any(unexpanded_home_paths(path)):
-            notes.append(f"note: {MODEL_PATH_KEY}={path}: verl does not expand ~ in paths; the model is "
-                         f"{os.path.expanduser(path)}: write that")
+        if _REMOTE.match(path) or os.path.isdir(path) or any(unexpanded_home_paths(path)):
             continue
         if _HUB_ID.match(path) and ".." not in path and not os.path.exists(path):
             notes.append(f"note: {MODEL_PATH_KEY}={path} is not a local directory; verl will try the Hugging Face "

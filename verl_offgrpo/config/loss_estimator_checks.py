@@ -401,6 +401,19 @@ def check_rows_leaving_denominator(config: Any, knobs: OffGRPOConfig, estimator:
         )
 
 
+#: the actor engines the plugin's losses and estimators were run with (CPU tests through verl's FSDP engine, GPU runs)
+TESTED_ACTORS = ("fsdp", "fsdp2")
+
+
+def warn_untested_actor(config: Any) -> None:
+    """One warning where the actor is not one of :data:`TESTED_ACTORS` (``model_engine=megatron``: verl runs the
+    plugin's registered loss there too, untested; at v > 1 :mod:`.sync_checks` refuses it)."""
+    strategy = _get(config, "actor_rollout_ref.actor.strategy", "fsdp")
+    if strategy not in TESTED_ACTORS:
+        logger.warning("off_grpo: actor_rollout_ref.actor.strategy=%s is untested with the plugin's losses and "
+                       "estimators (tested: %s); verl runs them as registered.", strategy, ", ".join(TESTED_ACTORS))
+
+
 def warn_masked_mini_batch_with_other_loss(config: Any, knobs: OffGRPOConfig, estimator: str) -> None:
     """With a loss other than the plugin's, a mini-batch whose rows all left the loss logs ``pg_loss`` NaN
     (verl's 0/0; its gradient is 0). The plugin's losses give exactly 0 there."""

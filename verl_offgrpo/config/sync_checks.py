@@ -62,7 +62,7 @@ def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPO
         raise SyncConfigError(
             f"{why} is implemented for actor_rollout_ref.actor.strategy in {FSDP_STRATEGIES} only (got {strategy!r}): "
             f"the check that each sync reached vLLM reads those actors' shards. Use {PREFIX}.sync_period=1 with this "
-            "actor (Megatron: your own yaml on verl's ppo_megatron_trainer, untested; the shipped one is FSDP's)."
+            "actor (untested with the plugin), or an FSDP actor."
         )
     if flag_at(config, "actor_rollout_ref.rollout.disaggregation.enabled", False):
         raise SyncConfigError(f"{why} is not supported with PD-disaggregated rollout: set "

@@ -48,6 +48,7 @@ from .loss_estimator_checks import (
     tell_verls_algorithm_under_the_plugin,
     untruncated_is_under_verls_loss,
     warn_idle_red_drop_seed,
+    warn_untested_actor,
     warn_masked_mini_batch_with_other_loss,
 )
 from .off_grpo import PREFIX, OffGRPOConfig
@@ -196,6 +197,7 @@ def _validate(config: Any) -> OffGRPOConfig:
         loss_estimator_checks.logger.warning(untruncated)
     if uses_estimator or uses_loss:  # at v > 1 (and with a reference reset) the v0 manager is required, not advised
         tell_v0_without_manager(config)
+        warn_untested_actor(config)
     else:
         tell_verls_algorithm_under_the_plugin(config)
     if uses_loss and rec_eps is not None:  # which REC/RED option runs: never before an error that stops the job
