@@ -78,6 +78,12 @@ def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPO
         logger.info("off_grpo: %s.keep_weights=no_sleep: the V1 trainer sets actor_rollout_ref.rollout.free_cache_engine="
                     "false, so vLLM keeps its weights and KV cache on the GPU through every update.", PREFIX)
     sleeps = flag_at(config, "actor_rollout_ref.rollout.enable_sleep_mode", True)
+    if knobs.rollout_schedule == "window" and free_cache_engine and not sleeps:  # keep_weights changes nothing there
+        raise SyncConfigError(
+            f"{why} with {PREFIX}.rollout_schedule=window puts vLLM to sleep between windows, which "
+            "actor_rollout_ref.rollout.enable_sleep_mode=false cannot: set it true, or set "
+            "actor_rollout_ref.rollout.free_cache_engine=false (vLLM then keeps its memory through every update)."
+        )
     if knobs.keep_weights == "sleep_level1" and free_cache_engine and not sleeps:
         raise SyncConfigError(
             f"{why}: actor_rollout_ref.rollout.enable_sleep_mode=false cannot sleep vLLM at level 1; set it true, "
