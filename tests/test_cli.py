@@ -465,3 +465,22 @@ def test_what_this_machine_lacks_follows_the_whole_chain_and_names_its_innermost
             exec(code)
         except ValueError as err:
             assert _what_this_machine_lacks(err)[0] == name
+
+
+def test_check_takes_your_own_yaml_as_compose_does(capsys):
+    """``check --config-path DIR --config-name NAME [overrides]`` (was a usage error naming every override): the
+    yaml is validated as compose validates it, the report names it; a rejected one fails with compose's line."""
+    from verl_offgrpo.cli.main import main
+
+    verl_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+    own = ["--config-path", verl_dir, "--config-name", "ppo_trainer"]
+    assert main(["check", *own, *BASE, VLLM, "algorithm.adv_estimator=grpo"]) == 0
+    out = capsys.readouterr().out
+    assert f"config: {verl_dir}/ppo_trainer.yaml + {len(BASE) + 2} overrides — selects the plugin: no" in out
+    assert "validated as compose validates it: passed" in out
+    assert main(["check", *own, *BASE, VLLM, "algorithm.adv_estimator=off_grpo", "actor_rollout_ref.rollout.n=1"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith(
+        "off_grpo config error: actor_rollout_ref.rollout.n=1 with algorithm.adv_estimator=off_grpo")
+    with pytest.raises(SystemExit) as usage:  # compose's rule: the two go together
+        main(["check", "--config-path", verl_dir, *BASE])
+    assert usage.value.code == 64

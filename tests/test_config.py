@@ -143,7 +143,10 @@ REJECTED = [
     (["algorithm.off_grpo.rollout_schedule=windowed"], "rollout_schedule must be one of"),
     (["algorithm.off_grpo=5"], r"^algorithm\.off_grpo=5 replaces a section of the plugin's config"),
     # groups of one: no group statistics
-    (["actor_rollout_ref.rollout.n=1"], r"rollout.n=1 with algorithm.adv_estimator=off_grpo.*>= 2"),
+    (["actor_rollout_ref.rollout.n=1"], r"rollout.n=1 with algorithm.adv_estimator=off_grpo: a group of one response "
+                                        r"has no group mean or std.*>= 2"),
+    (["actor_rollout_ref.rollout.n=0"], r"rollout.n=0 with algorithm.adv_estimator=off_grpo: no response per prompt "
+                                        r"leaves no group mean or std.*>= 2"),
     # the window runs in the V1 mode off_grpo_sync
     (["algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.sync_period=4", "trainer.use_v1=false",
       V0_MANAGER], "rollout_schedule=window runs in the V1 trainer mode off_grpo_sync only"),
@@ -1345,3 +1348,23 @@ def test_an_actor_the_plugin_was_not_tested_with_is_one_warning(caplog):
     with pytest.raises(OffGRPOConfigError, match=r"only \(got 'megatron'\): .* Use algorithm.off_grpo.sync_period=1 "
                                                  r"with this actor \(untested with the plugin\), or an FSDP actor.$"):
         validate(composed("model_engine=megatron", "algorithm.off_grpo.sync_period=10"))
+
+
+@pytest.mark.parametrize("n, says", [(8, "verl's grpo advantage (r − mean)/(std + 1e-6), without the zero-variance mask"),
+                                     (1, "verl's grpo advantage, which for groups of one (rollout.n=1) is the reward r "
+                                         "itself")])
+def test_the_plugins_loss_over_verls_grpo_says_which_advantage_runs(caplog, n, says):
+    """verl's grpo gives a group of one mean 0 and std 1 (A = r), not (r − mean)/(std + ε)."""
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+    import numpy as np
+    import torch
+
+    if n == 1:  # what the line stands on: verl 0.9.1's grpo for a group of one
+        adv, _ = compute_grpo_outcome_advantage(torch.tensor([[0.0, 0.7]]), torch.ones(1, 2), np.array(["u"]))
+        assert torch.allclose(adv, torch.tensor([[0.7, 0.7]]))
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        validate(composed("algorithm.adv_estimator=grpo", f"actor_rollout_ref.rollout.n={n}"))
+    assert [r.getMessage() for r in caplog.records if "the loss runs on" in r.getMessage()] == [
+        f"off_grpo: policy_loss.loss_mode=off_grpo with algorithm.adv_estimator=grpo: the loss runs on {says}; "
+        "algorithm.off_grpo.std_eps, std_unbiased and zero_var_mask do not apply (adv_estimator=off_grpo for the "
+        "paper's advantage)."]

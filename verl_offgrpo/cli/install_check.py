@@ -43,6 +43,8 @@ class _Findings:
     """What :func:`check` found, in the order it reports it; ``problems`` make it exit 1."""
 
     overrides: list[str]
+    config_path: str | None = None  # your own yaml (compose's --config-path/--config-name), else the shipped one
+    config_name: str | None = None
     problems: list[str] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
     entry_points: list[Any] = dataclasses.field(default_factory=list)
@@ -89,8 +91,9 @@ def _find_plugin_loaded(found: _Findings) -> None:
 def _find_config(found: _Findings) -> None:
     """The shipped yaml + overrides, validated as compose validates it when there are overrides (its exit code
     and one-line error); the trainer it runs."""
-    if found.overrides:
-        found.config_code, found.config_error, found.config = validate(list(found.overrides))
+    source = {"config_path": found.config_path, "config_name": found.config_name}
+    if found.overrides or found.config_path:
+        found.config_code, found.config_error, found.config = validate(list(found.overrides), **source)
     else:
         try:
             found.config = compose([])
@@ -217,13 +220,14 @@ def _report(found: _Findings, verbose: bool = False) -> None:
         given = ""
         if overrides:
             given = " + " + (" ".join(overrides) if verbose else _plural(len(overrides), "override"))
-        print(f"  config: {CONFIG_NAME}.yaml{given} — selects the plugin: "
+        yaml = (os.path.join(found.config_path, found.config_name) if found.config_path else CONFIG_NAME) + ".yaml"
+        print(f"  config: {yaml}{given} — selects the plugin: "
               f"{'yes' if config_selects(config) else 'no'}; trainer: "
               f"{'V1 ' + str(found.mode) if found.use_v1 else 'v0 (use_v1=false)'}; "
               + ("validated as compose validates it: " + ("passed" if not found.config_code else
                                                          "not finished here (last line)" if unchecked
                                                          else "FAILED (last line)")
-                 if overrides else "not validated (`check <overrides>` validates them as compose does)"), file=out)
+                 if overrides or found.config_path else "not validated (`check <overrides>` validates them as compose does)"), file=out)
     for note in found.notes:
         print(f"  note: {note}", file=out)
     if verbose:
@@ -271,7 +275,8 @@ def _report_details(found: _Findings, out) -> None:
     print(f"  config file: {os.path.join(config_dir(), CONFIG_NAME + '.yaml')}", file=out)
 
 
-def check(overrides: list[str] | None = None, verbose: bool = False) -> int:
+def check(overrides: list[str] | None = None, verbose: bool = False, config_path: str | None = None,
+          config_name: str | None = None) -> int:
     """Import verl (which loads the ``verl.plugins`` entry points) and report, with proof, what the
     plugin registered and patched in this process, for the shipped config plus ``overrides``: by default
     the verdict, the versions, the config and a count of what was checked; with ``verbose`` (``check -v``)
@@ -282,10 +287,11 @@ def check(overrides: list[str] | None = None, verbose: bool = False) -> int:
     trainer mode needs the TransferQueue package). Given ``overrides``, the config is also validated as
     :func:`~verl_offgrpo.cli.compose.dry_run` validates it (:func:`~verl_offgrpo.cli.compose.validate`): a
     config it rejects fails the check with its one-line error, last, and its exit code (2, 3, 4, 5 or 6); without
-    them it is not (the shipped yaml alone has ``???`` values)."""
+    them it is not (the shipped yaml alone has ``???`` values). ``config_path``/``config_name``: your own yaml, as
+    compose takes it (then validated, overrides or not)."""
     from verl_offgrpo import patches
 
-    found = _Findings(overrides=list(overrides or []))
+    found = _Findings(overrides=list(overrides or []), config_path=config_path, config_name=config_name)
     for find in (_find_plugin_loaded, _find_config, _find_registrations, _find_patches, _find_internals, _find_vllm):
         find(found)
     if patches.disabled():  # on purpose: what it leaves unregistered and unpatched is what the switch does

@@ -1,20 +1,22 @@
 """``python -m verl_offgrpo``: self-check, the shipped config's location, a dry composition.
 
-    python -m verl_offgrpo check [-v] [overrides]  # the verdict and any problems; exit 1 if the plugin is not
+    python -m verl_offgrpo check [-v] [--config-path DIR --config-name NAME] [overrides]
+                                                   # the verdict and any problems; exit 1 if the plugin is not
                                                    # usable here; -v lists each registration, patch (live?) and
-                                                   # verl internal; with overrides, also compose's validation
+                                                   # verl internal; with overrides (or your yaml), also compose's
+                                                   # validation
     python -m verl_offgrpo config-dir              # directory of off_grpo_trainer.yaml (for --config-path)
     python -m verl_offgrpo compose [--config-path DIR --config-name NAME] [overrides]
                                                    # compose + validate the full training config (the shipped
                                                    # yaml, or your own as main_ppo takes it), print it; notes
                                                    # data/model paths that do not exist here
 
-Exit codes: 0 fine; 1 the plugin is not usable here (not loaded, a patch or package missing); 2 the
-plugin's checks reject the config; 3 a mandatory ``???`` value is still unset; 4 hydra cannot compose
-the config or verl's ``validate_config`` rejects it; 5 a value cannot be read (a ``${...}`` that does not
+Exit codes: 0 fine; 1 the plugin is not usable here (turned off, not loaded, a patch or the TransferQueue missing); 2
+the plugin's checks reject the config; 3 a mandatory ``???`` value is still unset; 4 hydra cannot compose
+the config, or verl's ``validate_config`` or its workers' ``RolloutConfig`` rejects it; 5 a value cannot be read (a ``${...}`` that does not
 resolve, a section set to null); 6 verl's ``validate_config`` needs what this machine lacks for the config
-(vLLM installed, the model hub): not checked here; 64 a usage error (an unknown flag: ``check`` takes hydra
-overrides only, ``compose`` also ``--config-path``/``--config-name``).
+(vLLM installed, the model hub): not checked here; 64 a usage error (an unknown flag: ``check`` and ``compose``
+take hydra overrides and ``--config-path``/``--config-name`` only).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from .quiet import quiet_verl_imports
 
 #: exit code of a usage error (BSD sysexits' EX_USAGE): argparse's own 2 is the plugin's checks' code here
 EX_USAGE = 64
-_OVERRIDES_ONLY = ("hydra overrides only (key=value; compose also --config-path/--config-name), not hydra's other "
+_OVERRIDES_ONLY = ("hydra overrides only (key=value; and --config-path/--config-name), not hydra's other "
                    "flags (--cfg, ...); hydra's "
                    "composition without the checks is main_ppo's --cfg job: python -m verl.trainer.main_ppo "
                    "--config-path \"$(python -m verl_offgrpo config-dir)\" --config-name off_grpo_trainer "
@@ -56,20 +58,25 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p_check = sub.add_parser(
         "check", help="whether the plugin is usable here: the verdict and any problems (-v: each registration, patch "
-        "and verl internal checked); exit 1 if the plugin is not usable or the config needs a package that is missing; "
-        "with overrides, also compose's validation of the shipped yaml + overrides (compose's one-line error and exit "
+        "and verl internal checked); exit 1 if the plugin is not usable here (its V1 trainer mode needs the TransferQueue); "
+        "with overrides (or your yaml), also compose's validation of the yaml + overrides (compose's one-line error and exit "
         "code 2/3/4/5/6; no yaml)",
         description="Self-check: the plugin's registrations, patches and versions, for the shipped yaml (+ overrides): "
         "the verdict, the versions, the config and any problems (in full), or with -v everything checked; "
-        "exit 1 if the plugin is not usable here or the config needs a package that is missing. Given overrides, "
-        "check also validates the config exactly as compose does (same one-line error, same exit code 2/3/4/5/6; the "
-        "yaml is not printed); without overrides the config is not validated (the shipped yaml alone is not "
+        "exit 1 if the plugin is not usable here (its V1 trainer mode needs the TransferQueue). Given overrides or "
+        "your yaml (--config-path/--config-name, as compose), check also validates the config exactly as compose does "
+        "(same one-line error, same exit code 2/3/4/5/6: 6 where verl's checks need what this machine lacks, e.g. vLLM "
+        "for LoRA; the yaml is not printed); without them the config is not validated (the shipped yaml alone is not "
         "runnable). Takes " + _OVERRIDES_ONLY)
     p_check.add_argument("-v", "--verbose", action="store_true",
                          help="list each registration, patch target (live in this process?) and verl internal the "
                          "check looked at; by default only the verdict, the versions, the config and any problems "
                          "(problems are always printed in full)")
-    p_check.add_argument("overrides", nargs="*", help="hydra overrides of the shipped yaml, as for compose/main_ppo")
+    for p in (p_check,):  # your own yaml, as compose takes it
+        p.add_argument("--config-path", metavar="DIR", help="the directory of your yaml, absolute (as compose)")
+        p.add_argument("--config-name", metavar="NAME", help="your yaml's name (with --config-path)")
+    p_check.add_argument("overrides", nargs="*", help="hydra overrides of the shipped yaml (or yours), as for "
+                         "compose/main_ppo")
     sub.add_parser("config-dir", help="print the directory of the shipped yaml")
     p_compose = sub.add_parser(
         "compose", help="compose + validate the training config (no GPU), print it",
@@ -100,12 +107,12 @@ def main(argv: list[str] | None = None) -> int:
         print(config_dir())
         return 0
     quiet_verl_imports()  # before verl is imported
-    if args.command == "check":
-        return check(args.overrides, verbose=args.verbose)
     if bool(args.config_path) != bool(args.config_name):
         parser.error("--config-path and --config-name go together (your yaml's directory and name); without "
                      "them compose reads the shipped yaml")
     if args.config_path and not os.path.isabs(os.path.expanduser(args.config_path)):
         parser.error(f"--config-path {args.config_path} is relative, which main_ppo (hydra) reads from "
                      f"verl/trainer/, not from here: pass an absolute path, e.g. \"$(pwd)/{args.config_path}\"")
+    if args.command == "check":
+        return check(args.overrides, verbose=args.verbose, config_path=args.config_path, config_name=args.config_name)
     return dry_run(args.overrides, dict(args.path_hint), args.config_path, args.config_name)

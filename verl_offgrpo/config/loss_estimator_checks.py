@@ -79,16 +79,20 @@ def check_group_size(config: Any, estimator: str) -> None:
         )
     if n < 2:
         raise OffGRPOConfigError(
-            f"actor_rollout_ref.rollout.n={n} with algorithm.adv_estimator={estimator}: a group of one "
-            "response has no group mean or std to compare against (nor negatives to drop); set "
+            f"actor_rollout_ref.rollout.n={n} with algorithm.adv_estimator={estimator}: "
+            + ("a group of one response has" if n == 1 else "no response per prompt leaves")
+            + " no group mean or std to compare against (nor negatives to drop); set "
             "actor_rollout_ref.rollout.n to the group size, >= 2 (e.g. 8)."
         )
 
 
 def tell_loss_over_other_estimator(config: Any, loss_mode: str) -> None:
     estimator = _get(config, "algorithm.adv_estimator")
+    singletons = written_value(config, "actor_rollout_ref.rollout.n", 2) == 1  # verl: mean 0, std 1 for one
     what = (
-        "verl's grpo advantage (r − mean)/(std + 1e-6), without the zero-variance mask"
+        "verl's grpo advantage, which for groups of one (rollout.n=1) is the reward r itself"
+        if estimator == "grpo" and singletons
+        else "verl's grpo advantage (r − mean)/(std + 1e-6), without the zero-variance mask"
         if estimator == "grpo"
         else f"verl's {estimator!r} advantage"
     )

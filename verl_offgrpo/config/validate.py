@@ -32,6 +32,7 @@ from . import (
 )
 from .engine_kwargs_checks import refuse_engine_kwargs_overrides
 from .final_outputs_checks import resolve_final_outputs
+from .legacy_reward_keys import refuse_legacy_reward_keys
 from .tilde_path_checks import check_paths_verl_reads
 from .data_source_checks import check_data_sources_verl_can_score
 from .loss_estimator_checks import (
@@ -161,6 +162,7 @@ def _validate(config: Any) -> OffGRPOConfig:
         check_passes(config)
         check_sampler(config)
         check_custom_reward_function(config)
+    refuse_legacy_reward_keys(config)  # every selecting job: before the scorer check, which names reward.* keys
     check_paths_verl_reads(config)  # every selecting job: verl reads its data and model paths as written
     check_data_sources_verl_can_score(config)  # every selecting job: verl's estimator too reaches the scorer
     if uses_estimator:
