@@ -52,8 +52,9 @@ def test_a_selecting_job_setting_a_legacy_key_is_refused_in_one_line(override, s
         validate_as_main_ppo(shipped_config("custom_reward_function.path=/r.py", "custom_reward_function.name=f"))
 
 
-def test_the_yamls_nulls_and_plain_verl_are_left_alone():
+def test_the_yamls_nulls_plain_verl_and_keys_verl_does_not_define_are_left_alone():
     validate_as_main_ppo(shipped_config())  # every legacy value null
+    validate_as_main_ppo(shipped_config("+reward_model.tau=0.5"))  # not verl's: another package's key
     validate_as_main_ppo(verl_config("custom_reward_function.path=pkg://verl_offgrpo.rewards",
                                      "custom_reward_function.name=compute_score"))
     assert set(RENAMED) >= {"custom_reward_function.", "reward_model.reward_manager", "sandbox_fusion."}

@@ -1172,7 +1172,7 @@ def test_a_window_without_vllm_sleep_mode_needs_vllm_awake_through_the_updates()
     """The window puts vLLM to sleep between windows (verl's ``sleep`` while ``free_cache_engine``), which an engine
     started with ``enable_sleep_mode=false`` cannot; ``keep_weights=no_sleep`` does not change that in a window (the
     per_step refusal's advice): one line naming what does; with ``free_cache_engine=false`` it runs."""
-    from _overrides import shipped_config, validate_as_main_ppo
+    from _overrides import shipped_config
 
     no_sleep_mode = ("algorithm.off_grpo.sync_period=10", "+actor_rollout_ref.rollout.enable_sleep_mode=false")
     said = (r"with algorithm.off_grpo.rollout_schedule=window puts vLLM to sleep between windows, which "
@@ -1180,8 +1180,8 @@ def test_a_window_without_vllm_sleep_mode_needs_vllm_awake_through_the_updates()
             r"actor_rollout_ref.rollout.free_cache_engine=false \(vLLM then keeps its memory through every update\).$")
     for extra in ((), ("algorithm.off_grpo.keep_weights=no_sleep",), ("algorithm.off_grpo.rollout_schedule=window",)):
         with pytest.raises(OffGRPOConfigError, match=said):
-            validate_as_main_ppo(shipped_config(*no_sleep_mode, *extra))
-    validate_as_main_ppo(shipped_config(*no_sleep_mode, "actor_rollout_ref.rollout.free_cache_engine=false"))
+            validate_off_grpo_config(shipped_config(*no_sleep_mode, *extra))
+    validate_off_grpo_config(shipped_config(*no_sleep_mode, "actor_rollout_ref.rollout.free_cache_engine=false"))
     with pytest.raises(OffGRPOConfigError, match=r"cannot sleep vLLM at level 1; set it true, or use "
                                                  r"algorithm.off_grpo.keep_weights=no_sleep.$"):  # per_step's own
-        validate_as_main_ppo(shipped_config(*no_sleep_mode, "algorithm.off_grpo.rollout_schedule=per_step"))
+        validate_off_grpo_config(shipped_config(*no_sleep_mode, "algorithm.off_grpo.rollout_schedule=per_step"))

@@ -35,6 +35,10 @@ RENAMED = {
 }
 
 
+#: keys of ``legacy_reward_impl.yaml`` that the migration drops (no counterpart under ``reward.``)
+DROPPED = frozenset({"reward_model.model.external_lib", "reward_model.model.trust_remote_code"})
+
+
 def verls_key_for(legacy: str) -> Optional[str]:
     """The key verl 0.9.1 reads for ``legacy`` (:data:`RENAMED`), None where it has none."""
     if legacy in RENAMED:
@@ -45,7 +49,8 @@ def verls_key_for(legacy: str) -> Optional[str]:
 
 def set_legacy_values(config: Any) -> list[str]:
     """The dotted legacy keys of ``config`` (an omegaconf config) holding a value that is not null (sections
-    excepted), in the yaml's order."""
+    excepted), in the yaml's order: those verl's migration moves (:data:`RENAMED`) or drops (:data:`DROPPED`); a key
+    appended there that neither names (``+reward_model.tau``) is not verl's, and left alone."""
     from omegaconf import DictConfig, ListConfig
 
     found = []
@@ -54,6 +59,8 @@ def set_legacy_values(config: Any) -> list[str]:
             continue
         if isinstance(node, DictConfig) and not node._is_none():
             continue  # a section: its leaves are visited
+        if path not in DROPPED and verls_key_for(path) is None:
+            continue
         if not node._is_none() and not node._is_missing() and not (isinstance(node, ListConfig) and len(node) == 0):
             found.append(path)
     return found
@@ -76,4 +83,4 @@ def refuse_legacy_reward_keys(config: Any) -> None:
     )
 
 
-__all__ = ["LEGACY_SECTIONS", "RENAMED", "refuse_legacy_reward_keys", "set_legacy_values", "verls_key_for"]
+__all__ = ["DROPPED", "LEGACY_SECTIONS", "RENAMED", "refuse_legacy_reward_keys", "set_legacy_values", "verls_key_for"]
