@@ -1,6 +1,7 @@
 """Shared code of the data_prep scripts: CLI, record sources, verl rows, atomic parquet writes.
 
-Every script has the same CLI (``--local-dir``, ``--output-dir``) and the same flow: read the raw
+Every script that reads a dataset has the same CLI (``--local-dir``, ``--output-dir``; ``arithmetic.py`` generates
+its rows and takes ``--output-dir`` only) and the same flow: read the raw
 records of every split (from the hub with ``datasets``, or from local JSON Lines files), turn each
 into a verl row, and only when all rows of all splits are built, write one parquet file per split.
 Any bad record stops the script with a :class:`DataPrepError` naming the file and line (or hub

@@ -81,14 +81,18 @@ SHARED_ARGS=(
     "trainer.nnodes=${NNODES:-1}"
 )
 
+# A path as the shell would expand it: a leading ~ (a quoted DATA_DIR='~/data/gsm8k' keeps it) is $HOME; verl
+# reads paths as written, and hydra's override grammar refuses a bare ~.
+home_path() { local p=$1; printf '%s' "${p/#\~/$HOME}"; }
+
 # GSM8K with Qwen2.5-0.5B-Instruct; data from data_prep/gsm8k.py; verl's built-in GSM8K scorer.
 gsm8k_task() {
-    local data=${DATA_DIR:-$HOME/data/gsm8k}
+    local data; data=$(home_path "${DATA_DIR:-$HOME/data/gsm8k}")
     PATH_HINTS=()
     prep_hint "$data/train.parquet" gsm8k.py "$data" DATA_DIR
     prep_hint "$data/test.parquet" gsm8k.py "$data" DATA_DIR
     TASK_ARGS=(
-        "actor_rollout_ref.model.path=${MODEL_PATH:-Qwen/Qwen2.5-0.5B-Instruct}"
+        "actor_rollout_ref.model.path=$(home_path "${MODEL_PATH:-Qwen/Qwen2.5-0.5B-Instruct}")"
         "data.train_files=$data/train.parquet"
         "data.val_files=$data/test.parquet"
         data.train_batch_size=1024
@@ -109,18 +113,20 @@ gsm8k_task() {
 # DeepScaleR with DeepSeek-R1-Distill-Qwen-1.5B; data from data_prep/{deepscaler,aime24,math500}.py;
 # validation on AIME24 + MATH-500; math-verify reward from verl_offgrpo.rewards.
 deepscaler_task() {
-    local data=${DATA_DIR:-$HOME/data/deepscaler} aime=${AIME24_DIR:-$HOME/data/aime24}
-    local math500=${MATH500_DIR:-$HOME/data/math500}
+    local data aime math500
+    data=$(home_path "${DATA_DIR:-$HOME/data/deepscaler}") aime=$(home_path "${AIME24_DIR:-$HOME/data/aime24}")
+    math500=$(home_path "${MATH500_DIR:-$HOME/data/math500}")
     PATH_HINTS=()
     prep_hint "$data/train.parquet" deepscaler.py "$data" DATA_DIR
     prep_hint "$aime/test.parquet" aime24.py "$aime" AIME24_DIR
     prep_hint "$math500/test.parquet" math500.py "$math500" MATH500_DIR
     TASK_ARGS=(
-        "actor_rollout_ref.model.path=${MODEL_PATH:-deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B}"
+        "actor_rollout_ref.model.path=$(home_path "${MODEL_PATH:-deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B}")"
         "data.train_files=$data/train.parquet"
         "data.val_files=[$aime/test.parquet,$math500/test.parquet]"
         reward.custom_reward_function.path=pkg://verl_offgrpo.rewards
         reward.custom_reward_function.name=compute_score
+        +reward.custom_reward_function.reward_kwargs.require_think_end=true
         data.train_batch_size=128
         data.max_prompt_length=1024
         data.max_response_length=8192

@@ -260,7 +260,8 @@ def test_deepscaler_recipes_data_and_reward(composed, name, how):
     env_dir, cfg = composed[name, how]
     assert cfg["data"]["train_files"] == f"{env_dir}/data/train.parquet"
     assert cfg["data"]["val_files"] == [f"{env_dir}/aime/test.parquet", f"{env_dir}/math500/test.parquet"]
-    assert cfg["reward"]["custom_reward_function"] == {"path": "pkg://verl_offgrpo.rewards", "name": "compute_score"}
+    assert cfg["reward"]["custom_reward_function"] == {"path": "pkg://verl_offgrpo.rewards", "name": "compute_score",
+                                                       "reward_kwargs": {"require_think_end": True}}  # R1-Distill
     assert cfg["data"]["max_response_length"] == 8192
     assert cfg["actor_rollout_ref"]["rollout"]["n"] == 8
 
@@ -270,6 +271,19 @@ def test_user_override_of_a_recipe_knob_wins(composed, how):
     _, cfg = composed["knob_override", how]
     assert cfg["algorithm"]["off_grpo"]["sync_period"] == 4
     assert cfg["trainer"]["experiment_name"] == "gsm8k_offpolicy_v10"
+
+
+@pytest.mark.parametrize("written, expanded", [("~/data/gsm8k", "/h/data/gsm8k"), ("~", "/h"),
+                                               ("/abs/~/x", "/abs/~/x"), ("Qwen/Qwen2.5-0.5B-Instruct",
+                                                                         "Qwen/Qwen2.5-0.5B-Instruct")])
+def test_a_leading_tilde_in_a_recipe_path_is_home(written, expanded):
+    """``DATA_DIR='~/data/gsm8k'`` (quoted, as docs/recipes.md's table once read): the recipes read a leading ``~``
+    as ``$HOME`` (hydra's grammar refuses a bare ``~`` in a value; verl would read it as written)."""
+    import subprocess
+
+    done = subprocess.run(["bash", "-c", f'source {RECIPES / "_common.sh"}; home_path "$0"', written],
+                          capture_output=True, text=True, env={**os.environ, "HOME": "/h"}, timeout=30)
+    assert done.returncode == 0 and done.stdout == expanded, done.stderr
 
 
 def test_config_dir_helper():

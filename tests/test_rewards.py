@@ -147,6 +147,47 @@ def test_r1_style_response_scores_the_text_after_think(aime24):
     assert answer_region("no think tags") == "no think tags"
 
 
+@pytest.mark.parametrize("response", [
+    "<think>\nSo the final answer is 204. Hmm, let me double-check with s = 3: then t = 36",  # cut in its reasoning
+    "<think>\nMaybe \\boxed{204}? Wait, let me recheck: s = 3, t = 36",
+    "<think>a</think>\\boxed{7}<think>\nso the final answer is 204",  # a second block, never closed
+    "</think>\\boxed{204",  # the final box cut before its brace closes
+    "</think>The answer is \\boxed{\\frac{204}{1}",
+])
+def test_an_answer_cut_off_by_the_length_cap_scores_zero(response):
+    """A response that hit the length cap inside its reasoning or inside its final box holds no answer, though an
+    answer appears in it (DeepScaleR's reward gives such a response 0 too): 0.0, from any thread."""
+    assert compute_score("aime24", response, "204") == 0.0
+    with ThreadPoolExecutor(1) as ex:
+        assert ex.submit(compute_score, "aime24", response, "204").result() == 0.0
+
+
+def test_require_think_end_for_templates_that_open_think_in_the_prompt():
+    """DeepSeek-R1-Distill's chat template opens ``<think>`` in the prompt: its response has ``</think>`` only, and
+    one cut off has neither. With ``require_think_end`` (the DeepScaleR recipes, through verl's reward_kwargs) that
+    scores 0.0; without it the whole text is the answer region (models that do not think); a finished answer and a
+    closed box nested in braces score 1.0 either way."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    cut = "So the final answer is \\boxed{204}. Wait, s = 3"
+    done = "s = 3 works.</think>The answer is \\boxed{\\frac{408}{2}}."
+    assert compute_score("aime24", cut, "204") == 1.0
+    assert compute_score("aime24", cut, "204", require_think_end=True) == 0.0
+    assert compute_score("aime24", done, "204", require_think_end=True) == 1.0
+    cfg = OmegaConf.create({"reward": {"custom_reward_function": {
+        "path": "pkg://verl_offgrpo.rewards", "name": "compute_score", "reward_kwargs": {"require_think_end": True}}}})
+    fn = get_custom_reward_fn(cfg)
+    assert fn(data_source="aime24", solution_str=cut, ground_truth="204", extra_info={}) == 0.0
+    assert fn(data_source="aime24", solution_str=done, ground_truth="204", extra_info={}) == 1.0
+
+
+def test_the_deepscaler_recipes_require_think_end():
+    text = (Path(__file__).resolve().parents[1] / "recipes" / "_common.sh").read_text()
+    task = text[text.index("deepscaler_task()"):]
+    assert "+reward.custom_reward_function.reward_kwargs.require_think_end=true" in task[:task.index("\n}")]
+
+
 def test_deepscaler_fixture_answers(tmp_path_factory):
     rows = prepared(tmp_path_factory, "deepscaler", FIXTURES / "deepscaler", split="train")
     assert [score(r, r["extra_info"]["solution"]) for r in rows] == [1.0] * 5
@@ -274,6 +315,18 @@ def test_helper_that_cannot_start_fails_loudly(monkeypatch):
     monkeypatch.setattr(_worker, "_pool", pool)
     with ThreadPoolExecutor(1) as ex, pytest.raises(_worker.HelperStartError, match="failed to start"):
         ex.submit(compute_score, "math500", "\\boxed{5}", "5").result()
+
+
+@pytest.mark.parametrize("written", ["abc", "2.5", "0", "-1", ""])
+def test_a_bad_pool_size_is_loud_not_a_zero_reward_or_a_hang(monkeypatch, written):
+    """``VERL_OFFGRPO_REWARD_WORKERS`` not an integer >= 1: every check raises HelperStartError naming it (it scored
+    every response 0.0, or with 0 waited for a helper slot forever)."""
+    monkeypatch.setenv(_worker.POOL_SIZE_ENV, written)
+    monkeypatch.setattr(_worker, "_pool", None)
+    with ThreadPoolExecutor(1) as ex, pytest.raises(_worker.HelperStartError, match=f"^{_worker.POOL_SIZE_ENV}="):
+        ex.submit(compute_score, "math500", "\\boxed{5}", "5").result(timeout=30)
+    monkeypatch.setenv(_worker.POOL_SIZE_ENV, " 2 ")
+    assert _worker.pool_size() == 2
 
 
 def test_alarm_restores_a_running_timer():

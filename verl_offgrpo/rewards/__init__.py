@@ -6,7 +6,8 @@ Use with verl::
     reward.custom_reward_function.name=compute_score
 
 :func:`compute_score` sends GSM8K (``data_source="openai/gsm8k"``) to verl's own strict ``#### n``
-scorer, the synthetic ``arithmetic/<task>`` rows of ``data_prep/arithmetic.py`` to the last integer
+scorer (a plain number right after ``#### `` in the last 300 characters: ``#### 18.00``, ``#### $18`` and
+``#### 18.`` score 0, as in verl), the synthetic ``arithmetic/<task>`` rows of ``data_prep/arithmetic.py`` to the last integer
 of the response (:mod:`.last_integer`), and MATH-500 / AIME24 / DeepScaleR to math-verify
 (:mod:`.math_verify_reward`), with a
 timeout that also holds in verl's reward threads (:mod:`._worker`). Importing this package is

@@ -138,12 +138,28 @@ _pool: WorkerPool | None = None
 _pool_lock = threading.Lock()
 
 
+def pool_size(environ=os.environ) -> int:
+    """``$VERL_OFFGRPO_REWARD_WORKERS`` (default 4); :class:`HelperStartError` for a value that is not an integer
+    >= 1 (no check could run: loud, never a reward of 0 or a wait that never ends)."""
+    written = environ.get(POOL_SIZE_ENV)
+    if written is None:
+        return DEFAULT_POOL_SIZE
+    try:
+        size = int(written.strip())
+    except ValueError:
+        size = 0
+    if size < 1:
+        raise HelperStartError(f"{POOL_SIZE_ENV}={written!r} must be an integer >= 1 (the math-verify helper "
+                               f"processes a reward process runs at once; unset: {DEFAULT_POOL_SIZE}).")
+    return size
+
+
 def get_pool() -> WorkerPool:
-    """The process-wide pool (size from ``$VERL_OFFGRPO_REWARD_WORKERS``, default 4)."""
+    """The process-wide pool (size :func:`pool_size`)."""
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = WorkerPool(int(os.environ.get(POOL_SIZE_ENV, DEFAULT_POOL_SIZE)))
+            _pool = WorkerPool(pool_size())
             atexit.register(_pool.close)
         return _pool
 

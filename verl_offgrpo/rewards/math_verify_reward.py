@@ -1,6 +1,7 @@
 """math-verify reward for answers in ``\\boxed{}`` (MATH-500, AIME24, DeepScaleR).
 
-The response's final answer (in an R1-style response, the text after the last ``</think>``) is
+The response's final answer (in an R1-style response, the text after the last ``</think>``; none where the
+reasoning or the final ``\\boxed{`` was cut off, :func:`answer_region`, :func:`ends_in_an_open_box`) is
 parsed with ``math_verify.parse`` and compared with the ground truth by ``math_verify.verify``, so
 equal values written differently score 1.0: ``\\frac{1}{2}`` and ``0.5``, ``\\boxed{025}`` and
 ``25``, ``3\\sqrt{13}`` and ``\\sqrt{117}``; a number in ``\\text{}`` (``\\boxed{\\textbf{073}}``) is unwrapped
@@ -32,6 +33,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 10.0
 
 THINK_END = "</think>"
+THINK_START = "<think>"
+#: the commands whose argument is a final answer; one left open (cut off by the length cap) is no answer
+_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 
 
 class CheckTimeout(BaseException):
@@ -39,10 +43,30 @@ class CheckTimeout(BaseException):
     blocks (which turn errors into "no match") do not swallow it."""
 
 
-def answer_region(solution_str: str) -> str:
-    """The part of a response that holds its final answer: after the last ``</think>``, if any."""
+def answer_region(solution_str: str, require_think_end: bool = False) -> str:
+    """The part of a response that holds its final answer: after the last ``</think>``, if any; empty (no answer)
+    where a ``<think>`` after it is never closed (reasoning cut off by the length cap), or with ``require_think_end``
+    where there is no ``</think>`` at all (a model whose chat template opens ``<think>`` in the prompt, as
+    DeepSeek-R1-Distill's does: a response without it is unfinished reasoning, as DeepScaleR's reward reads it)."""
     head, sep, tail = solution_str.rpartition(THINK_END)
+    if THINK_START in tail or (require_think_end and not sep):
+        return ""
     return tail if sep else solution_str
+
+
+def ends_in_an_open_box(region: str) -> bool:
+    """Whether the last ``\\boxed{`` (or ``\\fbox{``) of ``region`` is never closed: the answer was cut off."""
+    opened = None
+    for opened in _BOX.finditer(region):
+        pass
+    if opened is None:
+        return False
+    depth = 1
+    for char in region[opened.end():]:
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if depth == 0:
+            return False
+    return True
 
 
 #: a plain number, bare or in parentheses, inside a text-style LaTeX command (``\\text{073}``, ``\\textbf{(073)}``,
@@ -112,8 +136,15 @@ def verify_with_alarm(solution_str: str, ground_truth: str, timeout: float) -> f
             signal.setitimer(signal.ITIMER_REAL, left, old_interval)
 
 
-def math_verify_score(solution_str: str, ground_truth: str, timeout: float = DEFAULT_TIMEOUT_S) -> float:
-    """Score one response, from any thread, never taking much longer than ``timeout`` seconds."""
+def math_verify_score(solution_str: str, ground_truth: str, timeout: float = DEFAULT_TIMEOUT_S,
+                      require_think_end: bool = False) -> float:
+    """Score one response, from any thread, never taking much longer than ``timeout`` seconds. An unfinished
+    answer scores 0.0 without a check: reasoning cut off (:func:`answer_region`, ``require_think_end``) or a final
+    ``\\boxed{`` never closed (:func:`ends_in_an_open_box`)."""
+    region = answer_region(solution_str, require_think_end)
+    if not region.strip() or ends_in_an_open_box(region):
+        return 0.0
+    solution_str = region
     if threading.current_thread() is threading.main_thread():
         return verify_with_alarm(solution_str, ground_truth, timeout)
     from ._worker import TIMEOUT_GRACE_S, HelperStartError, get_pool

@@ -33,6 +33,7 @@ def compute_score(
     ground_truth: str,
     extra_info: dict[str, Any] | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
+    require_think_end: bool = False,
     **kwargs: Any,
 ) -> float:
     """Reward of one response: 1.0 if its final answer equals ``ground_truth``, else 0.0.
@@ -49,6 +50,9 @@ def compute_score(
             score 0.0. Other sources pass it on to verl's ``default_compute_score``.
         timeout: math-verify only: seconds after which the answer scores 0.0
             (set through ``+reward.custom_reward_function.reward_kwargs.timeout=...``).
+        require_think_end: math-verify only: a response without ``</think>`` scores 0.0, unfinished reasoning (for a
+            model whose chat template opens ``<think>`` in the prompt, e.g. DeepSeek-R1-Distill; the DeepScaleR
+            recipes set it). Either way a ``<think>`` never closed, or a final ``\\boxed{`` never closed, scores 0.0.
         **kwargs: further arguments verl may pass (e.g. ``reward_router_address``); ignored.
 
     Raises:
@@ -75,7 +79,7 @@ def compute_score(
 
         return float(gsm8k.compute_score(solution_str, str(ground_truth)))
     if data_source in MATH_VERIFY_SOURCES:
-        return math_verify_score(solution_str, str(ground_truth), timeout=timeout)
+        return math_verify_score(solution_str, str(ground_truth), timeout=timeout, require_think_end=require_think_end)
     if str(data_source).startswith(ARITHMETIC_PREFIX):
         return last_integer_score(solution_str, str(ground_truth), question=(extra_info or {}).get("question"))
 
