@@ -162,6 +162,18 @@ def test_an_answer_cut_off_by_the_length_cap_scores_zero(response):
         assert ex.submit(compute_score, "aime24", response, "204").result() == 0.0
 
 
+@pytest.mark.parametrize("answer, truth, score", [
+    ("\\boxed{10\\,080}", "10,\\!080", 1.0),  # MATH-500's own spelling of the truth; a thin space in the answer
+    ("\\boxed{\\$32\\,348}", "32,\\!348", 1.0),
+    ("\\boxed{11\\,111\\,111\\,100}", "11,\\!111,\\!111,\\!100", 1.0),
+    ("\\boxed{10\\,08}", "10,\\!080", 0.0),  # no group of three: not one number
+    ("\\boxed{3\\,x}", "3x", 1.0),  # a thin space that is no digit group is left as it is
+])
+def test_thin_spaces_between_digit_groups_join_one_number(answer, truth, score):
+    """``10\\,080`` (LaTeX's thin-space thousands separator) was read as 10 and 080: scored 0 against 10,080."""
+    assert compute_score("math500", answer, truth) == score
+
+
 def test_require_think_end_for_templates_that_open_think_in_the_prompt():
     """DeepSeek-R1-Distill's chat template opens ``<think>`` in the prompt: its response has ``</think>`` only, and
     one cut off has neither. With ``require_think_end`` (the DeepScaleR recipes, through verl's reward_kwargs) that

@@ -76,6 +76,16 @@ _TEXT_NUMBER = re.compile(r"(?<![\d.,])(?<![\d.,] )\\(?:text|textbf|textrm|mathr
                           r"(?:\(\s*([-+]?\d+(?:\.\d+)?)\s*\)|([-+]?\d+(?:\.\d+)?))\s*\}(?!\s?\d)")
 
 
+#: a thin space (``\\,``, ``\\ ``, ``\\;``) between digit groups of one number: ``10\\,080``, which math-verify
+#: reads as 10 and 080
+_THIN_SPACE_GROUP = re.compile(r"(?<=\d)\\[,;: ](?=\d{3}(?!\d))")
+
+
+def join_digit_groups(text: str) -> str:
+    """``text`` with thin spaces between a number's digit groups removed: ``\\boxed{10\\,080}`` → ``\\boxed{10080}``."""
+    return _THIN_SPACE_GROUP.sub("", text)
+
+
 def unwrap_text_numbers(text: str) -> str:
     """``text`` with every plain number inside ``\\text{}``-like commands unwrapped: ``\\boxed{\\textbf{(073)}}`` →
     ``\\boxed{073}``, which math-verify then reads as 73. Anything else in such a command is kept."""
@@ -100,7 +110,7 @@ def verify_answer(solution_str: str, ground_truth: str) -> float:
         parsing_timeout=None,
     )
     pred = parse(
-        unwrap_text_numbers(answer_region(solution_str)),
+        join_digit_groups(unwrap_text_numbers(answer_region(solution_str))),
         extraction_config=[LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()],
         parsing_timeout=None,
     )
