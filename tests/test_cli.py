@@ -484,3 +484,15 @@ def test_check_takes_your_own_yaml_as_compose_does(capsys):
     with pytest.raises(SystemExit) as usage:  # compose's rule: the two go together
         main(["check", "--config-path", verl_dir, *BASE])
     assert usage.value.code == 64
+
+
+def test_verls_error_on_a_model_path_names_its_key(capsys):
+    """A ``gae`` job on verl's critic default (``~/models/deepseek-llm-7b-chat``): transformers' "Repo id must be in
+    the form ..." quotes the path, not the key; compose's line names it."""
+    from verl_offgrpo.cli.compose import dry_run
+
+    assert dry_run([*BASE, VLLM, "algorithm.adv_estimator=gae"]) == 4
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("config error")]
+    assert len(err) == 1 and err[0].startswith("config error (verl's validate_config): ") and err[0].endswith(
+        "'~/models/deepseek-llm-7b-chat'. Use `repo_type` argument if needed. "
+        "(critic.model.path=~/models/deepseek-llm-7b-chat)"), err

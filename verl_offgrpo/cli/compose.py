@@ -268,6 +268,20 @@ def _worker_config_error(config) -> str | None:
     return None
 
 
+def _naming_the_path_key(config, line: str) -> str:
+    """``line`` (verl's error) with the path key whose value it quotes, where one does: transformers' "Repo id must be
+    in the form ..." names the path, not the key (``critic.model.path`` for a ``gae`` job on verl's default)."""
+    from omegaconf import OmegaConf
+
+    from verl_offgrpo.config.tilde_path_checks import CRITIC_KEYS, MODEL_KEYS, REWARD_MODEL_KEYS
+
+    for key in MODEL_KEYS + CRITIC_KEYS + REWARD_MODEL_KEYS:
+        value = OmegaConf.select(config, key, default=None, throw_on_resolution_failure=False)
+        if isinstance(value, str) and value and f"'{value}'" in line:
+            return f"{line} ({key}={value})"
+    return line
+
+
 def validate(overrides: list[str], config_path: str | None = None, config_name: str | None = None):
     """Compose the shipped yaml (or ``config_path``/``config_name``: :func:`compose`) + ``overrides`` and validate it
     exactly as main_ppo's driver does, without Ray or a GPU: ``(exit code, the one-line error or None, the composed
@@ -337,9 +351,11 @@ def validate(overrides: list[str], config_path: str | None = None, config_name: 
         if isinstance(err, (AssertionError, ValueError, HydraException)):  # verl's checks of the config
             # verl's dataclass checks reach here wrapped in hydra's InstantiationException: say the cause
             cause = err.__cause__ if isinstance(err, HydraException) and err.__cause__ is not None else err
-            return 4, f"config error (verl's validate_config): {_one_line(cause) or type(cause).__name__}", config
-        # anything else verl's checks raise (a key its branch needs is not in the config, ...)
-        return 4, f"config error (verl's validate_config): {type(err).__name__}: {_one_line(err)}", config
+            said = _naming_the_path_key(config, _one_line(cause) or type(cause).__name__)
+            return 4, f"config error (verl's validate_config): {said}", config
+        # anything else verl's checks raise (a key its branch needs is not in the config, a model path, ...)
+        said = _naming_the_path_key(config, f"{type(err).__name__}: {_one_line(err)}")
+        return 4, f"config error (verl's validate_config): {said}", config
     worker_error = _worker_config_error(config)
     if worker_error:  # main_ppo would pass its driver checks, start Ray and the workers, then stop on it
         return 4, (f"config error (verl's RolloutConfig, which its workers build after Ray started): "
