@@ -496,3 +496,14 @@ def test_verls_error_on_a_model_path_names_its_key(capsys):
     assert len(err) == 1 and err[0].startswith("config error (verl's validate_config): ") and err[0].endswith(
         "'~/models/deepseek-llm-7b-chat'. Use `repo_type` argument if needed. "
         "(critic.model.path=~/models/deepseek-llm-7b-chat)"), err
+
+
+def test_check_validates_your_yaml_without_overrides(capsys):
+    from verl_offgrpo.cli.main import main
+
+    verl_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+    assert main(["check", "--config-path", verl_dir, "--config-name", "ppo_trainer"]) == 3
+    err = capsys.readouterr().err
+    assert (f"config: {verl_dir}/ppo_trainer.yaml — selects the plugin: no; trainer: V1 sync; validated as compose "
+            "validates it: FAILED (last line)") in err
+    assert err.splitlines()[-1].startswith("incomplete config: the mandatory value actor_rollout_ref.rollout.name")

@@ -1368,3 +1368,21 @@ def test_the_plugins_loss_over_verls_grpo_says_which_advantage_runs(caplog, n, s
         f"off_grpo: policy_loss.loss_mode=off_grpo with algorithm.adv_estimator=grpo: the loss runs on {says}; "
         "algorithm.off_grpo.std_eps, std_unbiased and zero_var_mask do not apply (adv_estimator=off_grpo for the "
         "paper's advantage)."]
+
+
+def test_the_loss_over_another_estimator_at_n1_names_that_estimator(caplog):
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        validate_as_main_ppo(shipped_config("algorithm.adv_estimator=reinforce_plus_plus", "actor_rollout_ref.rollout.n=1"))
+    says = [r.getMessage() for r in caplog.records if "the loss runs on" in r.getMessage()]
+    assert len(says) == 1 and "the loss runs on verl's 'reinforce_plus_plus' advantage" in says[0], says
+
+
+
+def test_veomni_is_untested(caplog):
+    from verl_offgrpo.config.loss_estimator_checks import warn_untested_actor
+
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        warn_untested_actor(OmegaConf.create({"actor_rollout_ref": {"actor": {"strategy": "veomni"}}}))
+    assert [r.getMessage() for r in caplog.records] == [
+        "off_grpo: actor_rollout_ref.actor.strategy=veomni is untested with the plugin's losses and estimators "
+        "(tested: fsdp, fsdp2); verl runs them as registered."]

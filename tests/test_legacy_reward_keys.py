@@ -58,3 +58,25 @@ def test_the_yamls_nulls_plain_verl_and_keys_verl_does_not_define_are_left_alone
     validate_as_main_ppo(verl_config("custom_reward_function.path=pkg://verl_offgrpo.rewards",
                                      "custom_reward_function.name=compute_score"))
     assert set(RENAMED) >= {"custom_reward_function.", "reward_model.reward_manager", "sandbox_fusion."}
+
+
+def test_an_empty_legacy_list_is_left_alone():
+    validate_as_main_ppo(shipped_config("reward_model.rollout.cudagraph_capture_sizes=[]"))
+    with pytest.raises(OffGRPOConfigError, match=r"^reward_model.rollout.cudagraph_capture_sizes=\[8\] .* set "
+                                                 r"reward.reward_model.rollout.cudagraph_capture_sizes instead."):
+        validate_as_main_ppo(shipped_config("reward_model.rollout.cudagraph_capture_sizes=[8]"))
+
+
+
+@pytest.mark.parametrize("override", ["+reward_model.reward_kwargs.max_resp_len=4096",
+                                      "+reward_model.reward_kwargs={max_resp_len:4096}"])
+def test_reward_kwargs(override):
+    with pytest.raises(OffGRPOConfigError, match=r"^reward_model.reward_kwargs.* set reward.reward_kwargs"):
+        validate_as_main_ppo(shipped_config(override))
+
+
+
+def test_sandbox_fusion():
+    with pytest.raises(OffGRPOConfigError, match=r"^sandbox_fusion.url='http://x:8080/run_code' is one of verl's legacy "
+                                                 r"reward keys.* set reward.sandbox_fusion.url instead.$"):
+        validate_as_main_ppo(shipped_config("sandbox_fusion.url=http://x:8080/run_code"))

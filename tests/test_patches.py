@@ -654,3 +654,19 @@ def test_check_reports_a_v1_trainer_that_cannot_be_imported_as_a_problem_line(mo
     install_check._find_registrations(found)
     assert found.registrations["V1 trainer mode off_grpo_sync"] is None
     assert [p for p in found.problems if p.startswith("verl's V1 trainer cannot be imported with verl ")], found.problems
+
+
+@pytest.mark.slow
+def test_compose_turned_off_in_a_fresh_process():
+    import subprocess
+    import sys
+
+    from _overrides import BASE
+
+    verl_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+    done = subprocess.run([sys.executable, "-m", "verl_offgrpo", "compose", "--config-path", verl_dir, "--config-name",
+                           "ppo_trainer", *BASE, "algorithm.adv_estimator=grpo"], capture_output=True, text=True,
+                          env={**os.environ, "VERL_OFFGRPO_DISABLE": "1"}, timeout=300)
+    assert done.returncode == 0, done.stderr[-1500:]
+    assert "# composed and validated: verl's validate_config passed (verl-offgrpo turned off: VERL_OFFGRPO_DISABLE=1)" \
+        in done.stderr

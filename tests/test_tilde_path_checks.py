@@ -3,9 +3,11 @@ and fails after Ray started; a selecting job is refused in one line that names t
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
+from omegaconf import OmegaConf
 
 import verl  # noqa: F401  (loads the plugin)
 from verl_offgrpo.config import OffGRPOConfigError
@@ -121,3 +123,22 @@ def test_a_critics_and_a_reward_models_tilde_paths_where_verl_loads_them(home):
     reward = "reward.reward_model.model_path='~/models/m'"
     validate_as_main_ppo(shipped_config(*data, reward))  # no reward model runs
     assert "reward.reward_model.model_path" in keys_verl_reads(shipped_config(*data, reward, "reward.reward_model.enable=true"))
+
+
+def test_a_tilde_user_path_gets_no_home_advice(home, monkeypatch):
+    from verl_offgrpo.config import tilde_path_checks as t
+
+    real = os.path.expanduser
+    monkeypatch.setattr(t.os.path, "expanduser", lambda p: str(home) + p[len("~alice"):] if p.startswith("~alice") else real(p))
+    config = OmegaConf.create({"data": {"train_files": "~alice/d/train.parquet"}})
+    with pytest.raises(OffGRPOConfigError, match=rf"write {re.escape(str(home))}/d/train.parquet\.$"):
+        t.check_paths_verl_reads(config)
+
+
+
+def test_a_critics_tilde_tokenizer_path(home):
+    (home / "models" / "m").mkdir(parents=True)
+    with pytest.raises(OffGRPOConfigError, match=r"^critic.model.tokenizer_path=~/models/m: verl does not expand ~"):
+        validate_as_main_ppo(shipped_config(f"data.train_files={home}/d/train.parquet",
+                                            f"data.val_files={home}/d/test.parquet", "critic.enable=true",
+                                            "critic.model.tokenizer_path='~/models/m'"))

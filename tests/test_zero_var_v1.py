@@ -203,3 +203,10 @@ def test_verl_groups_sessions_for_its_grpo_only():
     assert torch.allclose(advantages("grpo"), torch.tensor([1.1547, 1.1547, -0.5774, -0.5774]), atol=1e-4)
     # off_grpo: four rows {1, 1, 0, 0}: mean 1/2, unbiased std 0.57735 → ±0.8660
     assert torch.allclose(advantages("off_grpo"), torch.tensor([0.8660, 0.8660, -0.8660, -0.8660]), atol=1e-4)
+
+
+def test_the_session_of_a_key():
+    from verl_offgrpo.sync.advantage_v1 import sessions_with_several_outputs
+
+    assert sessions_with_several_outputs(["u_0_a", "u_0_b"]) == {}  # a3: not {uid}_{session}_{index}
+    assert sessions_with_several_outputs(["my_uid_0_0", "my_uid_0_1", "my_uid_1_0"]) == {"my_uid_0": 2}  # a7

@@ -55,12 +55,13 @@ def set_legacy_values(config: Any) -> list[str]:
 
     found = []
     for path, _parent, _key, node in raw_nodes(config):
-        if path.split(".", 1)[0] not in LEGACY_SECTIONS:
+        if path.split(".", 1)[0] not in LEGACY_SECTIONS or "[" in path:  # a list's items: the list is the value
             continue
-        if isinstance(node, DictConfig) and not node._is_none():
-            continue  # a section: its leaves are visited
         if path not in DROPPED and verls_key_for(path) is None:
             continue
+        if isinstance(node, DictConfig) and not node._is_none():
+            if path not in RENAMED or len(node) == 0:  # a section (its leaves are visited), or an empty dict value
+                continue
         if not node._is_none() and not node._is_missing() and not (isinstance(node, ListConfig) and len(node) == 0):
             found.append(path)
     return found

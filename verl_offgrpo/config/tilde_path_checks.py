@@ -28,7 +28,7 @@ DATA_KEYS = ("data.train_files", "data.val_files")
 MODEL_KEYS = tuple(f"actor_rollout_ref.model.{name}" for name in
                    ("path", "tokenizer_path", "hf_config_path", "lora_adapter_path", "lora.adapter_path"))
 #: the critic's model paths, read where verl runs a critic (``need_critic``: ``critic.enable``, else ``gae``)
-CRITIC_KEYS = ("critic.model.path", "critic.model.tokenizer_path")
+CRITIC_KEYS = ("critic.model.path", "critic.model.tokenizer_path", "critic.model.hf_config_path")
 #: the reward model's path, read where ``reward.reward_model.enable``
 REWARD_MODEL_KEYS = ("reward.reward_model.model_path",)
 
