@@ -227,7 +227,8 @@ def _report(found: _Findings, verbose: bool = False) -> None:
               + ("validated as compose validates it: " + ("passed" if not found.config_code else
                                                          "not finished here (last line)" if unchecked
                                                          else "FAILED (last line)")
-                 if overrides or found.config_path else "not validated (`check <overrides>` validates them as compose does)"), file=out)
+                 if overrides or found.config_path
+                 else "not validated (`check <overrides>` validates them as compose does)"), file=out)
     for note in found.notes:
         print(f"  note: {note}", file=out)
     if verbose:
