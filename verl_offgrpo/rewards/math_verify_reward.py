@@ -93,7 +93,8 @@ def unwrap_text_numbers(text: str) -> str:
 
 
 def verify_answer(solution_str: str, ground_truth: str) -> float:
-    """1.0 if the response's answer equals ``ground_truth`` under math-verify, else 0.0.
+    """1.0 if the answer in ``solution_str`` (the response's :func:`answer_region`, cut by the caller) equals
+    ``ground_truth`` under math-verify, else 0.0.
 
     No timeout of its own: call it through :func:`math_verify_score`.
     """
@@ -110,7 +111,7 @@ def verify_answer(solution_str: str, ground_truth: str) -> float:
         parsing_timeout=None,
     )
     pred = parse(
-        join_digit_groups(unwrap_text_numbers(answer_region(solution_str))),
+        join_digit_groups(unwrap_text_numbers(solution_str)),
         extraction_config=[LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()],
         parsing_timeout=None,
     )
@@ -151,17 +152,16 @@ def math_verify_score(solution_str: str, ground_truth: str, timeout: float = DEF
     """Score one response, from any thread, never taking much longer than ``timeout`` seconds. An unfinished
     answer scores 0.0 without a check: reasoning cut off (:func:`answer_region`, ``require_think_end``) or a final
     ``\\boxed{`` never closed (:func:`ends_in_an_open_box`)."""
-    region = answer_region(solution_str, require_think_end)
+    region = answer_region(solution_str, require_think_end)  # the checks below read only the answer's region
     if not region.strip() or ends_in_an_open_box(region):
         return 0.0
-    solution_str = region
     if threading.current_thread() is threading.main_thread():
-        return verify_with_alarm(solution_str, ground_truth, timeout)
+        return verify_with_alarm(region, ground_truth, timeout)
     from ._worker import TIMEOUT_GRACE_S, HelperStartError, get_pool
 
     try:
         reply = get_pool().call(
-            {"op": "verify", "solution": solution_str, "ground_truth": ground_truth, "timeout": timeout},
+            {"op": "verify", "solution": region, "ground_truth": ground_truth, "timeout": timeout},
             timeout=timeout + TIMEOUT_GRACE_S,
         )
     except HelperStartError:
