@@ -3,10 +3,10 @@ that do not exist on this machine."""
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 
+from verl_offgrpo.config.readers import path_exists
 from verl_offgrpo.config.tilde_path_checks import DATA_KEYS, keys_verl_reads, unexpanded_home_paths
 
 CONFIG_NAME = "off_grpo_trainer"
@@ -18,7 +18,7 @@ def config_dir() -> str:
 
 
 #: the config keys whose paths verl reads at start-up: data files (a string or a list) and the model
-DATA_PATH_KEYS = ("data.train_files", "data.val_files")
+DATA_PATH_KEYS = DATA_KEYS
 MODEL_PATH_KEY = "actor_rollout_ref.model.path"
 _REMOTE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # hdfs://, s3://, gs://, ...: not checked here
 _HUB_ID = re.compile(r"^[A-Za-z0-9_][\w.-]*(/[A-Za-z0-9_][\w.-]*)?$")  # "gpt2", "Qwen/Qwen2.5-0.5B-Instruct"
@@ -68,8 +68,7 @@ def local_path_notes(config, hints: dict[str, str] | None = None) -> list[str]:
 
     for key in DATA_PATH_KEYS:
         for path in paths(key):
-            found = glob.glob(path) if glob.has_magic(path) else os.path.exists(path)  # datasets expands globs
-            if _REMOTE.match(path) or found:
+            if _REMOTE.match(path) or path_exists(path):
                 continue
             if any(unexpanded_home_paths(path)):  # verl reads ~ as written
                 notes.append(f"note: {key}={path}: verl does not expand ~ in paths; the file is "
@@ -80,8 +79,8 @@ def local_path_notes(config, hints: dict[str, str] | None = None) -> list[str]:
                 hint = (f" (verl's placeholder: set {key} to your data; `python data_prep/gsm8k.py --output-dir "
                         f"~/data/gsm8k` writes $HOME/data/gsm8k/{DATA_PREP[key]})")
             notes.append(f"note: {key}={path} does not exist here{hint}")
-    for key in keys_verl_reads(config):  # the model paths written with ~ (the data files' are noted above)
-        for path in paths(key) if key not in DATA_KEYS else []:
+    for key in (key for key in keys_verl_reads(config) if key not in DATA_KEYS):  # the data files': noted above
+        for path in paths(key):
             if any(unexpanded_home_paths(path)):
                 notes.append(f"note: {key}={path}: verl does not expand ~ in paths; the model is "
                              f"{os.path.expanduser(path)}: write that")

@@ -88,14 +88,12 @@ def check_group_size(config: Any, estimator: str) -> None:
 
 def tell_loss_over_other_estimator(config: Any, loss_mode: str) -> None:
     estimator = _get(config, "algorithm.adv_estimator")
-    singletons = written_value(config, "actor_rollout_ref.rollout.n", 2) == 1  # verl: mean 0, std 1 for one
-    what = (
-        "verl's grpo advantage, which for groups of one (rollout.n=1) is the reward r itself"
-        if estimator == "grpo" and singletons
-        else "verl's grpo advantage (r − mean)/(std + 1e-6), without the zero-variance mask"
-        if estimator == "grpo"
-        else f"verl's {estimator!r} advantage"
-    )
+    if estimator != "grpo":
+        what = f"verl's {estimator!r} advantage"
+    elif written_value(config, "actor_rollout_ref.rollout.n", 2) == 1:  # verl: mean 0, std 1 for a group of one
+        what = "verl's grpo advantage, which for groups of one (rollout.n=1) is the reward r itself"
+    else:
+        what = "verl's grpo advantage (r − mean)/(std + 1e-6), without the zero-variance mask"
     logger.warning(
         "off_grpo: policy_loss.loss_mode=%s with algorithm.adv_estimator=%s: the loss runs on "
         "%s; %s.std_eps, std_unbiased and zero_var_mask do not apply (adv_estimator=%s for the paper's advantage).",

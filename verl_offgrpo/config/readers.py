@@ -224,11 +224,20 @@ def one_optimizer_step_per_batch(config: Any) -> bool:
     return epochs == 1 and mini is not None and mini == batch
 
 
+def path_list(value: Any) -> list[Any]:
+    """A path key's value as a list: a path, or a list of them (what verl's data keys take); [] for none."""
+    return [value] if isinstance(value, str) else list(value) if hasattr(value, "__iter__") and value else []
+
+
+def path_exists(path: str) -> bool:
+    """Whether ``path`` is there as written (a glob: whether it matches, as ``datasets`` expands one)."""
+    return bool(glob.glob(path)) if glob.has_magic(path) else os.path.exists(path)
+
+
 def local_parquet_files(value: Any) -> Iterator[str]:
     """The local parquet files of a data key (a path or a list of them; globs expanded, as ``datasets`` does; ``~`` is
     not, and such a path is left to verl)."""
-    paths = [value] if isinstance(value, str) else list(value) if hasattr(value, "__iter__") and value else []
-    for path in paths:
+    for path in path_list(value):
         if not isinstance(path, str):  # hdfs://… is no local file either
             continue
         for file in sorted(glob.glob(path)) if glob.has_magic(path) else [path]:

@@ -14,10 +14,10 @@ user's own (``data.custom_cls.path``), which may read paths its way.
 
 from __future__ import annotations
 
-import glob
 import os
 from typing import Any, Iterator
 
+from .readers import path_exists, path_list
 from .values import OffGRPOConfigError
 from .values import config_value as _get
 
@@ -47,15 +47,10 @@ def keys_verl_reads(config: Any) -> tuple[str, ...]:
 
 def unexpanded_home_paths(value: Any) -> Iterator[str]:
     """The paths of a key's value (a path or a list) that start with ``~`` and are there only with ``~`` expanded."""
-    paths = [value] if isinstance(value, str) else list(value) if hasattr(value, "__iter__") and value else []
-    for path in paths:
-        if isinstance(path, str) and path.startswith("~") and _exists(os.path.expanduser(path)) and not _exists(path):
+    for path in path_list(value):
+        if isinstance(path, str) and path.startswith("~") and path_exists(os.path.expanduser(path)) \
+                and not path_exists(path):
             yield path
-
-
-def _exists(path: str) -> bool:
-    """Whether ``path`` is there (a glob: whether it matches, as ``datasets`` expands one)."""
-    return bool(glob.glob(path)) if glob.has_magic(path) else os.path.exists(path)
 
 
 def check_paths_verl_reads(config: Any) -> None:
