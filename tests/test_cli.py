@@ -113,15 +113,15 @@ def test_compose_says_verls_own_assertion_or_value_error_as_verls(capsys, overri
      "expert_parallel_size must be equal to tensor_model_parallel_size * data_parallel_size"),
 ], ids=["mode_sync", "expert_parallel"])
 def test_compose_builds_the_rollout_config_verls_workers_build(capsys, override, says):
-    """verl 0.9.1's validate_config passes these; its workers' ``RolloutConfig`` refuses them after Ray started.
-    compose builds it too: one line, exit 4, for a job that selects the plugin and for plain verl's."""
-    from verl.utils.config import omega_conf_to_dataclass, validate_config
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    """verl 0.9.1's validate_config passes these (a plain verl config); its workers' ``RolloutConfig`` refuses them
+    after Ray started. compose builds it too: one line, exit 4, for a job that selects the plugin (whose
+    validate_config wrapper builds it) and for plain verl's."""
+    from verl.utils.config import omega_conf_to_dataclass
 
     from verl_offgrpo.cli.compose import compose, dry_run
 
-    config = compose([*BASE, VLLM, override])
-    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    config = compose([*BASE, VLLM, override, *PLAIN_VERL])
+    validate_as_main_ppo(config)
     with pytest.raises(Exception):  # the worker's own build (engine_workers: omega_conf_to_dataclass)
         omega_conf_to_dataclass(config.actor_rollout_ref.rollout)
     for overrides in ([*BASE, VLLM, override], [*BASE, VLLM, override, *PLAIN_VERL]):
@@ -300,6 +300,26 @@ def test_main_ppos_validate_config_says_an_unreadable_selecting_config_in_one_li
         validate_as_main_ppo(shipped_config(UNREADABLE[0][0]))
     assert str(raised.value) == UNREADABLE[0][1]
     validate_as_main_ppo(verl_config("trainer.test_freq=${oc.env:OFF_GRPO_TEST_UNSET_TF}"))
+
+
+def test_main_ppos_validate_config_builds_verls_rollout_config_for_a_selecting_config(capsys):
+    """main_ppo's validate_config (the plugin's wrapper), for a config that selects the plugin: verl's own checks pass
+    ``rollout.mode=sync``, and verl's workers refuse it only after Ray and the model started; the wrapper builds verl's
+    RolloutConfig in the driver and says verl's line, hydra-compact. A plain verl config is left to verl, as before."""
+    from hydra.errors import CompactHydraException
+
+    from verl_offgrpo.patches.rollout_config import RolloutConfigError
+    from _overrides import verl_config
+
+    with pytest.raises(RolloutConfigError) as raised:
+        validate_as_main_ppo(shipped_config("actor_rollout_ref.rollout.mode=sync"))
+    assert isinstance(raised.value, CompactHydraException) and "\n" not in str(raised.value)
+    assert str(raised.value) == (
+        "verl's RolloutConfig, which its workers build after Ray started: Rollout mode 'sync' has been removed. Please "
+        "set `actor_rollout_ref.rollout.mode=async` or remove the mode setting entirely. (actor_rollout_ref.rollout)")
+    assert "checks passed" not in capsys.readouterr().out  # before verl's checks and their success banner
+    validate_as_main_ppo(shipped_config("actor_rollout_ref.rollout.mode=async"))
+    validate_as_main_ppo(verl_config("actor_rollout_ref.rollout.mode=sync"))  # plain verl: its workers say it
 
 
 def test_the_sections_refused_as_values_are_sections_of_the_composed_yaml():

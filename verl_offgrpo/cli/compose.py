@@ -1,7 +1,7 @@
 """``compose``: the shipped yaml + overrides, composed and validated exactly as main_ppo's driver does, without
 Ray or a GPU (:func:`validate`), and printed (:func:`dry_run`); each way it can fail is one line and an exit
 code: 1 the plugin is not usable here, 2 the plugin's checks, 3 a ``???`` value still unset (said before the
-checks run), 4 hydra, verl's own ``validate_config`` or the rollout config verl's workers build (:func:`_worker_config_error`), 5 a value that cannot be read (a ``${...}`` that does not
+checks run), 4 hydra, verl's own ``validate_config`` or the rollout config verl's workers build (:mod:`verl_offgrpo.patches.rollout_config`), 5 a value that cannot be read (a ``${...}`` that does not
 resolve, a section set to null: :mod:`verl_offgrpo.config.readable`), 6 verl's ``validate_config`` needs what this
 machine lacks for this config (vLLM installed, the model hub): not a config error; the plugin's checks ran first."""
 
@@ -245,29 +245,6 @@ def _what_this_machine_lacks(err: BaseException) -> tuple[str, BaseException] | 
     return None
 
 
-#: the section verl 0.9.1 builds into a dataclass only in its workers (``engine_workers.ActorRolloutRefWorker``:
-#: ``omega_conf_to_dataclass(self.config.rollout)``, a ``RolloutConfig``), after Ray started
-WORKER_BUILT = "actor_rollout_ref.rollout"
-
-
-def _worker_config_error(config) -> str | None:
-    """The one line of verl's ``RolloutConfig`` checks (its ``__post_init__``: ``mode=sync`` removed, the expert-
-    and tensor-parallel sizes, ...) for :data:`WORKER_BUILT`, which verl's ``validate_config`` does not build; None
-    where it builds."""
-    from omegaconf import OmegaConf
-    from verl.utils.config import omega_conf_to_dataclass
-
-    section = OmegaConf.select(config, WORKER_BUILT, default=None)
-    if section is None:
-        return None
-    try:
-        omega_conf_to_dataclass(section)
-    except Exception as err:  # noqa: BLE001 - hydra wraps the dataclass's own error: say the cause
-        cause = err.__cause__ if err.__cause__ is not None else err
-        return _one_line(cause) or type(cause).__name__
-    return None
-
-
 def _naming_the_path_key(config, line: str) -> str:
     """``line`` (verl's error) with the path key whose value it quotes, where one does: transformers' "Repo id must be
     in the form ..." names the path, not the key (``critic.model.path`` for a ``gae`` job on verl's default)."""
@@ -299,6 +276,7 @@ def validate(overrides: list[str], config_path: str | None = None, config_name: 
     from verl_offgrpo.config.readable import UnreadableConfigError, check_readable
     from verl_offgrpo.patches import DISABLE_ENV, PatchError, disabled
     from verl_offgrpo.patches import validate_config as validate_config_patch
+    from verl_offgrpo.patches.rollout_config import SAID_AS, RolloutConfigError, rollout_config_error
 
     source = {"config_path": config_path, "config_name": config_name}
     try:
@@ -331,6 +309,8 @@ def validate(overrides: list[str], config_path: str | None = None, config_name: 
             verl_config.validate_config(
                 config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
             )
+    except RolloutConfigError as err:  # the wrap of a selecting config built verl's RolloutConfig
+        return 4, f"config error ({SAID_AS}): {err.line}", config
     except OffGRPOConfigError as err:
         return 2, f"off_grpo config error: {err}", config
     except PatchError as err:  # the installed verl does not take the plugin's patches: not the config's fault
@@ -356,10 +336,9 @@ def validate(overrides: list[str], config_path: str | None = None, config_name: 
         # anything else verl's checks raise (a key its branch needs is not in the config, a model path, ...)
         said = _naming_the_path_key(config, f"{type(err).__name__}: {_one_line(err)}")
         return 4, f"config error (verl's validate_config): {said}", config
-    worker_error = _worker_config_error(config)
+    worker_error = rollout_config_error(config)  # a selecting config's wrap ran it already: this is plain verl's
     if worker_error:  # main_ppo would pass its driver checks, start Ray and the workers, then stop on it
-        return 4, (f"config error (verl's RolloutConfig, which its workers build after Ray started): "
-                   f"{worker_error}"), config
+        return 4, f"config error ({SAID_AS}): {worker_error}", config
     return 0, None, config
 
 

@@ -12,7 +12,8 @@ plugin (:func:`.selection.config_selects`):
    :func:`verl_offgrpo.config.validate_off_grpo_config` — before verl's own checks, so a failing
    config never prints verl's "All configuration checks passed successfully!"; for a config not
    composed from the plugin's yaml, the error may end by pointing at it (:mod:`verl_offgrpo.config.yaml_hint`);
-3. verl's original ``validate_config``;
+3. verl's ``RolloutConfig`` built from the rollout section, which verl's workers build only after Ray started
+   (:mod:`.rollout_config`: ``rollout.mode=sync``, one line), then verl's original ``validate_config``;
 4. the job's Ray processes are marked as selecting the plugin, and as asking vLLM for final outputs
    only where ``final_outputs_only`` is on (:mod:`.job_env`). Every validation first removes the marks
    an earlier one in the same process left, so only a selecting config that passed is marked; where Ray
@@ -62,6 +63,7 @@ def wrap(original):
         from verl_offgrpo.patches import PatchError, preflight
         from verl_offgrpo.config.readable import check_readable
         from verl_offgrpo.patches.job_env import driver_env_problem, mark_job, running_ray_problem
+        from verl_offgrpo.patches.rollout_config import RolloutConfigError, rollout_config_error
 
         check_readable(config)  # a ${...} that does not resolve, a section set to null: before anything reads them
         problems = preflight(config=config)
@@ -87,6 +89,8 @@ def wrap(original):
                 raise
             if problem := driver_env_problem(True, knobs.final_outputs_only):
                 raise PatchError(problem)
+            if line := rollout_config_error(config):  # else the workers stop on it, after Ray and the model started
+                raise RolloutConfigError(line)
             result = original(config, *args, **kwargs)
             if problem := running_ray_problem(True, knobs.final_outputs_only):
                 raise PatchError(problem)
