@@ -23,8 +23,8 @@ few distinct questions for the request, the script says so and stops (add1 has 1
 Each row's extra_info["question"] lets the reward refuse a response that only repeats the
 question's operands ("What is 0 + 8?", "59 or 63"), whose last number is often the answer.
 
-The lab's learning runs (benchmarks/learning.py) use largest4 with 500 held-out questions and no
-twins in train (its step-0 accuracy: benchmarks/results/step0_accuracy.json):
+A small task for quick learning checks: largest4 with 500 held-out questions and no twins in train
+(SmolLM2-135M-Instruct answers about a third of them greedily before training):
 
     python data_prep/arithmetic.py --task largest4 --n-train 8192 --n-test 500 --seed 0 --no-twins-in-train --output-dir ~/data/arith_largest4
 """

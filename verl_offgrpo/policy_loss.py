@@ -56,7 +56,9 @@ def aggregate(
 
     Then every row left the loss (zero-variance or dropped groups): all numerators are 0, and a denominator
     of 1 makes this term, and verl's entropy and KL terms that read the same dict after it, exactly 0
-    instead of 0/0 = NaN.
+    instead of 0/0 = NaN. The one write into verl's state outside :mod:`verl_offgrpo.patches`: verl 0.9.1's
+    ``ActorConfig.global_batch_info`` (set per mini-batch by its actor; ``losses.ppo_loss`` reads
+    ``batch_num_tokens`` for every term), only in a job that runs the plugin's loss.
     """
     # imported here: importing core_algos runs the plugin's registration, which imports this module
     from verl.trainer.ppo.core_algos import agg_loss

@@ -60,11 +60,6 @@ def as_number(value: Any, name: str, kind: str = "a number", parses_strings: boo
     return _coerced(value, name, kind, _is_number, float, parses_strings)
 
 
-def number_at(config: Any, key: str, default: Any = None) -> Any:
-    """The number at the dotted ``key`` of ``config`` (``default`` when absent), as :func:`as_number` reads it."""
-    return as_number(_get(config, key, default), key)
-
-
 def flag_at(config: Any, key: str, default: bool, why: str = "") -> bool:
     """The true or false at the dotted ``key`` of ``config`` (``default`` where it is absent). verl reads its flags
     as ``if value:``, so a quoted ``'false'`` is true there and a null false, whatever the default: anything but
