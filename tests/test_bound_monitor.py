@@ -57,3 +57,23 @@ def test_binary_rewards_coefficient_at_least_one():
 def test_bound_metrics_without_rprime():
     m = bound_metrics(torch.tensor([0.0, 1.0]), np.array(["a", "a"], dtype=object), torch.ones(2, 3), None, 1e-6)
     assert m["off_grpo/bound/tv_token"] == 0.0 and m["off_grpo/bound/tv_seq"] == 0.0
+
+
+def test_rprime_is_read_off_the_log_probs_only_where_verls_weights_may_be_truncated_and_never_without_them():
+    """The rule both trainers and every estimator share: verl's weights, exact under the start-up checks; with
+    ``allow_truncated_rprime`` π_k's and α's log-probs (verl's weights may be truncated or normalised). A batch without
+    weights (its π_k pass skipped: verl's bypass mode puts α's log-probs in ``old_log_probs``, so the log-probs would
+    read r' = 1 whatever vLLM served) has no r' before the update."""
+    from verl_offgrpo.bound_monitor import IS_WEIGHTS, LOG_PROBS, rprime_fields, rprime_of
+
+    both = {IS_WEIGHTS, *LOG_PROBS, "uid"}
+    assert rprime_fields(both, allow_truncated_rprime=False) == (IS_WEIGHTS,)
+    assert rprime_fields(both, allow_truncated_rprime=True) == LOG_PROBS
+    assert rprime_fields({IS_WEIGHTS}, allow_truncated_rprime=True) == (IS_WEIGHTS,)
+    assert rprime_fields(set(LOG_PROBS), allow_truncated_rprime=True) == ()
+    assert rprime_fields(None, allow_truncated_rprime=True) == ()
+    data = {IS_WEIGHTS: torch.ones(1, 2), "old_log_probs": torch.tensor([[-1.0, -2.0]]),
+            "rollout_log_probs": torch.tensor([[-1.5, -1.0]])}
+    assert rprime_of(data.__getitem__, LOG_PROBS)[0].tolist() == pytest.approx([math.exp(0.5), math.exp(-1.0)])
+    assert rprime_of(data.__getitem__, (IS_WEIGHTS,)).tolist() == [[1.0, 1.0]]
+    assert rprime_of(data.__getitem__, ()) is None

@@ -1316,55 +1316,93 @@ def test_v1_guard_also_watches_a_lagged_job_on_verls_estimator(ray_local, monkey
 @pytest.mark.parametrize("overrides, guarded", [
     ([], True),  # the shipped yaml: the off_grpo loss, r' untruncated
     (["actor_rollout_ref.actor.policy_loss.loss_mode=rec"], True),
-    (["algorithm.off_grpo.allow_truncated_rprime=true"], False),  # verl may truncate / reject: not π_k/α
+    (["algorithm.off_grpo.allow_truncated_rprime=true"], True),  # r' then read off the log-probs
     (["actor_rollout_ref.actor.policy_loss.loss_mode=vanilla", "algorithm.off_grpo.sync_period=1"], False),
 ])
-def test_verls_advantage_is_guarded_only_under_the_plugins_loss_with_exact_rprime(overrides, guarded):
+def test_verls_advantage_is_guarded_only_under_the_plugins_loss(overrides, guarded):
     from verl_offgrpo.config.readers import guards_verls_advantage
 
     assert guards_verls_advantage(compose_cfg("algorithm.adv_estimator=grpo", *overrides)) is guarded
 
 
-def test_v1_leaves_verls_weights_alone_where_rprime_is_not_exact_and_survives_a_failing_read(ray_local, monkeypatch,
-                                                                                               caplog):
-    """With ``allow_truncated_rprime`` verl's ``rollout_is_weights`` may be truncated or rejection-sampled, so
-    an honest engine can read far from 1: no r' metric, no guard (a garbage r' of 1e-4 passes). Where r' is
-    exact, a TransferQueue read that fails is one warning, not a stopped run."""
-    import logging
-
+def _truncated_weights_store(log_rprime: float, n: int = 4):
+    """``n`` responses of 2 tokens: verl's ``rollout_is_weights`` all 1 (batch-normalised weights look perfect
+    whatever the engine served), while π_k's and α's log-probs differ by ``log_rprime`` per token."""
     import torch
+
+    def nested(value, dtype=torch.float32):
+        return torch.nested.as_nested_tensor([torch.full((2,), value, dtype=dtype)] * n, layout=torch.jagged)
+
+    mask = nested(1, torch.int64)
+    return {"response_mask": mask, "loss_mask": mask, "rollout_is_weights": nested(1.0),
+            "old_log_probs": nested(-0.25 + log_rprime), "rollout_log_probs": nested(-0.25)}
+
+
+@pytest.mark.parametrize("schedule", ["window", "per_step"])
+def test_v1_guard_reads_verls_estimator_off_the_log_probs_with_allow_truncated_rprime(ray_local, monkeypatch,
+                                                                                       schedule):
+    """``allow_truncated_rprime`` lets verl truncate, reject or normalise its ``rollout_is_weights``: under the
+    plugin's loss with verl's grpo advantage the guard reads r' = π_k/α off the log-probs, as the plugin's estimators
+    do. Weights of 1 with log π_k − log α = log 1e4 ≈ 9.21 a token right after a sync stop the run; a drift of 0.5
+    passes and logs 0.5. A TransferQueue read that fails stops the step (the guard must not pass an unread batch)."""
+    import torch  # noqa: F401
     import transfer_queue
     from verl.trainer.ppo.v1 import PPOTrainerSync
 
-    from verl_offgrpo.sync.alpha_guard import STATISTIC
+    from verl_offgrpo.sync.alpha_guard import STATISTIC, ServedPolicyError
 
     monkeypatch.setattr(PPOTrainerSync, "_compute_advantage", lambda self, batch, metrics: batch, raising=False)
-    store = {"rollout_is_weights": torch.nested.as_nested_tensor([torch.full((2,), 1e-4)] * 4, layout=torch.jagged)}
-    store["response_mask"] = store["loss_mask"] = torch.nested.as_nested_tensor(
-        [torch.ones(2, dtype=torch.int64)] * 4, layout=torch.jagged)
-    batch = SimpleNamespace(keys=["k0", "k1", "k2", "k3"], partition_id="train", tags=[{}] * 4,
-                            fields=["response_mask", "loss_mask", "rollout_is_weights"])
+    trainer, _, _ = v1_trainer_on_fake_cluster(monkeypatch, "algorithm.adv_estimator=grpo",
+                                               "algorithm.off_grpo.allow_truncated_rprime=true",
+                                               "algorithm.rollout_correction.rollout_is_threshold=2.0", schedule=schedule)
+    store = _truncated_weights_store(math.log(1e4))
     monkeypatch.setattr(transfer_queue, "kv_batch_get",
                         lambda keys, partition_id, select_fields: {k: store[k] for k in select_fields})
-    trainer, _, _ = v1_trainer_on_fake_cluster(monkeypatch, "algorithm.adv_estimator=grpo",
-                                               "algorithm.off_grpo.allow_truncated_rprime=true")
+    batch = SimpleNamespace(keys=["k0", "k1", "k2", "k3"], partition_id="train", tags=[{}] * 4, fields=list(store))
     trainer.init()
     trainer.global_steps = 1
-    metrics = {}
-    assert trainer._compute_advantage(batch, metrics) is batch and STATISTIC not in metrics
+    with pytest.raises(ServedPolicyError, match=r"step 1: .* 9\.21"):
+        trainer._compute_advantage(batch, metrics := {})
+    assert metrics[STATISTIC] == pytest.approx(math.log(1e4), rel=1e-5)
+    store.update(_truncated_weights_store(0.5))
+    assert trainer._compute_advantage(batch, metrics := {}) is batch
+    assert metrics[STATISTIC] == pytest.approx(0.5, rel=1e-5)
 
     def broken(**kwargs):
         raise RuntimeError("storage unit gone")
 
-    trainer, _, _ = v1_trainer_on_fake_cluster(monkeypatch, "algorithm.adv_estimator=grpo")
-    trainer.init()
-    trainer.global_steps = 1
     monkeypatch.setattr(transfer_queue, "kv_batch_get", broken)
-    with caplog.at_level(logging.WARNING):
-        for _ in range(2):
-            assert trainer._compute_advantage(batch, metrics := {}) is batch and metrics == {}
-    warned = [r.getMessage() for r in caplog.records if "r' metrics of verl's estimator failed" in r.getMessage()]
-    assert len(warned) == 1 and "storage unit gone" in warned[0]
+    with pytest.raises(RuntimeError, match="storage unit gone"):
+        trainer._compute_advantage(batch, {})
+
+
+def test_v0_guard_reads_verls_estimator_off_the_log_probs_with_allow_truncated_rprime(ray_local):
+    """The v0 twin: verl's grpo under the plugin's loss with ``allow_truncated_rprime``, weights of 1 and
+    log π_k − log α = log 1e4 a token right after a sync: the wrapped ``compute_advantage`` stops the step."""
+    import numpy as np
+    import torch
+    from verl import DataProto
+    from verl.trainer.ppo import ray_trainer
+
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=2", "algorithm.adv_estimator=grpo",
+                      "algorithm.off_grpo.allow_truncated_rprime=true",
+                      "algorithm.rollout_correction.rollout_is_threshold=2.0")
+    servers, workers, replicas, wg = make_cluster(n_servers=1)
+    trainer = FakeV0Trainer(cfg, wg)
+    manager = trainer.init_workers(replicas)
+    manager.update_weights(0)
+    trainer.global_steps = 1
+    rewards = torch.zeros(4, 2)
+    rewards[:, 1] = torch.tensor([1.0, 0.0, 1.0, 0.0])
+    data = DataProto.from_dict(
+        tensors={"token_level_rewards": rewards, "response_mask": torch.ones(4, 2, dtype=torch.int64),
+                 "rollout_is_weights": torch.ones(4, 2), "old_log_probs": torch.full((4, 2), math.log(1e-4) - 0.25),
+                 "rollout_log_probs": torch.full((4, 2), -0.25)},
+        non_tensors={"uid": np.array(["a", "a", "b", "b"], dtype=object)})
+    with pytest.raises(ServedPolicyError, match=r"step 1: .* 9\.21"):
+        ray_trainer.compute_advantage(data, adv_estimator="grpo", num_repeat=2, config=cfg.algorithm)
 
 
 def test_v1_skip_old_log_prob_per_step_follows_the_sync_schedule_and_the_exact_check(ray_local, monkeypatch, caplog):

@@ -435,6 +435,52 @@ def stops_at_sync_4(monkeypatch, schedule, stopped, steps=8):
     assert [c[0] for c in wg.sync_calls] == list(range(0, steps - 3, 4))
 
 
+def one_replica_loads_a_wrong_tensor_from(monkeypatch, first_version):
+    """From the sync of ``first_version`` on, replica 0's vLLM loads ``layers.0.weight`` with bits the trainer never
+    sent (another policy's, new at every sync); replica 1 and every other tensor are exact."""
+    import functools
+
+    original, policy_tensors = fakes.FakeVLLMServer.receive_weights, fakes.policy_tensors
+
+    async def lossy(self, version, policy=None):
+        import torch
+
+        await original(self, version, policy)
+        start = self.load_at.get("wrong_from")
+        if start is not None and version is not None and version >= start:
+            wrong = policy_tensors(1000 + version)["layers.0.weight"]
+            with torch.no_grad():
+                for worker in self.workers:
+                    dict(worker.model_runner.model.named_parameters())["layers.0.weight"].copy_(wrong)
+
+    monkeypatch.setattr(fakes.FakeVLLMServer, "receive_weights", lossy)
+    monkeypatch.setattr(fakes, "make_cluster", functools.partial(
+        fakes.make_cluster, per_server=[{"load_at": {"wrong_from": first_version}}, {}]))
+
+
+@pytest.mark.parametrize("schedule, first_version", [("window", 0), pytest.param("window", 4, marks=pytest.mark.slow), ("per_step", 0)])
+def test_a_replica_unlike_another_at_a_calibrating_sync_is_stopped(ray_local, monkeypatch, schedule, first_version):
+    """A calibrating sync (the first checked, the first after the trainer moved) leaves out the tensors an engine's
+    loader stores otherwise than the cast; but every replica gets the same weights through the same loader, so a
+    tensor replica 0 serves unlike the cast while replica 1 serves it exactly is replica 0 not serving α. Stopped at
+    that sync (window on V1's fit; per_step in v0's order, whose wake check compares each wake with that sync's record
+    and would pass it for the run)."""
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    one_replica_loads_a_wrong_tensor_from(monkeypatch, first_version)
+    stopped = pytest.raises(ServedPolicyError, match=r"replica 0 of 2 serves layers\.0\.weight \(TP rank 0\) unlike the "
+                                                     r"trainer's weights cast to \S+, which another replica serves exactly")
+    if schedule == "window":
+        with stopped:
+            run_fit(monkeypatch, "trainer.test_freq=-1", total=12)
+        return
+    cfg = fakes.compose_cfg(*fakes.V0_OVERRIDES, "algorithm.off_grpo.sync_period=4", "trainer.test_freq=-1")
+    servers, _, replicas, wg = fakes.make_cluster()
+    manager = fakes.FakeV0Trainer(cfg, wg).init_workers(replicas)
+    with stopped:
+        fakes.run_v0_loop(manager.trainer, manager, servers, range(1, 13))
+
+
 @pytest.mark.parametrize("schedule", ["window", pytest.param("per_step", marks=pytest.mark.slow)])
 def test_a_sync_that_leaves_vllm_on_the_old_weights_stops_before_the_next_rollout(ray_local, monkeypatch, schedule):
     """At the sync of step 4 every vLLM rank keeps π_0's weights while the trainer moved to π_4: the lag-0 limit would

@@ -86,6 +86,35 @@ def rprime_from_log_probs(old_log_probs: torch.Tensor, rollout_log_probs: torch.
     return torch.exp(log_ratio.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND))
 
 
+#: verl's r' = π_k/α per token (exact under the plugin's start-up checks unless ``allow_truncated_rprime``)
+IS_WEIGHTS = "rollout_is_weights"
+#: log π_k and log α per token, from which r' is exact whatever verl's correction did to its weights
+LOG_PROBS = ("old_log_probs", "rollout_log_probs")
+
+
+def rprime_fields(fields, allow_truncated_rprime: bool) -> tuple[str, ...]:
+    """The batch fields the bound monitor and the served-policy guard read r' from, among ``fields``: () where verl
+    computed no r' (no :data:`IS_WEIGHTS`: a batch whose π_k pass was skipped); :data:`LOG_PROBS` where
+    ``allow_truncated_rprime`` lets verl truncate, reject or normalise its weights and the batch has both; else
+    :data:`IS_WEIGHTS`. Any estimator, both trainers."""
+    fields = set(fields or ())
+    if IS_WEIGHTS not in fields:
+        return ()
+    if allow_truncated_rprime and set(LOG_PROBS) <= fields:
+        return LOG_PROBS
+    return (IS_WEIGHTS,)
+
+
+def rprime_of(read, fields: tuple[str, ...]) -> Optional[torch.Tensor]:
+    """r' per token (bs, L) from the :func:`rprime_fields` ``fields``, ``read(name)`` giving each as a padded tensor;
+    None without fields."""
+    if not fields:
+        return None
+    if fields == LOG_PROBS:
+        return rprime_from_log_probs(read(LOG_PROBS[0]), read(LOG_PROBS[1]))
+    return read(IS_WEIGHTS)
+
+
 def tv_estimates(rprime: torch.Tensor, response_mask: torch.Tensor) -> dict[str, float]:
     """Token- and sequence-level ½·E_α|ratio − 1| and E_α|log r'| from per-token r' (bs, L):
     :func:`rprime_terms` under ``off_grpo/bound/``, 0 without a response token."""

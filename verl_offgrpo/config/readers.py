@@ -104,14 +104,13 @@ def _coerced(value: Any, name: str, kind: str, accepts, parse, parses_strings: b
 
 
 def guards_verls_advantage(config: Any) -> bool:
-    """Whether a batch whose advantage is verl's (an estimator not the plugin's) still carries r' = π_k/α exactly in
-    ``rollout_is_weights``, so the served-policy guard can read it: the plugin's loss, whose start-up checks then
-    hold r' untruncated (``rollout_is=token``, threshold inf, no rejection sampling, no batch normalisation) unless
-    ``allow_truncated_rprime``. Any other loss, or a truncated r', leaves verl's weights to verl, unguarded."""
+    """Whether the served-policy guard reads r' = π_k/α of a batch whose advantage is verl's (an estimator not the
+    plugin's): under the plugin's loss, whose start-up checks make verl compute r' (``rollout_is``); the guard reads
+    it as the plugin's estimators do (``rollout_is_weights``, or with ``allow_truncated_rprime`` the log-probs:
+    :func:`verl_offgrpo.bound_monitor.rprime_fields`). Any other loss leaves verl's weights to verl, unguarded."""
     from verl_offgrpo import LOSS_NAMES
 
-    loss_mode = _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode")
-    return loss_mode in LOSS_NAMES and not bool(_get(config, "algorithm.off_grpo.allow_truncated_rprime", False))
+    return _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode") in LOSS_NAMES
 
 
 #: where verl 0.9.1 reads the vLLM engine's extra arguments (``vLLMHttpServer.launch_server``)

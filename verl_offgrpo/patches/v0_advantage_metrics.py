@@ -22,7 +22,6 @@ a job that selects the plugin builds it (``rollout.checkpoint_manager_class`` na
 from __future__ import annotations
 
 import functools
-import logging
 import sys
 from typing import Callable
 
@@ -37,7 +36,6 @@ WHEN = ("trainer process of a v0 job with the lagged checkpoint manager (a selec
         "checks it; not installed otherwise")
 _WRAPPED = "__off_grpo_wrapped__"
 
-logger = logging.getLogger(__name__)
 
 #: where the wrapper hands its metrics (the latest lagged manager built in this process)
 _SINK: list[Callable[[dict], None]] = []
@@ -55,7 +53,6 @@ def wrap_compute_advantage(original: Callable) -> Callable:
     @functools.wraps(original)
     def compute_advantage(data, adv_estimator, *args, **kwargs):
         from verl_offgrpo import ESTIMATOR_NAMES
-        from verl_offgrpo.sync.alpha_guard import ServedPolicyError
         from verl_offgrpo.sync.bound_monitor_v0 import v0_metrics, v0_rprime_metrics
 
         config = kwargs.get("config")
@@ -64,18 +61,13 @@ def wrap_compute_advantage(original: Callable) -> Callable:
         if ours and "response_mask" in data.batch.keys():
             mask_before = data.batch["response_mask"].clone()
         out = original(data, adv_estimator, *args, **kwargs)
+        # an error here propagates: the served-policy guard reads these metrics, and a batch it could not read
+        # must not train as if it had passed
         if config is not None and _SINK:
-            try:
-                if ours:
-                    _SINK[-1](v0_metrics(out, out.batch["response_mask"] if mask_before is None else mask_before, config))
-                elif _GUARDS_VERLS[-1]:  # verl's estimator under the plugin's loss and an exact r': the guard applies
-                    _SINK[-1](v0_rprime_metrics(out))
-            except ServedPolicyError:  # the guard: vLLM does not serve the trainer's weights
-                raise
-            except Exception as err:  # noqa: BLE001 - a metric must never stop training; say so once
-                if not getattr(compute_advantage, "_warned", False):
-                    compute_advantage._warned = True
-                    logger.warning("verl-offgrpo: bound monitor (v0) failed: %r", err)
+            if ours:
+                _SINK[-1](v0_metrics(out, out.batch["response_mask"] if mask_before is None else mask_before, config))
+            elif _GUARDS_VERLS[-1]:  # verl's estimator under the plugin's loss: the guard applies
+                _SINK[-1](v0_rprime_metrics(out, config))
         return out
 
     setattr(compute_advantage, _WRAPPED, True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from verl_offgrpo.bound_monitor import rprime_from_log_probs, tv_estimates
+from verl_offgrpo.bound_monitor import rprime_fields, rprime_of, tv_estimates
 from verl_offgrpo.zero_var_mask import advantage_step_metrics, padded, zero_rows_nested
 
 
@@ -55,15 +55,17 @@ def refuse_several_outputs_a_session(batch, estimator: str) -> None:
         )
 
 
-def rprime_metrics_v1(tq, batch) -> dict[str, float]:
+def rprime_metrics_v1(tq, batch, allow_truncated_rprime: bool = False) -> dict[str, float]:
     """V1 trainer, after verl's ``_compute_advantage`` with an estimator not the plugin's (e.g. ``grpo`` under the
     ``off_grpo`` loss): the r' terms of the bound monitor (:func:`~verl_offgrpo.bound_monitor.tv_estimates`,
-    the served-policy guard's statistic included) over the loss tokens of the real rows; {} without r'."""
-    if batch.fields is None or "rollout_is_weights" not in batch.fields:
+    the served-policy guard's statistic included) over the loss tokens of the real rows, r' read as the plugin's
+    estimators read it (:func:`~verl_offgrpo.bound_monitor.rprime_fields`); {} without r'."""
+    read_rprime = rprime_fields(batch.fields, allow_truncated_rprime)
+    if not read_rprime:
         return {}
     data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
-                           select_fields=["loss_mask", "rollout_is_weights"])
-    rprime, loss_mask = padded(data["rollout_is_weights"]), padded(data["loss_mask"])
+                           select_fields=["loss_mask", *read_rprime])
+    rprime, loss_mask = rprime_of(lambda name: padded(data[name]), read_rprime), padded(data["loss_mask"])
     picked = torch.as_tensor(_real_rows(batch, len(batch.keys)), device=rprime.device)
     return tv_estimates(rprime[picked], loss_mask[picked])
 
@@ -91,19 +93,12 @@ def after_advantage_v1(tq, batch, algorithm_cfg) -> dict[str, float]:
     red_drop = algorithm_cfg.get("adv_estimator", None) == RED_DROP_ESTIMATOR_NAME
     reward_field = "token_level_rewards" if algorithm_cfg.get("use_kl_in_reward", False) else "rm_scores"
     fields = ["uid", reward_field, "response_mask", "loss_mask"]
-    has_rprime = batch.fields is not None and "rollout_is_weights" in batch.fields
-    # with allow_truncated_rprime verl's weights may not be π_k/α: the guard reads the log-probs instead
-    exact = has_rprime and knobs.allow_truncated_rprime and {"old_log_probs", "rollout_log_probs"} <= set(batch.fields)
-    if has_rprime:
-        fields.extend(["old_log_probs", "rollout_log_probs"] if exact else ["rollout_is_weights"])
-    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+    read_rprime = rprime_fields(batch.fields, knobs.allow_truncated_rprime)
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields + list(read_rprime))
     uid = data["uid"]  # a tensordict LinkedList/NonTensorStack of strings
     index = np.array(uid.tolist() if hasattr(uid, "tolist") else list(uid), dtype=object)
     scores = padded(data[reward_field]).sum(-1)
-    if exact:
-        rprime = rprime_from_log_probs(padded(data["old_log_probs"]), padded(data["rollout_log_probs"]))
-    else:
-        rprime = padded(data["rollout_is_weights"]) if has_rprime else None
+    rprime = rprime_of(lambda name: padded(data[name]), read_rprime)
     loss_mask = padded(data["loss_mask"])
     # the rows verl's _balance_batch appended to make the batch divisible (one shared uid, reward 0, no
     # loss token) are not samples: they would count as a zero-variance group in the metrics

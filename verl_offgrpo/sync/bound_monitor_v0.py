@@ -16,7 +16,7 @@ import numpy as np
 
 def v0_metrics(data: Any, mask_before: Any, algorithm_cfg: Any) -> dict[str, float]:
     """Bound-monitor metrics of a v0 ``DataProto`` (after the advantage; ``mask_before`` = pre-mask)."""
-    from verl_offgrpo.bound_monitor import rprime_from_log_probs
+    from verl_offgrpo.bound_monitor import rprime_fields, rprime_of
     from verl_offgrpo.config import OffGRPOConfig
     from verl_offgrpo.zero_var_mask import advantage_step_metrics
 
@@ -25,21 +25,19 @@ def v0_metrics(data: Any, mask_before: Any, algorithm_cfg: Any) -> dict[str, flo
     scores = data.batch["token_level_rewards"].sum(-1)
     index = np.asarray(data.non_tensor_batch["uid"], dtype=object)
     knobs = OffGRPOConfig.from_algorithm(algorithm_cfg)
-    keys = set(data.batch.keys())
-    rprime = data.batch["rollout_is_weights"] if "rollout_is_weights" in keys else None
-    if rprime is not None and knobs.allow_truncated_rprime and {"old_log_probs", "rollout_log_probs"} <= keys:
-        # verl's weights may be truncated or normalised: the guard reads π_k/α off the log-probs
-        rprime = rprime_from_log_probs(data.batch["old_log_probs"], data.batch["rollout_log_probs"])
+    rprime = rprime_of(data.batch.__getitem__, rprime_fields(data.batch.keys(), knobs.allow_truncated_rprime))
     red_drop = str(algorithm_cfg.get("adv_estimator")) == RED_DROP_ESTIMATOR_NAME
     metrics, _rows = advantage_step_metrics(scores, index, mask_before, rprime, knobs, red_drop=red_drop)
     return metrics
 
 
-def v0_rprime_metrics(data: Any) -> dict[str, float]:
+def v0_rprime_metrics(data: Any, algorithm_cfg: Any) -> dict[str, float]:
     """The r' terms of the bound monitor (the served-policy guard's statistic included) of a v0 ``DataProto``
-    whose advantage came from an estimator not the plugin's (verl's do not edit ``response_mask``); {} without r'."""
-    from verl_offgrpo.bound_monitor import tv_estimates
+    whose advantage came from an estimator not the plugin's (verl's do not edit ``response_mask``), r' read as the
+    plugin's estimators read it (:func:`~verl_offgrpo.bound_monitor.rprime_fields`); {} without r'."""
+    from verl_offgrpo.bound_monitor import rprime_fields, rprime_of, tv_estimates
+    from verl_offgrpo.config import OffGRPOConfig
 
-    if "rollout_is_weights" not in data.batch.keys():
-        return {}
-    return tv_estimates(data.batch["rollout_is_weights"], data.batch["response_mask"])
+    knobs = OffGRPOConfig.from_algorithm(algorithm_cfg)
+    rprime = rprime_of(data.batch.__getitem__, rprime_fields(data.batch.keys(), knobs.allow_truncated_rprime))
+    return {} if rprime is None else tv_estimates(rprime, data.batch["response_mask"])

@@ -501,7 +501,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
                            previous_step: Optional[int]) -> dict[str, float]:
         """The rule of :mod:`.served_cast` at the sync of ``step``: each tensor a vLLM worker holds whole is the
         trainer's (the actor ranks' ``reports``) cast to vLLM's dtype. A calibrating sync
-        (:func:`.served_cast.calibrates`) trusts the (replica, tensor) pairs it finds alike and warns of the others; any
+        (:func:`.served_cast.calibrates`) trusts the (replica, tensor) pairs it finds alike and warns of the others
+        (raises where another replica holds the tensor alike: the replicas get the same weights); any
         other sync compares the trusted pairs and raises :class:`ServedPolicyError` on a difference. Returns
         ``off_grpo/sync_tensors_exact``. A failure of the comparison itself turns this rule off (a warning), not the
         others."""
@@ -523,6 +524,9 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         if not calibrating and unlike:
             raise ServedPolicyError(served_cast.unlike_message(unlike, step, self.rollout_dtype, len(self.replicas),
                                                                previous_step))
+        if calibrating and (odd := served_cast.unlike_where_another_replica_is_alike(unlike, alike)):
+            raise ServedPolicyError(served_cast.replicas_disagree_message(odd, step, self.rollout_dtype,
+                                                                          len(self.replicas)))
         if calibrating:
             self.cast_left_out |= served_cast.pairs_of(unlike)
             self.cast_trusted = (self.cast_trusted | alike) - self.cast_left_out

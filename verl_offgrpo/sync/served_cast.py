@@ -24,7 +24,9 @@ An honest engine may store something other than the cast for some tensors (a mod
 keeps in float32). Two syncs are read as the engine's layout, not judged (:func:`calibrates`): the first a process
 checks, whose trainer weights usually sit on the rollout dtype's grid (loaded from a bf16 checkpoint), and the first
 after the trainer's weights changed, whose values are off it (a loader that rounds otherwise than torch's cast shows
-there). The tensors unlike the trainer's at those two are left out for the run (a warning names them); at any other
+there). The tensors unlike the trainer's at those two are left out for the run (a warning names them), unless another
+replica holds them exactly as the cast: every replica gets the same weights through the same loader, so that one is
+stopped (:func:`unlike_where_another_replica_is_alike`); at any other
 sync a compared tensor unlike the trainer's stops the run: one whose weights did not change since a sync where they
 matched, or any after the calibration. A first sync that did not arrive at all is stopped by the r' monitor's lag-0
 limit (``max_log_rprime_after_sync``) at the first batch.
@@ -139,6 +141,29 @@ def copies_of(unlike: list[tuple[int, list]]) -> int:
     return sum(len(ranks) for _, tensors in unlike for _, ranks in tensors)
 
 
+def unlike_where_another_replica_is_alike(unlike: list[tuple[int, list]], alike: set[Pair]) -> list[tuple[int, list]]:
+    """Of :func:`compare_with_trainer`'s unlike tensors, those another replica holds exactly as the trainer's cast.
+    Every replica receives the same weights through the same loader, so there the cast is the engine's layout and the
+    unlike replica does not serve α: not a calibrating sync's to leave out."""
+    alike_names = {name for _, name in alike}
+    odd = [(index, [(name, ranks) for name, ranks in tensors if name in alike_names]) for index, tensors in unlike]
+    return [(index, tensors) for index, tensors in odd if tensors]
+
+
+def replicas_disagree_message(odd: list[tuple[int, list]], step: int, dtype: str, num_replicas: int) -> str:
+    """The :class:`~.alpha_guard.ServedPolicyError` text for :func:`unlike_where_another_replica_is_alike`."""
+    index, tensors = odd[0]
+    replica, others, _ = where(index, len(odd), num_replicas, None)
+    named = [f"{name} ({tp_ranks(ranks)})" for name, ranks in tensors]
+    return (
+        f"verl-offgrpo: step {step}: after the weight sync vLLM's {replica}{others} serves {listed(named)} unlike the "
+        f"trainer's weights cast to {dtype}, which another replica serves exactly: every replica receives the same "
+        f"weights, so its next rollout would not sample from α = the policy of step {step}. Stopped before any batch "
+        "was sampled from it. Check the weight-sync path (verl's checkpoint engine, vLLM's loader and sleep/wake); "
+        "algorithm.off_grpo.verify_served_weights=false turns the check off."
+    )
+
+
 def left_out_warning(unlike: list[tuple[int, list]], compared: int, dtype: str, step: int) -> str:
     """The warning for the tensors a calibrating sync (:func:`calibrates`) leaves out of the rule."""
     names = sorted({name for _, name in pairs_of(unlike)})
@@ -174,4 +199,5 @@ def unlike_message(unlike: list[tuple[int, list]], step: int, dtype: str, num_re
 
 
 __all__ = ["COMPARED", "calibrates", "compare_with_trainer", "composed_fingerprints", "copies_of", "left_out_warning",
-           "nothing_compared_warning", "pairs_of", "unlike_message"]
+           "nothing_compared_warning", "pairs_of", "replicas_disagree_message", "unlike_message",
+           "unlike_where_another_replica_is_alike"]

@@ -174,7 +174,6 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
         self.window_data_states: dict[int, Any] = {}  # per step of the window: dataloader state after its batch
         # the served-policy guard reads r' off a batch whose advantage is verl's only where r' is exact
         self.guards_verls_advantage = guards_verls_advantage(config)
-        self.rprime_metrics_warned = False
         self.old_log_prob_skipped = False  # this step's batch: π_k from the update's forward (skip_old_log_prob)
         self.skip_refused_warned = False
         super().__init__(config)
@@ -326,15 +325,8 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
             batch = super()._compute_advantage(batch, metrics)
         if self.config.algorithm.adv_estimator in ESTIMATOR_NAMES:
             step_metrics = after_advantage_v1(tq, batch, self.config.algorithm)
-        elif self.guards_verls_advantage:
-            try:
-                step_metrics = rprime_metrics_v1(tq, batch)
-            except Exception as err:  # noqa: BLE001 - a metric of verl's estimator must never stop training
-                if not self.rprime_metrics_warned:
-                    self.rprime_metrics_warned = True
-                    logger.warning("verl-offgrpo: r' metrics of verl's estimator failed, served-policy guard "
-                                   "not applied to them: %r", err)
-                return batch
+        elif self.guards_verls_advantage:  # an error reading r' propagates: the guard must not pass it unread
+            step_metrics = rprime_metrics_v1(tq, batch, self.off_grpo_knobs.allow_truncated_rprime)
         else:
             return batch
         if self.off_grpo_knobs.skip_old_log_prob:
