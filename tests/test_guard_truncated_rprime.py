@@ -62,7 +62,7 @@ def guard_v0(cfg, old_log_probs, rollout_log_probs, monkeypatch):
         seen.update(metrics)
         check_served_policy(metrics, 0, knobs.max_log_rprime_after_sync, 1, knobs.max_log_rprime_lagged)
 
-    v0_advantage_metrics.apply(sink)
+    v0_advantage_metrics.apply(sink, cfg.algorithm)
     data = corrected_batch(cfg, old_log_probs, rollout_log_probs)
     ray_trainer.compute_advantage(data, adv_estimator="off_grpo", num_repeat=2, config=cfg.algorithm)
     return seen

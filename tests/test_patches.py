@@ -412,6 +412,46 @@ def test_a_plain_job_validated_after_a_selecting_one_in_the_same_process_is_not_
     assert JOB_ENV not in ray_env.get_ppo_ray_runtime_env()["env_vars"]
 
 
+def test_a_plain_v0_trainer_after_a_selecting_one_in_the_same_process_logs_as_verl(monkeypatch):
+    """One process (a notebook, a driver that builds ``RayPPOTrainer`` itself) runs a v0 job that selects the plugin,
+    then a plain one: the lagged manager's wrap of ``compute_advantage`` stays in place, but hands metrics to its sink
+    for the selecting trainer's ``config.algorithm`` only. The plain job's verl GRPO with verl's rollout correction
+    logs what verl logs (no ``off_grpo/bound/*`` from its IS weights, no guard); the selecting job's calls still do."""
+    import numpy as np
+    import torch
+    from verl import DataProto
+    from verl.trainer.ppo import ray_trainer
+    from verl.utils import tracking
+
+    from verl_offgrpo.patches import tracking_merge, v0_advantage_metrics
+
+    logged = []
+    monkeypatch.setattr(tracking.Tracking, "log", lambda self, data, step, backend=None: logged.append((step, dict(data))))
+    monkeypatch.setattr(ray_trainer, "compute_advantage", ray_trainer.compute_advantage)
+    for name, value in (("_SINK", []), ("_GUARDS_VERLS", [False]), ("_ALGORITHM", [None])):
+        monkeypatch.setattr(v0_advantage_metrics, name, value)
+    monkeypatch.setattr(tracking_merge, "PENDING_METRICS", {})
+
+    def batch():
+        return DataProto.from_dict(
+            tensors={"token_level_rewards": torch.tensor([[0, 0, 1.0], [0, 0, 0.0], [0, 0, 1.0], [0, 0, 0.0]]),
+                     "response_mask": torch.ones(4, 3), "rollout_is_weights": torch.full((4, 3), 1.5)},
+            non_tensors={"uid": np.array(["a", "a", "b", "b"], dtype=object)})
+
+    selecting = shipped_config("algorithm.adv_estimator=grpo", "trainer.use_v1=false")
+    # what the lagged manager's __init__ does for the selecting v0 trainer (its loss, verl's grpo: guarded)
+    tracking_merge.apply()
+    v0_advantage_metrics.apply(lambda metrics: tracking_merge.PENDING_METRICS.setdefault(1, {}).update(metrics),
+                               selecting.algorithm, guards_verls=True)
+    plain = verl_config("algorithm.rollout_correction.rollout_is=token")
+    ray_trainer.compute_advantage(batch(), adv_estimator="grpo", num_repeat=2, config=plain.algorithm)
+    tracking.Tracking.log(object.__new__(tracking.Tracking), data={"critic/score/mean": 0.5}, step=1)
+    assert logged == [(1, {"critic/score/mean": 0.5})]
+    ray_trainer.compute_advantage(batch(), adv_estimator="grpo", num_repeat=2, config=selecting.algorithm)
+    tracking.Tracking.log(object.__new__(tracking.Tracking), data={"critic/score/mean": 0.5}, step=1)
+    assert logged[1][1]["off_grpo/bound/mean_abs_log_rprime"] == pytest.approx(np.log(1.5))
+
+
 MARKS = [
     ({JOB_ENV: "1"}, None, "VERL_OFFGRPO_JOB=1 is set in this driver's environment, .* so this plain verl job's "
                            "workers would run the plugin's patches: unset VERL_OFFGRPO_JOB"),
@@ -511,10 +551,14 @@ from verl.workers.engine.base import BaseEngine
 print("OFF", "off_grpo" in core_algos.ADV_ESTIMATOR_REGISTRY, "off_grpo" in core_algos.POLICY_LOSS_REGISTRY,
       hasattr(c.validate_config, "__wrapped__"), hasattr(BaseEngine.train_batch, "__wrapped__"),
       sum(type(f).__name__ == "_PostImportHook" for f in sys.meta_path))
+print("LOADED", *sorted(m for m in sys.modules if m.startswith(("verl_offgrpo", "hydra"))))
 """
     done = run_python(code, VERL_OFFGRPO_DISABLE="1")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "OFF False False False False 0" in done.stdout
+    # nothing of the plugin's beyond its switch, and nothing plain verl does not load (hydra: not at import verl)
+    loaded = next(line for line in done.stdout.splitlines() if line.startswith("LOADED")).split()[1:]
+    assert loaded == ["verl_offgrpo", "verl_offgrpo.plugin", "verl_offgrpo.switch"]
     check = subprocess.run([sys.executable, "-m", "verl_offgrpo", "check"], capture_output=True, text=True,
                            timeout=600, env={**os.environ, "VERL_OFFGRPO_DISABLE": "1"}, cwd=REPO)
     assert check.returncode == 1 and "turned off: VERL_OFFGRPO_DISABLE=1" in check.stderr

@@ -163,12 +163,12 @@ def test_v0_bound_monitor_reports_the_dropped_fraction():
 
     got = []
 
-    v0._SINK[:] = [got.append]
+    cfg = algo(zero_var_mask=True)
+    v0._SINK[:], v0._ALGORITHM[:] = [got.append], [cfg]
     try:
-        cfg = algo(zero_var_mask=True)
         wrap_compute_advantage(compute_advantage)(make_batch(), cfg.adv_estimator, config=cfg)
     finally:
-        v0._SINK[:] = []
+        v0._SINK[:], v0._ALGORITHM[:] = [], [None]
     assert got[0]["off_grpo/red_drop/dropped_frac"] == pytest.approx(5 / 22)
     assert got[0]["off_grpo/zero_var_masked_frac"] == pytest.approx(3 / 22)
 

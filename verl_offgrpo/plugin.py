@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 import traceback
 
-from verl_offgrpo.patches import PatchError, disabled, job_selected
+from verl_offgrpo.switch import disabled, job_selected
 
 CORE_ALGOS = "verl.trainer.ppo.core_algos"
 #: set once this module has run its registrations in this process (``python -m verl_offgrpo check``)
@@ -82,6 +82,7 @@ def _load() -> None:
 try:
     _load()
 except Exception as _err:  # verl would log it at DEBUG only: say it on stderr, then let verl have it
-    _detail = "" if isinstance(_err, PatchError) else "\n" + traceback.format_exc()
+    # by name: the patches package, which defines PatchError, may be what failed to import
+    _detail = "" if type(_err).__name__ == "PatchError" else "\n" + traceback.format_exc()
     _warn_loudly(f"the plugin failed to load ({type(_err).__name__}: {_err}){_detail}")
     raise

@@ -33,19 +33,16 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 import sys
 import warnings
 
 from hydra.errors import CompactHydraException
 
+from verl_offgrpo.switch import DISABLE_ENV, JOB_ENV, disabled, job_selected  # noqa: F401 (re-exported)
+from verl_offgrpo.switch import truthy as _truthy  # noqa: F401 (the patches read their own switches alike)
+
 #: The verl versions the patches were written against (PEP 440 specifier).
 VERL_VERSIONS = ">=0.9.1,<0.10"
-#: ``VERL_OFFGRPO_DISABLE=1``: the entry point registers nothing and patches nothing.
-DISABLE_ENV = "VERL_OFFGRPO_DISABLE"
-#: Set to "1" in every Ray process of a job whose config selects the plugin (the driver adds it to the
-#: job's Ray runtime env, :mod:`.job_env`); patches that must agree across processes read it.
-JOB_ENV = "VERL_OFFGRPO_JOB"
 
 #: Set to "1" beside :data:`JOB_ENV` when the job's config sets ``algorithm.off_grpo.final_outputs_only``
 #: (:mod:`.job_env`); the vLLM server actors read it (:mod:`.final_outputs`).
@@ -88,20 +85,6 @@ class PatchError(RuntimeError, CompactHydraException):
 
 class PatchWarning(UserWarning):
     """A patch cannot be applied; harmless while no job selects the plugin."""
-
-
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-def disabled(environ=os.environ) -> bool:
-    """Whether ``VERL_OFFGRPO_DISABLE`` turns the plugin off in this process."""
-    return _truthy(environ.get(DISABLE_ENV))
-
-
-def job_selected(environ=os.environ) -> bool:
-    """Whether this process belongs to a Ray job whose config selects the plugin (:data:`JOB_ENV`)."""
-    return _truthy(environ.get(JOB_ENV))
 
 
 def first_rank() -> bool:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Callable
+from typing import Any, Callable
 
 from verl_offgrpo.patches import VERL_VERSIONS
 
@@ -41,6 +41,9 @@ _WRAPPED = "__off_grpo_wrapped__"
 _SINK: list[Callable[[dict], None]] = []
 #: whether that manager's job guards batches of verl's estimators (:func:`~verl_offgrpo.config.readers.guards_verls_advantage`)
 _GUARDS_VERLS: list[bool] = [False]
+#: that manager's trainer's ``config.algorithm``, the object verl 0.9.1's ``RayPPOTrainer.fit`` passes as ``config=``:
+#: a call with another (a later plain trainer's in this process) is verl's alone (:func:`_of_the_selecting_trainer`)
+_ALGORITHM: list[Any] = [None]
 
 __all__ = ["TARGETS", "TRAINER", "VERL_VERSIONS", "WHEN", "apply", "install", "live", "wrap_compute_advantage"]
 
@@ -63,7 +66,7 @@ def wrap_compute_advantage(original: Callable) -> Callable:
         out = original(data, adv_estimator, *args, **kwargs)
         # an error here propagates: the served-policy guard reads these metrics, and a batch it could not read
         # must not train as if it had passed
-        if config is not None and _SINK:
+        if config is not None and _SINK and _of_the_selecting_trainer(config):
             if ours:
                 _SINK[-1](v0_metrics(out, out.batch["response_mask"] if mask_before is None else mask_before, config))
             elif _GUARDS_VERLS[-1]:  # verl's estimator under the plugin's loss: the guard applies
@@ -74,13 +77,27 @@ def wrap_compute_advantage(original: Callable) -> Callable:
     return compute_advantage
 
 
-def apply(sink: Callable[[dict], None], guards_verls: bool = False) -> None:
-    """Wrap ``ray_trainer.compute_advantage`` in this process (once); ``sink`` receives from now on, for verl's
+def _of_the_selecting_trainer(config: Any) -> bool:
+    """Whether ``config`` is the selecting trainer's ``config.algorithm``: that object (verl passes it each step), or
+    one equal to it (should verl ever pass a copy: the guard must not go quiet on a selecting job)."""
+    ours = _ALGORITHM[-1]
+    if config is ours:
+        return True
+    try:
+        return ours is not None and bool(config == ours)
+    except Exception:  # noqa: BLE001 - an incomparable config is not the selecting trainer's
+        return False
+
+
+def apply(sink: Callable[[dict], None], algorithm: Any, guards_verls: bool = False) -> None:
+    """Wrap ``ray_trainer.compute_advantage`` in this process (once); ``sink`` receives from now on the metrics of
+    the calls whose ``config`` is ``algorithm`` (the selecting trainer's ``config.algorithm``), for verl's
     estimators too where ``guards_verls``."""
     from verl.trainer.ppo import ray_trainer
 
     _SINK[:] = [sink]
     _GUARDS_VERLS[:] = [bool(guards_verls)]
+    _ALGORITHM[:] = [algorithm]
     ray_trainer.compute_advantage = wrap_compute_advantage(ray_trainer.compute_advantage)
 
 

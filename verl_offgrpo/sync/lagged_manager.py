@@ -219,7 +219,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         self.cache_emptied_hint_shown = False
         if trainer_kind == "v0":
             tracking_merge.apply()
-            v0_advantage_metrics.apply(self._stash_v0_step_metrics, guards_verls=guards_verls_advantage(full_config))
+            v0_advantage_metrics.apply(self._stash_v0_step_metrics, full_config.algorithm,
+                                       guards_verls=guards_verls_advantage(full_config))
         logger.info(
             "verl-offgrpo: lagged sync v=%d keep_weights=%s free_cache_engine=%s (%s trainer)",
             self.knobs.sync_period,
