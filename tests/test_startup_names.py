@@ -150,7 +150,7 @@ def test_the_trainer_modes_are_read_from_verls_registry(ray_env, monkeypatch):
 
 def test_compose_says_an_unknown_trainer_mode_in_one_line(capsys):
     """The newcomer's trial: compose exited 0 for a mode that fails only inside Ray."""
-    from verl_offgrpo.__main__ import main
+    from verl_offgrpo.cli.main import main
 
     from _overrides import BASE
 

@@ -259,7 +259,7 @@ def test_learning_no_sleep_job_is_a_separate_entry_and_a_valid_config(tmp_path, 
     import verl  # noqa: F401  (loads the plugin, which wraps validate_config)
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
-    from verl_offgrpo.__main__ import config_dir
+    from verl_offgrpo.cli.paths import config_dir
 
     ns = type("A", (), dict(batch=32, response_length=48, data_seed=1, lr=1e-5, n=8, temperature=1.0, steps=20,
                              test_freq=10, trainer=trainer, extra=[], keep_weights="no_sleep"))()  # fmt: skip
@@ -331,7 +331,7 @@ def test_throughput_layouts_compose_and_pass_the_startup_checks(tmp_path, reward
     import verl  # noqa: F401  (loads the plugin, which wraps validate_config)
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
-    from verl_offgrpo.__main__ import config_dir
+    from verl_offgrpo.cli.paths import config_dir
 
     args = argparse.Namespace(
         trainer=trainer, warmup=2, steps=20, batch=16, n=4, response_length=256, micro_batch=16, gpu_mem=0.4,
@@ -1984,7 +1984,7 @@ def test_window_speed_jobs_compose_and_pass_the_startup_checks(tmp_path, reward_
     import verl  # noqa: F401  (loads the plugin, which wraps validate_config)
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
-    from verl_offgrpo.__main__ import config_dir
+    from verl_offgrpo.cli.paths import config_dir
     from verl_offgrpo.patches.selection import config_selects
 
     args = argparse.Namespace(steps=40, lr=1e-6, batch=32, n=4, response_length=512, micro_batch=8, gpu_mem=0.4,
@@ -2029,7 +2029,7 @@ def test_window_speed_job_extra_reaches_only_its_job(tmp_path):
     verl passes on from rollout.engine_kwargs.vllm)."""
     from hydra import compose, initialize_config_dir
 
-    from verl_offgrpo.__main__ import config_dir
+    from verl_offgrpo.cli.paths import config_dir
 
     si = "+actor_rollout_ref.rollout.engine_kwargs.vllm.stream_interval=4096"
     args = argparse.Namespace(steps=40, lr=1e-6, batch=32, n=4, response_length=512, micro_batch=8, gpu_mem=0.4,

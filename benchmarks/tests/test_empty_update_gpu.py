@@ -73,7 +73,7 @@ def test_the_jobs_compose_with_the_shipped_yaml_and_pass_the_startup_checks(
     )
     from verl.utils.config import validate_config
 
-    from verl_offgrpo.__main__ import config_dir
+    from verl_offgrpo.cli.paths import config_dir
 
     overrides = eu.job_overrides(
         eu.RUNS[name], V, tmp_path / "model", tmp_path / "data", N, 1e-3, name

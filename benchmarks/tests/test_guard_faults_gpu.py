@@ -24,7 +24,7 @@ def test_jobs_compose_and_pass_the_startup_checks(tmp_path, trainer, verify):
     import verl  # noqa: F401  (loads the plugin, which wraps validate_config)
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
-    from verl_offgrpo.__main__ import config_dir
+    from verl_offgrpo.cli.paths import config_dir
 
     overrides = gf.job_overrides(args(trainer=trainer), "level2", 8, verify, tmp_path / "model", tmp_path / "data")
     with initialize_config_dir(config_dir=config_dir(), version_base=None):

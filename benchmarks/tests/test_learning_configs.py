@@ -25,7 +25,7 @@ def _args(**kw) -> argparse.Namespace:
 def _compose(overrides):
     from hydra import compose, initialize_config_dir
 
-    from verl_offgrpo.__main__ import config_dir
+    from verl_offgrpo.cli.paths import config_dir
 
     with initialize_config_dir(config_dir=config_dir(), version_base=None):
         return compose(config_name="off_grpo_trainer", overrides=overrides)
