@@ -14,7 +14,9 @@ and verl calls reward functions from a thread pool (``loop.run_in_executor``). S
   timers are turned off, they would replace ours);
 * in any other thread, the check runs in a helper process (:mod:`._worker`), where the same
   timer works, and the calling thread waits at most ``timeout + grace``; a helper that does not
-  answer in time (e.g. stuck inside C code, where signals are not delivered) is killed.
+  answer in time (e.g. stuck inside C code, where signals are not delivered) is killed. verl 0.9.1's own
+  ``verl.utils.reward_score.math_verify`` also checks in spawned processes (a ``ProcessPoolExecutor`` of four), but
+  leaves a check that hangs past its timeout running in its worker, so a few such responses stall its pool.
 
 A timed-out check scores 0.0. POSIX only (verl runs on Linux).
 """
