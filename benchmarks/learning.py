@@ -112,6 +112,7 @@ so from lease 12 on, **three a GPU** (six on an x2: ``--gpus 0,0,0,1,1,1``; thre
     13  off_policy_v10:0,window_v10:0,on_policy:0,on_policy_mask_rerun:0,on_policy_mask:1,off_policy_v10:1 (done:
         h200x2-2026-11-30f, NOTEBOOK §26, six on one x2: 150 each)
     14  window_v10:1,on_policy_mask_rerun:1,on_policy_mask:0,reuse_i10:0, and REC/RED rec_oneside_noIS:1,rec_oneside_wide:1
+        (done: h200x2-2026-11-30g, NOTEBOOK §27, six on one x2: 150 each)
     15  rec_oneside_wide_v1:1,rec_oneside_wide_v1:2,red_weight_v1:2, and bigbatch_v10:0, which now runs the lab's
         chunked log-probs (:data:`PLAIN_VERL`; its ≈ 10 s an update was verl's per-row loop, NOTEBOOK §19);
         then bigbatch_v10:1, 2
