@@ -77,3 +77,21 @@ def test_rprime_is_read_off_the_log_probs_only_where_verls_weights_may_be_trunca
     assert rprime_of(data.__getitem__, LOG_PROBS)[0].tolist() == pytest.approx([math.exp(0.5), math.exp(-1.0)])
     assert rprime_of(data.__getitem__, (IS_WEIGHTS,)).tolist() == [[1.0, 1.0]]
     assert rprime_of(data.__getitem__, ()) is None
+
+
+def test_the_largest_responses_drift_shows_one_engine_of_eight_that_the_batch_mean_hides():
+    """Eight engines, 16 responses of 64 tokens each: one serves weights giving |log r'| = 3.77 a token (what a
+    level-2-sleep engine gave on a GPU), seven the 0.02 of numerics. The batch's mean, which the guard checks at lag 0
+    against 0.5, is 3.77/8 + 0.02·7/8 = 0.489; the largest response's mean |log r'| is 3.77. Padding never enters:
+    a response of 2 tokens padded with r' = 1e-9 reads its own tokens' mean."""
+    from verl_offgrpo.bound_monitor import SEQ_MAX
+
+    log_rprime = torch.full((8 * 16, 64), 0.02, dtype=torch.float64)
+    log_rprime[:16] = -3.77
+    metrics = tv_estimates(torch.exp(log_rprime), torch.ones_like(log_rprime))
+    assert metrics["off_grpo/bound/mean_abs_log_rprime"] == pytest.approx(3.77 / 8 + 0.02 * 7 / 8)
+    assert metrics[SEQ_MAX] == pytest.approx(3.77)
+    rprime = torch.tensor([[math.exp(0.5), math.exp(-0.1), 1e-9], [1.0, 1.0, 1.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    assert tv_estimates(rprime, mask)[SEQ_MAX] == pytest.approx(0.3)
+    assert tv_estimates(rprime, torch.zeros_like(mask))[SEQ_MAX] == 0.0

@@ -860,12 +860,13 @@ def test_v0_bound_monitor_goes_through_verls_compute_advantage_to_the_logger(ray
     assert row["off_grpo/zero_var_masked_frac"] == pytest.approx(0.5)
     # verl's own estimators (under the plugin's loss) keep verl's advantage and log only the r' terms, which the
     # served-policy guard reads; over the rows the mask above left (group a: r' [[2, 1], [1, 1]], 4 tokens):
-    # tv_token = ½·1/4, tv_seq = ½·(|2 − 1| + 0)/2, mean |log r'| = log 2 / 4
+    # tv_token = ½·1/4, tv_seq = ½·(|2 − 1| + 0)/2, mean |log r'| = log 2 / 4, the largest response's log 2 / 2
     ray_trainer.compute_advantage(data, adv_estimator="grpo", num_repeat=2, config=cfg.algorithm)
     tracking.log(data={"actor/x": 2.0}, step=7)
     ours = {k: v for k, v in rows[1][1].items() if k.startswith("off_grpo/")}
     assert ours == pytest.approx({"off_grpo/bound/tv_token": 0.125, "off_grpo/bound/tv_seq": 0.25,
-                                  "off_grpo/bound/mean_abs_log_rprime": math.log(2) / 4})
+                                  "off_grpo/bound/mean_abs_log_rprime": math.log(2) / 4,
+                                  "off_grpo/bound/max_seq_abs_log_rprime": math.log(2) / 2})
 
 
 @pytest.mark.parametrize("limit, verify", [(1.0, False), (0.0, False), (1.0, True)])

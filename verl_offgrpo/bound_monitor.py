@@ -115,13 +115,24 @@ def rprime_of(read, fields: tuple[str, ...]) -> Optional[torch.Tensor]:
     return read(IS_WEIGHTS)
 
 
+#: max over the batch's responses of each one's mean |log r'_t|: the guard reads the batch's mean, which one engine of
+#: E serving other weights moves by 1/E of its drift; this shows such a share of responses (logged, not checked)
+SEQ_MAX = "off_grpo/bound/max_seq_abs_log_rprime"
+
+
 def tv_estimates(rprime: torch.Tensor, response_mask: torch.Tensor) -> dict[str, float]:
     """Token- and sequence-level ½·E_α|ratio − 1| and E_α|log r'| from per-token r' (bs, L):
-    :func:`rprime_terms` under ``off_grpo/bound/``, 0 without a response token."""
+    :func:`rprime_terms` under ``off_grpo/bound/``, and :data:`SEQ_MAX` = max_y mean_{t∈y}|log r'_t|; 0 without a
+    response token."""
     mask = response_mask.bool()
     safe = torch.where(mask, rprime.to(torch.float64), torch.ones_like(rprime, dtype=torch.float64))
-    terms = rprime_terms(torch.log(safe.clamp(min=1e-300)), mask, "off_grpo/bound/")
-    return terms or dict.fromkeys(BOUND_RPRIME_TERMS, 0.0)
+    log_rprime = torch.log(safe.clamp(min=1e-300))
+    terms = rprime_terms(log_rprime, mask, "off_grpo/bound/")
+    if not terms:
+        return {**dict.fromkeys(BOUND_RPRIME_TERMS, 0.0), SEQ_MAX: 0.0}
+    rows = mask.any(-1)
+    per_seq = (log_rprime.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND).abs() * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+    return {**terms, SEQ_MAX: float(per_seq[rows].max())}
 
 
 def group_std_terms(scores: torch.Tensor, index: np.ndarray, std_eps: float, std_unbiased: bool = True):
@@ -158,7 +169,7 @@ def bound_metrics(
     """All bound-monitor metrics; TV terms are 0 when there is no r' (α = π_k, on-policy)."""
     metrics = group_std_terms(scores, index, std_eps, std_unbiased)
     if rprime is None:
-        metrics.update(dict.fromkeys(BOUND_RPRIME_TERMS, 0.0))
+        metrics.update({**dict.fromkeys(BOUND_RPRIME_TERMS, 0.0), SEQ_MAX: 0.0})
     else:
         metrics.update(tv_estimates(rprime, response_mask))
     return metrics
