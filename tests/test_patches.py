@@ -714,3 +714,33 @@ def test_compose_turned_off_in_a_fresh_process():
     assert done.returncode == 0, done.stderr[-1500:]
     assert "# composed and validated: verl's validate_config passed (verl-offgrpo turned off: VERL_OFFGRPO_DISABLE=1)" \
         in done.stderr
+
+
+def test_a_plain_v0_trainer_whose_algorithm_equals_the_selecting_ones_logs_as_verl(monkeypatch):
+    """Two v0 jobs in one process that differ only outside ``algorithm`` (an A/B of the loss: verl's yaml with
+    rollout_is=token and an untruncated r', one with ``loss_mode=off_grpo``, which selects the plugin, one with
+    verl's vanilla loss, which does not): the plain trainer's ``compute_advantage`` calls must stay verl's alone, as
+    with a differing algorithm section (:func:`test_a_plain_v0_trainer_after_a_selecting_one_in_the_same_process_logs_as_verl`)."""
+    import numpy as np
+    import torch
+    from verl import DataProto
+    from verl.trainer.ppo import ray_trainer
+
+    from verl_offgrpo.patches import v0_advantage_metrics
+
+    monkeypatch.setattr(ray_trainer, "compute_advantage", ray_trainer.compute_advantage)
+    for name, value in (("_SINK", []), ("_GUARDS_VERLS", [False]), ("_ALGORITHM", [None])):
+        monkeypatch.setattr(v0_advantage_metrics, name, value)
+    common = ("algorithm.adv_estimator=grpo", "trainer.use_v1=false", "algorithm.rollout_correction.rollout_is=token",
+              "algorithm.rollout_correction.rollout_is_threshold=inf")
+    selecting = verl_config(*common, "actor_rollout_ref.actor.policy_loss.loss_mode=off_grpo")
+    plain = verl_config(*common)
+    assert selection.config_selects(selecting) and not selection.config_selects(plain)
+    got = []
+    v0_advantage_metrics.apply(got.append, selecting.algorithm, guards_verls=True)
+    batch = DataProto.from_dict(
+        tensors={"token_level_rewards": torch.tensor([[0, 0, 1.0], [0, 0, 0.0], [0, 0, 1.0], [0, 0, 0.0]]),
+                 "response_mask": torch.ones(4, 3), "rollout_is_weights": torch.full((4, 3), 1.5)},
+        non_tensors={"uid": np.array(["a", "a", "b", "b"], dtype=object)})
+    ray_trainer.compute_advantage(batch, adv_estimator="grpo", num_repeat=2, config=plain.algorithm)
+    assert got == []

@@ -78,15 +78,10 @@ def wrap_compute_advantage(original: Callable) -> Callable:
 
 
 def _of_the_selecting_trainer(config: Any) -> bool:
-    """Whether ``config`` is the selecting trainer's ``config.algorithm``: that object (verl passes it each step), or
-    one equal to it (should verl ever pass a copy: the guard must not go quiet on a selecting job)."""
-    ours = _ALGORITHM[-1]
-    if config is ours:
-        return True
-    try:
-        return ours is not None and bool(config == ours)
-    except Exception:  # noqa: BLE001 - an incomparable config is not the selecting trainer's
-        return False
+    """Whether ``config`` is the selecting trainer's ``config.algorithm``, the object itself (verl 0.9.1's
+    ``RayPPOTrainer.fit`` passes that object each step); an equal one may be a plain trainer's in this process that
+    differs outside ``algorithm`` (its loss), which is verl's alone."""
+    return config is _ALGORITHM[-1]
 
 
 def apply(sink: Callable[[dict], None], algorithm: Any, guards_verls: bool = False) -> None:
