@@ -237,6 +237,19 @@ def test_the_worker_group_reaches_of_the_lag_and_the_reference_reset_are_declare
     assert patches.verl_internals("v0")[0][module] == declared == patches.verl_internals("v1")[0][module]
 
 
+def test_the_driver_side_verl_reaches_are_declared_present_and_checked():
+    """The validate_config wrap builds verl's RolloutConfig in the driver (``patches.rollout_config``): its verl names are
+    declared, present in the installed verl and checked by preflight for every trainer; compose's one reach (the frame
+    of verl's own validate_config) is present too."""
+    from verl_offgrpo.cli import compose
+    from verl_offgrpo.patches import rollout_config
+
+    assert ("verl_offgrpo.patches.rollout_config", "verl", None) in patches.INTERNALS_MODULES
+    declared = rollout_config.VERL_INTERNALS + compose.VERL_INTERNALS
+    assert [patches.target_problem(name) for name in declared] == [None] * len(declared)
+    assert patches.verl_internals("v0")[0]["verl_offgrpo.patches.rollout_config"] == rollout_config.VERL_INTERNALS
+
+
 def test_preflight_of_a_job_checks_only_what_its_trainer_uses(monkeypatch):
     """A v0 job does not need the V1 trainer mode's module (nor import verl's V1 trainer), and a V1 job in
     the plugin's mode does not need the v0-only patch targets; without a config (``check``) both count."""

@@ -187,6 +187,11 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+#: what ``compose`` reads of verl 0.9.1 beyond its public functions: the frame of verl's own ``validate_config``
+#: (:func:`_raised_in_verls_checks`); and, by path, ``verl/third_party/{vllm,sglang}/`` (:func:`_what_this_machine_lacks`)
+VERL_INTERNALS = ("verl.utils.config.validate_config",)
+
+
 def _raised_in_verls_checks(err: BaseException) -> bool:
     """Whether ``err`` was raised inside verl's own ``validate_config`` (its frame in ``verl/utils/config.py``
     is on the traceback), not in the plugin's checks that run before it (a plugin bug, even one raised in a

@@ -75,6 +75,8 @@ INTERNALS_MODULES = (
     # the lagged checkpoint manager (both trainers) and the reference reset (both trainers): worker-group handles
     ("verl_offgrpo.sync.lagged_manager", "ray", None),
     ("verl_offgrpo.ref_reset.trainer", "ray", None),
+    # verl's RolloutConfig, built in the driver by the validate_config wrap (its workers build it after Ray started)
+    ("verl_offgrpo.patches.rollout_config", "verl", None),
 )
 
 

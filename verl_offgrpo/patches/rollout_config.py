@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from hydra.errors import CompactHydraException
 
+#: what this module relies on in verl 0.9.1 (:func:`verl_offgrpo.patches.preflight` checks them for a selecting job)
+VERL_INTERNALS = ("verl.utils.config.omega_conf_to_dataclass", "verl.workers.config.rollout.RolloutConfig")
 #: the section verl 0.9.1 builds into ``verl.workers.config.RolloutConfig`` only in its workers
 WORKER_BUILT = "actor_rollout_ref.rollout"
 #: how :class:`RolloutConfigError` and ``compose`` introduce verl's line
