@@ -152,16 +152,8 @@ def unlike_where_another_replica_is_alike(unlike: list[tuple[int, list]], alike:
 
 def replicas_disagree_message(odd: list[tuple[int, list]], step: int, dtype: str, num_replicas: int) -> str:
     """The :class:`~.alpha_guard.ServedPolicyError` text for :func:`unlike_where_another_replica_is_alike`."""
-    index, tensors = odd[0]
-    replica, others, _ = where(index, len(odd), num_replicas, None)
-    named = [f"{name} ({tp_ranks(ranks)})" for name, ranks in tensors]
-    return (
-        f"verl-offgrpo: step {step}: after the weight sync vLLM's {replica}{others} serves {listed(named)} unlike the "
-        f"trainer's weights cast to {dtype}, which another replica serves exactly: every replica receives the same "
-        f"weights, so its next rollout would not sample from α = the policy of step {step}. Stopped before any batch "
-        "was sampled from it. Check the weight-sync path (verl's checkpoint engine, vLLM's loader and sleep/wake); "
-        "algorithm.off_grpo.verify_served_weights=false turns the check off."
-    )
+    return _unlike_text(odd, step, dtype, num_replicas, "which another replica serves exactly: every replica receives "
+                        "the same weights, so its")
 
 
 def left_out_warning(unlike: list[tuple[int, list]], compared: int, dtype: str, step: int) -> str:
@@ -186,15 +178,20 @@ def nothing_compared_warning() -> str:
 
 def unlike_message(unlike: list[tuple[int, list]], step: int, dtype: str, num_replicas: int, matched_step: int) -> str:
     """The :class:`~.alpha_guard.ServedPolicyError` text for :func:`compare_with_trainer`'s unlike tensors."""
+    return _unlike_text(unlike, step, dtype, num_replicas, f"which it matched at the sync of step {matched_step}: its")
+
+
+def _unlike_text(unlike: list[tuple[int, list]], step: int, dtype: str, num_replicas: int, because: str) -> str:
+    """The stop message of the cast rule for the first replica of ``unlike``; ``because`` says why its copy cannot be
+    the engine's layout, and leads into "next rollout"."""
     index, tensors = unlike[0]
     replica, others, _ = where(index, len(unlike), num_replicas, None)
     named = [f"{name} ({tp_ranks(ranks)})" for name, ranks in tensors]
     return (
         f"verl-offgrpo: step {step}: after the weight sync vLLM's {replica}{others} serves {listed(named)} unlike the "
-        f"trainer's weights cast to {dtype}, which it matched at the sync of step {matched_step}: its next rollout "
-        f"would not sample from α = the policy of step {step}. Stopped before any batch was sampled from it. Check the "
-        "weight-sync path (verl's checkpoint engine, vLLM's loader and sleep/wake); "
-        "algorithm.off_grpo.verify_served_weights=false turns the check off."
+        f"trainer's weights cast to {dtype}, {because} next rollout would not sample from α = the policy of step "
+        f"{step}. Stopped before any batch was sampled from it. Check the weight-sync path (verl's checkpoint engine, "
+        "vLLM's loader and sleep/wake); algorithm.off_grpo.verify_served_weights=false turns the check off."
     )
 
 
