@@ -341,7 +341,8 @@ def validate(overrides: list[str], config_path: str | None = None, config_name: 
         # anything else verl's checks raise (a key its branch needs is not in the config, a model path, ...)
         said = _naming_the_path_key(config, f"{type(err).__name__}: {_one_line(err)}")
         return 4, f"config error (verl's validate_config): {said}", config
-    worker_error = rollout_config_error(config)  # a selecting config's wrap ran it already: this is plain verl's
+    # a selecting config's wrap built it already (and would have raised): only plain verl's is built here
+    worker_error = None if validate_config_patch.selects(config) else rollout_config_error(config)
     if worker_error:  # main_ppo would pass its driver checks, start Ray and the workers, then stop on it
         return 4, f"config error ({SAID_AS}): {worker_error}", config
     return 0, None, config
