@@ -74,7 +74,9 @@ therefore use the horizon every run reached (``learning_stats.py``'s default, 60
 
 Leases (every configuration on seeds 0, 1, 2; the rerun gives the noise floor of each seed). Two jobs
 share a GPU at no measurable cost (NOTEBOOK §10), so a 4-GPU lease runs eight: ``--gpus
-0,0,1,1,2,2,3,3`` (never two ``bigbatch`` jobs at once: ``check_jobs`` refuses them):
+0,0,1,1,2,2,3,3`` (never two ``bigbatch`` jobs at once, until lease 15: they are plain verl, whose weight-transfer socket
+two jobs on one host share; ``mainppo_job.plain_jobs_side_by_side`` refused them, and since lease 15 each loads the lab's
+per-cluster socket, ``benchmarks/diag/unique_socket.py``):
 
     1  on_policy_mask:0,off_policy_v10:0,window_v10:0,bigbatch_v10:0      (done: h200x4-2026-11-28, NOTEBOOK §9)
     2  on_policy:0,reuse_i10:0,on_policy_mask_rerun:0,on_policy_mask:1,
@@ -113,9 +115,10 @@ so from lease 12 on, **three a GPU** (six on an x2: ``--gpus 0,0,0,1,1,1``; thre
         h200x2-2026-11-30f, NOTEBOOK §26, six on one x2: 150 each)
     14  window_v10:1,on_policy_mask_rerun:1,on_policy_mask:0,reuse_i10:0, and REC/RED rec_oneside_noIS:1,rec_oneside_wide:1
         (done: h200x2-2026-11-30g, NOTEBOOK §27, six on one x2: 150 each)
-    15  rec_oneside_wide_v1:1,rec_oneside_wide_v1:2,red_weight_v1:2, and bigbatch_v10:0, which now runs the lab's
-        chunked log-probs (:data:`PLAIN_VERL`; its ≈ 10 s an update was verl's per-row loop, NOTEBOOK §19);
-        then bigbatch_v10:1, 2
+    15  rec_oneside_wide_v1:1,rec_oneside_wide_v1:2,red_weight_v1:2, and bigbatch_v10:0, 1, 2, which now run the
+        lab's chunked log-probs and per-cluster socket (:data:`PLAIN_VERL`; its ≈ 10 s an update was verl's per-row
+        loop, NOTEBOOK §19): ``--gpus 0,0,0,1,1,1 --jobs bigbatch_v10:0,rec_oneside_wide_v1:1,red_weight_v1:2,
+        bigbatch_v10:1,bigbatch_v10:2,rec_oneside_wide_v1:2``
 
 On a one-GPU lease run three jobs with ``--gpus 0,0,0 --gpu-mem 0.1 --kv-cache-gib 8 --agent-workers 4`` (§18's
 settings). The statistics use the horizon every run reached (70 since §22), so a run the budget cuts after it still
@@ -786,12 +789,17 @@ PLAIN_VERL = frozenset({"bigbatch_v10"})
 VECTOR_LOGPROBS_MODULE = "benchmarks.diag.vector_logprobs"
 
 
+UNIQUE_SOCKET_MODULE = "benchmarks.diag.unique_socket"
+
+
 def job_env(name: str, env_extra: dict[str, str] | None = None) -> dict[str, str]:
     """The extra environment of config ``name``'s job: ``env_extra`` (the GPU), and for :data:`PLAIN_VERL` the lab's
-    chunked log-probs among the modules verl loads (``mainppo_job.run_env`` adds them to the driver's)."""
+    chunked log-probs and per-cluster weight-transfer socket (so two of them run side by side on one host) among the
+    modules verl loads (``mainppo_job.run_env`` adds them to the driver's)."""
     env = dict(env_extra or {})
     if name in PLAIN_VERL:
-        env.update(VERL_USE_EXTERNAL_MODULES=VECTOR_LOGPROBS_MODULE, OFFGRPO_VECTOR_LOGPROBS="1")
+        env.update(VERL_USE_EXTERNAL_MODULES=f"{VECTOR_LOGPROBS_MODULE},{UNIQUE_SOCKET_MODULE}",
+                   OFFGRPO_VECTOR_LOGPROBS="1", OFFGRPO_UNIQUE_SOCKET="1")
     return env
 
 
@@ -944,7 +952,8 @@ def main(argv=None) -> int:
         raise SystemExit(f"--merge {args.merge}: {why}; use another --out/--merge or the same settings")
     clash = mainppo_job.plain_jobs_side_by_side(
         {f"{name}:{seed}": job_overrides(args, name, seed, Path("/model"), Path("/data")) for name, seed in jobs},
-        bool(args.gpus) and len(args.gpus.split(",")) > 1)
+        bool(args.gpus) and len(args.gpus.split(",")) > 1,
+        frozenset(f"{name}:{seed}" for name, seed in jobs if job_env(name).get("OFFGRPO_UNIQUE_SOCKET") == "1"))
     if clash:  # before any GPU work
         raise SystemExit(f"--jobs: {clash}")
     model_dir = Path(args.model_path) if args.model_path else model_from_gguf(args.model, work)

@@ -643,11 +643,14 @@ def selects_plugin(overrides: list[str]) -> bool:
     return config_selects(config)
 
 
-def plain_jobs_side_by_side(job_overrides: dict[str, list[str]], concurrent: bool) -> str | None:
+def plain_jobs_side_by_side(job_overrides: dict[str, list[str]], concurrent: bool,
+                            unique_socket: frozenset[str] = frozenset()) -> str | None:
     """Why these jobs cannot run at the same time on one host, or None: two jobs that do not select the
     plugin run verl 0.9.1's weight transfer unpatched, and its IPC socket path is the same for every fresh
-    Ray cluster (``verl_offgrpo/patches/ipc_socket.py``): one vLLM could load the other job's weights."""
-    plain = [name for name, overrides in job_overrides.items() if not selects_plugin(overrides)]
+    Ray cluster (``verl_offgrpo/patches/ipc_socket.py``): one vLLM could load the other job's weights.
+    Jobs named in ``unique_socket`` load the lab's rename (``benchmarks/diag/unique_socket.py``) and count as safe."""
+    plain = [name for name, overrides in job_overrides.items()
+             if name not in unique_socket and not selects_plugin(overrides)]
     if concurrent and len(plain) > 1:
         return (f"jobs {', '.join(plain)} run plain verl side by side: verl 0.9.1 gives them the same weight-transfer "
                 "socket (patches/ipc_socket.py); run them in separate commands")

@@ -2065,9 +2065,20 @@ def test_window_speed_full_window_raises_vllms_token_budget_with_it(tmp_path):
 
 def test_plain_verl_jobs_are_refused_side_by_side_before_any_gpu_work(tmp_path, monkeypatch):
     """Two jobs that do not select the plugin (verl's stock large-batch PPO) would share verl 0.9.1's
-    weight-transfer socket on one host: both drivers refuse to run them at once, and allow it one after
-    the other (one GPU entry) or beside plugin jobs."""
-    monkeypatch.setattr(learning, "smollm2_from_gguf", lambda *_: pytest.fail("converted the model before the check"))
+    weight-transfer socket on one host: window_speed refuses to run them at once, and allows it one after
+    the other (one GPU entry) or beside plugin jobs; learning.py's load the lab's per-cluster socket
+    (``diag/unique_socket.py``) and pass, a job without it does not."""
+    class Past(Exception):
+        pass
+
+    def past_the_check(*_):
+        raise Past
+
+    monkeypatch.setattr(learning, "smollm2_from_gguf", past_the_check)
+    with pytest.raises(Past):
+        learning.main(["--out", str(tmp_path / "o"), "--work", str(tmp_path / "w"), "--jobs", "bigbatch_v10:0,bigbatch_v10:1",
+                       "--gpus", "0,1"])  # fmt: skip
+    monkeypatch.setattr(learning, "job_env", lambda name, env_extra=None: dict(env_extra or {}))
     with pytest.raises(SystemExit, match="bigbatch_v10:0, bigbatch_v10:1 run plain verl side by side"):
         learning.main(["--out", str(tmp_path / "o"), "--work", str(tmp_path / "w"), "--jobs", "bigbatch_v10:0,bigbatch_v10:1",
                        "--gpus", "0,1"])  # fmt: skip
@@ -2081,6 +2092,7 @@ def test_plain_verl_jobs_are_refused_side_by_side_before_any_gpu_work(tmp_path, 
     assert mainppo_job.plain_jobs_side_by_side(jobs, concurrent=False) is None
     assert mainppo_job.plain_jobs_side_by_side({k: jobs[k] for k in ("b4", "w10")}, concurrent=True) is None
     assert "b4, b10" in mainppo_job.plain_jobs_side_by_side(jobs, concurrent=True)
+    assert mainppo_job.plain_jobs_side_by_side(jobs, concurrent=True, unique_socket=frozenset({"b4"})) is None
 
 
 def test_committed_largest4_results_are_what_the_scripts_derive_from_the_saved_logs():

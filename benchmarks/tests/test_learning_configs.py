@@ -286,10 +286,12 @@ def test_plain_verl_jobs_load_the_labs_chunked_log_probs_and_plugin_jobs_keep_th
 
     gpu = {"CUDA_VISIBLE_DEVICES": "1"}
     assert learning.job_env("bigbatch_v10", gpu) == {
-        "CUDA_VISIBLE_DEVICES": "1", "VERL_USE_EXTERNAL_MODULES": "benchmarks.diag.vector_logprobs",
-        "OFFGRPO_VECTOR_LOGPROBS": "1"}
+        "CUDA_VISIBLE_DEVICES": "1",
+        "VERL_USE_EXTERNAL_MODULES": "benchmarks.diag.vector_logprobs,benchmarks.diag.unique_socket",
+        "OFFGRPO_VECTOR_LOGPROBS": "1", "OFFGRPO_UNIQUE_SOCKET": "1"}
     monkeypatch.setenv("VERL_USE_EXTERNAL_MODULES", "a.b,benchmarks.diag.vector_logprobs")
     env = mainppo_job.run_env(tmp_path / "m.jsonl", **learning.job_env("bigbatch_v10", gpu))
-    assert env["VERL_USE_EXTERNAL_MODULES"] == "a.b,benchmarks.diag.vector_logprobs,verl_offgrpo.plugin"
+    assert env["VERL_USE_EXTERNAL_MODULES"] == ("a.b,benchmarks.diag.vector_logprobs,benchmarks.diag.unique_socket,"
+                                                "verl_offgrpo.plugin")
     assert learning.job_env("off_policy_v10", gpu) == gpu
     assert learning.PLAIN_VERL <= set(learning.CONFIGS)
