@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from verl_offgrpo.config import OffGRPOConfig
-from verl_offgrpo.groups import group_ids, red_drop_rows, zero_variance_rows
+from verl_offgrpo.groups import group_moments, red_drop_rows, zero_variance_rows
 
 
 def group_normalized_advantage(
@@ -49,15 +49,7 @@ def group_normalized_advantage(
     ``scores`` (bs,) are the sequence rewards, ``index`` (bs,) the group of each row.
     """
     scores = scores.to(torch.float32)
-    gid, n_groups = group_ids(index)
-    gid_t = torch.as_tensor(gid, dtype=torch.long, device=scores.device)
-    count = torch.zeros(n_groups, dtype=scores.dtype, device=scores.device).index_add_(
-        0, gid_t, torch.ones_like(scores)
-    )
-    mean = torch.zeros_like(count).index_add_(0, gid_t, scores) / count
-    sq_dev = (scores - mean[gid_t]) ** 2
-    dof = count - 1 if std_unbiased else count
-    var = torch.zeros_like(count).index_add_(0, gid_t, sq_dev) / dof.clamp(min=1)
+    gid_t, count, mean, var = group_moments(scores, index, unbiased=std_unbiased)
     singleton = count == 1
     mean = torch.where(singleton, torch.zeros_like(mean), mean)
     var = torch.where(singleton, torch.ones_like(var), var)

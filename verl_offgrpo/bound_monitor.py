@@ -25,7 +25,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from verl_offgrpo.groups import group_ids
+from verl_offgrpo.groups import group_moments, zero_variance_groups
 
 LOG_RATIO_BOUND = 20.0  # verl's clamp on log-ratios
 #: the r' terms (:func:`rprime_terms`), and their names in the bound monitor
@@ -137,24 +137,17 @@ def tv_estimates(rprime: torch.Tensor, response_mask: torch.Tensor) -> dict[str,
 
 def group_std_terms(scores: torch.Tensor, index: np.ndarray, std_eps: float, std_unbiased: bool = True):
     """(1−σ_g)/σ_g statistics over groups with σ > 0, and the zero-variance group fraction."""
-    gid, n_groups = group_ids(index)
     scores = scores.detach().to(torch.float64).cpu()
-    coefs, n_multi, n_zero = [], 0, 0
-    for g in range(n_groups):
-        s = scores[torch.as_tensor(gid == g)]
-        if s.numel() < 2:
-            continue
-        n_multi += 1
-        if bool((s == s[0]).all()):
-            n_zero += 1
-            continue
-        std = s.std(unbiased=std_unbiased)
-        sigma = float(torch.sqrt(std**2 + std_eps))
-        coefs.append((1 - sigma) / sigma)
+    gid_t, count, _, var = group_moments(scores, index, unbiased=std_unbiased)
+    multi = count > 1
+    zero = zero_variance_groups(scores, gid_t, count.numel())
+    sigma = torch.sqrt(var[multi & ~zero] + std_eps)
+    coefs = (1 - sigma) / sigma
+    n_multi = int(multi.sum())
     return {
-        "off_grpo/bound/coef_mean": float(np.mean(coefs)) if coefs else 0.0,
-        "off_grpo/bound/coef_max": float(np.max(coefs)) if coefs else 0.0,
-        "off_grpo/bound/zero_var_group_frac": n_zero / n_multi if n_multi else 0.0,
+        "off_grpo/bound/coef_mean": float(coefs.mean()) if coefs.numel() else 0.0,
+        "off_grpo/bound/coef_max": float(coefs.max()) if coefs.numel() else 0.0,
+        "off_grpo/bound/zero_var_group_frac": int(zero.sum()) / n_multi if n_multi else 0.0,
     }
 
 

@@ -19,18 +19,33 @@ def group_ids(index: np.ndarray) -> tuple[np.ndarray, int]:
     return inverse, int(inverse.max()) + 1 if inverse.size else 0
 
 
-def zero_variance_rows(scores: torch.Tensor, index: np.ndarray) -> torch.Tensor:
-    """Bool (bs,): rows of groups with N > 1 whose scores are all equal."""
+def group_moments(scores: torch.Tensor, index: np.ndarray, *, unbiased: bool = True):
+    """Per row its dense group id g (long, (bs,)); per group N_g, mean_g = Σ r / N_g and
+    var_g = Σ (r − mean_g)² / (N_g − 1) (``unbiased``; else / N_g; a singleton's divisor is 1), in ``scores``' dtype."""
     gid, n_groups = group_ids(index)
     gid_t = torch.as_tensor(gid, dtype=torch.long, device=scores.device)
+    count = torch.zeros(n_groups, dtype=scores.dtype, device=scores.device).index_add_(0, gid_t, torch.ones_like(scores))
+    mean = torch.zeros_like(count).index_add_(0, gid_t, scores) / count
+    dof = count - 1 if unbiased else count
+    var = torch.zeros_like(count).index_add_(0, gid_t, (scores - mean[gid_t]) ** 2) / dof.clamp(min=1)
+    return gid_t, count, mean, var
+
+
+def zero_variance_groups(scores: torch.Tensor, gid_t: torch.Tensor, n_groups: int) -> torch.Tensor:
+    """Bool (n_groups,): groups with N > 1 whose scores are all equal (max = min: exact, unlike a variance)."""
     scores = scores.detach().to(torch.float64)
     g_max = torch.full((n_groups,), -torch.inf, dtype=scores.dtype, device=scores.device)
     g_min = torch.full((n_groups,), torch.inf, dtype=scores.dtype, device=scores.device)
     g_max = g_max.scatter_reduce(0, gid_t, scores, reduce="amax")
     g_min = g_min.scatter_reduce(0, gid_t, scores, reduce="amin")
-    count = torch.bincount(gid_t, minlength=n_groups)
-    zero_var_group = (g_max == g_min) & (count > 1)
-    return zero_var_group[gid_t]
+    return (g_max == g_min) & (torch.bincount(gid_t, minlength=n_groups) > 1)
+
+
+def zero_variance_rows(scores: torch.Tensor, index: np.ndarray) -> torch.Tensor:
+    """Bool (bs,): rows of groups with N > 1 whose scores are all equal."""
+    gid, n_groups = group_ids(index)
+    gid_t = torch.as_tensor(gid, dtype=torch.long, device=scores.device)
+    return zero_variance_groups(scores, gid_t, n_groups)[gid_t]
 
 
 def group_seed(seed: int, uid: str) -> int:
