@@ -270,7 +270,7 @@ def test_resume_mid_window_starts_a_shorter_window(ray_local, monkeypatch):
     rec = run_fit(monkeypatch, "trainer.test_freq=-1", start=5, total=10)
     assert rec.generations == window(6, 3, "pi_5") + window(9, 2, "pi_8")
     assert rec.syncs == [5, 8]
-    assert series(rec, "off_grpo/rollout_lag", range(7, 11)) == [1, 2, 0, 1]  # step 6's slot reports none yet
+    assert series(rec, "off_grpo/rollout_lag", range(6, 11)) == [0, 1, 2, 0, 1]  # the new window's first batch: lag 0
 
 
 def test_the_last_window_ends_where_verls_epochs_end(ray_local, monkeypatch):
@@ -389,6 +389,18 @@ def test_a_window_whose_first_batch_cannot_reach_every_engine_keeps_the_lagged_l
     layout["actor_rollout_ref"]["rollout"]["data_parallel_size"] = 2
     layout["trainer"]["n_gpus_per_node"] = 16
     assert not lag0_batch_reaches_every_engine(layout)  # 16 engines (8 replicas × 2 data-parallel ranks)
+
+
+def test_a_window_whose_lag_0_check_is_off_keeps_the_lagged_limit_an_error(ray_local, monkeypatch, caplog):
+    """A window's lagged batches only warn because its lag-0 batch met max_log_rprime_after_sync: with that limit off
+    (0) nothing vouches for the phase, so a lagged batch over max_log_rprime_lagged stops the run (found by an audit:
+    it warned, naming a lag-0 check that never ran)."""
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"), pytest.raises(ServedPolicyError, match="step 2"):
+        run_fit(monkeypatch, "trainer.test_freq=-1", "algorithm.off_grpo.max_log_rprime_after_sync=0", total=4,
+                rprime=lambda step: 5.0)
+    assert not [r for r in caplog.records if "generated in the phase whose lag-0 batch met" in r.getMessage()]
 
 
 def test_the_lag_0_limit_still_stops_a_window(ray_local, monkeypatch):

@@ -109,7 +109,7 @@ class OffGRPOConfig:
             correct engine's numerics, below another model's weights. 0 = off.
         max_log_rprime_lagged (float, default 1.5): the same, looser, for lagged batches (π_k drifts from α by
             design): above that drift, below an engine on other weights. A warning only where ``verify_served_weights``
-            reaches every vLLM worker (rollout DP = 1; a window also needs B·n ≥ engines), else an error. 0 = off.
+            reaches every vLLM worker (DP = 1; a window: B·n ≥ engines, lag-0 limit on), else an error. 0 = off.
 
     > Reference policy (paper §3)
 

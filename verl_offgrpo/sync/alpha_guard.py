@@ -27,7 +27,8 @@ warning and ``off_grpo/guard/lagged_over_limit`` = 1 (0 on lagged batches within
 short of some workers (vLLM data parallelism inside a replica), the limit stays an error. In a window
 (``rollout_schedule=window``) the lagged batches come from the same generation phase as its lag-0
 batch, which the strict limit checked, with no wake or transfer since: there it is a warning too, where that batch's
-B·n samples can reach every vLLM engine and the exact check saw the window's sync reach every worker. The lag-0 limit and a NaN statistic (NaN log-probs from the engine) stop the run at any lag.
+B·n samples can reach every vLLM engine, the exact check saw the window's sync reach every worker, and the strict
+limit is on (``max_log_rprime_after_sync`` > 0). The lag-0 limit and a NaN statistic (NaN log-probs from the engine) stop the run at any lag.
 """
 
 from __future__ import annotations

@@ -545,8 +545,10 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         from the generation phase whose lag-0 batch the strict limit checked: no wake, no transfer since) whose
         lag-0 batch can reach every engine and whose sync the exact check saw reach every vLLM worker (a stale
         engine among several moves the lag-0 batch's mean by its share only), or with the exact check on every
-        vLLM worker at each wake; else that limit is the only check left, and stops the run."""
-        window_checked = self.windowed and self.lag0_batch_reaches_every_engine and self.verify_syncs
+        vLLM worker at each wake; else that limit is the only check left, and stops the run (in a window too when
+        ``max_log_rprime_after_sync`` = 0: no lag-0 batch was checked to vouch for the phase)."""
+        window_checked = (self.windowed and self.lag0_batch_reaches_every_engine and self.verify_syncs
+                          and self.knobs.max_log_rprime_after_sync > 0)
         return window_checked or self.every_wake_checked_exactly
 
     @property
