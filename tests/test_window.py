@@ -1243,3 +1243,26 @@ def test_a_window_without_vllm_sleep_mode_needs_vllm_awake_through_the_updates()
     with pytest.raises(OffGRPOConfigError, match=r"cannot sleep vLLM at level 1; set it true, or use "
                                                  r"algorithm.off_grpo.keep_weights=no_sleep.$"):  # per_step's own
         validate_off_grpo_config(shipped_config(*no_sleep_mode, "algorithm.off_grpo.rollout_schedule=per_step"))
+
+
+def test_a_window_across_an_epoch_boundary_trains_on_the_prompts_per_step_would(monkeypatch):
+    """6 prompts, B = 2: 3 steps an epoch; the window of steps 1-4 crosses into epoch 2 (the dataloader rolls over as
+    verl's does). Window and per_step train on the same prompts in the same order, and each step's saved dataloader
+    state is the one per_step saves (from an audit)."""
+    from verl_offgrpo.sync.trainer_v1 import submit_window
+
+    trainer, sample, _ = prompt_pipeline(monkeypatch, num_prompts=6)
+    per_step, per_step_states = [], {}
+    for step in range(1, 9):
+        trainer.global_steps = step
+        trainer._add_prompts_to_generate(B)
+        per_step_states[step] = trainer.train_dataloader.state_dict()
+        per_step.append(sample(step))
+    trainer, sample, _ = prompt_pipeline(monkeypatch, num_prompts=6)
+    states = {}
+    for start in (1, 5):
+        trainer.global_steps = start
+        states.update(submit_window(trainer, start, 4))
+    assert [sample(step) for step in range(1, 9)] == per_step
+    assert sorted(sum(per_step[:3], [])) == list(range(6))  # one epoch is every prompt once
+    assert {s: str(states[s]) for s in range(1, 9)} == {s: str(per_step_states[s]) for s in range(1, 9)}
