@@ -27,8 +27,8 @@ batch whose π_k pass was skipped: :func:`~verl_offgrpo.policy_loss.pi_k_and_log
     pi_k     ρ = π_θ / π_k    c = 1
     rprime   ρ = π_θ / α      c = r'     (the off_grpo loss's window centre, additive band)
 
-``alpha`` is what the paper's reference implementation (Trinity-RFT) feeds its REC loss: the rollout
-engine's log-probs as π_old, one optimizer step per batch, so the mask acts on how stale a sample is.
+``alpha`` is what the paper's reference implementation (Trinity-RFT, as of the paper's runs) feeds its REC loss:
+the rollout engine's log-probs as π_old, one optimizer step per batch, so the mask acts on how stale a sample is.
 With ``pi_k`` and one optimizer step per batch, π_θ = π_k when the gradient is taken: ρ = 1, the mask
 never binds and every clip mode is plain group-relative REINFORCE. Log-ratios are clamped to ±20 as verl does. verl's ``ppo_loss`` adds the
 entropy and β·KL terms on the same mask; a mini-batch without a loss token gives exactly 0, as the

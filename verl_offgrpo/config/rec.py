@@ -50,7 +50,8 @@ class RECConfig:
     Args:
         weight (str, default "none"): "none": Ã = A (NoIS, the paper's recommended form); "is": Ã = A·ρ with ρ
             detached; "red_weight": Ã = A·exp(A/τ), no IS (RED-Weight: favours high-reward samples).
-        tau (float, default 1.0): τ of "red_weight", > 0. Smaller τ concentrates the update on the best samples.
+        tau (float, default 1.0): τ of "red_weight", > 0. Smaller τ concentrates the update on the best samples;
+            A/τ is clamped to ±20 (against overflow), so a weight stops growing past A = 20τ.
 
     > π_old of ρ and the band's centre (the plugin's, for its lag α = π_{k−v}; no paper section)
 
