@@ -118,11 +118,12 @@ so from lease 12 on, **three a GPU** (six on an x2: ``--gpus 0,0,0,1,1,1``; thre
     15  rec_oneside_wide_v1:1,rec_oneside_wide_v1:2,red_weight_v1:2, and bigbatch_v10:0, 1, 2, which now run the
         lab's chunked log-probs and per-cluster socket (:data:`PLAIN_VERL`; its ≈ 10 s an update was verl's per-row
         loop, NOTEBOOK §19): ``--gpus 0,0,0,1,1,1 --jobs bigbatch_v10:0,rec_oneside_wide_v1:1,red_weight_v1:2,
-        bigbatch_v10:1,bigbatch_v10:2,rec_oneside_wide_v1:2``
+        bigbatch_v10:1,bigbatch_v10:2,rec_oneside_wide_v1:2`` (done: h200x2-2026-11-30h, NOTEBOOK §28, six on one x2:
+        150 each; every (config, seed) of the plan now has 150 updates)
 
 On a one-GPU lease run three jobs with ``--gpus 0,0,0 --gpu-mem 0.1 --kv-cache-gib 8 --agent-workers 4`` (§18's
-settings). The statistics use the horizon every run reached (70 since §22), so a run the budget cuts after it still
-counts.
+settings). The statistics use the horizon every run reached (70 from §22, 150 since §28), so a run the budget cuts after it
+still counts.
 
 **Accumulating across sessions.** Each lease's ``learning.json`` already holds the earlier runs (it
 merged the committed file, which travels with the working tree). Back on the CPU: copy it to

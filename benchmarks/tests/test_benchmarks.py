@@ -2098,10 +2098,10 @@ def test_plain_verl_jobs_are_refused_side_by_side_before_any_gpu_work(tmp_path, 
 def test_committed_largest4_results_are_what_the_scripts_derive_from_the_saved_logs():
     """learning_largest4/learning.json = learning.py --rebuild over raw/learning_largest4; the runs whose
     actor printed ``[vector-logprobs]`` (NOTEBOOK §12, §13: leases h200x4-2026-11-28e, h200x1-2026-11-28) or the
-    package's chunked log-probs line (§14, §18–§22: h200x1-2026-11-29, -29e, -29f, h200x2-2026-11-29, h200x1-2026-11-29g,
-    h200x2-2026-11-30c, h200x2-2026-11-30d, h200x2-2026-11-30f, h200x2-2026-11-30g; §22's h200x2-2026-11-29b runs are all
-    replaced by §26, §27; §18's saved console logs are cut before that line, the job's record read it from the whole
-    log) and only those say so."""
+    package's chunked log-probs line (§14, §18–§22: h200x1-2026-11-29, -29e, -29f, h200x2-2026-11-29,
+    h200x2-2026-11-30c, h200x2-2026-11-30d, h200x2-2026-11-30f, h200x2-2026-11-30g, h200x2-2026-11-30h; §22's
+    h200x2-2026-11-29b and §21's h200x1-2026-11-29g runs are all replaced by §26–§28; §18's saved console logs are cut
+    before that line, the job's record read it from the whole log) and only those say so: since §28 every run."""
     results = BENCH / "results"
     committed = json.loads((results / "learning_largest4" / "learning.json").read_text())
     rebuilt = learning.rebuild(json.loads(json.dumps(committed)), results / "raw" / "learning_largest4")
@@ -2110,11 +2110,11 @@ def test_committed_largest4_results_are_what_the_scripts_derive_from_the_saved_l
     # verl's large-batch PPO does not select the plugin, so the package's chunked log-probs never reach it
     loop = {r["machine"] for r in committed["runs"] if r["logprobs"] == "verl loop" and r["config"] != "bigbatch_v10"}
     assert chunked == {"h200x4-2026-11-28e", "h200x1-2026-11-28", "h200x1-2026-11-29", "h200x1-2026-11-29e",
-                       "h200x1-2026-11-29f", "h200x2-2026-11-29", "h200x1-2026-11-29g",
-                       "h200x2-2026-11-30c", "h200x2-2026-11-30d", "h200x2-2026-11-30f", "h200x2-2026-11-30g"}
+                       "h200x1-2026-11-29f", "h200x2-2026-11-29",
+                       "h200x2-2026-11-30c", "h200x2-2026-11-30d", "h200x2-2026-11-30f", "h200x2-2026-11-30g",
+                       "h200x2-2026-11-30h"}
     assert not chunked & loop
-    assert {r["logprobs"] for r in committed["runs"] if r["machine"] == "h200x1-2026-11-29f" and
-            r["config"] == "bigbatch_v10"} == {"verl loop"}
+    assert all(r["logprobs"] == "chunked" for r in committed["runs"])  # bigbatch_v10 too, the lab's module (§28)
 
 
 def test_progress_line_names_the_job_and_its_last_logged_step():
