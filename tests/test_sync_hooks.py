@@ -876,7 +876,7 @@ def test_v0_guard_stops_a_run_whose_engine_disagrees_right_after_a_sync(ray_loca
     before the update, and so does the same batch at lag 1 (after a skipped slot, where a broken
     sleep/wake shows) under a lagged limit of 5.0 when the exact served-weights check is off; with
     it on (default) the lagged batch only logs off_grpo/guard/lagged_over_limit = 1 (the check itself
-    stops a wrong engine); with both limits 0 both pass."""
+    stops a wrong engine); with every limit 0 both pass."""
     import numpy as np
     import torch
 
@@ -887,6 +887,7 @@ def test_v0_guard_stops_a_run_whose_engine_disagrees_right_after_a_sync(ray_loca
 
     cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=2",
                       f"algorithm.off_grpo.max_log_rprime_after_sync={limit}",
+                      f"algorithm.off_grpo.max_seq_log_rprime_after_sync={limit}",
                       f"algorithm.off_grpo.max_log_rprime_lagged={5.0 if limit else 0.0}",
                       f"algorithm.off_grpo.verify_served_weights={verify}")  # fmt: skip
     servers, workers, replicas, wg = make_cluster(n_servers=1)
@@ -925,6 +926,54 @@ def test_v0_guard_stops_a_run_whose_engine_disagrees_right_after_a_sync(ray_loca
 
         assert manager.step_metrics(1)["off_grpo/weights_verified"] == 1.0
         assert tracking_merge.PENDING_METRICS[2][LAGGED_OVER_LIMIT] == 1.0
+
+
+@pytest.mark.parametrize("seq_limit", [1.0, 0.0])
+def test_v0_guard_stops_a_lag_0_batch_with_one_response_far_from_the_trainer(ray_local, seq_limit):
+    """One engine among several on other weights moves the lag-0 batch's mean by its share only: through verl's
+    compute_advantage, 4 responses of 2 tokens, one with |log r'| = 1.5 per token and three at 0: the batch's mean
+    3/8 = 0.375 passes max_log_rprime_after_sync = 0.5, that response's 1.5 > max_seq_log_rprime_after_sync = 1.0
+    stops the run (0 turns it off); the same batch at lag 1 passes (drift per response is a lag's to have)."""
+    import numpy as np
+    import torch
+
+    from verl import DataProto
+    from verl.trainer.ppo import ray_trainer
+
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=2",
+                      f"algorithm.off_grpo.max_seq_log_rprime_after_sync={seq_limit}")  # fmt: skip
+    servers, workers, replicas, wg = make_cluster(n_servers=1)
+    trainer = FakeV0Trainer(cfg, wg)
+    manager = trainer.init_workers(replicas)
+    rewards = torch.zeros(4, 2)
+    rewards[:, 1] = torch.tensor([1.0, 0.0, 1.0, 0.0])
+    weights = torch.ones(4, 2)
+    weights[0] = math.exp(-1.5)
+    data = DataProto.from_dict(
+        tensors={"token_level_rewards": rewards, "response_mask": torch.ones(4, 2, dtype=torch.int64),
+                 "rollout_is_weights": weights},
+        non_tensors={"uid": np.array(["a", "a", "b", "b"], dtype=object)},
+    )  # fmt: skip
+
+    def advantage():
+        return ray_trainer.compute_advantage(data, adv_estimator="off_grpo", num_repeat=2, config=cfg.algorithm)
+
+    manager.update_weights(0)
+    trainer.global_steps = 1
+    if seq_limit:
+        with pytest.raises(ServedPolicyError, match=r"step 1: .*one response's mean .* 1\.5 \(> "
+                                                    r"algorithm\.off_grpo\.max_seq_log_rprime_after_sync=1\.0; the "
+                                                    r"batch's is 0\.375\)"):
+            advantage()
+    else:
+        advantage()
+    manager.sleep_replicas()
+    manager.update_weights(1)  # skipped: step 2's batch has lag 1
+    trainer.global_steps = 2
+    assert manager.schedule.rollout_lag_of(2) == 1
+    advantage()
 
 
 def test_v0_manager_without_trainer_is_an_error(ray_local):

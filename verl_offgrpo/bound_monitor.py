@@ -115,8 +115,8 @@ def rprime_of(read, fields: tuple[str, ...]) -> Optional[torch.Tensor]:
     return read(IS_WEIGHTS)
 
 
-#: max over the batch's responses of each one's mean |log r'_t|: the guard reads the batch's mean, which one engine of
-#: E serving other weights moves by 1/E of its drift; this shows such a share of responses (logged, not checked)
+#: max over the batch's responses of each one's mean |log r'_t|: the batch's mean moves by 1/E of the drift of one
+#: engine of E serving other weights, this does not (the guard's ``max_seq_log_rprime_after_sync`` at lag 0)
 SEQ_MAX = "off_grpo/bound/max_seq_abs_log_rprime"
 
 

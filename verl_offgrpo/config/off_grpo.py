@@ -47,7 +47,8 @@ PREFIX = "algorithm.off_grpo"
 #: the numeric knobs and their ranges (:func:`~.values.check_numbers`): the integers, then numbers (read as float)
 INTEGER_KNOBS = ("red_drop_seed", "sync_period", "ref_reset_period")
 NUMBER_RANGES = {"red_drop_seed": ">= 0", "sync_period": ">= 1", "ref_reset_period": ">= 0",
-                 "std_eps": "> 0", "max_log_rprime_after_sync": ">= 0", "max_log_rprime_lagged": ">= 0"}
+                 "std_eps": "> 0", "max_log_rprime_after_sync": ">= 0", "max_seq_log_rprime_after_sync": ">= 0",
+                 "max_log_rprime_lagged": ">= 0"}
 
 
 class SyncConfigError(OffGRPOConfigError):
@@ -107,6 +108,9 @@ class OffGRPOConfig:
         max_log_rprime_after_sync (float, default 0.5): served-policy guard: stop before the update when a
             batch sampled right after a sync (α = π_k) has mean |log π_k/α| per token above this: far above a
             correct engine's numerics, below another model's weights. 0 = off.
+        max_seq_log_rprime_after_sync (float, default 1.0): the same per response: stop when one response of that
+            batch has mean |log π_k/α| per token above this (an engine among E on other weights moves the batch's
+            mean by 1/E of its drift only). 0 = off.
         max_log_rprime_lagged (float, default 1.5): the same, looser, for lagged batches (π_k drifts from α by
             design): above that drift, below an engine on other weights. A warning only where ``verify_served_weights``
             reaches every vLLM worker (DP = 1; a window: B·n ≥ engines, lag-0 limit on), else an error. 0 = off.
@@ -139,6 +143,7 @@ class OffGRPOConfig:
     empty_cache_on_skip: str = "if_needed"
     verify_served_weights: bool = True
     max_log_rprime_after_sync: float = 0.5
+    max_seq_log_rprime_after_sync: float = 1.0
     max_log_rprime_lagged: float = 1.5
     ref_reset_period: int = 0
     allow_truncated_rprime: bool = False
@@ -182,13 +187,13 @@ class OffGRPOConfig:
             value = getattr(self, name)
             if value not in choices:
                 raise OffGRPOConfigError(f"{PREFIX}.{name} must be one of {choices} (got {value!r}).")
-        for name in ("max_log_rprime_after_sync", "max_log_rprime_lagged"):
+        for name in ("max_log_rprime_after_sync", "max_seq_log_rprime_after_sync", "max_log_rprime_lagged"):
             limit = getattr(self, name)
             if not (_is_number(limit) and limit >= 0):
                 raise OffGRPOConfigError(
                     f"{PREFIX}.{name} must be a number >= 0 (got {limit!r}); 0 turns the guard off."
                 )
-        for name in ("std_eps", "max_log_rprime_after_sync", "max_log_rprime_lagged"):
+        for name in ("std_eps", "max_log_rprime_after_sync", "max_seq_log_rprime_after_sync", "max_log_rprime_lagged"):
             object.__setattr__(self, name, float(getattr(self, name)))  # an integer in the yaml reads as float
 
     @property

@@ -40,6 +40,8 @@ from typing import Optional
 logger = logging.getLogger(__name__)
 
 STATISTIC = "off_grpo/bound/mean_abs_log_rprime"
+#: max over the batch's responses of each one's mean |log r'_t| (:data:`verl_offgrpo.bound_monitor.SEQ_MAX`)
+SEQ_STATISTIC = "off_grpo/bound/max_seq_abs_log_rprime"
 
 
 class ServedPolicyError(RuntimeError):
@@ -66,8 +68,10 @@ def check_served_policy(
     lagged_limit: float = 0.0,
     lagged_is_error: bool = True,
     served_alpha_because: str = EXACT_CHECK_PASSED,
+    seq_limit: float = 0.0,
 ) -> dict:
-    """Raise :class:`ServedPolicyError` if mean |log r'| > ``limit`` on a batch of rollout lag 0, or
+    """Raise :class:`ServedPolicyError` if mean |log r'| > ``limit`` on a batch of rollout lag 0 (or one response's
+    mean > ``seq_limit``, :data:`SEQ_STATISTIC`: an engine among E on other weights moves the batch's mean by 1/E), or
     > ``lagged_limit`` on a batch of lag ≥ 1 when ``lagged_is_error`` (else warn, saying ``served_alpha_because``),
     or if it is NaN (the
     engine returned NaN log-probs) at any lag. Returns the monitor's metrics for the step
@@ -81,9 +85,11 @@ def check_served_policy(
         return {}
     lagged = rollout_lag >= 1
     threshold = lagged_limit if lagged else limit
+    over = threshold > 0 and not value <= threshold  # a NaN (NaN log-probs from the engine) fails `<=`
+    if not lagged and not over:
+        _check_one_response(metrics.get(SEQ_STATISTIC), seq_limit, value, step)
     if threshold <= 0:
         return {}
-    over = not value <= threshold  # a NaN (NaN log-probs from the engine) fails `<=`
     if lagged and not lagged_is_error and not math.isnan(value):
         if over:
             logger.warning(
@@ -110,4 +116,17 @@ def check_served_policy(
         "differs from the trainer by its numerics only). vLLM is not serving the trainer's weights: check the rollout engine's sleep/wake and "
         "weight-sync path (algorithm.off_grpo.keep_weights, sync_period), or raise the limit if your "
         "engine's numerics differ that much (e.g. quantized rollout)."
+    )
+
+
+def _check_one_response(seq_value: Optional[float], seq_limit: float, batch_mean: float, step: Optional[int]) -> None:
+    """At rollout lag 0: raise where one response's mean |log r'| per token exceeds ``seq_limit`` (> 0)."""
+    if seq_value is None or seq_limit <= 0 or seq_value <= seq_limit or math.isnan(seq_value):
+        return  # NaN: the batch's mean is NaN too, and its limit says so
+    raise ServedPolicyError(
+        f"verl-offgrpo: step {step}: the batch was sampled right after a weight sync, yet one response's mean "
+        f"|log π_k/α| per token is {seq_value:.3g} (> algorithm.off_grpo.max_seq_log_rprime_after_sync={seq_limit}; "
+        f"the batch's is {batch_mean:.3g}). Some rollout engine is not serving the trainer's weights (one among "
+        "several moves the batch's mean by its share only): check the weight sync of every replica, or raise the "
+        "limit if your engine's numerics differ that much on one response (e.g. quantized rollout)."
     )

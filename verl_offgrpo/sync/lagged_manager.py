@@ -568,6 +568,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             metrics, lag, knobs.max_log_rprime_after_sync, step, knobs.max_log_rprime_lagged,
             lagged_is_error=not self.lagged_limit_warns,
             served_alpha_because=SAME_PHASE_AS_LAG_0 if self.windowed else EXACT_CHECK_PASSED,
+            seq_limit=knobs.max_seq_log_rprime_after_sync,
         )  # fmt: skip
 
     def _stash_v0_step_metrics(self, metrics: dict) -> None:
