@@ -11,7 +11,9 @@ random-init model and more for a trained one (derived, clamped at 20 like verl's
 that served such garbage would still "train", so on every step whose batch has rollout lag 0 (:meth:`~verl_offgrpo.sync.schedule.SyncSchedule.rollout_lag_of`) the mean of
 |log r'| over the batch's response tokens (``off_grpo/bound/mean_abs_log_rprime``, computed with the
 advantage, before the update) must not exceed ``algorithm.off_grpo.max_log_rprime_after_sync``
-(default 0.5; 0 turns the guard off).
+(default 0.5; 0 turns the guard off), and neither may any one response's mean
+(``off_grpo/bound/max_seq_abs_log_rprime``) exceed ``max_seq_log_rprime_after_sync`` (default 1.0; 0 = off): one
+engine among E serving other weights moves the batch's mean by 1/E of its drift, its own responses by all of it.
 
 Lagged batches (rollout lag ≥ 1) are sampled after a skipped slot, whose wake brings back α without
 a transfer. Their |log r'| grows with the lag and the learning rate by design (each update moves π_k
