@@ -98,19 +98,20 @@ class FakeBatch(SimpleNamespace):
 
 
 def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=0, schedule="window", extra_rows=0,
-            steps_per_epoch=1000):
+            steps_per_epoch=1000, rprime_seq=None):
     """verl's V1 ``fit`` of the off_grpo_sync trainer over the fake cluster (``schedule``: the
     ``rollout_schedule`` set, None for the default). Returns a record of what happened: generations (one per
     submission: the step its prompts are tagged with, prompts, weights served), per-step batches' weights, validations (step, weights), actor updates per
     step, the sync calls, the logged metrics and the servers' logs, and per step the value of verl's
     ``algorithm.rollout_correction.bypass_mode`` that verl's ``_compute_old_log_prob`` and
     ``_compute_advantage`` (both stand-ins) saw. A batch holds n rows per prompt plus ``extra_rows``; the
-    update's stand-in logs the loss's mean |log r'| as ``rprime`` (or the served weights) gives it."""
+    update's stand-in logs the loss's mean |log r'| as ``rprime`` (or the served weights) gives it; ``rprime_seq``
+    (step → value) adds the largest response's mean to the advantage stage's metrics."""
     from verl.trainer.ppo.v1 import PPOTrainerSync, get_trainer_cls, trainer_base
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
     import verl_offgrpo.sync.advantage_v1 as zvm
-    from verl_offgrpo.sync.alpha_guard import STATISTIC
+    from verl_offgrpo.sync.alpha_guard import SEQ_STATISTIC, STATISTIC
 
     register_sync_hooks()
     cfg = fakes.compose_cfg(
@@ -162,7 +163,8 @@ def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=
         return 0.01 if honest else 11.0
 
     def advantage(tq, batch, algorithm_cfg):
-        return {STATISTIC: statistic(batch)}
+        seq = {} if rprime_seq is None else {SEQ_STATISTIC: rprime_seq(trainer.global_steps)}
+        return {STATISTIC: statistic(batch), **seq}
 
     def validate(self):
         rec.validations.append((self.global_steps, ray.get(servers[0].generate.remote())))
@@ -401,6 +403,17 @@ def test_a_window_whose_lag_0_check_is_off_keeps_the_lagged_limit_an_error(ray_l
         run_fit(monkeypatch, "trainer.test_freq=-1", "algorithm.off_grpo.max_log_rprime_after_sync=0", total=4,
                 rprime=lambda step: 5.0)
     assert not [r for r in caplog.records if "generated in the phase whose lag-0 batch met" in r.getMessage()]
+
+
+def test_one_response_far_from_the_trainer_stops_a_windows_lag_0_batch_only(ray_local, monkeypatch):
+    """The batch's mean at the floor (0.01) and one response at 1.5 > max_seq_log_rprime_after_sync = 1.0: V1's fit
+    stops at the first batch of rollout lag 0 that has it (step 5, the second window's first), and runs through
+    lagged batches that have it (steps 2-4: a lag's drift per response is allowed). per_step: the v0 test."""
+    from verl_offgrpo.sync.alpha_guard import ServedPolicyError
+
+    with pytest.raises(ServedPolicyError, match=r"step 5: .*one response's mean .* 1\.5 "):
+        run_fit(monkeypatch, "trainer.test_freq=-1", total=8, rprime=lambda step: 0.01,
+                rprime_seq=lambda step: 0.2 if step == 1 else 1.5)
 
 
 def test_the_lag_0_limit_still_stops_a_window(ray_local, monkeypatch):
