@@ -885,6 +885,19 @@ def test_the_validation_peak_of_a_run_shorter_than_v_is_its_one_window(test_freq
     assert validation_peak(1000, test_freq, 50, 7, total) == held * 50 + 7
 
 
+@pytest.mark.parametrize("test_freq, period, total, held", [(3, 4, 6, 2), (3, 4, 11, 3), (3, 4, 12, 4), (3, 4, 20, 4),
+                                                       (2, 4, 9, 3), (5, 4, 7, 3)])
+def test_the_validation_peak_of_a_run_that_ends_before_the_periodic_worst_case(test_freq, period, total, held):
+    """By hand, windows 1-4, 5-8, 9-12, … cut at T; verl validates after every test_freq-th step and after T.
+    test_freq 3, v 4: after step 3 steps 3-4 are held (2), after 6 steps 6-8 (3), after 9 steps 9-12 (4, the
+    periodic worst case v − gcd + 1). T = 6: 2 (and 1 after 6 = T); T = 11: 3 (9-11); T = 12 or 20: 4.
+    test_freq 2, v 4, T 9: after 2, steps 2-4 (3). test_freq 5, v 4, T 7: after 5, steps 5-7 (3; 4 needs step 8).
+    The periodic formula alone said 4 for T = 6, 11 and the test_freq 5 run, refusing a storage that holds them."""
+    from verl_offgrpo.config.window_checks import validation_peak
+
+    assert validation_peak(period, test_freq, 50, 7, total) == held * 50 + 7
+
+
 def test_a_validation_batch_that_fits_beside_the_window_passes():
     """Validating only at a window's end (test_freq 4 = v) leaves step s's batch alone: 50 + 10·5·3 = 200 fits a
     storage of 200 (as does the window's v·B·n = 200); without test_freq or with an unknown val_batch_size
@@ -899,6 +912,13 @@ def test_a_validation_batch_that_fits_beside_the_window_passes():
     cfg = fakes.compose_cfg(*common, "trainer.test_freq=4", "data.val_batch_size=31",
                             "transfer_queue.backend.SimpleStorage.total_storage_size=204")
     with pytest.raises(OffGRPOConfigError, match="205 in all, more than .*=204"):
+        validate_off_grpo_config(cfg)
+    # test_freq 3 over T = 6 steps: at most steps 3-4 held beside the validation, 2·50 + 150 = 250, not 4·50 + 150
+    short = ("trainer.test_freq=3", "data.val_batch_size=30", "trainer.total_training_steps=6")
+    cfg = fakes.compose_cfg(*common, *short, "transfer_queue.backend.SimpleStorage.total_storage_size=250")
+    assert validate_off_grpo_config(cfg).rollout_schedule == "window"
+    cfg = fakes.compose_cfg(*common, *short, "transfer_queue.backend.SimpleStorage.total_storage_size=249")
+    with pytest.raises(OffGRPOConfigError, match="250 in all, more than .*=249"):
         validate_off_grpo_config(cfg)
 
 

@@ -68,8 +68,10 @@ def window_problem(config: Any, knobs: OffGRPOConfig | None = None) -> tuple[str
                 f"more than {STORAGE_SIZE}={size}", f"raise it (host memory), or {per_step}")
     test_freq = _get(config, "trainer.test_freq", -1)
     val_batch, val_n = _get(config, "data.val_batch_size"), _get(config, "actor_rollout_ref.rollout.val_kwargs.n", 1)
+    total = _get(config, "trainer.total_training_steps")
+    total = total if _is_int(total) and total >= 1 else None
     if (_is_int(test_freq) and test_freq > 0 and all(_is_int(x) for x in (size, train, n, val_batch, val_n))
-            and (held := validation_peak(knobs.sync_period, test_freq, train * n, val_batch * val_n, steps)) > size):
+            and (held := validation_peak(knobs.sync_period, test_freq, train * n, val_batch * val_n, total)) > size):
         return (f"can hold a validation batch (data.val_batch_size × rollout.val_kwargs.n) beside the window's "
                 f"samples still in verl's TransferQueue, {held} in all, more than {STORAGE_SIZE}={size}",
                 f"raise it (host memory), lower data.val_batch_size, or {per_step}")
@@ -89,15 +91,17 @@ def longest_window(config: Any, period: int) -> int:
 
 def validation_peak(period: int, test_freq: int, batch_samples: int, val_samples: int, total: int | None = None) -> int:
     """Samples in verl's TransferQueue during a validation inside a window: verl validates after step s before it
-    clears s's batch, and the window holds its steps up to the next multiple of v, so
+    clears s's batch, and the window holds its steps up to end(s) = min(⌈s/v⌉·v, T), so the most is
 
-        (1 + max_s ((−s) mod v))·B·n + val = (v − gcd(test_freq, v) + 1)·B·n + val      (s ≡ 0 mod test_freq)
+        max_s (end(s) − s + 1)·B·n + val      over s = test_freq, 2·test_freq, … ≤ T, and s = T (verl validates
+                                              after the last step too)
 
-    With ``total`` T below v the run is one window, steps 1..T: the first validation, after step min(test_freq, T)
-    (verl validates after the last step too), holds the most, (T − min(test_freq, T) + 1)·B·n + val."""
-    if total is not None and total < period:
-        return (total - min(test_freq, total) + 1) * batch_samples + val_samples
-    return (period - math.gcd(test_freq, period) + 1) * batch_samples + val_samples
+    which, once T reaches lcm(test_freq, v) + v (or T unknown: ``total`` None), is (v − gcd(test_freq, v) + 1)·B·n +
+    val: (−s) mod v takes its largest value v − gcd within one lcm of steps, with a whole window after it."""
+    if total is None or total >= math.lcm(test_freq, period) + period:
+        return (period - math.gcd(test_freq, period) + 1) * batch_samples + val_samples
+    ends = {s: min(-(-s // period) * period, total) for s in [*range(test_freq, total + 1, test_freq), total]}
+    return max(end - s + 1 for s, end in ends.items()) * batch_samples + val_samples
 
 
 def resolve_rollout_schedule(config: Any, knobs: OffGRPOConfig | None = None) -> OffGRPOConfig:
