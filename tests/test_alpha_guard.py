@@ -3,7 +3,7 @@
 import pytest
 
 from verl_offgrpo.config import OffGRPOConfig
-from verl_offgrpo.sync.alpha_guard import STATISTIC, ServedPolicyError, check_served_policy
+from verl_offgrpo.sync.alpha_guard import SEQ_STATISTIC, STATISTIC, ServedPolicyError, check_served_policy
 
 
 def test_raises_only_on_a_lag0_batch_above_the_limit():
@@ -38,6 +38,25 @@ def test_default_after_sync_limit_separates_the_measured_cases():
         check_served_policy({STATISTIC: honest}, rollout_lag=0, limit=default)
     with pytest.raises(ServedPolicyError, match=r"step 1: .*right after a weight sync.*0\.99 .*after_sync=0\.5"):
         check_served_policy({STATISTIC: 0.99}, rollout_lag=0, limit=default, step=1)
+
+
+def test_one_response_over_its_limit_stops_a_lag_0_batch_only():
+    """max_seq_log_rprime_after_sync on the largest response's mean, at lag 0: on its own (the batch's limit off),
+    NaN included; not on lagged batches (a lag's drift); 0 turns it off; the batch's message comes first."""
+    one_far = {STATISTIC: 0.05, SEQ_STATISTIC: 1.5}
+    with pytest.raises(ServedPolicyError, match=r"step 4: .*one response's mean .* 1\.5 .*batch's is 0\.05"):
+        check_served_policy(one_far, rollout_lag=0, limit=0.5, step=4, seq_limit=1.0)
+    with pytest.raises(ServedPolicyError, match="one response's mean"):
+        check_served_policy(one_far, rollout_lag=0, limit=0.0, seq_limit=1.0)  # the batch's limit off
+    with pytest.raises(ServedPolicyError, match=r"one response's mean .* nan"):
+        check_served_policy({STATISTIC: float("nan"), SEQ_STATISTIC: float("nan")}, rollout_lag=0, limit=0.0,
+                            seq_limit=1.0)
+    check_served_policy(one_far, rollout_lag=0, limit=0.5, seq_limit=0.0)  # off
+    check_served_policy(one_far, rollout_lag=0, limit=0.5, seq_limit=1.5)  # the limit itself passes
+    check_served_policy(one_far, rollout_lag=2, limit=0.5, lagged_limit=1.5, seq_limit=1.0)  # lagged: not checked
+    check_served_policy({STATISTIC: 0.05}, rollout_lag=0, limit=0.5, seq_limit=1.0)  # no per-response statistic
+    with pytest.raises(ServedPolicyError, match=r"mean \|log π_k/α\| per token is 0\.9 "):  # the batch's first
+        check_served_policy({STATISTIC: 0.9, SEQ_STATISTIC: 3.0}, rollout_lag=0, limit=0.5, seq_limit=1.0)
 
 
 def test_lagged_batches_have_their_own_looser_limit():

@@ -110,7 +110,8 @@ REJECTED = [
     *[([f"algorithm.off_grpo.{knob}='{value}'"], rf"off_grpo.{knob} must be {what} \(got the string '{value}'\): drop the quotes")
       for knob, value, what in (("sync_period", "10", "an integer"), ("red_drop_seed", "3", "an integer"),
                                 ("ref_reset_period", "5", "an integer"), ("std_eps", "1e-3", "a number"),
-                                ("max_log_rprime_after_sync", "2", "a number"), ("max_log_rprime_lagged", "2.5", "a number"))],
+                                ("max_log_rprime_after_sync", "2", "a number"), ("max_log_rprime_lagged", "2.5", "a number"),
+                                ("max_seq_log_rprime_after_sync", "1.5", "a number"))],
     (["algorithm.off_grpo.sync_period=ten"], r"sync_period must be an integer >= 1 \(got 'ten'\)"),
     (["algorithm.off_grpo.sync_period=0"], "sync_period must be an integer >= 1"),
     (["algorithm.off_grpo.sync_period=2.5"], "sync_period must be an integer >= 1"),
@@ -119,6 +120,8 @@ REJECTED = [
     (["algorithm.off_grpo.keep_weights=sleep_level2"], "keep_weights"),
     (["algorithm.off_grpo.max_log_rprime_after_sync=-1"], "max_log_rprime_after_sync must be a number >= 0"),
     (["algorithm.off_grpo.max_log_rprime_lagged=-1"], "max_log_rprime_lagged must be a number >= 0"),
+    (["algorithm.off_grpo.max_seq_log_rprime_after_sync=-1"], "max_seq_log_rprime_after_sync must be a number >= 0"),
+    (["algorithm.off_grpo.max_seq_log_rprime_after_sync=abc"], "max_seq_log_rprime_after_sync"),
     (["algorithm.off_grpo.empty_cache_on_skip=sometimes"], r"empty_cache_on_skip must be one of \('always', 'if_needed'\)"),
     (["actor_rollout_ref.actor.clip_ratio=0"], "clip_ratio .* must be > 0"),
     (["actor_rollout_ref.actor.clip_ratio_low=-0.1"], "clip_ratio_low .* must be > 0"),

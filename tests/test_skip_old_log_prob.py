@@ -210,6 +210,12 @@ def test_a_config_it_can_run_passes_verls_checks_and_the_plugins():
           "actor_rollout_ref.actor.use_dynamic_bsz=true", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=4096"],
          r"in a window whose data.train_batch_size × rollout.n samples are fewer than the vLLM engines that check is "
          r"the only one on them .*: raise the batch, or set algorithm.off_grpo.max_log_rprime_lagged=0\.$"),
+        # a window whose lag-0 batch no limit checks: nothing vouches for its lagged batches (the trainer's
+        # skip would never act; found by a review)
+        (["algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.max_log_rprime_after_sync=0"],
+         r"in a window with algorithm.off_grpo.max_log_rprime_after_sync=0 \(no lag-0 batch checked to vouch for "
+         r"them\) that check is the only one on them: set max_log_rprime_after_sync > 0 \(default 0\.5\), or "
+         r"max_log_rprime_lagged=0\.$"),
         (["algorithm.off_grpo.allow_truncated_rprime=true"], "set algorithm.off_grpo.allow_truncated_rprime=false"),
         (["algorithm.off_grpo.rollout_schedule=per_step", "+trainer.v1.sync.parameter_sync_step=2"],
          "parameter_sync_step=2"),

@@ -774,10 +774,10 @@ def test_skip_old_log_prob_bypasses_verls_pass_on_lagged_batches_only(ray_local,
     count), normal on the lag-0 batches the guard checks; the bound monitor's r' terms of a skipped batch are the
     loss's, read after its update (the advantage stage's are dropped); the flag is restored after each call; the
     actor's loss is told (policy_loss.pi_k_from_forward)."""
-    from verl_offgrpo.sync.alpha_guard import STATISTIC
+    from verl_offgrpo.sync.alpha_guard import SEQ_STATISTIC, STATISTIC
     from verl_offgrpo.sync.old_log_prob_skip import SKIPPED
 
-    rec = run_fit(monkeypatch, *SKIP, "trainer.test_freq=6", total=8)
+    rec = run_fit(monkeypatch, *SKIP, "trainer.test_freq=6", total=8, rprime_seq=lambda step: 0.05)
     steps = range(1, 9)
     lagged = [False, True, True, True, False, True, True, True]
     assert series(rec, "off_grpo/rollout_lag", steps) == [0, 1, 2, 3, 0, 1, 2, 3]
@@ -786,6 +786,8 @@ def test_skip_old_log_prob_bypasses_verls_pass_on_lagged_batches_only(ray_local,
     assert all(rec.logged[s][STATISTIC] == 0.01 for s in steps)  # lag 0: the advantage stage's; else the loss's
     assert [rec.logged[s].get("off_grpo/bound/tv_token") for s in steps] == [0.02 if b else None for b in lagged]
     assert [rec.logged[s].get("off_grpo/bound/tv_seq") for s in steps] == [0.3 if b else None for b in lagged]
+    # the largest response's mean: the advantage stage's at lag 0; none after a skipped batch's update (not 0)
+    assert [rec.logged[s].get(SEQ_STATISTIC) for s in steps] == [None if b else 0.05 for b in lagged]
     assert rec.updates == {s: 1 for s in steps}
     assert rec.trainer.config.algorithm.rollout_correction.bypass_mode is False
     assert rec.trainer.config.actor_rollout_ref.actor.policy_loss.pi_k_from_forward is True

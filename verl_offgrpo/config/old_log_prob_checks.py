@@ -88,6 +88,12 @@ def check_skip_old_log_prob(config: Any, knobs: OffGRPOConfig) -> None:
             "only one on them (the window's lag-0 batch cannot have reached every engine): raise the batch, or set "
             f"{PREFIX}.max_log_rprime_lagged=0."
         )
+    if window and knobs.max_log_rprime_lagged > 0 and knobs.max_log_rprime_after_sync <= 0:
+        raise OffGRPOConfigError(
+            f"{KNOB} leaves lagged batches without the served-policy guard's statistic before the update, and in a "
+            f"window with {PREFIX}.max_log_rprime_after_sync=0 (no lag-0 batch checked to vouch for them) that check "
+            f"is the only one on them: set max_log_rprime_after_sync > 0 (default 0.5), or max_log_rprime_lagged=0."
+        )
     if unchecked and knobs.max_log_rprime_lagged > 0:  # a window's too: its sync then unchecked on some engine
         raise OffGRPOConfigError(
             f"{KNOB} leaves lagged batches without the served-policy guard's statistic before the update, and "

@@ -123,8 +123,8 @@ def check_served_policy(
 
 def _check_one_response(seq_value: Optional[float], seq_limit: float, batch_mean: float, step: Optional[int]) -> None:
     """At rollout lag 0: raise where one response's mean |log r'| per token exceeds ``seq_limit`` (> 0)."""
-    if seq_value is None or seq_limit <= 0 or seq_value <= seq_limit or math.isnan(seq_value):
-        return  # NaN: the batch's mean is NaN too, and its limit says so
+    if seq_value is None or seq_limit <= 0 or seq_value <= seq_limit:
+        return  # a NaN (NaN log-probs from the engine) fails `<=` and stops the run here too
     raise ServedPolicyError(
         f"verl-offgrpo: step {step}: the batch was sampled right after a weight sync, yet one response's mean "
         f"|log π_k/α| per token is {seq_value:.3g} (> algorithm.off_grpo.max_seq_log_rprime_after_sync={seq_limit}; "

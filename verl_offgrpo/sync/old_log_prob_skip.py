@@ -29,7 +29,7 @@ from typing import Any, Iterator, Optional
 
 from omegaconf import open_dict
 
-from verl_offgrpo.bound_monitor import BOUND_RPRIME_TERMS, terms_over_loss_micro_batches
+from verl_offgrpo.bound_monitor import BOUND_RPRIME_TERMS, SEQ_MAX, terms_over_loss_micro_batches
 from verl_offgrpo.policy_loss import RPRIME_PREFIX
 
 _TRAINER = "verl.trainer.ppo.v1.trainer_base.PPOTrainer"
@@ -83,8 +83,9 @@ def bypass_mode_for_this_batch(config: Any) -> Iterator[None]:
 
 
 def skipped_batch_metrics(step_metrics: dict, skipped: bool) -> dict:
-    """The step's metrics without the r' terms a skipped batch cannot have (not 0: no lag was measured),
+    """The step's metrics without the r' terms a skipped batch cannot have (not 0: no lag was measured; the largest
+    response's :data:`~verl_offgrpo.bound_monitor.SEQ_MAX` neither, which the loss does not give after the update),
     plus :data:`SKIPPED`."""
-    kept = {k: v for k, v in step_metrics.items() if not (skipped and k in RPRIME_TERMS)}
+    kept = {k: v for k, v in step_metrics.items() if not (skipped and (k in RPRIME_TERMS or k == SEQ_MAX))}
     kept[SKIPPED] = float(skipped)
     return kept

@@ -299,8 +299,8 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
                 logger.warning(
                     "verl-offgrpo: step %s: skip_old_log_prob: verl's old_log_prob pass runs on this lagged batch "
                     "(%s); said once a run.", self.global_steps,
-                    ("the window's sync is not checked on every vLLM engine, or its lag-0 batch cannot reach them all"
-                     if self.windowed else
+                    ("the window's sync is not checked on every vLLM engine, its lag-0 batch cannot reach them all, "
+                     "or max_log_rprime_after_sync=0 leaves it unchecked" if self.windowed else
                      "the exact served-weights check does not reach every vLLM worker") if not guarded else
                     f"its {len(batch)} rows are more than one optimizer step of ppo_mini_batch_size × rollout.n",
                 )  # fmt: skip
