@@ -869,6 +869,32 @@ def test_v0_bound_monitor_goes_through_verls_compute_advantage_to_the_logger(ray
                                   "off_grpo/bound/max_seq_abs_log_rprime": math.log(2) / 2})
 
 
+def v0_guard_case(cfg, rollout_is_weights):
+    """A v0 trainer over the fake cluster (one server) and a 4-response, 2-token batch of two groups with these
+    r' weights; returns (manager, trainer, advantage), the last running verl's compute_advantage on the batch."""
+    import numpy as np
+    import torch
+
+    from verl import DataProto
+    from verl.trainer.ppo import ray_trainer
+
+    servers, workers, replicas, wg = make_cluster(n_servers=1)
+    trainer = FakeV0Trainer(cfg, wg)
+    manager = trainer.init_workers(replicas)
+    rewards = torch.zeros(4, 2)
+    rewards[:, 1] = torch.tensor([1.0, 0.0, 1.0, 0.0])
+    data = DataProto.from_dict(
+        tensors={"token_level_rewards": rewards, "response_mask": torch.ones(4, 2, dtype=torch.int64),
+                 "rollout_is_weights": rollout_is_weights},
+        non_tensors={"uid": np.array(["a", "a", "b", "b"], dtype=object)},
+    )  # fmt: skip
+
+    def advantage():
+        return ray_trainer.compute_advantage(data, adv_estimator="off_grpo", num_repeat=2, config=cfg.algorithm)
+
+    return manager, trainer, advantage
+
+
 @pytest.mark.parametrize("limit, verify", [(1.0, False), (0.0, False), (1.0, True)])
 def test_v0_guard_stops_a_run_whose_engine_disagrees_right_after_a_sync(ray_local, limit, verify):
     """Through verl's compute_advantage: a batch sampled right after a sync (rollout lag 0) with
@@ -877,11 +903,7 @@ def test_v0_guard_stops_a_run_whose_engine_disagrees_right_after_a_sync(ray_loca
     sleep/wake shows) under a lagged limit of 5.0 when the exact served-weights check is off; with
     it on (default) the lagged batch only logs off_grpo/guard/lagged_over_limit = 1 (the check itself
     stops a wrong engine); with every limit 0 both pass."""
-    import numpy as np
     import torch
-
-    from verl import DataProto
-    from verl.trainer.ppo import ray_trainer
 
     from verl_offgrpo.sync.alpha_guard import ServedPolicyError
 
@@ -890,19 +912,7 @@ def test_v0_guard_stops_a_run_whose_engine_disagrees_right_after_a_sync(ray_loca
                       f"algorithm.off_grpo.max_seq_log_rprime_after_sync={limit}",
                       f"algorithm.off_grpo.max_log_rprime_lagged={5.0 if limit else 0.0}",
                       f"algorithm.off_grpo.verify_served_weights={verify}")  # fmt: skip
-    servers, workers, replicas, wg = make_cluster(n_servers=1)
-    trainer = FakeV0Trainer(cfg, wg)
-    manager = trainer.init_workers(replicas)
-    rewards = torch.zeros(4, 2)
-    rewards[:, 1] = torch.tensor([1.0, 0.0, 1.0, 0.0])
-    data = DataProto.from_dict(
-        tensors={"token_level_rewards": rewards, "response_mask": torch.ones(4, 2, dtype=torch.int64),
-                 "rollout_is_weights": torch.full((4, 2), 1e-4)},
-        non_tensors={"uid": np.array(["a", "a", "b", "b"], dtype=object)},
-    )  # fmt: skip
-
-    def advantage():
-        return ray_trainer.compute_advantage(data, adv_estimator="off_grpo", num_repeat=2, config=cfg.algorithm)
+    manager, trainer, advantage = v0_guard_case(cfg, torch.full((4, 2), 1e-4))
 
     manager.update_weights(0)  # the first slot syncs: step 1's batch has lag 0
     trainer.global_steps = 1
@@ -934,31 +944,15 @@ def test_v0_guard_stops_a_lag_0_batch_with_one_response_far_from_the_trainer(ray
     compute_advantage, 4 responses of 2 tokens, one with |log r'| = 1.5 per token and three at 0: the batch's mean
     3/8 = 0.375 passes max_log_rprime_after_sync = 0.5, that response's 1.5 > max_seq_log_rprime_after_sync = 1.0
     stops the run (0 turns it off); the same batch at lag 1 passes (drift per response is a lag's to have)."""
-    import numpy as np
     import torch
-
-    from verl import DataProto
-    from verl.trainer.ppo import ray_trainer
 
     from verl_offgrpo.sync.alpha_guard import ServedPolicyError
 
     cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=2",
                       f"algorithm.off_grpo.max_seq_log_rprime_after_sync={seq_limit}")  # fmt: skip
-    servers, workers, replicas, wg = make_cluster(n_servers=1)
-    trainer = FakeV0Trainer(cfg, wg)
-    manager = trainer.init_workers(replicas)
-    rewards = torch.zeros(4, 2)
-    rewards[:, 1] = torch.tensor([1.0, 0.0, 1.0, 0.0])
     weights = torch.ones(4, 2)
     weights[0] = math.exp(-1.5)
-    data = DataProto.from_dict(
-        tensors={"token_level_rewards": rewards, "response_mask": torch.ones(4, 2, dtype=torch.int64),
-                 "rollout_is_weights": weights},
-        non_tensors={"uid": np.array(["a", "a", "b", "b"], dtype=object)},
-    )  # fmt: skip
-
-    def advantage():
-        return ray_trainer.compute_advantage(data, adv_estimator="off_grpo", num_repeat=2, config=cfg.algorithm)
+    manager, trainer, advantage = v0_guard_case(cfg, weights)
 
     manager.update_weights(0)
     trainer.global_steps = 1
