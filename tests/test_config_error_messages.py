@@ -40,6 +40,20 @@ def test_a_misspelt_path_to_a_knob_names_the_knob_without_hydras_plus_advice(cap
     assert said == f"config error (hydra): {key} is no knob (did you mean {meant}?); Could not override '{key}'."
 
 
+@pytest.mark.parametrize("override, meant", [
+    ("algorithm.sync_period=10", "algorithm.off_grpo.sync_period=10"),
+    ("actor_rollout_ref.actor.skip_old_log_prob=true", "algorithm.off_grpo.skip_old_log_prob=true"),
+    (f"{K}.clip_mode=ring", f"{K}.rec.clip_mode=ring"),  # hydra's own hint was policy_loss.loss_mode
+])
+def test_a_plugin_knob_under_another_section_names_its_own_path_not_hydras_plus(capsys, override, meant):
+    """hydra's "To append to your config use +..." would put the knob where nothing reads it (refused next, one
+    round trip later): compose names the knob's own section at once (a newcomer's trial)."""
+    key = override.split("=")[0]
+    said = _compose_error(capsys, override)
+    assert said == (f"config error (hydra): {key} is not where the plugin reads it: set {meant} instead (no +: the "
+                    f"yaml sets every knob); Could not override '{key}'.")
+
+
 @pytest.mark.parametrize("override, section", [
     ("algorithm.offgrpo=1", "algorithm.off_grpo"),
     ("actor_rollout_ref.actor.policy_loss.recc=none", "actor_rollout_ref.actor.policy_loss.rec"),

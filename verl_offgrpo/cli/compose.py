@@ -86,7 +86,9 @@ def _override_hint(message: str, overrides: list[str], source: dict | None = Non
     error: the existing path the key may misspell, each misspelt segment replaced by the closest existing one
     (``algorithm.offgrpo.red_drop_seed`` → ``algorithm.off_grpo.red_drop_seed``), read off the config composed
     from the overrides before it. For a path (close to) one of the plugin's knobs, hydra's advice to append it with ``+``
-    is dropped: the plugin's yaml has every knob, and an appended misspelling would do nothing (or be refused)."""
+    is dropped: the plugin's yaml has every knob, and an appended misspelling would do nothing (or be refused); for a
+    plugin knob under another section (``algorithm.sync_period``), its own path."""
+    from verl_offgrpo.config.misplaced import home_of
     from verl_offgrpo.config.off_grpo import PREFIX, OffGRPOConfig
     from verl_offgrpo.config.rec import RECConfig
 
@@ -99,13 +101,22 @@ def _override_hint(message: str, overrides: list[str], source: dict | None = Non
         config = compose(list(overrides[: keys.index(key)]) if key in keys else [], **(source or {}))
     except Exception:  # noqa: BLE001 - hydra's line as it is
         return None
+    hydra_said = _one_line(message)
+    first = hydra_said.split(" To append to your config use ", 1)[0]
     path, section = _closest_path(config, key)
     if path == key:  # there after all (hydra refused it for another reason): its own words
         return None
-    hydra_said = _one_line(message)
+    misspelt = section is not None and path not in (None, section)  # a knob's path with a slip: said below
+    if not misspelt and (home := home_of(key)):  # a plugin knob elsewhere: hydra's + puts it where nothing reads it
+        from omegaconf import OmegaConf
+
+        name = key.rpartition(".")[2]
+        value = next((o.split("=", 1)[1] for o in overrides if "=" in o and _override_key(o) == key), "...")
+        there = OmegaConf.select(config, f"{home}.{name}", default=None) is not None
+        return (f"{key} is not where the plugin reads it: set {'' if there else '+'}{home}.{name}={value} instead"
+                f"{' (no +: the yaml sets every knob)' if there else ''}; {first}")
     if section is None:
         return f"{key} is not in the config (did you mean {path}?); {hydra_said}" if path else None
-    first = hydra_said.split(" To append to your config use ", 1)[0]
     cls = OffGRPOConfig if section == PREFIX else RECConfig
     knobs = ", ".join(f.name for f in dataclasses.fields(cls))
     if path == section:  # the section itself (algorithm.offgrpo=1): a value there is no knob either

@@ -48,6 +48,14 @@ def _walk(node: Any, path: str) -> Iterator[tuple[str, str, Any]]:
             yield from _walk(value, f"{path}[{index}]")
 
 
+def home_of(dotted: str) -> str | None:
+    """The section a plugin knob (or section) named by ``dotted``'s last segment belongs in, where ``dotted`` puts it
+    elsewhere (``algorithm.sync_period`` → ``algorithm.off_grpo``); else None."""
+    parent, _, key = dotted.rpartition(".")
+    home = _homes().get(key)
+    return home if home is not None and parent != home else None
+
+
 def refuse_misplaced_knobs(config: Any) -> None:
     """Raise :class:`OffGRPOConfigError` for the first plugin knob (or section) set outside its own section."""
     if is_dict_config(config):
@@ -74,4 +82,4 @@ def refuse_misplaced_knobs(config: Any) -> None:
         )
 
 
-__all__ = ["REC_KNOBS", "refuse_misplaced_knobs"]
+__all__ = ["REC_KNOBS", "home_of", "refuse_misplaced_knobs"]
