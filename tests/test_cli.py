@@ -333,6 +333,18 @@ def test_the_sections_refused_as_values_are_sections_of_the_composed_yaml():
     assert {k for k in config if isinstance(config[k], DictConfig)} <= set(SECTIONS)
 
 
+def test_compose_of_a_config_that_selects_nothing_of_the_plugin_says_plain_verl(capsys):
+    """The plugin installed and on, the shipped yaml with verl's GRPO (estimator, loss, trainer mode): verl's checks
+    pass, and the verdict does not claim the plugin's ran (a newcomer's trial: it said "+ off_grpo checks passed")."""
+    from verl_offgrpo.cli.compose import dry_run
+
+    assert dry_run([*BASE, VLLM, *PLAIN_VERL]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert "# composed and validated: verl's validate_config passed (the config selects no part of verl-offgrpo: " \
+           "plain verl, its checks do not apply)" in err
+    assert not any("off_grpo checks passed" in line for line in err)
+
+
 def test_compose_repeats_the_plugins_warnings_under_the_yaml(capsys):
     """A warning logged while the config is checked (top_p < 1 biases r') is said again after the printed config,
     in the verdict's line and below it, once each; a config without one keeps the plain verdict. Exit 0 both ways."""

@@ -385,9 +385,13 @@ def dry_run(overrides: list[str], path_hints: dict[str, str] | None = None, conf
     print(OmegaConf.to_yaml(config))
     from verl_offgrpo.patches import DISABLE_ENV, disabled
 
-    verdict = ("# composed and validated: verl's validate_config + off_grpo checks passed" if not disabled() else
-               f"# composed and validated: verl's validate_config passed (verl-offgrpo turned off: {DISABLE_ENV}="
-               f"{os.environ.get(DISABLE_ENV)})")
+    from verl_offgrpo.patches.selection import config_selects
+
+    verdict = (f"# composed and validated: verl's validate_config passed (verl-offgrpo turned off: {DISABLE_ENV}="
+               f"{os.environ.get(DISABLE_ENV)})" if disabled() else
+               "# composed and validated: verl's validate_config + off_grpo checks passed" if config_selects(config) else
+               "# composed and validated: verl's validate_config passed (the config selects no part of verl-offgrpo: "
+               "plain verl, its checks do not apply)")
     if warnings:  # said again under the yaml, where the eye lands, not only above it
         verdict += f" with {len(warnings)} warning{'s' if len(warnings) > 1 else ''}:"
     print(verdict, file=sys.stderr)
