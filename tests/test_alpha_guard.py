@@ -114,3 +114,28 @@ def test_with_the_exact_weight_check_the_lagged_limit_is_a_monitor(caplog):
     with pytest.raises(ServedPolicyError, match="rollout lag 2"):
         check_served_policy({STATISTIC: float("nan")}, rollout_lag=2, **kwargs)
     assert check_served_policy({STATISTIC: 9.2}, rollout_lag=3, limit=1.0, lagged_limit=0.0, lagged_is_error=False) == {}
+
+
+@pytest.mark.parametrize("off, period, warned", [
+    (("max_log_rprime_after_sync=0", "max_seq_log_rprime_after_sync=0"), 1, True),
+    (("max_log_rprime_after_sync=0",), 1, False),  # the per-response limit still guards lag 0
+    (("max_log_rprime_after_sync=0", "max_seq_log_rprime_after_sync=0"), 4, False),  # lagged limit, exact check on
+    (("max_log_rprime_after_sync=0", "max_seq_log_rprime_after_sync=0", "max_log_rprime_lagged=0",
+      "verify_served_weights=false"), 4, True),
+    (("max_log_rprime_after_sync=0", "max_seq_log_rprime_after_sync=0", "max_log_rprime_lagged=0"), 4, False),
+])
+def test_start_up_says_once_when_every_served_policy_check_is_off(caplog, off, period, warned):
+    """Each check is off by its own knob, none refused; with all that apply off (at v > 1 the lagged limit and the
+    exact check too), one warning at start-up names them (a newcomer's trial: nothing said so)."""
+    import logging
+
+    from _overrides import shipped_config
+
+    from verl_offgrpo.config import validate_off_grpo_config
+
+    cfg = shipped_config(f"algorithm.off_grpo.sync_period={period}", *(f"algorithm.off_grpo.{o}" for o in off))
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        validate_off_grpo_config(cfg)
+    said = [r.getMessage() for r in caplog.records if "every served-policy check is off" in r.getMessage()]
+    assert said == ([f"off_grpo: every served-policy check is off (algorithm.off_grpo.{', '.join(off)}): nothing stops "
+                     "a run whose vLLM serves weights other than α."] if warned else [])

@@ -32,6 +32,7 @@ from . import (
 )
 from .engine_kwargs_checks import refuse_engine_kwargs_overrides
 from .final_outputs_checks import resolve_final_outputs
+from .guard_checks import warn_if_unguarded
 from .legacy_reward_keys import refuse_legacy_reward_keys
 from .tilde_path_checks import check_paths_verl_reads
 from .data_source_checks import check_data_sources_verl_can_score
@@ -200,6 +201,7 @@ def _validate(config: Any) -> OffGRPOConfig:
     if uses_estimator or uses_loss:  # at v > 1 (and with a reference reset) the v0 manager is required, not advised
         tell_v0_without_manager(config)
         warn_untested_actor(config)
+        warn_if_unguarded(knobs)
     else:
         tell_verls_algorithm_under_the_plugin(config)
     if uses_loss and rec_eps is not None:  # which REC/RED option runs: never before an error that stops the job
