@@ -20,6 +20,7 @@ from verl_offgrpo import ESTIMATOR_NAMES, LOSS_NAME, LOSS_NAMES, RED_DROP_ESTIMA
 
 from . import (
     final_outputs_checks,
+    guard_checks,
     loss_estimator_checks,
     names,
     old_log_prob_checks,
@@ -85,7 +86,7 @@ from .window_checks import (
 #: the loggers of the checks' warning and info lines (:func:`advisories_silenced` quiets them)
 _ADVISING_LOGGERS = (loss_estimator_checks.logger, window_checks.logger, final_outputs_checks.logger,
                      validation_lag.logger, sampler_checks.logger, old_log_prob_checks.logger, rec_option.logger,
-                     names.logger, sync_checks.logger, ref_reset_checks.logger)
+                     names.logger, sync_checks.logger, ref_reset_checks.logger, guard_checks.logger)
 
 
 def validate_off_grpo_config(config: Any) -> OffGRPOConfig:
