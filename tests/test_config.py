@@ -724,6 +724,15 @@ def test_an_unset_max_model_len_is_the_local_models_max_position_embeddings(tmp_
     assert model_max_position_embeddings(composed("actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct")) is None
 
 
+def test_empty_cache_on_skip_always_does_nothing_with_the_window(caplog):
+    """A window has no skipped sync to wake vLLM for: said, as keep_weights=no_sleep is (a newcomer's trial)."""
+    cfg = composed(*WINDOW_10, *ONE_GPU, "algorithm.off_grpo.empty_cache_on_skip=always")
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        validate(cfg)
+    assert ("off_grpo: algorithm.off_grpo.empty_cache_on_skip=always does nothing with algorithm.off_grpo."
+            "rollout_schedule=window: a window wakes vLLM only to sync, never on a skipped sync.") in caplog.text
+
+
 def test_keep_weights_no_sleep_does_nothing_with_the_window(caplog):
     """The window never wakes vLLM without a sync: no_sleep must not turn off verl's sleep there (vLLM would
     hold its weights and KV cache through every update); per_step still gets free_cache_engine=false."""

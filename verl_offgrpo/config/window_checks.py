@@ -166,6 +166,11 @@ def advise_on_window(config: Any, knobs: OffGRPOConfig) -> None:
             "off_grpo: %s.keep_weights=no_sleep does nothing with %s: a window's rollouts are all generated right "
             "after its sync, so vLLM holds no α that a later step needs.", PREFIX, why,
         )
+    if knobs.empty_cache_on_skip == "always":
+        logger.info(
+            "off_grpo: %s.empty_cache_on_skip=always does nothing with %s: a window wakes vLLM only to sync, never on "
+            "a skipped sync.", PREFIX, why,
+        )
     save_freq = _get(config, "trainer.save_freq", -1)
     if knobs.sync_period > 1 and _is_int(save_freq) and save_freq > 0 and save_freq % knobs.sync_period:
         logger.info(
