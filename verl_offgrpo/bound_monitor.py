@@ -118,6 +118,8 @@ def rprime_of(read, fields: tuple[str, ...]) -> Optional[torch.Tensor]:
 #: max over the batch's responses of each one's mean |log r'_t|: the batch's mean moves by 1/E of the drift of one
 #: engine of E serving other weights, this does not (the guard's ``max_seq_log_rprime_after_sync`` at lag 0)
 SEQ_MAX = "off_grpo/bound/max_seq_abs_log_rprime"
+#: the r' terms of a batch without r' (α = π_k) or without a response token
+NO_RPRIME_TERMS = {**dict.fromkeys(BOUND_RPRIME_TERMS, 0.0), SEQ_MAX: 0.0}
 
 
 def tv_estimates(rprime: torch.Tensor, response_mask: torch.Tensor) -> dict[str, float]:
@@ -129,7 +131,7 @@ def tv_estimates(rprime: torch.Tensor, response_mask: torch.Tensor) -> dict[str,
     log_rprime = torch.log(safe.clamp(min=1e-300))
     terms = rprime_terms(log_rprime, mask, "off_grpo/bound/")
     if not terms:
-        return {**dict.fromkeys(BOUND_RPRIME_TERMS, 0.0), SEQ_MAX: 0.0}
+        return dict(NO_RPRIME_TERMS)
     rows = mask.any(-1)
     per_seq = (log_rprime.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND).abs() * mask).sum(-1) / mask.sum(-1).clamp(min=1)
     return {**terms, SEQ_MAX: float(per_seq[rows].max())}
@@ -162,7 +164,7 @@ def bound_metrics(
     """All bound-monitor metrics; TV terms are 0 when there is no r' (α = π_k, on-policy)."""
     metrics = group_std_terms(scores, index, std_eps, std_unbiased)
     if rprime is None:
-        metrics.update({**dict.fromkeys(BOUND_RPRIME_TERMS, 0.0), SEQ_MAX: 0.0})
+        metrics.update(NO_RPRIME_TERMS)
     else:
         metrics.update(tv_estimates(rprime, response_mask))
     return metrics

@@ -68,8 +68,7 @@ def window_problem(config: Any, knobs: OffGRPOConfig | None = None) -> tuple[str
                 f"more than {STORAGE_SIZE}={size}", f"raise it (host memory), or {per_step}")
     test_freq = _get(config, "trainer.test_freq", -1)
     val_batch, val_n = _get(config, "data.val_batch_size"), _get(config, "actor_rollout_ref.rollout.val_kwargs.n", 1)
-    total = _get(config, "trainer.total_training_steps")
-    total = total if _is_int(total) and total >= 1 else None
+    total = total_training_steps(config)
     if (_is_int(test_freq) and test_freq > 0 and all(_is_int(x) for x in (size, train, n, val_batch, val_n))
             and (held := validation_peak(knobs.sync_period, test_freq, train * n, val_batch * val_n, total)) > size):
         return (f"can hold a validation batch (data.val_batch_size × rollout.val_kwargs.n) beside the window's "
@@ -81,12 +80,17 @@ def window_problem(config: Any, knobs: OffGRPOConfig | None = None) -> tuple[str
     return None
 
 
-def longest_window(config: Any, period: int) -> int:
-    """The most steps one window spans: v, or T = ``trainer.total_training_steps`` where that is set below it (the
-    last window ends at T, :func:`verl_offgrpo.sync.window.window_length`). An unset T (verl derives it from the
-    data) reads as v."""
+def total_training_steps(config: Any) -> int | None:
+    """T = ``trainer.total_training_steps`` where set (≥ 1); None where verl derives it from the data."""
     total = _get(config, "trainer.total_training_steps")
-    return min(period, total) if _is_int(total) and total >= 1 else period
+    return total if _is_int(total) and total >= 1 else None
+
+
+def longest_window(config: Any, period: int) -> int:
+    """The most steps one window spans: v, or T (:func:`total_training_steps`) where that is set below it (the
+    last window ends at T, :func:`verl_offgrpo.sync.window.window_length`). An unset T reads as v."""
+    total = total_training_steps(config)
+    return period if total is None else min(period, total)
 
 
 def validation_peak(period: int, test_freq: int, batch_samples: int, val_samples: int, total: int | None = None) -> int:

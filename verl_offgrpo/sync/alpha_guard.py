@@ -39,11 +39,13 @@ import logging
 import math
 from typing import Optional
 
+from verl_offgrpo.bound_monitor import SEQ_MAX
+
 logger = logging.getLogger(__name__)
 
 STATISTIC = "off_grpo/bound/mean_abs_log_rprime"
-#: max over the batch's responses of each one's mean |log r'_t| (:data:`verl_offgrpo.bound_monitor.SEQ_MAX`)
-SEQ_STATISTIC = "off_grpo/bound/max_seq_abs_log_rprime"
+#: max over the batch's responses of each one's mean |log r'_t|
+SEQ_STATISTIC = SEQ_MAX
 
 
 class ServedPolicyError(RuntimeError):
