@@ -31,7 +31,7 @@ from verl.utils.import_utils import load_class_from_fqn
 from verl.workers.rollout.replica import RolloutReplica
 
 import verl_offgrpo
-from verl_offgrpo.config import V0_MANAGER_FQN, SyncConfigError, check_sync_config
+from verl_offgrpo.config import V0_MANAGER_FQN, SyncConfigError, check_sync_config, validate_off_grpo_config
 from verl_offgrpo.patches import rpc_results, tracking_merge
 from verl_offgrpo.sync import register_sync_hooks
 from verl_offgrpo.sync import lagged_manager as cm
@@ -685,11 +685,17 @@ def test_with_vllm_data_parallelism_the_lagged_limit_stays_an_error(ray_local, c
 
     cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=3",
                       f"actor_rollout_ref.rollout.data_parallel_size={data_parallel_size}")
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        validate_off_grpo_config(cfg)  # the start-up checks say it, before any GPU work
+    told = [r.getMessage() for r in caplog.records if "data_parallel_size" in r.getMessage()]
+    assert told == ([f"off_grpo: actor_rollout_ref.rollout.data_parallel_size={data_parallel_size}: vLLM's "
+                     "collective_rpc answers for each replica's leader shard only, so the check that each sync reached "
+                     "vLLM is off and the check of each wake without a sync reaches the leader's data-parallel shard "
+                     "only: a lagged batch over algorithm.off_grpo.max_log_rprime_lagged stops the run."]
+                    if lagged_is_error else [])
     servers, _, replicas, wg = make_cluster(n_servers=1)
-    with caplog.at_level(logging.WARNING):
-        manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
-    assert manager.verify_weights
-    assert ("leader's data-parallel shard" in caplog.text) is lagged_is_error
+    manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
+    assert manager.verify_weights and manager.verify_syncs is not lagged_is_error
     manager.update_weights(0)
     manager.trainer.global_steps = 1
     manager.sleep_replicas()

@@ -379,12 +379,21 @@ def test_a_window_whose_first_batch_cannot_reach_every_engine_keeps_the_lagged_l
     from verl_offgrpo.sync.alpha_guard import ServedPolicyError
     from verl_offgrpo.config.readers import lag0_batch_reaches_every_engine
 
-    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"), pytest.raises(ServedPolicyError, match="step 3"):
-        run_fit(monkeypatch, "trainer.test_freq=-1", "trainer.n_gpus_per_node=16", "actor_rollout_ref.rollout.n=4",
-                "actor_rollout_ref.rollout.tensor_model_parallel_size=1", total=4,
-                rprime=lambda step: 2.0 if step == 3 else 0.01)
-    told = [r.getMessage() for r in caplog.records if "smaller than the number of vLLM engines" in r.getMessage()]
-    assert len(told) == 1, told
+    layout16 = ("trainer.test_freq=-1", "trainer.n_gpus_per_node=16", "actor_rollout_ref.rollout.n=4",
+                "actor_rollout_ref.rollout.tensor_model_parallel_size=1")
+    with pytest.raises(ServedPolicyError, match="step 3"):
+        run_fit(monkeypatch, *layout16, total=4, rprime=lambda step: 2.0 if step == 3 else 0.01)
+    # said once, by the start-up checks (compose too), before any GPU work
+    for lagged_limit, end in (("1.5", "over algorithm.off_grpo.max_log_rprime_lagged they stop the run."),
+                              ("0", "with algorithm.off_grpo.max_log_rprime_lagged=0 nothing checks them.")):
+        caplog.clear()
+        cfg = fakes.compose_cfg("algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.rollout_schedule=window",
+                                f"data.train_batch_size={B}", *layout16,
+                                f"algorithm.off_grpo.max_log_rprime_lagged={lagged_limit}")
+        with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+            validate_off_grpo_config(cfg)
+        told = [r.getMessage() for r in caplog.records if "smaller than the number of vLLM engines" in r.getMessage()]
+        assert len(told) == 1 and told[0].endswith(end), told
     layout = {"trainer": {"n_gpus_per_node": 8, "nnodes": 1}, "data": {"train_batch_size": 2},
               "actor_rollout_ref": {"rollout": {"n": 4, "tensor_model_parallel_size": 1}}}
     assert lag0_batch_reaches_every_engine(layout)  # 8 samples, 8 engines
@@ -1301,3 +1310,23 @@ def test_a_window_across_an_epoch_boundary_trains_on_the_prompts_per_step_would(
     assert [sample(step) for step in range(1, 9)] == per_step
     assert sorted(sum(per_step[:3], [])) == list(range(6))  # one epoch is every prompt once
     assert {s: str(states[s]) for s in range(1, 9)} == {s: str(per_step_states[s]) for s in range(1, 9)}
+
+
+def test_vllm_data_parallelism_is_said_at_start_up_for_a_window(caplog):
+    """With rollout.data_parallel_size = 2 vLLM's collective_rpc answers for each replica's leader shard only: the
+    start-up checks say the sync check is off and what then stops a lagged batch (a window has no wake to check)."""
+    cfg = fakes.compose_cfg("algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.rollout_schedule=window",
+                            f"data.train_batch_size={B}", "actor_rollout_ref.rollout.data_parallel_size=2")
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        validate_off_grpo_config(cfg)
+    told = [r.getMessage() for r in caplog.records if "data_parallel_size" in r.getMessage()]
+    assert told == ["off_grpo: actor_rollout_ref.rollout.data_parallel_size=2: vLLM's collective_rpc answers for each "
+                    "replica's leader shard only, so the check that each sync reached vLLM is off and a window has no "
+                    "wake to check: a lagged batch over algorithm.off_grpo.max_log_rprime_lagged stops the run."]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):  # the check off by its knob: nothing narrowed
+        validate_off_grpo_config(fakes.compose_cfg("algorithm.off_grpo.sync_period=4", f"data.train_batch_size={B}",
+                                                   "actor_rollout_ref.rollout.data_parallel_size=2",
+                                                   "algorithm.off_grpo.rollout_schedule=window",
+                                                   "algorithm.off_grpo.verify_served_weights=false"))
+    assert not [r for r in caplog.records if "collective_rpc" in r.getMessage()]

@@ -33,7 +33,7 @@ from . import (
 )
 from .engine_kwargs_checks import refuse_engine_kwargs_overrides
 from .final_outputs_checks import resolve_final_outputs
-from .guard_checks import warn_if_unguarded
+from .guard_checks import warn_if_unguarded, warn_where_narrowed
 from .legacy_reward_keys import refuse_legacy_reward_keys
 from .tilde_path_checks import check_paths_verl_reads
 from .data_source_checks import check_data_sources_verl_can_score
@@ -211,6 +211,7 @@ def _validate(config: Any) -> OffGRPOConfig:
     # says the job cannot run; before the window's own advisories, which name the window
     tell_rollout_schedule(config, requested)
     advise_on_window(config, knobs)
+    warn_where_narrowed(config, knobs)
     if knobs.rollout_schedule == "window" and knobs.sync_period > 1:
         tell_if_window_runs_in_waves(config, knobs.sync_period)
     validation_lag.tell_if_validation_restarts_the_lag(config, knobs)

@@ -166,20 +166,11 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         # A window's lagged batches come from the phase whose lag-0 batch met the strict limit; that speaks for every
         # engine only where that batch's B·n requests can reach them all (verl's router: fewest in flight first)
         self.lag0_batch_reaches_every_engine = lag0_batch_reaches_every_engine(full_config)
-        if self.windowed and lagged and not self.lag0_batch_reaches_every_engine:
-            logger.warning(
-                "verl-offgrpo: a window's first batch (data.train_batch_size × rollout.n samples) is smaller than the "
-                "number of vLLM engines, so some engine may sample only lagged batches: over "
-                "max_log_rprime_lagged they stop the run here, as generating every step without the exact check does."
-            )
-        if self.verify_syncs and self.data_parallel_size > 1:
+        # the start-up checks warn of both narrowings (config.guard_checks.narrowed_lines): a window's lag-0 batch
+        # smaller than the engines, and data parallelism, where the check that each sync reached vLLM needs every
+        # vLLM worker's answer, which collective_rpc does not return
+        if self.data_parallel_size > 1:
             self.verify_syncs = False
-            logger.warning(
-                "verl-offgrpo: the check that each sync reached vLLM needs every vLLM worker's answer, which "
-                "collective_rpc does not return with rollout data_parallel_size > 1; off here, so %s.",
-                "a lagged batch over max_log_rprime_lagged stops the run (a window has no wake to check)"
-                if self.windowed else "the check of every wake without a sync stays on",
-            )
         rollout_dtype = _get(full_config, "actor_rollout_ref.rollout.dtype", "bfloat16")
         self.rollout_dtype = sync_reached.DTYPES.get(str(rollout_dtype))
         if self.verify_syncs and self.rollout_dtype is None:
@@ -205,12 +196,6 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         self.told_no_whole_copies = False
         self.record_answers: list = []  # per replica, its vLLM workers' answers to the last served-weights record
         self.last_sync_step: Optional[int] = None
-        if self.verify_weights and self.data_parallel_size > 1 and lagged:
-            logger.warning(
-                "verl-offgrpo: actor_rollout_ref.rollout.data_parallel_size=%d: the exact served-weights check reaches "
-                "the leader's data-parallel shard of each replica only, so algorithm.off_grpo.max_log_rprime_lagged "
-                "stops the run (not a warning) for the other shards' batches.", self.data_parallel_size,
-            )  # fmt: skip
         self.history: list[SlotDecision] = []
         self.metrics_by_step: dict[int, dict] = {}
         # the first slot logs nothing of its own; what it did (π_ref ← π_θ on resume) goes with the next step
