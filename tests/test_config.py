@@ -118,10 +118,13 @@ REJECTED = [
     (["algorithm.off_grpo.ref_reset_period=-1"], "ref_reset_period"),
     (["algorithm.off_grpo.ref_reset_period=3", "actor_rollout_ref.actor.use_kl_loss=false"], "reference"),
     (["algorithm.off_grpo.keep_weights=sleep_level2"], "keep_weights"),
-    (["algorithm.off_grpo.max_log_rprime_after_sync=-1"], "max_log_rprime_after_sync must be a number >= 0"),
-    (["algorithm.off_grpo.max_log_rprime_lagged=-1"], "max_log_rprime_lagged must be a number >= 0"),
-    (["algorithm.off_grpo.max_seq_log_rprime_after_sync=-1"], "max_seq_log_rprime_after_sync must be a number >= 0"),
+    (["algorithm.off_grpo.max_log_rprime_after_sync=-1"], "max_log_rprime_after_sync must be a finite number >= 0"),
+    (["algorithm.off_grpo.max_log_rprime_lagged=-1"], "max_log_rprime_lagged must be a finite number >= 0"),
+    (["algorithm.off_grpo.max_seq_log_rprime_after_sync=-1"], "max_seq_log_rprime_after_sync must be a finite number >= 0"),
     (["algorithm.off_grpo.max_seq_log_rprime_after_sync=abc"], "max_seq_log_rprime_after_sync"),
+    # inf would switch a limit off without the start-up warning that 0 gets
+    *[([f"algorithm.off_grpo.{knob}=inf"], rf"{knob} must be a finite number >= 0 \(got inf\); 0 turns the guard off")
+      for knob in ("max_log_rprime_after_sync", "max_seq_log_rprime_after_sync", "max_log_rprime_lagged")],
     (["algorithm.off_grpo.empty_cache_on_skip=sometimes"], r"empty_cache_on_skip must be one of \('always', 'if_needed'\)"),
     (["actor_rollout_ref.actor.clip_ratio=0"], "clip_ratio .* must be > 0"),
     (["actor_rollout_ref.actor.clip_ratio_low=-0.1"], "clip_ratio_low .* must be > 0"),

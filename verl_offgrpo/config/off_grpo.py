@@ -189,9 +189,9 @@ class OffGRPOConfig:
                 raise OffGRPOConfigError(f"{PREFIX}.{name} must be one of {choices} (got {value!r}).")
         for name in ("max_log_rprime_after_sync", "max_seq_log_rprime_after_sync", "max_log_rprime_lagged"):
             limit = getattr(self, name)
-            if not (_is_number(limit) and limit >= 0):
+            if not (_is_number(limit) and math.isfinite(limit) and limit >= 0):  # inf: off, yet not said so
                 raise OffGRPOConfigError(
-                    f"{PREFIX}.{name} must be a number >= 0 (got {limit!r}); 0 turns the guard off."
+                    f"{PREFIX}.{name} must be a finite number >= 0 (got {limit!r}); 0 turns the guard off."
                 )
         for name in ("std_eps", "max_log_rprime_after_sync", "max_seq_log_rprime_after_sync", "max_log_rprime_lagged"):
             object.__setattr__(self, name, float(getattr(self, name)))  # an integer in the yaml reads as float
