@@ -1249,25 +1249,20 @@ def test_an_fsdp2_actor_takes_the_lag():
 @pytest.mark.parametrize("unchecked", ["algorithm.off_grpo.verify_served_weights=false",
                                        "actor_rollout_ref.rollout.data_parallel_size=2"])
 def test_a_window_whose_sync_is_not_checked_on_every_engine_keeps_the_lagged_limit_an_error(ray_local, monkeypatch,
-                                                                                          caplog, unchecked):
+                                                                                          unchecked):
     """A window's lagged batches may only warn where the exact check saw its sync reach every vLLM worker: a stale
     data-parallel engine among E moves the lag-0 batch's mean |log r'| by 1/E of its drift only. With the check off
     (by the knob, or at rollout.data_parallel_size > 1, where collective_rpc answers for one engine only) the lagged
-    limit stops the run, as per_step without the exact check does, and start-up says so at DP > 1."""
+    limit stops the run, as per_step without the exact check does (start-up says so at DP > 1: the test below)."""
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
     from verl_offgrpo.sync.alpha_guard import ServedPolicyError
 
     # the fakes' sampler asks for train_batch_size prompts a step (verl's asks for gen_batch_size × DP)
     monkeypatch.setattr(PPOTrainer, "_add_batch_to_generate",
                         lambda self: self._add_prompts_to_generate(int(self.config.data.train_batch_size)))
-    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"), pytest.raises(ServedPolicyError, match="step 3"):
+    with pytest.raises(ServedPolicyError, match="step 3"):
         run_fit(monkeypatch, "trainer.test_freq=-1", unchecked, "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
                 "trainer.n_gpus_per_node=2", total=4, rprime=lambda step: 2.0 if step == 3 else 0.01)
-    told = [r.getMessage() for r in caplog.records if "collective_rpc does not return" in r.getMessage()]
-    assert told == ([] if "verify" in unchecked else [
-        "verl-offgrpo: the check that each sync reached vLLM needs every vLLM worker's answer, which collective_rpc "
-        "does not return with rollout data_parallel_size > 1; off here, so a lagged batch over max_log_rprime_lagged "
-        "stops the run (a window has no wake to check)."])
 
 
 def test_a_window_without_vllm_sleep_mode_needs_vllm_awake_through_the_updates():
