@@ -1,0 +1,46 @@
+"""Audit of the promise "installed but not selected: plain verl, unchanged", through verl's real entry points.
+
+A plain verl GRPO job whose driver's shell exports only ``VERL_OFFGRPO_FINAL_OUTPUTS=1`` (no ``VERL_OFFGRPO_JOB``):
+its Ray processes inherit the variable, but the only reader, :mod:`verl_offgrpo.patches.final_outputs`, installs
+nothing without ``VERL_OFFGRPO_JOB=1`` (test_final_outputs.py), so the job runs as plain verl. verl's own
+``validate_config`` accepts it; the plugin must not refuse it, and says in one warning that the variable does nothing.
+"""
+
+import logging
+
+import pytest
+
+import verl  # noqa: F401  (loads the plugin)
+from _overrides import validate_as_main_ppo, verl_config
+from verl_offgrpo.patches import FINAL_OUTPUTS_ENV, JOB_ENV, PatchError
+from verl_offgrpo.patches import final_outputs
+
+LOGGER = "verl_offgrpo.patches.validate_config"
+
+
+def test_final_outputs_mark_alone_does_nothing_in_a_plain_jobs_workers(monkeypatch):
+    """What the job's Ray processes do with the inherited variable: nothing (the premise of the test below)."""
+    from _post_import_hooks import install_leaves_a_hook
+
+    assert install_leaves_a_hook(final_outputs, {FINAL_OUTPUTS_ENV: "1"}, monkeypatch) is False
+
+
+def test_a_plain_job_with_only_the_final_outputs_mark_exported_runs_as_plain_verl(monkeypatch, caplog, ray_env):
+    monkeypatch.delenv(JOB_ENV, raising=False)
+    monkeypatch.setenv(FINAL_OUTPUTS_ENV, "1")
+    config = verl_config()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        validate_as_main_ppo(config)  # plain verl accepts it: so must verl with the plugin installed
+    told = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert len(told) == 1 and told[0].startswith(f"verl-offgrpo: {FINAL_OUTPUTS_ENV}=1 is set") and "no effect" in told[0]
+    assert JOB_ENV not in ray_env.PPO_RAY_RUNTIME_ENV["env_vars"]
+    assert FINAL_OUTPUTS_ENV not in ray_env.PPO_RAY_RUNTIME_ENV["env_vars"]
+
+
+def test_a_plain_job_with_the_job_mark_exported_is_still_refused(monkeypatch, ray_env):
+    """VERL_OFFGRPO_JOB=1 does change a plain job's workers (every patch installs): that refusal stays."""
+    monkeypatch.setenv(JOB_ENV, "1")
+    monkeypatch.setenv(FINAL_OUTPUTS_ENV, "1")
+    with pytest.raises(PatchError, match=r"^verl-offgrpo: VERL_OFFGRPO_JOB=1 is set"):
+        validate_as_main_ppo(verl_config())
