@@ -24,7 +24,8 @@ The driver's own environment reaches the job's Ray processes too (a Ray started 
 0.9.1's ``get_ppo_ray_runtime_env`` drops from the runtime env every variable the driver's environment already
 sets, so a mark exported in the shell wins over the job's: :func:`driver_env_problem` says when it disagrees
 with what the job needs (``VERL_OFFGRPO_JOB=1`` left in the shell of a plain job, ``=0`` in a selecting
-one's); the ``validate_config`` wrap raises it as one line, for plain and selecting jobs alike.
+one's); the ``validate_config`` wrap raises it as one line, for plain and selecting jobs alike. A plain job's
+``VERL_OFFGRPO_FINAL_OUTPUTS=1`` alone is read by no process of it: one warning (:func:`inert_driver_mark`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ WHEN = ("driver: adds VERL_OFFGRPO_JOB=1 (and VERL_OFFGRPO_FINAL_OUTPUTS=1 with 
         "job's env_vars, only once a selecting config is validated")
 MODULE = "verl.trainer.constants_ppo"
 
-__all__ = ["TARGETS", "VERL_VERSIONS", "WHEN", "driver_env_problem", "expected_marks", "install", "live", "mark_job", "running_ray_marks",
+__all__ = ["TARGETS", "VERL_VERSIONS", "WHEN", "driver_env_problem", "expected_marks", "inert_driver_mark", "install", "live",
+           "mark_job", "running_ray_marks",
            "running_ray_problem", "unmark_job"]
 
 
@@ -79,6 +81,8 @@ def driver_env_problem(selecting: bool, final_outputs_only: bool = False, enviro
         value = environ.get(name)
         if value is None or _truthy(value) == (name in want):
             continue
+        if name == FINAL_OUTPUTS_ENV and not selecting:
+            continue  # read only beside VERL_OFFGRPO_JOB=1 (final_outputs.install): inert here, see inert_driver_mark
         if name == FINAL_OUTPUTS_ENV:
             effect = (f"vLLM would {'' if _truthy(value) else 'not '}be asked for final outputs only where this job's "
                       f"final_outputs_only resolves to {str(final_outputs_only).lower()}")
@@ -90,6 +94,17 @@ def driver_env_problem(selecting: bool, final_outputs_only: bool = False, enviro
                 f"inherit (verl's get_ppo_ray_runtime_env keeps a driver's own value over the job's), so {effect}: "
                 f"unset {name} (the plugin sets it for the jobs that need it).")
     return None
+
+
+def inert_driver_mark(selecting: bool, environ=os.environ) -> str | None:
+    """One warning line where this driver's environment sets :data:`FINAL_OUTPUTS_ENV` for a plain job: its Ray
+    processes inherit it, but the vLLM servers read it only beside ``VERL_OFFGRPO_JOB=1`` (:mod:`.final_outputs`),
+    so it does nothing there. None otherwise (a selecting job's disagreeing mark is :func:`driver_env_problem`)."""
+    value = environ.get(FINAL_OUTPUTS_ENV)
+    if selecting or not _truthy(value) or _truthy(environ.get(JOB_ENV)):
+        return None
+    return (f"verl-offgrpo: {FINAL_OUTPUTS_ENV}={value} is set in this driver's environment but has no effect: this "
+            f"job does not select the plugin, and vLLM reads it only in a job that does ({JOB_ENV}=1). Unset it.")
 
 
 def running_ray_marks() -> dict[str, str] | None:

@@ -152,13 +152,16 @@ def _refuse_a_marked_ray(config) -> None:
     from verl_offgrpo.patches import PatchError
 
     try:
-        from verl_offgrpo.patches.job_env import driver_env_problem, running_ray_problem
+        from verl_offgrpo.patches.job_env import driver_env_problem, inert_driver_mark, running_ray_problem
 
         problem = driver_env_problem(False) or running_ray_problem(False)
+        inert = inert_driver_mark(False)
     except Exception:  # noqa: BLE001 - a plain verl job must not fail on the plugin's account
         return
     if problem is not None:
         raise PatchError(problem)
+    if inert is not None:
+        logging.getLogger(__name__).warning(inert)
 
 
 def _warn_unselected_knobs(config) -> None:
