@@ -44,3 +44,21 @@ def test_a_plain_job_with_the_job_mark_exported_is_still_refused(monkeypatch, ra
     monkeypatch.setenv(FINAL_OUTPUTS_ENV, "1")
     with pytest.raises(PatchError, match=r"^verl-offgrpo: VERL_OFFGRPO_JOB=1 is set"):
         validate_as_main_ppo(verl_config())
+
+
+# ----------------------------------------------------------------------- partial selection: one line, not silence
+def test_a_plugin_knob_that_does_not_resolve_in_the_driver_gets_one_line(monkeypatch, caplog, ray_env):
+    """``+algorithm.off_grpo.sync_period=${oc.env:V}`` with V unset: the selection test cannot read it, so the job is
+    left to verl (as plain verl would run it: test_patches.py), but not in silence: verl's validate_config passes and
+    its TaskRunner stops on the value only after Ray started, or, where V is set only in the job's Ray env, trains
+    plain verl with the knob ignored. One warning names the value and says so."""
+    monkeypatch.delenv("OFFGRPO_AUDIT_UNSET", raising=False)
+    config = verl_config("+algorithm.off_grpo.sync_period=${oc.env:OFFGRPO_AUDIT_UNSET}")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        validate_as_main_ppo(config)  # verl's outcome: passes
+    told = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert len(told) == 1
+    assert told[0].startswith("verl-offgrpo: algorithm.off_grpo.sync_period=${oc.env:OFFGRPO_AUDIT_UNSET} does not "
+                              "resolve") and "cannot tell whether this job selects it" in told[0]
+    assert JOB_ENV not in ray_env.PPO_RAY_RUNTIME_ENV["env_vars"]
