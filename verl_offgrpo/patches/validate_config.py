@@ -21,8 +21,8 @@ plugin (:func:`.selection.config_selects`):
    environment sets a mark the job must not have (which its Ray processes inherit), one line refuses the
    job, a plain one included (:func:`.job_env.running_ray_problem`, :func:`.job_env.driver_env_problem`).
 
-Any other config (or one whose selection test cannot resolve a key it reads: :func:`selects`) goes straight to
-verl's ``validate_config``; if it sets ``algorithm.off_grpo`` knobs
+Any other config (or one whose selection test cannot resolve a key it reads: :func:`selects`, one warning naming
+the value) goes straight to verl's ``validate_config``; if it sets ``algorithm.off_grpo`` knobs
 (composed from the plugin's yaml: away from their defaults), one warning says they have no effect
 (:mod:`verl_offgrpo.config.unselected`).
 ``verl.utils.config`` is already imported by ``import verl`` (verl 0.9.1), so the wrap goes in at once; by then
@@ -57,7 +57,8 @@ def wrap(original):
         _unmark_quietly()  # an earlier selecting config's mark: only a passing selecting config re-marks
         if not selects(config):
             _refuse_a_foreign_plugin_name(config)
-            _warn_unselected_knobs(config)
+            if not _warn_unknowable_selection(config):
+                _warn_unselected_knobs(config)
             _refuse_a_marked_ray(config)
             return original(config, *args, **kwargs)
         from verl_offgrpo.patches import PatchError, preflight
@@ -162,6 +163,32 @@ def _refuse_a_marked_ray(config) -> None:
         raise PatchError(problem)
     if inert is not None:
         logging.getLogger(__name__).warning(inert)
+
+
+def _warn_unknowable_selection(config) -> bool:
+    """One warning, and True, where a key the selection test reads (:func:`.selection.config_selects`) does not
+    resolve in this driver: the job is left to verl as plain verl would run it (verl's TaskRunner resolves the whole
+    config and stops there on it, or trains plain verl where the value resolves only in the job's Ray processes), but
+    not in silence. Never an error: this is a plain verl job's path."""
+    try:
+        from omegaconf.errors import OmegaConfBaseException
+
+        from verl_offgrpo.config.readable import unresolved_interpolation
+        from verl_offgrpo.patches.selection import config_selects
+
+        try:
+            config_selects(config)
+            return False
+        except OmegaConfBaseException as err:
+            line = unresolved_interpolation(config) or " ".join(str(err).split())
+    except Exception:  # noqa: BLE001 - a plain verl job must not fail on the plugin's account
+        return False
+    logging.getLogger(__name__).warning(
+        "verl-offgrpo: %s The plugin cannot tell whether this job selects it, so it leaves the job to verl without "
+        "its checks and patches (verl resolves the config again in its TaskRunner, after Ray started).",
+        line if line.endswith(".") else line + ".",
+    )
+    return True
 
 
 def _warn_unselected_knobs(config) -> None:
