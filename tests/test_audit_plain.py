@@ -62,3 +62,14 @@ def test_a_plugin_knob_that_does_not_resolve_in_the_driver_gets_one_line(monkeyp
     assert told[0].startswith("verl-offgrpo: algorithm.off_grpo.sync_period=${oc.env:OFFGRPO_AUDIT_UNSET} does not "
                               "resolve") and "cannot tell whether this job selects it" in told[0]
     assert JOB_ENV not in ray_env.PPO_RAY_RUNTIME_ENV["env_vars"]
+
+
+def test_a_plain_config_with_nothing_of_the_plugins_stays_silent_on_an_unresolvable_key(monkeypatch, caplog, ray_env):
+    """verl's own key with a ``${...}`` that does not resolve, in a config with nothing of the plugin's: verl's alone
+    (verl's validate_config passes it; the estimator and loss keys verl itself resolves before or inside it)."""
+    monkeypatch.delenv("OFFGRPO_AUDIT_UNSET", raising=False)
+    config = verl_config("trainer.v1.trainer_mode=${oc.env:OFFGRPO_AUDIT_UNSET}")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        validate_as_main_ppo(config)
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("verl_offgrpo")] == []

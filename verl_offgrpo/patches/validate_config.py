@@ -166,10 +166,11 @@ def _refuse_a_marked_ray(config) -> None:
 
 
 def _warn_unknowable_selection(config) -> bool:
-    """One warning, and True, where a key the selection test reads (:func:`.selection.config_selects`) does not
-    resolve in this driver: the job is left to verl as plain verl would run it (verl's TaskRunner resolves the whole
-    config and stops there on it, or trains plain verl where the value resolves only in the job's Ray processes), but
-    not in silence. Never an error: this is a plain verl job's path."""
+    """One warning, and True, where a config that carries something of the plugin's (:func:`_carries_the_plugin`)
+    has a key the selection test reads (:func:`.selection.config_selects`) that does not resolve in this driver: the
+    job is left to verl as plain verl would run it (verl's TaskRunner resolves the whole config and stops there on it,
+    or trains plain verl where the value resolves only in the job's Ray processes), but not in silence. A config with
+    nothing of the plugin's is verl's alone, silence included. Never an error: this is a plain verl job's path."""
     try:
         from omegaconf.errors import OmegaConfBaseException
 
@@ -180,6 +181,8 @@ def _warn_unknowable_selection(config) -> bool:
             config_selects(config)
             return False
         except OmegaConfBaseException as err:
+            if not _carries_the_plugin(config):
+                return False
             line = unresolved_interpolation(config) or " ".join(str(err).split())
     except Exception:  # noqa: BLE001 - a plain verl job must not fail on the plugin's account
         return False
@@ -189,6 +192,21 @@ def _warn_unknowable_selection(config) -> bool:
         line if line.endswith(".") else line + ".",
     )
     return True
+
+
+def _carries_the_plugin(config) -> bool:
+    """Whether ``config`` writes one of the plugin's sections (``algorithm.off_grpo``, ``policy_loss.rec``) or the
+    ``+rollout.checkpoint_manager_class`` key, which verl's yaml lacks (resolved or not)."""
+    from verl_offgrpo.config.readable import PLUGIN_SECTIONS
+    from verl_offgrpo.config.values import ABSENT, written_value
+
+    for key in (*PLUGIN_SECTIONS, "actor_rollout_ref.rollout.checkpoint_manager_class"):
+        try:
+            if written_value(config, key, ABSENT) is not ABSENT:
+                return True
+        except Exception:  # noqa: BLE001 - there, but its ${...} does not resolve
+            return True
+    return False
 
 
 def _warn_unselected_knobs(config) -> None:
