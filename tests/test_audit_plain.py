@@ -73,3 +73,17 @@ def test_a_plain_config_with_nothing_of_the_plugins_stays_silent_on_an_unresolva
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         validate_as_main_ppo(config)
     assert [r.getMessage() for r in caplog.records if r.name.startswith("verl_offgrpo")] == []
+
+
+def test_the_plugins_v1_mode_on_the_v0_trainer_without_its_manager_is_not_said_to_apply(caplog, ray_env):
+    """``trainer.use_v1=false`` with ``trainer.v1.trainer_mode=off_grpo_sync`` (what the shipped yaml gives a v0 job)
+    over verl's GRPO and without the plugin's checkpoint manager: the mode selects the plugin (its worker and vLLM
+    patches go on) but v0 never reads it, and no lagged sync runs. The one line must not say its trainer applies."""
+    config = verl_config("trainer.use_v1=false", "trainer.v1.trainer_mode=off_grpo_sync")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="verl_offgrpo"):
+        validate_as_main_ppo(config)
+    told = [r.getMessage() for r in caplog.records if "not the plugin's" in r.getMessage()]
+    assert len(told) == 1
+    assert "only its trainer and vLLM settings apply" not in told[0]
+    assert "checkpoint_manager_class=verl_offgrpo.sync.lagged_manager.LaggedCheckpointManager" in told[0]
