@@ -107,14 +107,22 @@ def tell_loss_over_other_estimator(config: Any, loss_mode: str) -> None:
 
 def tell_verls_algorithm_under_the_plugin(config: Any) -> None:
     """One line for a job that selects the plugin (its trainer mode, final outputs, its v0 manager) but names neither
-    of its estimators nor its losses: verl's algorithm runs, with only the plugin's trainer and vLLM settings."""
+    of its estimators nor its losses: verl's algorithm runs, with only the plugin's trainer and vLLM settings; on the
+    v0 trainer without the plugin's checkpoint manager only its vLLM settings (v0 reads no ``trainer.v1.trainer_mode``)."""
+    from .off_grpo import V0_MANAGER_FQN, V0_MANAGER_FQNS
+    from .readers import uses_v1
+
+    applies = "its trainer and vLLM settings apply"
+    if not uses_v1(config) and _get(config, "actor_rollout_ref.rollout.checkpoint_manager_class") not in V0_MANAGER_FQNS:
+        applies = (f"its vLLM settings apply (the v0 trainer reads no trainer.v1.trainer_mode; its lagged sync "
+                   f"runs through +actor_rollout_ref.rollout.checkpoint_manager_class={V0_MANAGER_FQN})")
     logger.info(
-        "off_grpo: this job runs verl's %r estimator and %r loss, not the plugin's: only its trainer and vLLM settings "
-        "apply, not %s.std_eps, std_unbiased or zero_var_mask (set algorithm.adv_estimator=%s and "
+        "off_grpo: this job runs verl's %r estimator and %r loss, not the plugin's: only %s, not %s.std_eps, "
+        "std_unbiased or zero_var_mask (set algorithm.adv_estimator=%s and "
         "actor_rollout_ref.actor.policy_loss.loss_mode=%s for off-policy GRPO).",
         *(getattr(v, "value", v) for v in (_get(config, "algorithm.adv_estimator"),  # verl's AdvantageEstimator enum
                                            _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode"))),
-        PREFIX, ESTIMATOR_NAME, LOSS_NAME,
+        applies, PREFIX, ESTIMATOR_NAME, LOSS_NAME,
     )
 
 
