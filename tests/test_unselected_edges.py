@@ -1,4 +1,4 @@
-"""Audit of the promise "installed but not selected: plain verl, unchanged", through verl's real entry points.
+"""Edges of "installed but not selected: plain verl, unchanged" (found by an audit), through verl's real entry points.
 
 A plain verl GRPO job whose driver's shell exports only ``VERL_OFFGRPO_FINAL_OUTPUTS=1`` (no ``VERL_OFFGRPO_JOB``):
 its Ray processes inherit the variable, but the only reader, :mod:`verl_offgrpo.patches.final_outputs`, installs
