@@ -86,9 +86,21 @@ def total_training_steps(config: Any) -> int | None:
     return total if _is_int(total) and total >= 1 else None
 
 
+def window_length(step: int, period: int, total_steps: int | None = None) -> int:
+    """k(s): steps in the window that starts at step ``step`` (≥ 1), ending at the next sync step or T:
+    k(s) = min(⌈s/v⌉·v, T) − s + 1 (the trainer's schedule, :mod:`verl_offgrpo.sync.window`, reads it here)."""
+    step, period = int(step), int(period)
+    if step < 1 or period < 1:
+        raise ValueError(f"window_length needs step >= 1 and period >= 1 (got step={step}, period={period})")
+    end = -(-step // period) * period  # ⌈s/v⌉·v: the step whose slot syncs next
+    if total_steps is not None:
+        end = min(end, int(total_steps))
+    return max(1, end - step + 1)
+
+
 def longest_window(config: Any, period: int) -> int:
     """The most steps one window spans: v, or T (:func:`total_training_steps`) where that is set below it (the
-    last window ends at T, :func:`verl_offgrpo.sync.window.window_length`). An unset T reads as v."""
+    last window ends at T, :func:`window_length`). An unset T reads as v."""
     total = total_training_steps(config)
     return period if total is None else min(period, total)
 
@@ -104,8 +116,8 @@ def validation_peak(period: int, test_freq: int, batch_samples: int, val_samples
     val: (−s) mod v takes its largest value v − gcd within one lcm of steps, with a whole window after it."""
     if total is None or total >= math.lcm(test_freq, period) + period:
         return (period - math.gcd(test_freq, period) + 1) * batch_samples + val_samples
-    ends = {s: min(-(-s // period) * period, total) for s in [*range(test_freq, total + 1, test_freq), total]}
-    return max(end - s + 1 for s, end in ends.items()) * batch_samples + val_samples
+    held = max(window_length(s, period, total) for s in [*range(test_freq, total + 1, test_freq), total])
+    return held * batch_samples + val_samples
 
 
 def resolve_rollout_schedule(config: Any, knobs: OffGRPOConfig | None = None) -> OffGRPOConfig:

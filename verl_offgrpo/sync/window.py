@@ -33,18 +33,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from verl_offgrpo.config.window_checks import window_length  # k(s), also the start-up checks' (one formula)
+
 WINDOW = "window"
 
-
-def window_length(step: int, period: int, total_steps: Optional[int] = None) -> int:
-    """k(s): steps in the window that starts at step ``step`` (≥ 1), ending at the next sync step or T."""
-    step, period = int(step), int(period)
-    if step < 1 or period < 1:
-        raise ValueError(f"window_length needs step >= 1 and period >= 1 (got step={step}, period={period})")
-    end = -(-step // period) * period  # ⌈s/v⌉·v: the step whose slot syncs next
-    if total_steps is not None:
-        end = min(end, int(total_steps))
-    return max(1, end - step + 1)
+__all__ = ["WINDOW", "RolloutWindow", "WindowSchedule", "window_length"]
 
 
 @dataclass
