@@ -678,6 +678,35 @@ def test_the_docs_list_every_patch_module_with_its_targets():
             assert re.search(rf"\b{name}\b", row), (module.__name__, target)
 
 
+def test_the_docs_list_every_module_that_reaches_into_verl_outside_the_patches():
+    """docs/verl-changes.md's table of reaches outside the patches has a row per module of ``INTERNALS_MODULES``,
+    naming every verl attribute of its ``VERL_INTERNALS``."""
+    import importlib
+
+    page = (REPO / "docs" / "verl-changes.md").read_text()
+    rows = {line.split("|")[1].strip(" `"): line for line in page.splitlines() if line.startswith("| `") and ".py`" in line}
+    for name, _package, _trainer in patches.INTERNALS_MODULES:
+        path = name.removeprefix("verl_offgrpo.").replace(".", "/") + ".py"
+        row = rows.get(path)
+        assert row is not None, path
+        for target in importlib.import_module(name).VERL_INTERNALS:  # none imports vllm at import time
+            attr = next(part for part in reversed(target.split(".")) if not part.startswith("__"))
+            assert re.search(rf"(?<!\w){re.escape(attr)}\b", row), (path, target)
+
+
+def test_the_lagged_managers_reliance_on_verls_manager_is_declared():
+    """Every member of verl's ``CheckpointEngineManager`` that ``LaggedCheckpointManager`` overrides is in its
+    ``VERL_INTERNALS``, which preflight checks."""
+    from verl.checkpoint_engine.base import CheckpointEngineManager
+
+    from verl_offgrpo.sync import lagged_manager
+
+    overridden = {name for name in vars(lagged_manager.LaggedCheckpointManager)
+                  if hasattr(CheckpointEngineManager, name) and (name == "__init__" or not name.startswith("__"))}
+    declared = {name.rpartition(".")[2] for name in lagged_manager.VERL_INTERNALS}
+    assert overridden <= declared, overridden - declared
+
+
 def test_a_package_missing_from_the_environment_is_named_with_its_install_command(tmp_path, monkeypatch):
     """A bare ``pip install verl`` lacks packages its V1 trainer imports (verl lists them in its verl-core
     extra): the problem line names the package, not a verl mismatch; a failure inside verl keeps the version."""

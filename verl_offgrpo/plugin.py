@@ -6,7 +6,8 @@ It stays light: it imports none of verl's modules beyond what ``import verl`` al
 * registers the advantage estimators ``off_grpo`` and ``red_drop`` and the policy losses ``off_grpo``
   and ``rec`` with verl's registries as soon as ``verl.trainer.ppo.core_algos`` is imported, and the
   V1 trainer mode ``off_grpo_sync`` as soon as ``verl.trainer.ppo.v1`` is (post-import hooks, :mod:`verl_offgrpo.patches.post_import`); these only
-  add names;
+  add names (a reload of this package first pops its own earlier entry from verl 0.9.1's registry dicts
+  ``core_algos.ADV_ESTIMATOR_REGISTRY`` / ``POLICY_LOSS_REGISTRY``, as ``register_adv_est`` refuses a second function);
 * installs the patches of :mod:`verl_offgrpo.patches`, each scoped to jobs that select the plugin.
 
 ``VERL_OFFGRPO_DISABLE=1`` turns all of it off. verl logs a plugin that fails to import at DEBUG only,

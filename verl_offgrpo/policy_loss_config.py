@@ -4,7 +4,8 @@ verl builds ``actor_rollout_ref.actor`` into an ``ActorConfig`` in each actor wo
 ``instantiate`` through the ``_target_`` of every section) and hands it to the policy loss as
 ``config``; ``policy_loss`` is a closed dataclass, so extra knobs need a subclass that its
 ``_target_`` names. The shipped yaml names :class:`OffGRPOPolicyLossConfig`; with verl's own
-``PolicyLossConfig`` the ``rec`` loss runs with its defaults.
+``PolicyLossConfig`` the ``rec`` loss runs with its defaults. Written for verl 0.9.1's
+``verl.workers.config.PolicyLossConfig`` (a frozen ``BaseConfig`` dataclass; its ``__post_init__``, if any, runs first).
 """
 
 from __future__ import annotations

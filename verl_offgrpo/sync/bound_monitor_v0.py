@@ -5,6 +5,10 @@ after_advantage_v1`). In v0, the patch :mod:`verl_offgrpo.patches.v0_advantage_m
 ``ray_trainer.compute_advantage`` and calls :func:`v0_metrics` on its output, with the ``response_mask``
 from before the zero-variance mask edited it; the metrics
 (:func:`verl_offgrpo.zero_var_mask.advantage_step_metrics`, the same as V1's) are logged with the step.
+
+Written for verl 0.9.1's v0 ``DataProto`` after ``compute_advantage``: ``batch["token_level_rewards"]``,
+``batch["response_mask"]``, ``non_tensor_batch["uid"]`` and r' from ``batch["rollout_is_weights"]`` (or
+``old_log_probs`` / ``rollout_log_probs``: :func:`verl_offgrpo.bound_monitor.rprime_fields`).
 """
 
 from __future__ import annotations

@@ -70,13 +70,20 @@ from .vllm_sleep import empty_device_cache, keep_weights_across_sleep, replica_s
 
 logger = logging.getLogger(__name__)
 
-#: the verl 0.9.1 names the manager relies on beyond its base class, checked before a selecting job starts
-#: (:data:`verl_offgrpo.patches.INTERNALS_MODULES`): the actor worker group's Ray handles (a skipped slot empties
-#: their device cache); verl builds the manager inside a trainer method (:func:`find_calling_trainer` reads it)
+#: the verl 0.9.1 names the manager relies on, checked before a selecting job starts
+#: (:data:`verl_offgrpo.patches.INTERNALS_MODULES`): the members of its base class it overrides (``update_weights``,
+#: ``sleep_replicas``) or calls (``__init__``, ``resume_kv_cache_replicas``), and the actor worker group's Ray handles
+#: (a skipped slot empties their device cache). It also relies on instance attributes, which exist only once verl's
+#: constructors ran: ``CheckpointEngineManager.{config,actor_wg,replicas}``, ``RolloutReplica.servers``
+#: (:func:`.vllm_sleep.replica_servers`), and the trainer's ``config``, ``actor_rollout_wg``, ``global_steps`` and
+#: ``total_training_steps`` (v0: ``RayPPOTrainer``, whose ``init_workers`` builds the manager,
+#: :func:`find_calling_trainer`; V1: ``PPOTrainer``)
 VERL_INTERNALS = (
-    "verl.checkpoint_engine.base.CheckpointEngineManager.__init__",
+    *(f"verl.checkpoint_engine.base.CheckpointEngineManager.{name}" for name in (
+        "__init__", "update_weights", "sleep_replicas", "resume_kv_cache_replicas",
+    )),
     "verl.single_controller.ray.base.RayWorkerGroup.workers",
-)
+)  # fmt: skip
 
 #: the warning, once per run, when ``empty_cache_on_skip=if_needed`` had to empty a worker's cache:
 #: formatted with the least free fraction of device memory and ``rollout.gpu_memory_utilization``

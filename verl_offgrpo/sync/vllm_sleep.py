@@ -3,7 +3,9 @@
 verl puts every rollout replica to sleep right after generation. For a colocated (hybrid) model,
 ``vLLMHttpServer._sleep_hybrid`` sleeps at ``self._resolve_sleep_level()``, which is 2. vLLM's level-2
 sleep discards the weights, so a woken engine that did not get a weight sync would serve garbage. At
-level 1 vLLM copies the weights to CPU and restores them on wake.
+level 1 vLLM copies the weights to CPU and restores them on wake. (verl 0.9.1's ``vLLMHttpServer.release_kv_cache``,
+which a checkpoint-engine backend other than ``naive`` calls before its transfer, sleeps at that level too, so
+the override sets its level as well.)
 
 ``sleep_level1``: the lagged checkpoint manager calls :func:`override_sleep_level` on each
 ``vLLMHttpServer`` actor of the policy replicas through Ray's ``__ray_call__``. The function runs
@@ -37,7 +39,9 @@ SERVER_CLASS = "verl.workers.rollout.vllm_rollout.vllm_async_server.vLLMHttpServ
 #: ``_sleep_hybrid`` that calls it, and ``sleep``/``wake_up`` (the lagged manager's wake)
 SERVER_MEMBERS = ("_resolve_sleep_level", "_sleep_hybrid", "sleep", "wake_up")
 #: Written for verl 0.9.1: the verl attributes this module overrides (per instance) or relies on;
-#: :func:`verl_offgrpo.patches.preflight` checks they exist (:data:`verl_offgrpo.patches.INTERNALS_MODULES`).
+#: :func:`verl_offgrpo.patches.preflight` checks they exist (:data:`verl_offgrpo.patches.INTERNALS_MODULES`). Instance
+#: attributes, which exist only once verl's constructors ran, are read too: ``RolloutReplica.servers``
+#: (:func:`replica_servers`) and the server's ``config``, ``rollout_mode``, ``node_rank`` and ``global_steps``.
 VERL_INTERNALS = tuple(f"{SERVER_CLASS}.{name}" for name in SERVER_MEMBERS)
 
 
