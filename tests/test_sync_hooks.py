@@ -689,8 +689,8 @@ def test_with_vllm_data_parallelism_the_lagged_limit_stays_an_error(ray_local, c
         validate_off_grpo_config(cfg)  # the start-up checks say it, before any GPU work
     told = [r.getMessage() for r in caplog.records if "data_parallel_size" in r.getMessage()]
     assert told == ([f"off_grpo: actor_rollout_ref.rollout.data_parallel_size={data_parallel_size}: vLLM's "
-                     "collective_rpc answers for each replica's leader shard only, so the check that each sync reached "
-                     "vLLM is off and the check of each wake without a sync reaches the leader's data-parallel shard "
+                     "collective_rpc answers for each replica's leader shard only, so the exact check that each sync "
+                     "reached vLLM is off and the check of each wake without a sync reaches the leader's data-parallel shard "
                      "only: a lagged batch over algorithm.off_grpo.max_log_rprime_lagged stops the run."]
                     if lagged_is_error else [])
     servers, _, replicas, wg = make_cluster(n_servers=1)

@@ -1309,15 +1309,14 @@ def test_a_window_across_an_epoch_boundary_trains_on_the_prompts_per_step_would(
 
 def test_vllm_data_parallelism_is_said_at_start_up_for_a_window(caplog):
     """With rollout.data_parallel_size = 2 vLLM's collective_rpc answers for each replica's leader shard only: the
-    start-up checks say the sync check is off and what then stops a lagged batch (a window has no wake to check)."""
+    start-up checks say the exact sync check is off and what then stops a lagged batch."""
     cfg = fakes.compose_cfg("algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.rollout_schedule=window",
                             f"data.train_batch_size={B}", "actor_rollout_ref.rollout.data_parallel_size=2")
     with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
         validate_off_grpo_config(cfg)
     told = [r.getMessage() for r in caplog.records if "data_parallel_size" in r.getMessage()]
     assert told == ["off_grpo: actor_rollout_ref.rollout.data_parallel_size=2: vLLM's collective_rpc answers for each "
-                    "replica's leader shard only, so the check that each sync reached vLLM is off and a window has no "
-                    "wake to check: a lagged batch over algorithm.off_grpo.max_log_rprime_lagged stops the run."]
+                    "replica's leader shard only, so the exact check that each sync reached vLLM is off: a lagged batch over algorithm.off_grpo.max_log_rprime_lagged stops the run."]
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):  # the check off by its knob: nothing narrowed
         validate_off_grpo_config(fakes.compose_cfg("algorithm.off_grpo.sync_period=4", f"data.train_batch_size={B}",

@@ -51,11 +51,11 @@ def narrowed_lines(config: Any, knobs: OffGRPOConfig) -> list[str]:
              f"with {lagged_limit}=0 nothing checks the other shards' lagged batches")
     data_parallel = rollout_data_parallel_size(config)
     if knobs.verify_served_weights and data_parallel > 1:
-        wakes = ("a window has no wake to check" if knobs.rollout_schedule == "window" else
-                 "the check of each wake without a sync reaches the leader's data-parallel shard only")
+        also = ("" if knobs.rollout_schedule == "window" else  # a window wakes vLLM only to sync
+                " and the check of each wake without a sync reaches the leader's data-parallel shard only")
         lines.append(f"off_grpo: actor_rollout_ref.rollout.data_parallel_size={data_parallel}: vLLM's collective_rpc "
-                     f"answers for each replica's leader shard only, so the check that each sync reached vLLM is off "
-                     f"and {wakes}: {stops}.")
+                     f"answers for each replica's leader shard only, so the exact check that each sync reached vLLM is "
+                     f"off{also}: {stops}.")
     if knobs.rollout_schedule == "window" and not lag0_batch_reaches_every_engine(config):
         lines.append("off_grpo: a window's first batch (data.train_batch_size × rollout.n samples) is smaller than the "
                      "number of vLLM engines, so some engine may sample only lagged batches: "
