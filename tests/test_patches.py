@@ -678,6 +678,27 @@ def test_the_docs_list_every_patch_module_with_its_targets():
             assert re.search(rf"\b{name}\b", row), (module.__name__, target)
 
 
+def test_the_losses_reach_into_verls_actor_config_is_a_dataclass_field_that_preflight_checks(monkeypatch):
+    """``ActorConfig.global_batch_info`` is a field with a default factory (no class attribute): preflight finds it
+    among the dataclass's fields, and a verl without it (a renamed field) stops a selecting job in one line."""
+    import dataclasses
+
+    from verl.workers.config.actor import ActorConfig
+
+    from verl_offgrpo import policy_loss
+
+    assert ("verl_offgrpo.policy_loss", "verl", None) in patches.INTERNALS_MODULES
+    assert not hasattr(ActorConfig, "global_batch_info")  # what a plain getattr would call missing
+    assert [patches.target_problem(name) for name in policy_loss.VERL_INTERNALS] == [None]
+    assert isinstance(patches.resolve(policy_loss.VERL_INTERNALS[0]), dataclasses.Field)
+    renamed = [f for f in dataclasses.fields(ActorConfig) if f.name != "global_batch_info"]
+    monkeypatch.setattr(dataclasses, "fields", lambda cls: renamed if cls is ActorConfig else ())
+    assert patches.target_problem(policy_loss.VERL_INTERNALS[0], "verl attribute relied on by x") == (
+        f"verl-offgrpo: verl attribute relied on by x verl.workers.config.actor.ActorConfig.global_batch_info is "
+        f"missing from verl {verl.__version__} (AttributeError: type object 'ActorConfig' has no attribute "
+        "'global_batch_info')")
+
+
 def test_the_docs_list_every_module_that_reaches_into_verl_outside_the_patches():
     """docs/verl-changes.md's table of reaches outside the patches has a row per module of ``INTERNALS_MODULES``,
     naming every verl attribute of its ``VERL_INTERNALS``."""

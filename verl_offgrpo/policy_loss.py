@@ -38,6 +38,10 @@ import torch
 from verl_offgrpo.bound_monitor import LOG_RATIO_BOUND, loss_rprime_terms
 from verl_offgrpo.patches.empty_update import skips_empty_updates
 
+#: verl 0.9.1's per-mini-batch token counts that the losses read (``losses.ppo_loss`` fills them) and, without a loss
+#: token, set (:func:`aggregate`; checked at start-up: :data:`verl_offgrpo.patches.INTERNALS_MODULES`)
+VERL_INTERNALS = ("verl.workers.config.actor.ActorConfig.global_batch_info",)
+
 #: the loss's r' terms (:func:`~verl_offgrpo.bound_monitor.rprime_terms`: tv_token, tv_seq, mean_abs_log_rprime)
 RPRIME_PREFIX = "actor/off_grpo/"
 

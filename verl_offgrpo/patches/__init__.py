@@ -31,6 +31,7 @@ This package imports nothing from verl at import time.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import sys
@@ -77,6 +78,8 @@ INTERNALS_MODULES = (
     ("verl_offgrpo.ref_reset.trainer", "ray", None),
     # verl's RolloutConfig, built in the driver by the validate_config wrap (its workers build it after Ray started)
     ("verl_offgrpo.patches.rollout_config", "verl", None),
+    # the mini-batch's token count in verl's actor config, which the plugin's losses read and, without loss tokens, set
+    ("verl_offgrpo.policy_loss", "verl", None),
 )
 
 
@@ -132,7 +135,8 @@ def version_problem(versions: str = VERL_VERSIONS, installed: str | None = None)
 
 def resolve(target: str):
     """The object named by the dotted ``target``: import its longest importable module prefix, then
-    getattr the rest. Raises ``AttributeError``/``ImportError`` if it is not there."""
+    getattr the rest; a field of a dataclass that only its instances hold (``default_factory``) resolves to its
+    :class:`dataclasses.Field`. Raises ``AttributeError``/``ImportError`` if it is not there."""
     parts = target.split(".")
     for cut in range(len(parts), 0, -1):
         name = ".".join(parts[:cut])
@@ -143,9 +147,20 @@ def resolve(target: str):
                 raise  # the module exists but one of its own imports is missing
             continue
         for attr in parts[cut:]:
-            obj = getattr(obj, attr)
+            obj = _attribute_or_field(obj, attr)
         return obj
     raise ImportError(f"no module of {target!r} can be imported")
+
+
+def _attribute_or_field(obj, attr: str):
+    """``getattr(obj, attr)``, or the dataclass field ``attr`` of the class ``obj`` that has no class attribute."""
+    try:
+        return getattr(obj, attr)
+    except AttributeError:
+        fields = {f.name: f for f in dataclasses.fields(obj)} if dataclasses.is_dataclass(obj) else {}
+        if attr in fields:
+            return fields[attr]
+        raise
 
 
 def target_problem(target: str, what: str = "patch target") -> str | None:
