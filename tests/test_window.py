@@ -13,6 +13,7 @@ import importlib.util
 import logging
 import os
 import sys
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -98,7 +99,7 @@ class FakeBatch(SimpleNamespace):
 
 
 def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=0, schedule="window", extra_rows=0,
-            steps_per_epoch=1000, rprime_seq=None):
+            steps_per_epoch=1000, rprime_seq=None, submit_s=0.0):
     """verl's V1 ``fit`` of the off_grpo_sync trainer over the fake cluster (``schedule``: the
     ``rollout_schedule`` set, None for the default). Returns a record of what happened: generations (one per
     submission: the step its prompts are tagged with, prompts, weights served), per-step batches' weights, validations (step, weights), actor updates per
@@ -106,7 +107,8 @@ def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=
     ``algorithm.rollout_correction.bypass_mode`` that verl's ``_compute_old_log_prob`` and
     ``_compute_advantage`` (both stand-ins) saw. A batch holds n rows per prompt plus ``extra_rows``; the
     update's stand-in logs the loss's mean |log r'| as ``rprime`` (or the served weights) gives it; ``rprime_seq``
-    (step → value) adds the largest response's mean to the advantage stage's metrics."""
+    (step → value) adds the largest response's mean to the advantage stage's metrics; each step's submission of its
+    prompts takes ``submit_s`` seconds more."""
     from verl.trainer.ppo.v1 import PPOTrainerSync, get_trainer_cls, trainer_base
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
@@ -138,6 +140,7 @@ def run_fit(monkeypatch, *overrides, start=0, total=10, rprime=None, unfinished=
         self._init_dump_executor()
 
     def add_prompts(num_prompts):
+        time.sleep(submit_s)
         served = ray.get(servers[0].generate.remote())
         rec.generations.append((trainer.global_steps, num_prompts, served))
         trainer.train_dataloader.fetched += num_prompts
@@ -235,7 +238,7 @@ def test_window_generates_once_per_window_and_trains_once_per_step(ray_local, mo
     """v=4, 10 steps, validation after steps 6 and 10: windows 1-4 (π_0), 5-8 (π_4), 9-10 (π_8, the short
     last window). A validation inside the window 5-8 syncs π_6 for itself, yet steps 7-8 still train on
     π_4's buffered samples with their true lag, and vLLM goes back to sleep until the window's end."""
-    rec = run_fit(monkeypatch, "trainer.test_freq=6", total=10)
+    rec = run_fit(monkeypatch, "trainer.test_freq=6", total=10, submit_s=0.05)
     steps = range(1, 11)
     assert rec.generations == window(1, 4, "pi_0") + window(5, 4, "pi_4") + window(9, 2, "pi_8")
     assert [rec.batches[s] for s in steps] == [["pi_0"] * B] * 4 + [["pi_4"] * B] * 4 + [["pi_8"] * B] * 2
@@ -246,6 +249,11 @@ def test_window_generates_once_per_window_and_trains_once_per_step(ray_local, mo
     assert series(rec, "off_grpo/window/generated", steps) == [1, 0, 0, 0, 1, 0, 0, 0, 1, 0]
     assert series(rec, "off_grpo/window/position", steps) == [0, 1, 2, 3, 0, 1, 2, 3, 0, 1]
     assert series(rec, "off_grpo/window/length", steps) == [4] * 8 + [2] * 2
+    # each window's generation phase (from submitting its k steps' prompts, 0.05 s each here, to vLLM's sleep) spread
+    # over its steps: one value a window, k·0.05 s and a little more over k
+    per_step = series(rec, "off_grpo/window/generation_s_per_step", steps)
+    assert per_step[0:4] == [per_step[0]] * 4 and per_step[4:8] == [per_step[4]] * 4 and per_step[8] == per_step[9]
+    assert all(0.05 <= per_step[s - 1] < 0.05 + 1.0 / k for s, k in ((1, 4), (5, 4), (9, 2))), per_step
     assert series(rec, "off_grpo/rollout_lag", steps) == [0, 1, 2, 3, 0, 1, 2, 3, 0, 1]
     assert series(rec, "off_grpo/synced", steps) == [0, 0, 0, 1, 0, 1, 0, 1, 0, 1]
     assert all(rec.logged[s]["off_grpo/bound/mean_abs_log_rprime"] == 0.01 for s in steps)

@@ -42,6 +42,7 @@ before a selecting job starts (:data:`verl_offgrpo.patches.INTERNALS_MODULES`).
 from __future__ import annotations
 
 import logging
+import time
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
@@ -171,6 +172,7 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
         self.windowed = self.off_grpo_knobs.rollout_schedule == WINDOW
         self.window_schedule: WindowSchedule | None = None
         self.window_generated = True  # whether this step's rollout ran (always, per_step)
+        self.window_generation_began = 0.0  # perf_counter when the current window's prompts were submitted
         self.window_data_states: dict[int, Any] = {}  # per step of the window: dataloader state after its batch
         # the served-policy guard reads r' off a batch whose advantage is verl's only where r' is exact
         self.guards_verls_advantage = guards_verls_advantage(config)
@@ -237,6 +239,7 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
                     "a window must start right after a sync (a bug in verl-offgrpo: report it)."
                 )
             window = windows.begin(step, version)
+            self.window_generation_began = time.perf_counter()
             self.window_data_states = submit_window(self, window.start, window.length)
         windows.draw()
         return windows.metrics(step, self.window_generated)
@@ -265,7 +268,10 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
     def on_sample_end(self):
         """verl sleeps vLLM after every rollout; a step of a window that generated nothing leaves it asleep."""
         if self.window_generated:
-            return super().on_sample_end()
+            ended = super().on_sample_end()
+            if self.windowed:  # vLLM asleep: the window's generation phase is over
+                self.window_schedule.current.generation_s = time.perf_counter() - self.window_generation_began
+            return ended
         if self.curr_step_profile:
             self._stop_rollout_profiling()
 
@@ -286,6 +292,8 @@ class OffGRPOSyncTrainer(PPOTrainerSync):
     def _compute_old_log_prob(self, batch, metrics: dict):
         """verl's π_k pass; with ``skip_old_log_prob`` on a lagged batch, verl's bypass of it
         (:mod:`.old_log_prob_skip`: α's log-probs stand in, the loss takes π_k from its own forward)."""
+        if self.windowed:  # after this step's sampling: its window's generation is timed by now
+            metrics.update(self.window_schedule.generation_metrics())
         knobs, manager = self.off_grpo_knobs, self.checkpoint_manager
         lag = manager.rollout_lag_of(int(self.global_steps))
         skip = skips_old_log_prob(knobs.skips_lagged_old_log_prob, lag)

@@ -48,6 +48,7 @@ class RolloutWindow:
     length: int
     version: Optional[int]  # s_w of the sync before the window (None if unknown)
     used: int = 0  # steps of the window that have drawn their batch
+    generation_s: Optional[float] = None  # from submitting its prompts to vLLM's sleep after the last (trainer's clock)
 
     @property
     def remaining(self) -> int:
@@ -95,6 +96,13 @@ class WindowSchedule:
         if self.current is None or not self.current.covers(int(step) + 1):
             return None
         return self.current.rollout_lag(int(step) + 1)
+
+    def generation_metrics(self) -> dict[str, float]:
+        """``off_grpo/window/generation_s_per_step``: the current window's generation phase over its k steps, logged
+        on each of them (verl's ``timing_s/gen`` holds it all on the first step); {} before it is timed."""
+        if self.current is None or self.current.generation_s is None:
+            return {}
+        return {"off_grpo/window/generation_s_per_step": self.current.generation_s / self.current.length}
 
     def metrics(self, step: int, generated: bool) -> dict[str, float]:
         """Per-step metrics: ``off_grpo/window/{generated,length,position}`` (position 0 = the window's first step)."""
