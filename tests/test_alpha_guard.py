@@ -123,6 +123,9 @@ def test_with_the_exact_weight_check_the_lagged_limit_is_a_monitor(caplog):
     (("max_log_rprime_after_sync=0", "max_seq_log_rprime_after_sync=0", "max_log_rprime_lagged=0",
       "verify_served_weights=false"), 4, True),
     (("max_log_rprime_after_sync=0", "max_seq_log_rprime_after_sync=0", "max_log_rprime_lagged=0"), 4, False),
+    (("max_log_rprime_after_sync=0", "max_seq_log_rprime_after_sync=0"), 2, False),  # v = 2 has lagged batches too
+    (("max_log_rprime_after_sync=0", "max_seq_log_rprime_after_sync=0", "max_log_rprime_lagged=0",
+      "verify_served_weights=false"), 2, True),
 ])
 def test_start_up_says_once_when_every_served_policy_check_is_off(caplog, off, period, warned):
     """Each check is off by its own knob, none refused; with all that apply off (at v > 1 the lagged limit and the

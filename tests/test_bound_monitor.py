@@ -30,6 +30,33 @@ def test_tv_is_zero_on_policy_and_finite_for_extremes():
     m = tv_estimates(torch.tensor([[1e30, 1e30, 1e30]]), torch.ones(1, 3))
     assert math.isfinite(m["off_grpo/bound/tv_seq"]) and m["off_grpo/bound/tv_seq"] == pytest.approx(
         0.5 * (math.exp(20) - 1))
+    # each token's log r' too is clamped to ±20 (log 1e30 = 69.1): in |log r'|, its largest response's mean and tv_token
+    from verl_offgrpo.bound_monitor import SEQ_MAX
+
+    assert m["off_grpo/bound/mean_abs_log_rprime"] == pytest.approx(20.0)
+    assert m[SEQ_MAX] == pytest.approx(20.0)
+    assert m["off_grpo/bound/tv_token"] == pytest.approx(0.5 * (math.exp(20) - 1))
+
+
+def test_what_padding_holds_never_enters_the_loss_terms():
+    """rprime_terms (the losses call it on their own log r', padding unset): row 0 has one response token with
+    log r' = ln 2, its padding 5 and NaN; row 1 is all padding. tv_token = ½|2 − 1| = ½, tv_seq = ½|2 − 1| = ½,
+    mean |log r'| = ln 2."""
+    from verl_offgrpo.bound_monitor import rprime_terms
+
+    log_rprime = torch.tensor([[math.log(2.0), 5.0, float("nan")], [float("nan"), 3.0, -4.0]])
+    mask = torch.tensor([[1, 0, 0], [0, 0, 0]])
+    assert rprime_terms(log_rprime, mask, "p/") == pytest.approx(
+        {"p/tv_token": 0.5, "p/tv_seq": 0.5, "p/mean_abs_log_rprime": math.log(2.0)})
+
+
+def test_on_the_cpu_the_terms_are_taken_in_float64():
+    """log r' = 1e-9 on every token: tv_token = ½(e^1e-9 − 1) ≈ 5e-10, which float32 (e^1e-9 = 1) would round to 0."""
+    from verl_offgrpo.bound_monitor import rprime_terms
+
+    terms = rprime_terms(torch.full((2, 3), 1e-9, dtype=torch.float64), torch.ones(2, 3), "p/")
+    assert terms["p/tv_token"] == pytest.approx(0.5e-9, rel=1e-6)
+    assert terms["p/mean_abs_log_rprime"] == pytest.approx(1e-9, rel=1e-6)
 
 
 def test_group_coefficients_hand_values():
@@ -57,6 +84,8 @@ def test_binary_rewards_coefficient_at_least_one():
 def test_bound_metrics_without_rprime():
     m = bound_metrics(torch.tensor([0.0, 1.0]), np.array(["a", "a"], dtype=object), torch.ones(2, 3), None, 1e-6)
     assert m["off_grpo/bound/tv_token"] == 0.0 and m["off_grpo/bound/tv_seq"] == 0.0
+    # α = π_k: the guard's statistics are 0 too, the largest response's included (logged, not absent)
+    assert m["off_grpo/bound/mean_abs_log_rprime"] == 0.0 and m["off_grpo/bound/max_seq_abs_log_rprime"] == 0.0
 
 
 def test_rprime_is_read_off_the_log_probs_only_where_verls_weights_may_be_truncated_and_never_without_them():
