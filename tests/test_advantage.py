@@ -137,3 +137,23 @@ def test_a_config_without_norm_adv_by_std_divides_by_the_std_as_grpo():
     adv, _ = compute_off_grpo_advantage(torch.tensor([[1.0], [0.0]]), torch.ones(2, 1), ["a", "a"],
                                         OmegaConf.create({"off_grpo": {"std_eps": 1.5}}))
     assert adv[:, 0].tolist() == pytest.approx([0.5 / math.sqrt(2), -0.5 / math.sqrt(2)])
+
+
+def test_the_sequence_reward_is_the_sum_of_the_token_rewards_negatives_included():
+    """r_j = Σ_t token_level_rewards[j, t] (a process reward spread over the response, negative rewards as they come):
+    rows [1, 1, 0] and [−1, 0, −1] give r = 2, −2: mean 0, unbiased std² 8; ε = 8 → A = ±2/sqrt(16) = ±1/2."""
+    batch = DataProto.from_dict(
+        tensors={"token_level_rewards": torch.tensor([[1.0, 1.0, 0.0], [-1.0, 0.0, -1.0]]),
+                 "response_mask": torch.ones(2, RESP_LEN, dtype=torch.int64)},
+        non_tensors={"uid": np.array(["a", "a"], dtype=object)},
+    )
+    out = run(batch, algo_config(std_eps=8.0, zero_var_mask=False))
+    torch.testing.assert_close(out.batch["advantages"], torch.tensor([[0.5] * RESP_LEN, [-0.5] * RESP_LEN]))
+
+
+def test_a_group_of_equal_negative_rewards_is_a_zero_variance_group():
+    """{−1, −1} has N > 1 and all rewards equal: A = 0 and, with the mask on, both rows leave the loss; {−1, 1}: A = ±1/2
+    (mean 0, unbiased std² 2, ε = 2)."""
+    out = run(make_batch([-1, -1, -1, 1], ["z", "z", "a", "a"]), algo_config(std_eps=2.0, zero_var_mask=True))
+    torch.testing.assert_close(seq_adv(out), torch.tensor([0.0, 0.0, -0.5, 0.5]))
+    assert out.batch["response_mask"].sum(-1).tolist() == [0, 0, RESP_LEN, RESP_LEN]

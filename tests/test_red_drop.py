@@ -183,3 +183,11 @@ def test_rounding_allowance_terms(dtype, group):
     from verl_offgrpo.groups import red_drop_rows
 
     assert not red_drop_rows(torch.tensor(group, dtype=dtype), np.array(["g"] * len(group), dtype=object), seed=0).any()
+
+
+def test_a_group_of_three_with_two_negatives_drops_one():
+    """{1, 0, 0}: mean 1/3, negatives 2 against 1 positive: one 0 dropped; the kept {1, 0} have mean 1/2, A = ±1/2."""
+    out = run(make_batch({"t": [1, 0, 0]}), algo(zero_var_mask=False))
+    kept = out.batch["response_mask"].sum(-1) > 0
+    assert kept.tolist().count(False) == 1 and out.batch["token_level_rewards"][~kept, -1].tolist() == [0.0]
+    assert sorted(out.batch["advantages"][kept, 0].tolist()) == [-0.5, 0.5]
