@@ -611,6 +611,7 @@ def test_window_waves_count_engines_and_vllms_token_budget(caplog):
     (("actor_rollout_ref.rollout.data_parallel_size=2",), 10240),  # 2 replicas of 4 GPUs, 2 DP engines each
     (("trainer.n_gpus_per_node=4", "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
       "actor_rollout_ref.rollout.data_parallel_size=4"), 10240),  # one replica of 4 GPUs: 4 engines
+    (("trainer.n_gpus_per_node=6",), 13654),  # 6 GPUs / TP 2 = 3 engines: ⌈40960 / 3⌉ = ⌈13653.3⌉
 ])
 def test_window_samples_per_engine(overrides, per_engine):
     from verl_offgrpo.config.window_checks import window_samples_per_engine
@@ -696,6 +697,9 @@ def test_max_num_seqs_above_the_token_budget_fails_before_vllm_does():
     validate(composed(*WINDOW_10, *ONE_GPU, seqs, "actor_rollout_ref.rollout.max_num_batched_tokens=20480"))
     no_chunks = ("actor_rollout_ref.rollout.enable_chunked_prefill=false", "actor_rollout_ref.rollout.max_model_len=32768")
     validate(composed(*WINDOW_10, *ONE_GPU, seqs, *no_chunks))  # verl raises the budget to 32768 itself
+    no_chunks = ("actor_rollout_ref.rollout.enable_chunked_prefill=false", "actor_rollout_ref.rollout.max_model_len=16384",
+                 "actor_rollout_ref.rollout.max_num_batched_tokens=20480")
+    validate(composed(*WINDOW_10, *ONE_GPU, seqs, *no_chunks))  # raised, never lowered: max(20480, 16384) holds 20480
     no_chunks = ("actor_rollout_ref.rollout.enable_chunked_prefill=false", "actor_rollout_ref.rollout.max_model_len=null",
                  "data.max_prompt_length=256", "data.max_response_length=512")
     validate(composed(*WINDOW_10, *ONE_GPU, seqs, *no_chunks))  # verl raises it to the model's max_position_embeddings

@@ -515,3 +515,17 @@ def test_a_custom_reward_function_verl_could_not_load_is_refused_before_the_work
     starred = tmp_path / "starred.py"
     starred.write_text("from math import *\n")
     validate_as_main_ppo(reward(starred, "anything"))
+
+
+def test_a_knob_inside_a_list_is_refused_and_a_knob_in_its_own_section_has_no_other_home():
+    """"A key anywhere in the config": a list's dicts are walked too (``x[0].sync_period``); home_of names a knob's
+    section only where the key is elsewhere (compose's hint), None where it already sits there."""
+    from verl_offgrpo.config.misplaced import home_of, refuse_misplaced_knobs
+
+    with pytest.raises(Exception, match=r"^custom\.hooks\[0\]\.sync_period is not where the plugin reads it: .*set "
+                                        r"algorithm\.off_grpo\.sync_period=10 instead\.$"):
+        refuse_misplaced_knobs({"custom": {"hooks": [{"name": "h", "sync_period": 10}]}})
+    assert home_of("algorithm.sync_period") == "algorithm.off_grpo"
+    assert home_of("algorithm.off_grpo.sync_period") is None
+    assert home_of("actor_rollout_ref.actor.policy_loss.rec.clip_mode") is None
+    assert home_of("algorithm.clip_mode") == "actor_rollout_ref.actor.policy_loss.rec"

@@ -220,6 +220,7 @@ def test_a_config_it_can_run_passes_verls_checks_and_the_plugins():
         (["algorithm.off_grpo.rollout_schedule=per_step", "+trainer.v1.sync.parameter_sync_step=2"],
          "parameter_sync_step=2"),
         (["+actor_rollout_ref.actor.megatron.router_replay.mode=R2"], "router_replay.mode=R2 replays"),
+        (["+actor_rollout_ref.actor.veomni.router_replay.mode=R2"], r"actor\.veomni\.router_replay\.mode=R2 replays"),
         (["algorithm.off_grpo.skip_old_log_prob=false", "+actor_rollout_ref.actor.policy_loss.pi_k_from_forward=true"],
          "is set by the plugin's trainer, not by hand"),
         # at v = 1 the trainer never sets it: by hand it would take π_k from the forward on every mini-batch
@@ -260,3 +261,32 @@ def test_the_trainer_tells_the_loss_only_where_a_batch_can_be_lagged(period, tol
     config = compose(*GOOD, f"algorithm.off_grpo.sync_period={period}")
     prepare_v1_config(config)
     assert bool(config.actor_rollout_ref.actor.policy_loss.get("pi_k_from_forward", False)) is told
+
+
+FEW_SAMPLES = ("trainer.n_gpus_per_node=64", "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+               "actor_rollout_ref.actor.use_dynamic_bsz=true", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=4096")
+
+
+@pytest.mark.parametrize("overrides", [
+    # per_step: the exact check covers every lagged batch's wake; the window's two refusals are the window's
+    ("algorithm.off_grpo.rollout_schedule=per_step", *FEW_SAMPLES),
+    ("algorithm.off_grpo.rollout_schedule=per_step", "algorithm.off_grpo.max_log_rprime_after_sync=0"),
+    # a window: each refusal's own way out, max_log_rprime_lagged=0, passes
+    ("algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.max_log_rprime_lagged=0", *FEW_SAMPLES),
+    ("algorithm.off_grpo.rollout_schedule=window", "algorithm.off_grpo.max_log_rprime_after_sync=0",
+     "algorithm.off_grpo.max_log_rprime_lagged=0"),
+])
+def test_the_window_only_refusals_leave_per_step_and_their_way_out_alone(overrides):
+    """A window's lag-0 batch that cannot reach every engine, or that no limit checks, refuses the knob only in a
+    window and only with the lagged limit on (the fix each message names is max_log_rprime_lagged=0)."""
+    assert validate_off_grpo_config(compose(*GOOD, *overrides)).skip_old_log_prob is True
+
+
+def test_a_config_the_trainer_prepared_passes_its_checks_again():
+    """At v > 1 the trainer sets policy_loss.pi_k_from_forward itself (not by hand): its own re-check takes it."""
+    from verl_offgrpo.sync.trainer_v1 import prepare_v1_config
+
+    config = compose(*GOOD)
+    prepare_v1_config(config)
+    assert config.actor_rollout_ref.actor.policy_loss.pi_k_from_forward
+    assert validate_off_grpo_config(config).skips_lagged_old_log_prob

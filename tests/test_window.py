@@ -905,13 +905,15 @@ def test_the_validation_peak_of_a_run_shorter_than_v_is_its_one_window(test_freq
 
 
 @pytest.mark.parametrize("test_freq, period, total, held", [(3, 4, 6, 2), (3, 4, 11, 3), (3, 4, 12, 4), (3, 4, 20, 4),
-                                                       (2, 4, 9, 3), (5, 4, 7, 3)])
+                                                       (2, 4, 9, 3), (5, 4, 7, 3), (4, 4, 6, 1)])
 def test_the_validation_peak_of_a_run_that_ends_before_the_periodic_worst_case(test_freq, period, total, held):
     """By hand, windows 1-4, 5-8, 9-12, … cut at T; verl validates after every test_freq-th step and after T.
     test_freq 3, v 4: after step 3 steps 3-4 are held (2), after 6 steps 6-8 (3), after 9 steps 9-12 (4, the
     periodic worst case v − gcd + 1). T = 6: 2 (and 1 after 6 = T); T = 11: 3 (9-11); T = 12 or 20: 4.
     test_freq 2, v 4, T 9: after 2, steps 2-4 (3). test_freq 5, v 4, T 7: after 5, steps 5-7 (3; 4 needs step 8).
-    The periodic formula alone said 4 for T = 6, 11 and the test_freq 5 run, refusing a storage that holds them."""
+    The periodic formula alone said 4 for T = 6, 11 and the test_freq 5 run, refusing a storage that holds them.
+    test_freq 4, v 4, T 6: after step 4 only its own batch (a multiple of v ends its window), after 6 = T only step
+    6's (the window 5-8 cut at T): 1."""
     from verl_offgrpo.config.window_checks import validation_peak
 
     assert validation_peak(period, test_freq, 50, 7, total) == held * 50 + 7
@@ -1217,7 +1219,7 @@ def test_a_quantized_rollout_turns_the_per_tensor_rules_off_whichever_key_sets_i
     assert series(rec, "off_grpo/sync_tensors_exact", [4, 8]) == [None, None]
 
 
-@pytest.mark.parametrize("v, total, warns", [(5, 5, True), (6, 5, True), (4, 5, False), (1, 1, False), (10, 0, False),
+@pytest.mark.parametrize("v, total, warns", [(5, 5, True), (6, 5, True), (4, 5, False), (1, 1, False), (10, 1, True), (10, 0, False),
                                              (10, None, False)])
 def test_the_period_spans_the_run_exactly_when_v_is_not_below_t(caplog, v, total, warns):
     """v ≥ T (T set, ≥ 1) and v > 1: the next periodic sync would come at or after the last step. v = 1 syncs every
