@@ -177,7 +177,8 @@ def test_v0_bound_monitor_reports_the_dropped_fraction():
     (torch.bfloat16, [0.1, 0.2, 0.3, 0.0, 0.4]),    # g4: ε of the stored dtype (bf16 0.2 → 0.2002 vs mean 0.2003)
     (torch.float16, [0.1, 0.2, 0.3, 0.0, 0.4]),     # g4
     (torch.float32, [6.3, 4.2, 11.2, 9.1, 7.7]),     # g3: ×max|r| (7.7 → 7.6999998 vs mean 7.7)
-    (torch.float64, [9.3, 9.7, 6.4, 4.9, 9.0, 7.6, 3.9, 9.3, 3.7, 5.0, 6.4, 6.836363636363636]),  # g1: N·ε64 (12 rows)
+    (torch.float64, [9.3, 9.7, 6.4, 4.9, 9.0, 7.6, 3.9, 9.3, 3.7, 5.0, 6.4, 6.836363636363636]),  # g1: needs more than ε64 (the mean's
+    # rounding, 12 rows); N·ε64 bounds it, which no group found reaches (numpy's pairwise sum stays within ≈ 1.3·ε64)
 ])
 def test_rounding_allowance_terms(dtype, group):
     from verl_offgrpo.groups import red_drop_rows
