@@ -1334,3 +1334,19 @@ def test_vllm_data_parallelism_is_said_at_start_up_for_a_window(caplog):
                                                    "algorithm.off_grpo.rollout_schedule=window",
                                                    "algorithm.off_grpo.verify_served_weights=false"))
     assert not [r for r in caplog.records if "collective_rpc" in r.getMessage()]
+
+
+@pytest.mark.parametrize("schedule, end", [
+    # per_step: the leader's shard is checked exactly at each wake, the other shards' lagged batches by nothing
+    ("per_step", "with algorithm.off_grpo.max_log_rprime_lagged=0 nothing checks the other shards' lagged batches."),
+    # a window: no wake to check and its sync unchecked, so no shard's lagged batch is checked, the leader's included
+    ("window", "with algorithm.off_grpo.max_log_rprime_lagged=0 nothing checks the window's lagged batches."),
+])
+def test_vllm_data_parallelism_without_the_lagged_limit_says_which_batches_go_unchecked(caplog, schedule, end):
+    cfg = fakes.compose_cfg("algorithm.off_grpo.sync_period=4", f"algorithm.off_grpo.rollout_schedule={schedule}",
+                            f"data.train_batch_size={B}", "actor_rollout_ref.rollout.data_parallel_size=2",
+                            "algorithm.off_grpo.max_log_rprime_lagged=0")
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        validate_off_grpo_config(cfg)
+    told = [r.getMessage() for r in caplog.records if "collective_rpc" in r.getMessage()]
+    assert len(told) == 1 and told[0].endswith(end), told

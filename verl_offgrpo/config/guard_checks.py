@@ -41,22 +41,24 @@ def narrowed_lines(config: Any, knobs: OffGRPOConfig) -> list[str]:
 
     * ``rollout.data_parallel_size`` > 1 with ``verify_served_weights``: vLLM's collective_rpc answers for each
       replica's leader shard only, so the check that each sync reached vLLM is off, and the lagged limit
-      ``max_log_rprime_lagged`` is the only check of the other shards' lagged batches (it stops the run);
+      ``max_log_rprime_lagged`` is the only check of the other shards' lagged batches (in a window, which checks no
+      wake, of all its lagged batches; it stops the run);
     * a window whose lag-0 batch (B·n samples) is smaller than the vLLM engines: some engine may sample only lagged
       batches, so the lagged limit stops the run there too."""
     if knobs.sync_period <= 1:
         return []
-    lines, lagged_limit = [], f"{PREFIX}.max_log_rprime_lagged"
+    lines, lagged_limit, window = [], f"{PREFIX}.max_log_rprime_lagged", knobs.rollout_schedule == "window"
+    unchecked = "the window's" if window else "the other shards'"  # a window checks no wake, the leader's neither
     stops = (f"a lagged batch over {lagged_limit} stops the run" if knobs.max_log_rprime_lagged > 0 else
-             f"with {lagged_limit}=0 nothing checks the other shards' lagged batches")
+             f"with {lagged_limit}=0 nothing checks {unchecked} lagged batches")
     data_parallel = rollout_data_parallel_size(config)
     if knobs.verify_served_weights and data_parallel > 1:
-        also = ("" if knobs.rollout_schedule == "window" else  # a window wakes vLLM only to sync
+        also = ("" if window else  # a window wakes vLLM only to sync
                 " and the check of each wake without a sync reaches the leader's data-parallel shard only")
         lines.append(f"off_grpo: actor_rollout_ref.rollout.data_parallel_size={data_parallel}: vLLM's collective_rpc "
                      f"answers for each replica's leader shard only, so the exact check that each sync reached vLLM is "
                      f"off{also}: {stops}.")
-    if knobs.rollout_schedule == "window" and not lag0_batch_reaches_every_engine(config):
+    if window and not lag0_batch_reaches_every_engine(config):
         lines.append("off_grpo: a window's first batch (data.train_batch_size × rollout.n samples) is smaller than the "
                      "number of vLLM engines, so some engine may sample only lagged batches: "
                      + (f"over {lagged_limit} they stop the run." if knobs.max_log_rprime_lagged > 0 else
