@@ -254,6 +254,9 @@ def test_window_generates_once_per_window_and_trains_once_per_step(ray_local, mo
     per_step = series(rec, "off_grpo/window/generation_s_per_step", steps)
     assert per_step[0:4] == [per_step[0]] * 4 and per_step[4:8] == [per_step[4]] * 4 and per_step[8] == per_step[9]
     assert all(0.05 <= per_step[s - 1] < 0.05 + 1.0 / k for s, k in ((1, 4), (5, 4), (9, 2))), per_step
+    # the phase over k, not over v nor undivided (which the bounds above also let through at k = 4 and 2): the last
+    # window (9-10, k = 2 < v) logs exactly half its timed phase
+    assert per_step[8] == rec.trainer.window_schedule.current.generation_s / 2
     assert series(rec, "off_grpo/rollout_lag", steps) == [0, 1, 2, 3, 0, 1, 2, 3, 0, 1]
     assert series(rec, "off_grpo/synced", steps) == [0, 0, 0, 1, 0, 1, 0, 1, 0, 1]
     assert all(rec.logged[s]["off_grpo/bound/mean_abs_log_rprime"] == 0.01 for s in steps)
