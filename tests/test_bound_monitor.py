@@ -51,10 +51,11 @@ def test_what_padding_holds_never_enters_the_loss_terms():
 
 
 def test_on_the_cpu_the_terms_are_taken_in_float64():
-    """log r' = 1e-9 on every token: tv_token = ½(e^1e-9 − 1) ≈ 5e-10, which float32 (e^1e-9 = 1) would round to 0."""
+    """log r' = 1e-9 on every token, in float32 as the losses and verl's log-probs give it: tv_token = ½(e^1e-9 − 1)
+    ≈ 5e-10, which float32 (e^1e-9 = 1) would round to 0 (a float64 input would pass without the cast)."""
     from verl_offgrpo.bound_monitor import rprime_terms
 
-    terms = rprime_terms(torch.full((2, 3), 1e-9, dtype=torch.float64), torch.ones(2, 3), "p/")
+    terms = rprime_terms(torch.full((2, 3), 1e-9, dtype=torch.float32), torch.ones(2, 3), "p/")  # a loss's log r'
     assert terms["p/tv_token"] == pytest.approx(0.5e-9, rel=1e-6)
     assert terms["p/mean_abs_log_rprime"] == pytest.approx(1e-9, rel=1e-6)
 
