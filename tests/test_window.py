@@ -1353,3 +1353,12 @@ def test_vllm_data_parallelism_without_the_lagged_limit_says_which_batches_go_un
         validate_off_grpo_config(cfg)
     told = [r.getMessage() for r in caplog.records if "collective_rpc" in r.getMessage()]
     assert len(told) == 1 and told[0].endswith(end), told
+
+
+def test_the_docs_place_the_narrowed_checks_warning_at_start_up():
+    """The lag-0 batch line comes from the start-up checks (``compose`` too, before Ray), not the trainer."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "what-it-computes.md").read_text()
+    sentence = page[page.index("some engine must sample only lagged batches"):][:200]
+    assert "when the trainer starts" not in sentence and "start-up" in sentence, sentence
