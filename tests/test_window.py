@@ -1354,24 +1354,3 @@ def test_vllm_data_parallelism_without_the_lagged_limit_says_which_batches_go_un
     told = [r.getMessage() for r in caplog.records if "collective_rpc" in r.getMessage()]
     assert len(told) == 1 and told[0].endswith(end), told
 
-
-def test_the_docs_place_the_narrowed_checks_warning_at_start_up():
-    """The lag-0 batch line comes from the start-up checks (``compose`` too, before Ray), not the trainer."""
-    from pathlib import Path
-
-    page = (Path(__file__).resolve().parents[1] / "docs" / "what-it-computes.md").read_text()
-    sentence = page[page.index("some engine must sample only lagged batches"):][:200]
-    assert "when the trainer starts" not in sentence and "start-up" in sentence, sentence
-
-
-def test_the_window_costs_quote_vllms_memory_in_the_units_it_was_measured_in():
-    """Run 12's NOTE reads nvidia-smi in MiB (117 236 vs 62 428 MiB: 114 vs 61 GiB, 123 vs 65 GB): the docs' figure
-    is those MiB, not "117 GB"."""
-    from pathlib import Path
-
-    repo = Path(__file__).resolve().parents[1]
-    note = (repo / "benchmarks/results/raw/window_speed/h200x2-2026-11-30i-run12/NOTE.md").read_text()
-    assert "vLLM process held 117 236 MiB against 62 428" in note
-    for page in ("docs/window.md", "results/README.md"):
-        text = " ".join((repo / page).read_text().split())
-        assert "117 GB" not in text and "62 GB" not in text and "117 236" in text and "62 428 MiB" in text, page

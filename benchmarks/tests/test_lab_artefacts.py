@@ -114,3 +114,17 @@ def test_level1_control_is_v1_with_a_real_sync_every_step_and_level_1_sleep(ray_
     with pytest.raises(ValueError, match="needs actor_rollout_ref.rollout.checkpoint_manager_class=verl_offgrpo.sync.lagged_manager"):  # v > 1: ours only
         FakeV0Trainer(compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=2",
                                   f"actor_rollout_ref.rollout.checkpoint_manager_class={fqn}"), wg).init_workers(replicas)
+
+
+def test_run_12s_vllm_memory_is_quoted_in_the_units_nvidia_smi_gave():
+    """window_speed run 12 (NOTEBOOK §29): nvidia-smi's MiB in the NOTE, the results page in GiB (117 236 / 1 024
+    ≈ 114, 62 428 / 1 024 ≈ 61), docs/window.md in the NOTE's MiB; never "117 GB" (that would be 123)."""
+    note = (RESULTS / "raw/window_speed/h200x2-2026-11-30i-run12/NOTE.md").read_text()
+    summary = json.loads((RESULTS / "raw/window_speed/h200x2-2026-11-30i-run12/window_speed.json").read_text())
+    vllm = {job["name"]: job["memory"]["gpu_mib"]["max_by_role"]["vllm"] for job in summary["jobs"]}
+    assert vllm == {"w10": 117236.0, "w10w": 62428.0}
+    assert "vLLM process held 117 236 MiB against 62 428" in note
+    page = " ".join((REPO / "results" / "README.md").read_text().split())
+    assert f"vLLM held {round(vllm['w10'] / 1024)} vs {round(vllm['w10w'] / 1024)} GiB" in page
+    docs = " ".join((REPO / "docs" / "window.md").read_text().split())
+    assert "117 236 MiB against 62 428 MiB" in docs and "117 GB" not in page + docs
