@@ -114,6 +114,10 @@ class RECConfig:
         """What makes one side of the ring valid: ε′_high above ε_high; ε′_low in (ε_low, 1], or, where ε_low ≥ 1
         leaves ε′_low no room, ε_low below ε′_low."""
         if side == "high":
+            if not math.isfinite(eps):  # no finite ε′_high exceeds it
+                return (f"lower actor_rollout_ref.actor.clip_ratio_high to a finite value below {PREFIX}.eps_high_prime="
+                        f"{prime!r} (ε′_high is finite, so ε_high={eps!r} leaves it no room), or use "
+                        f"{PREFIX}.clip_mode=one-side")
             return f"set {PREFIX}.eps_high_prime above {eps!r}"
         if eps < 1:
             return f"set {PREFIX}.eps_low_prime in ({eps!r}, 1]"
