@@ -233,6 +233,19 @@ def warn_idle_red_drop_seed(knobs: OffGRPOConfig, estimator: Any) -> None:
                        PREFIX, knobs.red_drop_seed, estimator, RED_DROP_ESTIMATOR_NAME)
 
 
+def warn_idle_std_knobs(config: Any, knobs: OffGRPOConfig, estimator: Any) -> None:
+    """``std_eps`` and ``std_unbiased`` are read only where the plugin's estimators divide by the group std:
+    ``algorithm.norm_adv_by_std_in_grpo=false`` (A = r − mean) leaves them unread."""
+    if flag_at(config, "algorithm.norm_adv_by_std_in_grpo", True):
+        return
+    default = OffGRPOConfig()
+    idle = [f"{name}={getattr(knobs, name)}" for name in ("std_eps", "std_unbiased")
+            if getattr(knobs, name) != getattr(default, name)]
+    if idle:
+        logger.warning("off_grpo: %s: no effect with algorithm.norm_adv_by_std_in_grpo=false (A = r − mean, no std) "
+                       "and algorithm.adv_estimator=%s.", ", ".join(f"{PREFIX}.{knob}" for knob in idle), estimator)
+
+
 def is_plugin_policy_loss_config(target: Any) -> bool:
     """Whether ``target`` (a ``_target_`` string) names the plugin's policy-loss config or a subclass of it."""
     if str(target) == POLICY_LOSS_CONFIG_FQN:

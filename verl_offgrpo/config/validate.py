@@ -51,6 +51,7 @@ from .loss_estimator_checks import (
     tell_verls_algorithm_under_the_plugin,
     untruncated_is_under_verls_loss,
     warn_idle_red_drop_seed,
+    warn_idle_std_knobs,
     warn_untested_actor,
     warn_masked_mini_batch_with_other_loss,
 )
@@ -149,6 +150,7 @@ def _validate(config: Any) -> OffGRPOConfig:
     if uses_estimator:
         check_group_size(config, estimator)
         check_norm_by_std(config, estimator)
+        warn_idle_std_knobs(config, knobs, estimator)
         check_rewards_the_groups_read(config, knobs, estimator)
     if uses_loss:
         rec_eps = check_loss(config, knobs, loss_mode, rec)
