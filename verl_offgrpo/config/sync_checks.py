@@ -115,6 +115,25 @@ def check_sync_config(config: Any, trainer: str | None = None, *, knobs: OffGRPO
     return knobs
 
 
+#: the knobs that act only on a lag (v > 1): read behind ``sync_period > 1`` (:mod:`verl_offgrpo.sync.lagged_manager`)
+LAG_ONLY_KNOBS = ("keep_weights", "empty_cache_on_skip", "verify_served_weights", "max_log_rprime_lagged")
+
+
+def tell_lag_knobs_at_v1(knobs: OffGRPOConfig) -> None:
+    """One line naming the lag-only knobs set away from their defaults at v = 1, where no batch is lagged and
+    verl's own sync runs every step (``skip_old_log_prob`` says so itself, :mod:`.old_log_prob_checks`; under a
+    window, :func:`.window_checks.advise_on_window` names keep_weights and empty_cache_on_skip)."""
+    if knobs.sync_period != 1:
+        return
+    default = OffGRPOConfig()
+    idle = [f"{name}={getattr(knobs, name)}" for name in LAG_ONLY_KNOBS
+            if getattr(knobs, name) != getattr(default, name)
+            and not (knobs.rollout_schedule == "window" and name in ("keep_weights", "empty_cache_on_skip"))]
+    if idle:
+        logger.info("off_grpo: %s does nothing at sync_period=1: no batch is lagged and every step syncs vLLM "
+                    "(verl's own sync).", ", ".join(f"{PREFIX}.{knob}" for knob in idle))
+
+
 def tell_if_the_period_spans_the_run(config: Any, knobs: OffGRPOConfig) -> None:
     """A warning where v > 1 is not below an explicit ``trainer.total_training_steps`` T: the first step syncs and
     the next periodic sync would come at step v ≥ T, so vLLM serves the starting weights the whole run (lag up to

@@ -218,6 +218,7 @@ def _validate(config: Any) -> OffGRPOConfig:
         tell_if_window_runs_in_waves(config, knobs.sync_period)
     validation_lag.tell_if_validation_restarts_the_lag(config, knobs)
     tell_if_the_period_spans_the_run(config, knobs)
+    sync_checks.tell_lag_knobs_at_v1(knobs)
     return knobs
 
 
