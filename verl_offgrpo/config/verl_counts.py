@@ -34,6 +34,7 @@ COUNTS = {
     "actor_rollout_ref.actor.ppo_mini_batch_size": (1, "it counts the prompts per optimizer step", False),
     "trainer.test_freq": (None, "validation runs every that many steps, and -1 turns it off", False),
     "trainer.save_freq": (None, "a checkpoint is saved every that many steps, and -1 turns it off", False),
+    "trainer.total_training_steps": (1, "it counts the steps of the run (null: from the data and total_epochs)", True),
     "trainer.n_gpus_per_node": (1, "it counts the GPUs per node", False),
     "trainer.nnodes": (1, "it counts the nodes", False),
     f"{ROLLOUT}.tensor_model_parallel_size": (1, "it counts the GPUs of one vLLM replica's tensor parallelism", True),
