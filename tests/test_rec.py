@@ -260,3 +260,20 @@ def test_rec_logs_ppo_kl_as_log_pi_k_minus_log_pi_theta():
     value = metrics["actor/ppo_kl"]
     value = value.aggregate() if hasattr(value, "aggregate") else value
     assert float(value) == pytest.approx(math.log(2.0), rel=1e-5)
+
+
+RING_REC = ("actor_rollout_ref.actor.policy_loss.loss_mode=rec", "actor_rollout_ref.actor.policy_loss.rec.clip_mode=ring")
+
+
+def test_ring_with_infinite_clip_ratio_high_names_a_fix_that_can_work():
+    """clip_mode=ring with an infinite ε_high (actor.clip_ratio_high=inf): no finite ε′_high exceeds it, so the fix the
+    message gives must not be "set eps_high_prime above inf" (eps_high_prime must be finite)."""
+    from _overrides import shipped_config
+
+    from verl_offgrpo.config.validate import validate_off_grpo_config
+
+    with pytest.raises(OffGRPOConfigError) as err:
+        validate_off_grpo_config(shipped_config(*RING_REC, "actor_rollout_ref.actor.clip_ratio_high=inf"))
+    said = str(err.value)
+    assert "above inf" not in said
+    assert "actor_rollout_ref.actor.clip_ratio_high" in said and "\n" not in said

@@ -1,7 +1,7 @@
 """trainer.total_training_steps is read by the plugin (the window's length, the "period spans the run" warning): a
 quoted number or a non-integer there was read as unset, silently, while verl takes it as written (a string then
 fails its first step's ``global_steps >= total_training_steps``, after Ray and vLLM started). Like the other verl
-counts the plugin reads, it must be one line before any GPU work."""
+counts the plugin reads, it must be one line before any GPU work (found by a config fuzz)."""
 
 import pytest
 
