@@ -5,7 +5,6 @@ exact checks (vLLM data parallelism, a window's lag-0 batch smaller than the eng
 from __future__ import annotations
 
 import logging
-
 from typing import Any
 
 from .off_grpo import PREFIX, OffGRPOConfig
