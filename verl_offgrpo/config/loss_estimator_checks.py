@@ -238,12 +238,9 @@ def warn_idle_std_knobs(config: Any, knobs: OffGRPOConfig, estimator: Any) -> No
     ``algorithm.norm_adv_by_std_in_grpo=false`` (A = r − mean) leaves them unread."""
     if flag_at(config, "algorithm.norm_adv_by_std_in_grpo", True):
         return
-    default = OffGRPOConfig()
-    idle = [f"{name}={getattr(knobs, name)}" for name in ("std_eps", "std_unbiased")
-            if getattr(knobs, name) != getattr(default, name)]
-    if idle:
+    if idle := knobs.away_from_defaults(("std_eps", "std_unbiased")):
         logger.warning("off_grpo: %s: no effect with algorithm.norm_adv_by_std_in_grpo=false (A = r − mean, no std) "
-                       "and algorithm.adv_estimator=%s.", ", ".join(f"{PREFIX}.{knob}" for knob in idle), estimator)
+                       "and algorithm.adv_estimator=%s.", ", ".join(idle), estimator)
 
 
 def is_plugin_policy_loss_config(target: Any) -> bool:

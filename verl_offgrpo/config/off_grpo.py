@@ -202,6 +202,12 @@ class OffGRPOConfig:
         is lagged at v = 1)."""
         return self.skip_old_log_prob and self.sync_period > 1
 
+    def away_from_defaults(self, names: tuple[str, ...]) -> list[str]:
+        """``algorithm.off_grpo.<knob>=<value>`` for each knob of ``names`` set away from its default, in that order
+        (the lines that name knobs a config sets where nothing reads them)."""
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        return [f"{PREFIX}.{name}={getattr(self, name)}" for name in names if getattr(self, name) != defaults[name]]
+
     @classmethod
     def from_mapping(cls, off_grpo: Any) -> "OffGRPOConfig":
         """From the ``algorithm.off_grpo`` node (DictConfig, dict, or None for the defaults)."""

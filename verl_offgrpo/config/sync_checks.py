@@ -125,13 +125,10 @@ def tell_lag_knobs_at_v1(knobs: OffGRPOConfig) -> None:
     window, :func:`.window_checks.advise_on_window` names keep_weights and empty_cache_on_skip)."""
     if knobs.sync_period != 1:
         return
-    default = OffGRPOConfig()
-    idle = [f"{name}={getattr(knobs, name)}" for name in LAG_ONLY_KNOBS
-            if getattr(knobs, name) != getattr(default, name)
-            and not (knobs.rollout_schedule == "window" and name in ("keep_weights", "empty_cache_on_skip"))]
-    if idle:
+    said_by_the_window = ("keep_weights", "empty_cache_on_skip") if knobs.rollout_schedule == "window" else ()
+    if idle := knobs.away_from_defaults(tuple(name for name in LAG_ONLY_KNOBS if name not in said_by_the_window)):
         logger.info("off_grpo: %s does nothing at sync_period=1: no batch is lagged and every step syncs vLLM "
-                    "(verl's own sync).", ", ".join(f"{PREFIX}.{knob}" for knob in idle))
+                    "(verl's own sync).", ", ".join(idle))
 
 
 def tell_if_the_period_spans_the_run(config: Any, knobs: OffGRPOConfig) -> None:
