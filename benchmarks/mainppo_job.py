@@ -485,11 +485,12 @@ def progress_line(name: str, now: float, arrival: dict[int, float], steps: int) 
 
 
 def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: int, stall_s: float = 120.0,
-           exit_grace_s: float = 60.0, mem_sample_s: float = MEM_SAMPLE_S):
+           exit_grace_s: float = 60.0, mem_sample_s: float = MEM_SAMPLE_S, startup_s: float | None = None):
     """Run one training job, watching its metrics file; returns ``(rc, progress)``.
 
     ``rc``: the job's exit status, 124 if killed for a timeout or stall, :data:`EXIT_HANG` if it logged
-    all ``steps`` but had not exited ``exit_grace_s`` later.
+    all ``steps`` but had not exited ``exit_grace_s`` later. ``startup_s`` (None: no limit): a job with no
+    logged step that long after launch counts as stalled (a start-up that hangs).
 
     ``progress``: ``startup_s`` (launch → first logged step), ``step_arrival_s`` (seconds after launch
     at which each step's metrics appeared), ``stalled`` (no new step for ``stall_s`` after the first
@@ -534,7 +535,8 @@ def launch(cmd, env, name, log_dir: Path, jsonl: Path, timeout: float, steps: in
                 if now - last > exit_grace_s:  # every step logged, but the job does not exit
                     rc = EXIT_HANG
                 continue
-            if (last is not None and now - last > stall_s) or now > timeout:
+            hung_start = last is None and startup_s is not None and now > startup_s
+            if (last is not None and now - last > stall_s) or hung_start or now > timeout:
                 stalled = last is None or now - last > stall_s
                 rc = 124
         # stacks say where a stalled job hangs; a job stopped at its time limit while still logging
@@ -727,9 +729,10 @@ def job_timeout(run_timeout: float | None, budget_s: float | None, t0: float, no
 
 
 def run_main_ppo(name: str, job_overrides: list[str], out, log_dir: Path, timeout: float, steps: int,
-                 stall_s: float, mem_sample_s: float = MEM_SAMPLE_S, **env_extra: str) -> tuple[int, dict, Path]:
+                 stall_s: float, mem_sample_s: float = MEM_SAMPLE_S, startup_s: float | None = None,
+                 **env_extra: str) -> tuple[int, dict, Path]:
     """One ``main_ppo`` job named ``name``: fresh metrics file, :func:`launch` (memory sampled every
-    ``mem_sample_s``), logs copied to ``out``.
+    ``mem_sample_s``; no logged step within ``startup_s``: stopped as stalled), logs copied to ``out``.
 
     Returns ``(rc, progress, jsonl)`` (see :func:`launch`; ``jsonl`` = the job's metrics file).
     """
@@ -738,7 +741,7 @@ def run_main_ppo(name: str, job_overrides: list[str], out, log_dir: Path, timeou
     stack_dir = log_dir / f"{name}.stacks"
     env = run_env(jsonl, stack_dir=stack_dir, **env_extra)
     rc, progress = launch(main_ppo_cmd(job_overrides), env, name, log_dir, jsonl, timeout, steps, stall_s,
-                          mem_sample_s=mem_sample_s)
+                          mem_sample_s=mem_sample_s, startup_s=startup_s)
     save_logs(Path(out).resolve(), name, log_dir, stack_dir)
     return rc, progress, jsonl
 

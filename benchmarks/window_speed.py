@@ -286,6 +286,8 @@ def main(argv=None) -> int:
                    help="wall seconds a job may run (default: what --budget-s leaves): jobs that queue for one "
                         "GPU set, e.g. --gpus 0,1 --n-gpus 2 with two jobs, run one after the other")
     p.add_argument("--stall-s", type=float, default=300)
+    p.add_argument("--startup-s", type=float, default=None,
+                   help="stop a job with no logged update this long after its launch (a start-up that hangs)")
     p.add_argument("--mem-sample-s", type=float, default=mainppo_job.MEM_SAMPLE_S,
                    help="seconds between two GPU/host memory samples of a job (a shorter peak can be missed)")
     p.add_argument("--machine", default=socket.gethostname())
@@ -329,7 +331,8 @@ def main(argv=None) -> int:
         timeout = mainppo_job.job_timeout(args.run_timeout, args.budget_s, t0, time.time())
         rc, progress, jsonl = mainppo_job.run_main_ppo(
             name, job_overrides(args, name, kind, v, model_dir, data_dir, full), out, log_dir, timeout,
-            -(-args.steps // (v if kind == "bigbatch" else 1)), args.stall_s, args.mem_sample_s, **env_extra)
+            -(-args.steps // (v if kind == "bigbatch" else 1)), args.stall_s, args.mem_sample_s,
+            startup_s=args.startup_s, **env_extra)
         metrics, source = mainppo_job.read_metrics(out / "logs", name)
         rows = per_update(metrics, kind, v)
         summary = summarize(name, kind, v, rows, args.warmup_windows)

@@ -98,6 +98,8 @@ FAKE_JOB = textwrap.dedent(
     """
     import json, os, sys, time
     path = os.environ["VERL_FILE_LOGGER_PATH"]
+    if sys.argv[1] == "silent":  # a start-up that hangs: no step ever
+        time.sleep(600)
     for step in (1, 2):
         with open(path, "a") as fh:
             fh.write(json.dumps({"step": step, "data": {"timing_s/step": 0.1}}) + "\\n")
@@ -123,6 +125,19 @@ def test_launch_stops_a_job_at_its_time_limit_without_calling_it_stalled(tmp_pat
     assert rc == 124 and not progress["stalled"] and progress["stack_dump"] is None
     assert len(progress["step_arrival_s"]) >= 4  # it kept logging until the limit
     assert not (tmp_path / "stacks").exists()
+
+
+def test_launch_stops_a_start_up_that_hangs_at_startup_s(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(FAKE_JOB)
+    jsonl, stacks = tmp_path / "m.jsonl", tmp_path / "stacks"
+    start = time.monotonic()
+    rc, progress = mainppo_job.launch([sys.executable, str(script), "silent"], mainppo_job.run_env(jsonl, stack_dir=stacks),
+                                      "job", tmp_path, jsonl, timeout=60, steps=5, stall_s=4, startup_s=3)  # fmt: skip
+    assert rc == 124 and progress["stalled"] and progress["startup_s"] is None
+    assert time.monotonic() - start < 30  # stopped at startup_s, not at the 60-s time limit
+    (dump,) = stacks.glob("*.txt")
+    assert "time.sleep(600)" in dump.read_text()
 
 
 def test_launch_records_the_host_before_and_after_the_job(tmp_path):
