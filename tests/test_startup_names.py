@@ -201,3 +201,48 @@ def test_a_name_built_on_the_plugins_or_a_changed_letter_stays_a_warning(ray_env
     with caplog.at_level(logging.WARNING, logger="verl_offgrpo.config.names"):
         _validate(shipped_config(f"actor_rollout_ref.actor.policy_loss.loss_mode={name}"))
     assert f"'{name}' is not a registered policy loss in this process" in caplog.text
+
+
+# ------------------------------------------------ a config that does not select the plugin (verl's own yaml)
+@pytest.mark.parametrize("overrides, message", [
+    (["algorithm.adv_estimator=offgrpo"],
+     "algorithm.adv_estimator='offgrpo' is not a registered advantage estimator: "
+     "did you mean algorithm.adv_estimator=off_grpo? (verl would fail at the first advantage, after the first rollout)"),
+    (["actor_rollout_ref.actor.policy_loss.loss_mode=Off-GRPO"],
+     "actor_rollout_ref.actor.policy_loss.loss_mode='Off-GRPO' is not a registered policy loss: "
+     "did you mean actor_rollout_ref.actor.policy_loss.loss_mode=off_grpo?"),
+    (["algorithm.adv_estimator=off_grop"], "did you mean algorithm.adv_estimator=off_grpo? (the plugin's;"),
+    (["algorithm.adv_estimator=redrop"], "did you mean algorithm.adv_estimator=red_drop? (the plugin's;"),
+    (["actor_rollout_ref.actor.policy_loss.loss_mode=red_weight"], "RED-Weight is a weight of the rec loss"),
+])  # fmt: skip
+def test_a_mistyped_plugin_name_in_verls_own_yaml_fails_at_startup(overrides, message, ray_env):
+    """It selects nothing, so without this verl would run Ray, load the model and roll out once before its
+    lookup fails."""
+    from verl.trainer.ppo import core_algos
+
+    config = verl_config(*overrides)
+    name = config.algorithm.adv_estimator if "adv_estimator" in overrides[0] else \
+        config.actor_rollout_ref.actor.policy_loss.loss_mode
+    assert name not in {**core_algos.ADV_ESTIMATOR_REGISTRY, **core_algos.POLICY_LOSS_REGISTRY}  # verl would fail
+    with pytest.raises(OffGRPOConfigError) as err:
+        _validate(config)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("override", [
+    "algorithm.adv_estimator=GRPO",  # verl's own name mistyped: verl's business
+    "actor_rollout_ref.actor.policy_loss.loss_mode=off_gspo",  # a changed letter: may be a custom loss
+    "algorithm.adv_estimator=off_grpo_v2",  # a name built on the plugin's
+])
+def test_other_unregistered_names_in_verls_own_yaml_are_left_to_verl(override, ray_env, caplog):
+    with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
+        _validate(verl_config(override))  # verl's checks pass, as without the plugin
+    assert not [r for r in caplog.records if r.name.startswith("verl_offgrpo")]
+
+
+def test_a_near_miss_that_is_registered_is_someone_elses_name(ray_env, monkeypatch):
+    """``offgrpo`` registered in the driver by another package: a plain job verl runs, not a typo."""
+    from verl.trainer.ppo import core_algos
+
+    monkeypatch.setitem(core_algos.ADV_ESTIMATOR_REGISTRY, "offgrpo", core_algos.ADV_ESTIMATOR_REGISTRY["grpo"])
+    _validate(verl_config("algorithm.adv_estimator=offgrpo"))

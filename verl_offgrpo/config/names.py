@@ -12,7 +12,8 @@ registered in the driver (the caller reads verl's registries; nothing here impor
   ``rec_oneside_nois``, ...): an error saying which knobs (:func:`rec_variant_hint`);
 * a misspelling of one of the plugin's own names (``redrop``, ``off_grop``: :func:`plugin_near_miss`; not a
   changed letter, ``off_gspo``, nor a name built on the plugin's, ``off_grpo_v2``): an error naming it, as the
-  check runs only in a job that selects the plugin, whose names register with the plugin itself;
+  plugin's names register with the plugin itself (in a config that selects nothing else too:
+  :func:`plugin_name_slip`);
 * a null (not an absent key): an error, as verl would look None up after the first rollout;
 * any other unregistered name: a warning (with the closest registered name, if any), since a custom estimator
   or loss may be registered only in the processes that use it (e.g. ``actor_rollout_ref.model.external_lib``
@@ -58,27 +59,49 @@ def check_registered_names(config: Any, estimators: Iterable[str], losses: Itera
             )
         if name is None or name in known:
             continue
-        same = [k for k in known if spelling(k) == spelling(str(name))]
-        if same:
-            raise OffGRPOConfigError(
-                f"{key}={name!r} is not a registered {what}: did you mean {key}={same[0]}? "
-                f"(verl would fail at {when}, after the first rollout)"
-            )
-        hint = rec_variant_hint(str(name))
-        if hint:
-            raise OffGRPOConfigError(f"{key}={name!r} is not a registered {what}: {hint}")
-        meant = plugin_near_miss(str(name), plugin_names)
-        if meant:
-            raise OffGRPOConfigError(
-                f"{key}={name!r} is not a registered {what}: did you mean {key}={meant}? (the plugin's; verl would "
-                f"fail at {when}, after the first rollout)"
-            )
+        line = misspelt_name_line(key, what, when, plugin_names, name, known)
+        if line:
+            raise OffGRPOConfigError(line)
         close = difflib.get_close_matches(str(name), known, n=1, cutoff=CLOSE)
         logger.warning(
             "%s=%r is not a registered %s in this process%s; verl looks it up at %s and fails there unless it is "
             "registered in the trainer's processes by then. Registered: %s.", key, name, what,
             f" (did you mean {close[0]}?)" if close else "", when, ", ".join(known),
         )
+
+
+def misspelt_name_line(key: str, what: str, when: str, plugin_names: Iterable[str], name: Any,
+                       known: Iterable[str]) -> str | None:
+    """The error line for an unregistered ``name`` that slips on a registered one (case, ``-``, ``_``), names one of
+    Yao et al.'s methods (:func:`rec_variant_hint`) or misspells one of the plugin's (:func:`plugin_near_miss`);
+    None for any other name."""
+    same = [k for k in known if spelling(k) == spelling(str(name))]
+    if same:
+        return (f"{key}={name!r} is not a registered {what}: did you mean {key}={same[0]}? "
+                f"(verl would fail at {when}, after the first rollout)")
+    hint = rec_variant_hint(str(name))
+    if hint:
+        return f"{key}={name!r} is not a registered {what}: {hint}"
+    meant = plugin_near_miss(str(name), plugin_names)
+    if meant:
+        return (f"{key}={name!r} is not a registered {what}: did you mean {key}={meant}? (the plugin's; verl would "
+                f"fail at {when}, after the first rollout)")
+    return None
+
+
+def plugin_name_slip(config: Any, estimators: Iterable[str], losses: Iterable[str]) -> str | None:
+    """For a config that does not select the plugin: the error line where its estimator or loss is no registered name
+    but one of the plugin's names mistyped (:func:`plugin_near_miss`, :func:`rec_variant_hint`; ``offgrpo``,
+    ``Off-GRPO``, ``red-drop``), else None. Such a job selects nothing and verl fails at its lookup after the first
+    rollout; a name of verl's or another package's mistyped is left to verl."""
+    for (key, what, when, plugin_names), known in zip(NAMED, (estimators, losses)):
+        name = configured_name(config, key)
+        known = sorted(str(k) for k in known)
+        if not isinstance(name, str) or name in known:
+            continue
+        if rec_variant_hint(name) or plugin_near_miss(name, plugin_names):
+            return misspelt_name_line(key, what, when, plugin_names, name, known)
+    return None
 
 
 def configured_name(config: Any, key: str) -> Any:

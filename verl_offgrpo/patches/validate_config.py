@@ -22,7 +22,8 @@ plugin (:func:`.selection.config_selects`):
    job, a plain one included (:func:`.job_env.running_ray_problem`, :func:`.job_env.driver_env_problem`).
 
 Any other config (or one whose selection test cannot resolve a key it reads: :func:`selects`, one warning naming
-the value) goes straight to verl's ``validate_config``; if it sets ``algorithm.off_grpo`` knobs
+the value) goes straight to verl's ``validate_config``, unless its estimator or loss is one of the plugin's names
+mistyped and registered nowhere (one line: verl would fail on it after the first rollout); if it sets ``algorithm.off_grpo`` knobs
 (composed from the plugin's yaml: away from their defaults), one warning says they have no effect
 (:mod:`verl_offgrpo.config.unselected`).
 ``verl.utils.config`` is already imported by ``import verl`` (verl 0.9.1), so the wrap goes in at once; by then
@@ -57,6 +58,7 @@ def wrap(original):
         _unmark_quietly()  # an earlier selecting config's mark: only a passing selecting config re-marks
         if not selects(config):
             _refuse_a_foreign_plugin_name(config)
+            _refuse_a_mistyped_plugin_name(config)
             if not _warn_unknowable_selection(config):
                 _warn_unselected_knobs(config)
             _refuse_a_marked_ray(config)
@@ -133,6 +135,27 @@ def _refuse_a_foreign_plugin_name(config) -> None:
         check_names_are_the_plugins(config, core_algos.ADV_ESTIMATOR_REGISTRY, core_algos.POLICY_LOSS_REGISTRY)
     except OmegaConfBaseException:  # a name that does not resolve here: verl's own checks say so, or not
         pass
+
+
+def _refuse_a_mistyped_plugin_name(config) -> None:
+    """A config whose estimator or loss is none of verl's registered names but one of the plugin's mistyped
+    (``adv_estimator=offgrpo``): it selects nothing, and verl would fail at its lookup after Ray, the model load and
+    the first rollout; one line now (:func:`verl_offgrpo.config.names.plugin_name_slip`). A job verl would run is
+    never refused here. Reads ``core_algos`` only where it is already imported (the plugin's entry point imports it)."""
+    core_algos = sys.modules.get("verl.trainer.ppo.core_algos")
+    if core_algos is None:
+        return
+    from omegaconf.errors import OmegaConfBaseException
+
+    from verl_offgrpo.config import OffGRPOConfigError
+    from verl_offgrpo.config.names import plugin_name_slip
+
+    try:
+        line = plugin_name_slip(config, core_algos.ADV_ESTIMATOR_REGISTRY, core_algos.POLICY_LOSS_REGISTRY)
+    except OmegaConfBaseException:  # a name that does not resolve here: verl's own checks say so, or not
+        return
+    if line is not None:
+        raise OffGRPOConfigError(line)
 
 
 def _unmark_quietly() -> None:
