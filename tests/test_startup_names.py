@@ -240,6 +240,10 @@ def test_other_unregistered_names_in_verls_own_yaml_are_left_to_verl(override, r
     assert not [r for r in caplog.records if r.name.startswith("verl_offgrpo")]
 
 
+def test_a_validation_only_job_never_looks_the_names_up_so_verl_runs_it(ray_env):
+    _validate(verl_config("algorithm.adv_estimator=offgrpo", "trainer.val_only=true"))
+
+
 def test_a_near_miss_that_is_registered_is_someone_elses_name(ray_env, monkeypatch):
     """``offgrpo`` registered in the driver by another package: a plain job verl runs, not a typo."""
     from verl.trainer.ppo import core_algos

@@ -93,7 +93,10 @@ def plugin_name_slip(config: Any, estimators: Iterable[str], losses: Iterable[st
     """For a config that does not select the plugin: the error line where its estimator or loss is no registered name
     but one of the plugin's names mistyped (:func:`plugin_near_miss`, :func:`rec_variant_hint`; ``offgrpo``,
     ``Off-GRPO``, ``red-drop``), else None. Such a job selects nothing and verl fails at its lookup after the first
-    rollout; a name of verl's or another package's mistyped is left to verl."""
+    rollout; a name of verl's or another package's mistyped is left to verl, and so is a job that never looks the
+    names up (``trainer.val_only``: verl validates and stops)."""
+    if config_value(config, "trainer.val_only") is True:
+        return None
     for (key, what, when, plugin_names), known in zip(NAMED, (estimators, losses)):
         name = configured_name(config, key)
         known = sorted(str(k) for k in known)
