@@ -125,6 +125,22 @@ def test_run_12s_vllm_memory_is_quoted_in_the_units_nvidia_smi_gave():
     assert vllm == {"w10": 117236.0, "w10w": 62428.0}
     assert "vLLM process held 117 236 MiB against 62 428" in note
     page = " ".join((REPO / "results" / "README.md").read_text().split())
-    assert f"vLLM held {round(vllm['w10'] / 1024)} vs {round(vllm['w10w'] / 1024)} GiB" in page
+    assert f"vLLM: {round(vllm['w10'] / 1024)} vs {round(vllm['w10w'] / 1024)} GiB" in page
     docs = " ".join((REPO / "docs" / "window.md").read_text().split())
     assert "117 236 MiB against 62 428 MiB" in docs and "117 GB" not in page + docs
+
+
+def test_run_13s_cuda_graph_row_is_what_its_summary_says():
+    """window_speed run 13 (NOTEBOOK §30): CUDA graphs on (the run's one extra override), and the results page's row
+    (baseline's generation share, speedup and interval, measured/ideal = ideal time / measured time, the ideal
+    v1's rest + the window's generation and sync per update) from its window_speed.json."""
+    summary = json.loads((RESULTS / "raw/window_speed/h200x2-2026-11-30j-run13/window_speed.json").read_text())
+    assert summary["args"]["extra"] == ["actor_rollout_ref.rollout.enforce_eager=False"]
+    jobs = {job["name"]: job for job in summary["jobs"]}
+    v1, w10 = jobs["v1"], jobs["w10"]
+    assert v1["updates_logged"] == w10["updates_logged"] == 100 and w10["windows_measured"] == 9
+    low, high = w10["speedup_interval90"]
+    ideal = v1["rest_per_update_s"] + w10["gen_per_update_s"] + w10["sync_per_update_s"]
+    row = (f"| SmolLM2/GSM8K, 512 cap, waves, CUDA graphs | H200 ×2, 1 GPU a job | {round(100 * v1['gen_share'])} % | "
+           f"**{w10['speedup_vs_v1']:.2f}× ({low:.2f}–{high:.2f})** | {ideal / w10['time_per_update_s']:.2f} |")
+    assert row in (REPO / "results" / "README.md").read_text()
