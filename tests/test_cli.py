@@ -538,3 +538,18 @@ def test_check_validates_your_yaml_without_overrides(capsys):
     assert (f"config: {verl_dir}/ppo_trainer.yaml — selects the plugin: no; trainer: V1 sync; validated as compose "
             "validates it: FAILED (last line)") in err
     assert err.splitlines()[-1].startswith("incomplete config: the mandatory value actor_rollout_ref.rollout.name")
+
+
+def test_compose_says_a_missing_transfer_queue_on_the_v1_trainer_as_check_does(monkeypatch):
+    """verl imports TransferQueue only inside Ray (its V1 TaskRunner): a valid V1 config is exit 1 with check's line,
+    not "composed and validated"; the v0 trainer does not need it."""
+    import importlib.util
+
+    from verl_offgrpo.cli.compose import TRANSFER_QUEUE_MISSING, validate
+
+    assert validate(list(BASE))[:2] == (0, None)  # installed here: valid
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.split(".")[0] == "transfer_queue" else real(name, *a))
+    assert validate(list(BASE))[:2] == (1, f"verl-offgrpo cannot run here: {TRANSFER_QUEUE_MISSING}")
+    assert validate([*BASE, "trainer.use_v1=false"])[:2] == (0, None)

@@ -150,7 +150,7 @@ REJECTED = [
     (["algorithm.off_grpo=5"], r"^algorithm\.off_grpo=5 replaces a section of the plugin's config"),
     # groups of one: no group statistics
     (["actor_rollout_ref.rollout.n=1"], r"rollout.n=1 with algorithm.adv_estimator=off_grpo: a group of one response "
-                                        r"has no group mean or std.*>= 2"),
+                                        r"has no group mean or std to compare against; set .*>= 2"),  # no "negatives"
     (["actor_rollout_ref.rollout.n=0"], r"rollout.n=0 with algorithm.adv_estimator=off_grpo: no response per prompt "
                                         r"leaves no group mean or std.*>= 2"),
     # the window runs in the V1 mode off_grpo_sync
@@ -164,7 +164,7 @@ REJECTED = [
      r"in whole gen_batch_size chunks"),
     # RED-Drop: groups to drop from, rows that leave the denominator, the V1 write-back, its seed
     (["algorithm.adv_estimator=red_drop", "actor_rollout_ref.rollout.n=1"],
-     r"rollout.n=1 with algorithm.adv_estimator=red_drop.*>= 2"),
+     r"rollout.n=1 with algorithm.adv_estimator=red_drop: .* \(nor negatives to drop\); set .*>= 2"),
     (["algorithm.adv_estimator=red_drop", "algorithm.off_grpo.zero_var_mask=false",
       "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"], "dropped rows would stay in the denominator"),
     (["algorithm.adv_estimator=red_drop", "algorithm.off_grpo.zero_var_mask=false", "trainer.v1.trainer_mode=sync"],
@@ -1047,8 +1047,26 @@ def test_a_data_path_under_home_is_noted_as_one_verl_does_not_find(tmp_path, mon
 def test_check_cli_is_loud_when_verl_did_not_load_the_plugin():
     proc = _run("-m", "verl_offgrpo", "check", env={"VERL_USE_EXTERNAL_PLUGINS": "none"})
     assert proc.returncode == 1
-    assert "verl did not load the plugin" in proc.stderr
+    assert ("verl did not load the plugin: VERL_USE_EXTERNAL_PLUGINS=none leaves its entry point 'off_grpo' out "
+            "(unset it, or list off_grpo there)") in proc.stderr
+    assert "Importing verl_offgrpo.plugin directly" not in proc.stderr  # its import is not what failed
     assert "advantage estimator off_grpo is not registered with verl" in proc.stderr
+
+
+@pytest.mark.parametrize("value, left_out", [(None, False), ("auto", False), ("none", True), ("off_grpo", False),
+                                             ("other_pkg, OFF_GRPO", False), ("other_pkg", True)])
+def test_check_names_verls_plugin_switch_where_it_leaves_the_plugin_out(monkeypatch, value, left_out):
+    """verl 0.9.1 reads VERL_USE_EXTERNAL_PLUGINS lowercased: auto (default), none, or entry point names."""
+    from verl_offgrpo.cli.install_check import plugins_policy_leaves_out
+
+    if value is None:
+        monkeypatch.delenv("VERL_USE_EXTERNAL_PLUGINS", raising=False)
+    else:
+        monkeypatch.setenv("VERL_USE_EXTERNAL_PLUGINS", value)
+    line = plugins_policy_leaves_out(["off_grpo"])
+    assert (line is not None) is left_out
+    if left_out:
+        assert line == f"VERL_USE_EXTERNAL_PLUGINS={value} leaves its entry point 'off_grpo' out (unset it, or list off_grpo there)"
 
 
 @pytest.mark.slow

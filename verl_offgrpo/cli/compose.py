@@ -221,6 +221,23 @@ def _raised_in_verls_checks(err: BaseException) -> bool:
 
 #: exit code of a config verl's own checks could not finish on this machine (:func:`_what_this_machine_lacks`)
 NOT_CHECKABLE_HERE = 6
+#: what a config on verl's V1 trainer needs that verl imports only inside Ray (its TaskRunner), said by ``compose``
+#: (exit 1) and ``check``
+TRANSFER_QUEUE_MISSING = (
+    "the config runs verl's V1 trainer (trainer.use_v1=true, the default), which needs the TransferQueue package: "
+    "pip install 'TransferQueue>=0.1.10', or run the v0 trainer (README: trainer.use_v1=false "
+    "+actor_rollout_ref.rollout.checkpoint_manager_class=...)"
+)
+
+
+def transfer_queue_missing(config) -> str | None:
+    """:data:`TRANSFER_QUEUE_MISSING` for a config on the V1 trainer where the ``transfer_queue`` package is not
+    importable (main_ppo would start Ray and stop there), else None."""
+    import importlib.util
+
+    from verl_offgrpo.config.readers import uses_v1
+
+    return TRANSFER_QUEUE_MISSING if uses_v1(config) and importlib.util.find_spec("transfer_queue") is None else None
 
 
 #: errors that say the model hub could not be reached (by class name, where their package defines them): offline,
@@ -356,6 +373,8 @@ def validate(overrides: list[str], config_path: str | None = None, config_name: 
     worker_error = None if validate_config_patch.selects(config) else rollout_config_error(config)
     if worker_error:  # main_ppo would pass its driver checks, start Ray and the workers, then stop on it
         return 4, f"config error ({SAID_AS}): {worker_error}", config
+    if lacking := transfer_queue_missing(config):  # verl imports it only inside Ray: the job would stop there
+        return 1, f"verl-offgrpo cannot run here: {lacking}", config
     return 0, None, config
 
 
@@ -373,7 +392,7 @@ def dry_run(overrides: list[str], path_hints: dict[str, str] | None = None, conf
     Exit 1 if verl did not load the plugin (``VERL_USE_EXTERNAL_PLUGINS`` leaves it out, the package is not
     pip-installed, or its import failed, which verl logs only at DEBUG): verl's own ``validate_config`` would
     then pass without the off_grpo checks, and main_ppo would not know them; also 1 if the installed verl does
-    not take the plugin's patches.
+    not take the plugin's patches, or if a valid config on the V1 trainer lacks the TransferQueue package here.
     """
     from omegaconf import OmegaConf
 

@@ -13,8 +13,11 @@ import sys
 import traceback
 from typing import Any
 
-from .compose import NOT_CHECKABLE_HERE, compose, validate
+from .compose import NOT_CHECKABLE_HERE, TRANSFER_QUEUE_MISSING, compose, validate
 from .paths import CONFIG_NAME, config_dir
+
+#: verl's switch for its ``verl.plugins`` entry points (verl 0.9.1 ``verl/__init__.py``)
+PLUGINS_POLICY_ENV = "VERL_USE_EXTERNAL_PLUGINS"
 
 
 def _dist_version(name: str) -> str | None:
@@ -81,11 +84,27 @@ def _find_plugin_loaded(found: _Findings) -> None:
     found.verl_version = getattr(verl, "__version__", "?")
     found.plugin = sys.modules.get("verl_offgrpo.plugin")
     if not patches.disabled() and not getattr(found.plugin, "ACTIVE", False):
-        found.problems.append("verl did not load the plugin (VERL_USE_EXTERNAL_PLUGINS leaves it out, or its import "
-                              "failed: see below)")
+        left_out = plugins_policy_leaves_out([ep.name for ep in found.entry_points])
+        found.problems.append(f"verl did not load the plugin: {left_out}" if left_out else
+                              "verl did not load the plugin (its import failed: see below)")
     version_problem = patches.version_problem()
     if version_problem:
         found.problems.append(version_problem)
+
+
+def plugins_policy_leaves_out(names: list[str]) -> str | None:
+    """Where verl's ``VERL_USE_EXTERNAL_PLUGINS`` (verl 0.9.1 ``verl/__init__.py``: ``auto`` loads every
+    ``verl.plugins`` entry point, ``none`` none, else the named ones) skips the plugin's entry points ``names``: the
+    line saying so; else None."""
+    value = os.environ.get(PLUGINS_POLICY_ENV)
+    policy = (value or "auto").strip().lower()
+    if policy == "auto" or not names:
+        return None
+    allowed = set() if policy == "none" else {name.strip() for name in policy.split(",") if name.strip()}
+    if allowed & set(names):
+        return None
+    return (f"{PLUGINS_POLICY_ENV}={value} leaves its entry point {names[0]!r} out (unset it, or list {names[0]} "
+            "there)")
 
 
 def _find_config(found: _Findings) -> None:
@@ -126,11 +145,7 @@ def _find_registrations(found: _Findings) -> None:
     if not has_tq:
         found.registrations[f"V1 trainer mode {TRAINER_MODE}"] = None
         if found.use_v1:
-            found.problems.append(
-                "the config runs verl's V1 trainer (trainer.use_v1=true, the default), which needs the TransferQueue "
-                "package: pip install 'TransferQueue>=0.1.10', or run the v0 trainer (README: trainer.use_v1=false "
-                "+actor_rollout_ref.rollout.checkpoint_manager_class=...)"
-            )
+            found.problems.append(TRANSFER_QUEUE_MISSING)
     else:
         try:
             from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
@@ -239,7 +254,8 @@ def _report(found: _Findings, verbose: bool = False) -> None:
         print("problems:", file=sys.stderr)
         for problem in found.problems:
             print(f"  - {problem}", file=sys.stderr)
-        if not patches.disabled() and not getattr(found.plugin, "ACTIVE", False):
+        if not patches.disabled() and not getattr(found.plugin, "ACTIVE", False) and not plugins_policy_leaves_out(
+                [ep.name for ep in found.entry_points]):
             print("Importing verl_offgrpo.plugin directly to show the error verl hides:", file=sys.stderr)
             try:
                 importlib.import_module("verl_offgrpo.plugin")
