@@ -553,3 +553,19 @@ def test_compose_says_a_missing_transfer_queue_on_the_v1_trainer_as_check_does(m
                         lambda name, *a: None if name.split(".")[0] == "transfer_queue" else real(name, *a))
     assert validate(list(BASE))[:2] == (1, f"verl-offgrpo cannot run here: {TRANSFER_QUEUE_MISSING}")
     assert validate([*BASE, "trainer.use_v1=false"])[:2] == (0, None)
+
+
+def test_the_readme_use_it_with_verl_command_validates_as_written():
+    """The README's main_ppo command, its overrides exactly as printed (the data paths are only noted by compose)."""
+    import shlex
+    from pathlib import Path
+
+    from verl_offgrpo.cli.compose import validate
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme.split("## Use it with verl", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    command = next(line for line in block.replace("\\\n", " ").splitlines() if "verl.trainer.main_ppo" in line)
+    words = shlex.split(command, comments=True)
+    overrides = words[words.index("off_grpo_trainer") + 1:]
+    assert overrides and all("=" in word for word in overrides) and "algorithm.off_grpo.sync_period=10" in overrides
+    assert validate(overrides)[:2] == (0, None)
