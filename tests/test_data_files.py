@@ -1,0 +1,70 @@
+"""Data files verl's dataset cannot read, or reads without a prompt (verl_offgrpo.config.data_file_checks), through
+verl's real ``validate_config``: one line at start-up for a selecting job; a plain verl job is left alone."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import verl  # noqa: F401  (loads the plugin)
+from _overrides import shipped_config, validate_as_main_ppo, verl_config
+from verl_offgrpo.config import OffGRPOConfigError
+
+PROMPT = [{"role": "user", "content": "1+1?"}]
+
+
+def _jsonl(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def _parquet(path, columns):
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+def test_a_raw_download_without_a_prompt_column_is_refused_naming_its_columns(tmp_path, ray_env):
+    raw = _jsonl(tmp_path / "train.jsonl", [{"question": "1+1?", "answer": "#### 2"}])
+    with pytest.raises(OffGRPOConfigError) as err:
+        validate_as_main_ppo(shipped_config(f"data.train_files={raw}"))
+    assert str(err.value).startswith(
+        f"data.train_files: {raw} has no 'prompt' column (data.prompt_key), where verl's dataset takes each row's "
+        "prompt (a KeyError after Ray started); its columns: question, answer. Raw downloads lack it: write it with "
+        "the repository's data_prep/ scripts")
+    validate_as_main_ppo(shipped_config(f"data.train_files={raw}", "data.prompt_key=question"))  # the key it names
+
+
+def test_a_parquet_file_is_read_by_its_schema_and_a_glob_file_by_file(tmp_path, ray_env):
+    _parquet(tmp_path / "a.parquet", {"prompt": [PROMPT], "data_source": ["openai/gsm8k"]})
+    validate_as_main_ppo(shipped_config(f"data.val_files={tmp_path}/a.parquet"))
+    bad = _parquet(tmp_path / "b.parquet", {"question": ["1+1?"]})
+    with pytest.raises(OffGRPOConfigError, match=rf"^data.val_files: {bad} has no 'prompt' column .*its columns: question\."):
+        validate_as_main_ppo(shipped_config(f"data.val_files={tmp_path}/*.parquet"))
+
+
+def test_a_directory_or_another_format_is_refused_as_verls_dataset_would_after_ray_started(tmp_path, ray_env):
+    with pytest.raises(OffGRPOConfigError) as err:
+        validate_as_main_ppo(shipped_config(f"data.train_files={tmp_path}"))
+    assert str(err.value) == (
+        f"data.train_files: {tmp_path} is a directory; verl's dataset reads files ending in .parquet, .json, .jsonl "
+        f"only (ValueError: Unsupported file format, after Ray started): name the files in it (e.g. "
+        f"{tmp_path}/train.parquet).")
+    (tmp_path / "train.csv").write_text("prompt\n1+1?\n")
+    with pytest.raises(OffGRPOConfigError, match=r"train.csv is a file of another format; .* convert it, or write it"):
+        validate_as_main_ppo(shipped_config(f"data.val_files={tmp_path}/train.csv"))
+
+
+@pytest.mark.parametrize("override", ["data.train_files=/nonexistent-offgrpo/train.csv",  # not here: compose notes it
+                                      "+data.custom_cls.path=/my/dataset.py"])  # the user's own dataset reads it
+def test_what_cannot_be_read_here_or_is_read_by_the_users_own_class_is_left_to_verl(tmp_path, override, ray_env):
+    raw = _jsonl(tmp_path / "raw.jsonl", [{"question": "1+1?"}])
+    overrides = [override] if override.startswith("data.train_files") else [override, f"data.train_files={raw}"]
+    validate_as_main_ppo(shipped_config(*overrides))
+
+
+def test_a_plain_verl_job_with_the_same_file_is_verls_alone(tmp_path, ray_env):
+    raw = _jsonl(tmp_path / "raw.jsonl", [{"question": "1+1?"}])
+    validate_as_main_ppo(verl_config(f"data.train_files={raw}"))  # verl's checks pass it, as without the plugin

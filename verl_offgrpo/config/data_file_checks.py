@@ -1,0 +1,85 @@
+"""Data files verl's dataset cannot read, or reads without a prompt: one line at start-up, not a traceback in Ray.
+
+verl 0.9.1's ``RLHFDataset._read_files_and_tokenize`` reads each path of ``data.train_files`` / ``data.val_files``
+by its ending: ``.parquet`` as parquet, ``.json`` / ``.jsonl`` as JSON, anything else (a directory, a ``.csv``)
+``ValueError: Unsupported file format``; then takes each row's prompt from the ``data.prompt_key`` column
+(``prompt``), a chat message list, which a raw download (GSM8K's ``question`` / ``answer``) does not have. Both
+fail in the TaskRunner, after Ray started. Here a local path (globs expanded, as ``datasets`` does) that ends
+otherwise, and a ``.parquet`` or ``.jsonl`` file whose columns (its schema; the first row of a ``.jsonl``) lack the
+prompt key, are refused. A dataset class of the user's own (``data.custom_cls.path``), a path that is not local or
+not there, and a file that cannot be read here are left to verl.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from typing import Any, Optional
+
+from .readers import path_list
+from .values import OffGRPOConfigError
+from .values import config_value as _get
+
+#: the endings verl 0.9.1's ``RLHFDataset`` reads
+READABLE_ENDINGS = (".parquet", ".json", ".jsonl")
+#: where data_prep's scripts write what verl reads
+PREPARE = "write it with the repository's data_prep/ scripts (README 'Use it with verl'), which give each row a prompt"
+
+
+def check_data_files_verl_reads(config: Any) -> None:
+    """Raise :class:`OffGRPOConfigError` for a local data file verl's dataset cannot read or finds no prompt in."""
+    if _get(config, "data.custom_cls.path"):
+        return
+    prompt_key = _get(config, "data.prompt_key", "prompt")
+    for key in ("data.train_files", "data.val_files"):
+        for path in path_list(_get(config, key)):
+            if not isinstance(path, str):
+                continue
+            if not path.endswith(READABLE_ENDINGS):
+                if _local(path):
+                    folder = os.path.isdir(path)
+                    raise OffGRPOConfigError(
+                        f"{key}: {path} is {'a directory' if folder else 'a file of another format'}; verl's dataset "
+                        f"reads files ending in {', '.join(READABLE_ENDINGS)} only (ValueError: Unsupported file "
+                        "format, after Ray started): "
+                        + (f"name the files in it (e.g. {os.path.join(path, 'train.parquet')})." if folder else
+                           f"convert it, or {PREPARE}.")
+                    )
+                continue
+            for file in sorted(glob.glob(path)) if glob.has_magic(path) else [path]:
+                columns = _columns(file)
+                if columns is not None and prompt_key not in columns:
+                    raise OffGRPOConfigError(
+                        f"{key}: {file} has no {prompt_key!r} column (data.prompt_key), where verl's dataset takes "
+                        f"each row's prompt (a KeyError after Ray started); its columns: {', '.join(columns)}. "
+                        f"Raw downloads lack it: {PREPARE}."
+                    )
+
+
+def _local(path: str) -> bool:
+    """Whether ``path`` (a glob: what it matches) is there on this machine."""
+    return bool(glob.glob(path)) if glob.has_magic(path) else os.path.exists(path)
+
+
+def _columns(file: str) -> Optional[list[str]]:
+    """The column names of a local ``.parquet`` (its schema) or ``.jsonl`` file (its first row's keys); None where
+    the file is not here, is ``.json`` (an array or lines: left to ``datasets``), or cannot be read."""
+    if not os.path.isfile(file):
+        return None
+    try:
+        if file.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            return list(pq.read_schema(file).names)
+        if file.endswith(".jsonl"):
+            with open(file, encoding="utf-8") as fh:
+                first = next((line for line in fh if line.strip()), None)
+            row = json.loads(first) if first is not None else None
+            return list(row) if isinstance(row, dict) else None
+    except Exception:  # noqa: BLE001 - unreadable here: verl reads it and says so, or not
+        return None
+    return None
+
+
+__all__ = ["READABLE_ENDINGS", "check_data_files_verl_reads"]
