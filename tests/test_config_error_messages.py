@@ -358,7 +358,17 @@ def test_rec_without_alphas_log_probs_offers_anchor_pi_k_only_where_it_passes(v,
      f"the job would run as if it were unset; set {K}.rec.eps_low_prime=0.2 instead (no +: "),
     (["+trainer.off_grpo.sync_period=3"], "trainer.off_grpo is not where the plugin reads it: nothing reads it "
      "there, so the job would run as if it were unset; set algorithm.off_grpo.sync_period=3 instead (no +: "),
-], ids=["algorithm", "algorithm_mask", "rollout", "algorithm_rec", "policy_loss_leaf", "section_elsewhere"])
+    # the knob flattened into its section's name, and the paper's symbols as keys of algorithm
+    (["+algorithm.off_grpo_sync_period=10"], "algorithm.off_grpo_sync_period is not where the plugin reads it: nothing "
+     "reads it there, so the job would run as if it were unset; set algorithm.off_grpo.sync_period=10 instead (no +: "),
+    (["+trainer.offgrpo-zero-var-mask=false"], "trainer.offgrpo-zero-var-mask is not where the plugin reads it: "
+     "nothing reads it there, so the job would run as if it were unset; set algorithm.off_grpo.zero_var_mask=False"),
+    (["+algorithm.v=10"], "algorithm.v is not where the plugin reads it: nothing reads it there, so the job would run "
+     "as if it were unset; set algorithm.off_grpo.sync_period=10 instead (no +: "),
+    (["+algorithm.i=2"], "algorithm.i is not where the plugin reads it: nothing reads it there, so the job would run "
+     "as if it were unset; set actor_rollout_ref.actor.ppo_epochs=2 instead (no +: verl's yaml sets it)."),
+], ids=["algorithm", "algorithm_mask", "rollout", "algorithm_rec", "policy_loss_leaf", "section_elsewhere",
+        "flattened", "flattened_elsewhere", "symbol_v", "symbol_i"])
 def test_a_plugin_knob_appended_outside_its_section_is_refused(capsys, overrides, said):
     """hydra's "To append to your config use +..." for a knob without its section led here: verl's checks pass, nothing
     reads the key and the job trains at the knob's default. Refused in verl's validate_config before Ray (compose:
@@ -373,9 +383,11 @@ def test_a_plugin_knob_appended_outside_its_section_is_refused(capsys, overrides
     assert _compose_error(capsys, *overrides, code=2).startswith(f"off_grpo config error: {said}")
 
 
-@pytest.mark.parametrize("override", ["+algorithm.weight=2", "+reward_model.tau=0.5", "+data.anchor=x"])
+@pytest.mark.parametrize("override", ["+algorithm.weight=2", "+reward_model.tau=0.5", "+data.anchor=x",
+                                      "+trainer.v=1", "+data.i=0", "+algorithm.off_grpo_note=x"])
 def test_common_words_among_the_rec_knobs_pass_elsewhere(override):
-    """The rec knobs with common names (weight, tau, anchor) may be another package's keys: left alone."""
+    """The rec knobs with common names (weight, tau, anchor) may be another package's keys: left alone; so are v and i
+    outside ``algorithm``, and an ``off_grpo_`` key that names no knob."""
     from _overrides import shipped_config, validate_as_main_ppo
 
     validate_as_main_ppo(shipped_config(override))

@@ -1,4 +1,5 @@
-"""A plugin knob appended under a section that is not its own: nothing reads it there.
+"""A plugin knob appended under a section that is not its own (or flattened into a key, ``+algorithm.off_grpo_sync_period``,
+or the paper's ``+algorithm.v`` / ``+algorithm.i``): nothing reads it there.
 
 ``algorithm.sync_period=10`` fails in hydra with "To append to your config use +algorithm.sync_period=10"; the
 appended key then passes verl's checks and the job trains at the knob's default (v = 1). So in a selecting job a
@@ -56,6 +57,27 @@ def home_of(dotted: str) -> str | None:
     return home if home is not None and parent != home else None
 
 
+#: the paper's symbols written as keys of ``algorithm`` (``+algorithm.v=10``): the knobs that are v and i
+SYMBOLS = {"v": (PREFIX, "sync_period"), "i": ("actor_rollout_ref.actor", "ppo_epochs")}
+
+
+def _meant(homes: dict[str, str], parent: str, key: str) -> tuple[str | None, str]:
+    """``(home section, knob)`` of a key that names a plugin knob: the knob itself, the knob flattened into its
+    section's name (``off_grpo_sync_period``, ``offgrpo-sync-period``), or, under ``algorithm``, the paper's
+    ``v`` / ``i`` (:data:`SYMBOLS`); ``(None, key)`` for any other key."""
+    if key in homes:
+        return homes[key], key
+    spelt = key.lower().replace("-", "").replace("_", "")
+    if spelt.startswith("offgrpo"):
+        knob = next((f.name for f in dataclasses.fields(OffGRPOConfig)
+                     if f.name.replace("_", "") == spelt[len("offgrpo"):]), None)
+        if knob is not None:
+            return PREFIX, knob
+    if parent == PREFIX.rpartition(".")[0] and key in SYMBOLS:
+        return SYMBOLS[key]
+    return None, key
+
+
 def refuse_misplaced_knobs(config: Any) -> None:
     """Raise :class:`OffGRPOConfigError` for the first plugin knob (or section) set outside its own section."""
     if is_dict_config(config):
@@ -66,20 +88,21 @@ def refuse_misplaced_knobs(config: Any) -> None:
         return
     homes = _homes()
     for parent, key, value in _walk(config, ""):
-        home = homes.get(key)
+        home, knob = _meant(homes, parent, key)
         if home is None or parent == home:
             continue
         where = f"{parent}.{key}" if parent else key
         if isinstance(value, dict):
-            meant = " ".join(f"{home}.{key}.{k}={v}" for k, v in value.items()) or f"{home}.{key}.<knob>=..."
+            meant = " ".join(f"{home}.{knob}.{k}={v}" for k, v in value.items()) or f"{home}.{knob}.<knob>=..."
         else:
-            meant = f"{home}.{key}={value}"
-        there = written_value(config, f"{home}.{key}", ABSENT) is not ABSENT
-        plus = " (no +: the plugin's yaml sets every knob)" if there else ""
+            meant = f"{home}.{knob}={value}"
+        there = written_value(config, f"{home}.{knob}", ABSENT) is not ABSENT
+        whose = "the plugin's yaml sets every knob" if home in (PREFIX, REC_PREFIX) else "verl's yaml sets it"
+        plus = f" (no +: {whose})" if there else ""
         raise OffGRPOConfigError(
             f"{where} is not where the plugin reads it: nothing reads it there, so the job would run as if it were "
             f"unset; set {meant} instead{plus}."
         )
 
 
-__all__ = ["REC_KNOBS", "home_of", "refuse_misplaced_knobs"]
+__all__ = ["REC_KNOBS", "SYMBOLS", "home_of", "refuse_misplaced_knobs"]
