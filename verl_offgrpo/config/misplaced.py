@@ -1,5 +1,5 @@
-"""A plugin knob appended under a section that is not its own (or flattened into a key, ``+algorithm.off_grpo_sync_period``,
-or the paper's ``+algorithm.v`` / ``+algorithm.i``): nothing reads it there.
+"""A plugin knob appended under a section that is not its own (or flattened into one key,
+``+algorithm.off_grpo_sync_period``, or the paper's ``+algorithm.v`` / ``+algorithm.i``): nothing reads it there.
 
 ``algorithm.sync_period=10`` fails in hydra with "To append to your config use +algorithm.sync_period=10"; the
 appended key then passes verl's checks and the job trains at the knob's default (v = 1). So in a selecting job a
