@@ -1014,11 +1014,11 @@ def test_verls_placeholder_data_paths_are_noted_as_that_with_the_data_prep_comma
     notes = [n for n in local_path_notes(config) if n.startswith("note: data.")]
     assert notes == [
         "note: data.train_files=~/data/rlhf/gsm8k/train.parquet does not exist here (verl's placeholder: set "
-        "data.train_files to your data; `python data_prep/gsm8k.py --output-dir ~/data/gsm8k` writes "
-        "$HOME/data/gsm8k/train.parquet)",
+        "data.train_files to your data; in a checkout of the repository, `python data_prep/gsm8k.py --output-dir "
+        "~/data/gsm8k` writes $HOME/data/gsm8k/train.parquet)",
         "note: data.val_files=~/data/rlhf/gsm8k/test.parquet does not exist here (verl's placeholder: set "
-        "data.val_files to your data; `python data_prep/gsm8k.py --output-dir ~/data/gsm8k` writes "
-        "$HOME/data/gsm8k/test.parquet)",
+        "data.val_files to your data; in a checkout of the repository, `python data_prep/gsm8k.py --output-dir "
+        "~/data/gsm8k` writes $HOME/data/gsm8k/test.parquet)",
     ]
     config = composed(*BASE, "data.train_files=/nowhere/train.parquet")
     assert "note: data.train_files=/nowhere/train.parquet does not exist here" in local_path_notes(config)

@@ -198,7 +198,7 @@ def _find_vllm(found: _Findings) -> None:
     found.vllm_version = _dist_version("vllm")
     if found.vllm_version is None:
         found.notes.append("vLLM is not installed: enough for this check and the CPU tests; training needs "
-                           "pip install -e '.[gpu]'")
+                           "pip install 'verl-offgrpo[gpu]' (in a checkout of the repository: pip install -e '.[gpu]')")
 
 
 def _plural(n: int, word: str) -> str:

@@ -76,8 +76,8 @@ def local_path_notes(config, hints: dict[str, str] | None = None) -> list[str]:
                 continue
             hint = f" ({hints[path]})" if path in hints else ""
             if not hint and placeholders.get(key) == path:
-                hint = (f" (verl's placeholder: set {key} to your data; `python data_prep/gsm8k.py --output-dir "
-                        f"~/data/gsm8k` writes $HOME/data/gsm8k/{DATA_PREP[key]})")
+                hint = (f" (verl's placeholder: set {key} to your data; in a checkout of the repository, `python "
+                        f"data_prep/gsm8k.py --output-dir ~/data/gsm8k` writes $HOME/data/gsm8k/{DATA_PREP[key]})")
             notes.append(f"note: {key}={path} does not exist here{hint}")
     for key in (key for key in keys_verl_reads(config) if key not in DATA_KEYS):  # the data files': noted above
         for path in paths(key):
