@@ -569,3 +569,21 @@ def test_the_readme_use_it_with_verl_command_validates_as_written():
     overrides = words[words.index("off_grpo_trainer") + 1:]
     assert overrides and all("=" in word for word in overrides) and "algorithm.off_grpo.sync_period=10" in overrides
     assert validate(overrides)[:2] == (0, None)
+
+
+def test_version_and_config_dirs_usage_error(capsys):
+    """``--version`` names the package; an argument to config-dir is a usage error (64) that says it takes none."""
+    from verl_offgrpo import __version__
+    from verl_offgrpo.cli.main import EX_USAGE, main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out == f"verl-offgrpo {__version__}\n"
+    with pytest.raises(SystemExit) as done:
+        main(["config-dir", "extra"])
+    assert done.value.code == EX_USAGE
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        "error: unrecognized arguments: extra; config-dir takes no arguments")
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "``" not in capsys.readouterr().out  # the docstring's reST quotes, as a terminal shows them

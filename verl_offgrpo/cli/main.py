@@ -1,4 +1,5 @@
-"""``python -m verl_offgrpo``: self-check, the shipped config's location, a dry composition.
+"""``python -m verl_offgrpo`` (installed as ``verl-offgrpo`` too): self-check, the shipped config's location, a dry
+composition.
 
     python -m verl_offgrpo check [-v] [--config-path DIR --config-name NAME] [overrides]
                                                    # the verdict and any problems; exit 1 if the plugin is not
@@ -42,19 +43,28 @@ _OVERRIDES_ONLY = ("hydra overrides only (key=value; and --config-path/--config-
 class _Parser(argparse.ArgumentParser):
     """argparse with usage errors on exit code :data:`EX_USAGE`, not 2 (the plugin's checks' code)."""
 
+    #: the command line being parsed (set by :func:`main`), so an error can say which subcommand it was
+    argv: list[str] = []
+
     def error(self, message):
         if "unrecognized arguments: " in message:
             flags = [arg for arg in message.split("unrecognized arguments: ", 1)[1].split() if arg.startswith("-")]
-            message += ("; compose and check take " + _OVERRIDES_ONLY if flags
-                        else "; put the overrides after the options (check's -v, compose's --path-hint)")
+            if "config-dir" in self.argv[:1]:
+                message += "; config-dir takes no arguments"
+            else:
+                message += ("; compose and check take " + _OVERRIDES_ONLY if flags
+                            else "; put the overrides after the options (check's -v, compose's --path-hint)")
         self.print_usage(sys.stderr)
         self.exit(EX_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """``python -m verl_offgrpo``'s parser: the subcommands check, config-dir and compose."""
-    parser = _Parser(prog="python -m verl_offgrpo", description=__doc__,
+    from verl_offgrpo import __version__
+
+    parser = _Parser(prog="python -m verl_offgrpo", description=__doc__.replace("``", "`"),
                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"verl-offgrpo {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     p_check = sub.add_parser(
         "check", help="whether the plugin is usable here: the verdict and any problems (-v: each registration, patch "
@@ -102,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the subcommand of ``argv`` (``sys.argv[1:]`` when None); its exit code."""
     parser = build_parser()
+    _Parser.argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     if args.command == "config-dir":
         print(config_dir())
