@@ -94,7 +94,7 @@ def test_a_name_past_the_first_batch_of_rows_is_found(tmp_path):
     import pyarrow.parquet as pq
 
     train = tmp_path / "train.parquet"
-    pq.write_table(pa.table({"data_source": ["openai/gsm8k"] * 65536 + ["math500"]}), train)
+    pq.write_table(pa.table({"prompt": ["q"] * 65537, "data_source": ["openai/gsm8k"] * 65536 + ["math500"]}), train)
     with pytest.raises(OffGRPOConfigError, match=rf"^data.train_files: {re.escape(str(train))} holds data_source 'math500'"):
         validate_as_main_ppo(shipped_config("reward.custom_reward_function.path=null", f"data.train_files={train}"))
 
