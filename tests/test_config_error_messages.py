@@ -361,7 +361,7 @@ def test_rec_without_alphas_log_probs_offers_anchor_pi_k_only_where_it_passes(v,
     # the knob flattened into its section's name, and the paper's symbols as keys of algorithm
     (["+algorithm.off_grpo_sync_period=10"], "algorithm.off_grpo_sync_period is not where the plugin reads it: nothing "
      "reads it there, so the job would run as if it were unset; set algorithm.off_grpo.sync_period=10 instead (no +: "),
-    (["+trainer.offgrpo-zero-var-mask=false"], "trainer.offgrpo-zero-var-mask is not where the plugin reads it: "
+    (["+offgrpo-zero-var-mask=false"], "offgrpo-zero-var-mask is not where the plugin reads it: "
      "nothing reads it there, so the job would run as if it were unset; set algorithm.off_grpo.zero_var_mask=False"),
     (["+algorithm.v=10"], "algorithm.v is not where the plugin reads it: nothing reads it there, so the job would run "
      "as if it were unset; set algorithm.off_grpo.sync_period=10 instead (no +: "),
@@ -384,10 +384,12 @@ def test_a_plugin_knob_appended_outside_its_section_is_refused(capsys, overrides
 
 
 @pytest.mark.parametrize("override", ["+algorithm.weight=2", "+reward_model.tau=0.5", "+data.anchor=x",
-                                      "+trainer.v=1", "+data.i=0", "+algorithm.off_grpo_note=x"])
+                                      "+trainer.v=1", "+data.i=0", "+algorithm.off_grpo_note=x",
+                                      "+reward.custom_reward_function.reward_kwargs.off_grpo_std_eps=0.1"])
 def test_common_words_among_the_rec_knobs_pass_elsewhere(override):
     """The rec knobs with common names (weight, tau, anchor) may be another package's keys: left alone; so are v and i
-    outside ``algorithm``, and an ``off_grpo_`` key that names no knob."""
+    outside ``algorithm``, an ``off_grpo_`` key that names no knob, and one in a free-form map (a reward function's
+    kwargs)."""
     from _overrides import shipped_config, validate_as_main_ppo
 
     validate_as_main_ppo(shipped_config(override))

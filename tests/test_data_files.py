@@ -32,7 +32,7 @@ def test_a_raw_download_without_a_prompt_column_is_refused_naming_its_columns(tm
         validate_as_main_ppo(shipped_config(f"data.train_files={raw}"))
     assert str(err.value).startswith(
         f"data.train_files: {raw} has no 'prompt' column (data.prompt_key), where verl's dataset takes each row's "
-        "prompt (a KeyError after Ray started); its columns: question, answer. Raw downloads lack it: write it with "
+        "prompt (it fails on that after Ray started); its columns: question, answer. Raw downloads lack it: write it with "
         "the repository's data_prep/ scripts")
     validate_as_main_ppo(shipped_config(f"data.train_files={raw}", "data.prompt_key=question"))  # the key it names
 
@@ -50,8 +50,8 @@ def test_a_directory_or_another_format_is_refused_as_verls_dataset_would_after_r
         validate_as_main_ppo(shipped_config(f"data.train_files={tmp_path}"))
     assert str(err.value) == (
         f"data.train_files: {tmp_path} is a directory; verl's dataset reads files ending in .parquet, .json, .jsonl "
-        f"only (ValueError: Unsupported file format, after Ray started): name the files in it (e.g. "
-        f"{tmp_path}/train.parquet).")
+        f"only, and refuses it after Ray started: name the files in it (e.g. {tmp_path}/train.parquet, or "
+        f"{tmp_path}/*.parquet).")
     (tmp_path / "train.csv").write_text("prompt\n1+1?\n")
     with pytest.raises(OffGRPOConfigError, match=r"train.csv is a file of another format; .* convert it, or write it"):
         validate_as_main_ppo(shipped_config(f"data.val_files={tmp_path}/train.csv"))
@@ -68,3 +68,14 @@ def test_what_cannot_be_read_here_or_is_read_by_the_users_own_class_is_left_to_v
 def test_a_plain_verl_job_with_the_same_file_is_verls_alone(tmp_path, ray_env):
     raw = _jsonl(tmp_path / "raw.jsonl", [{"question": "1+1?"}])
     validate_as_main_ppo(verl_config(f"data.train_files={raw}"))  # verl's checks pass it, as without the plugin
+
+
+def test_validation_files_of_a_job_that_never_validates_are_not_read(tmp_path, ray_env):
+    """verl builds that dataset without reading a prompt (no overlong filter) and never iterates it."""
+    good = _parquet(tmp_path / "train.parquet", {"prompt": [PROMPT]})
+    raw = _parquet(tmp_path / "raw.parquet", {"question": ["1+1?"]})
+    never = ("trainer.val_before_train=false", "trainer.test_freq=-1")
+    validate_as_main_ppo(shipped_config(f"data.train_files={good}", f"data.val_files={raw}", *never))
+    with pytest.raises(OffGRPOConfigError, match="^data.val_files: "):  # it validates every 5 steps
+        validate_as_main_ppo(shipped_config(f"data.train_files={good}", f"data.val_files={raw}", never[0],
+                                            "trainer.test_freq=5"))

@@ -97,7 +97,7 @@ def plugins_policy_leaves_out(names: list[str]) -> str | None:
     ``verl.plugins`` entry point, ``none`` none, else the named ones) skips the plugin's entry points ``names``: the
     line saying so; else None."""
     value = os.environ.get(PLUGINS_POLICY_ENV)
-    policy = (value or "auto").strip().lower()
+    policy = ("auto" if value is None else value).strip().lower()  # set but empty: verl loads none
     if policy == "auto" or not names:
         return None
     allowed = set() if policy == "none" else {name.strip() for name in policy.split(",") if name.strip()}

@@ -4,10 +4,12 @@ verl 0.9.1's ``RLHFDataset._read_files_and_tokenize`` reads each path of ``data.
 by its ending: ``.parquet`` as parquet, ``.json`` / ``.jsonl`` as JSON, anything else (a directory, a ``.csv``)
 ``ValueError: Unsupported file format``; then takes each row's prompt from the ``data.prompt_key`` column
 (``prompt``), a chat message list, which a raw download (GSM8K's ``question`` / ``answer``) does not have. Both
-fail in the TaskRunner, after Ray started. Here a local path (globs expanded, as ``datasets`` does) that ends
-otherwise, and a ``.parquet`` or ``.jsonl`` file whose columns (its schema; the first row of a ``.jsonl``) lack the
-prompt key, are refused. A dataset class of the user's own (``data.custom_cls.path``), a path that is not local or
-not there, and a file that cannot be read here are left to verl.
+fail after Ray started (with ``data.filter_overlong_prompts``, a file without prompts is filtered to nothing first).
+Here a local path (globs expanded, as ``datasets`` does) that ends otherwise, and a ``.parquet`` or ``.jsonl`` file
+whose columns (its schema; the first row of a ``.jsonl``) lack the prompt key, are refused; ``data.val_files`` only
+in a job that validates (verl reads their rows there only). A dataset class of the user's own
+(``data.custom_cls.path``), a path that is not local or not there, and a file that cannot be read here are left to
+verl.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 import os
 from typing import Any, Optional
 
-from .readers import path_list
+from .readers import path_list, validates
 from .values import OffGRPOConfigError
 from .values import config_value as _get
 
@@ -32,7 +34,7 @@ def check_data_files_verl_reads(config: Any) -> None:
     if _get(config, "data.custom_cls.path"):
         return
     prompt_key = _get(config, "data.prompt_key", "prompt")
-    for key in ("data.train_files", "data.val_files"):
+    for key in ["data.train_files"] + (["data.val_files"] if validates(config) else []):
         for path in path_list(_get(config, key)):
             if not isinstance(path, str):
                 continue
@@ -41,10 +43,9 @@ def check_data_files_verl_reads(config: Any) -> None:
                     folder = os.path.isdir(path)
                     raise OffGRPOConfigError(
                         f"{key}: {path} is {'a directory' if folder else 'a file of another format'}; verl's dataset "
-                        f"reads files ending in {', '.join(READABLE_ENDINGS)} only (ValueError: Unsupported file "
-                        "format, after Ray started): "
-                        + (f"name the files in it (e.g. {os.path.join(path, 'train.parquet')})." if folder else
-                           f"convert it, or {PREPARE}.")
+                        f"reads files ending in {', '.join(READABLE_ENDINGS)} only, and refuses it after Ray started: "
+                        + (f"name the files in it (e.g. {os.path.join(path, 'train.parquet')}, or "
+                           f"{os.path.join(path, '*.parquet')})." if folder else f"convert it, or {PREPARE}.")
                     )
                 continue
             for file in sorted(glob.glob(path)) if glob.has_magic(path) else [path]:
@@ -52,7 +53,7 @@ def check_data_files_verl_reads(config: Any) -> None:
                 if columns is not None and prompt_key not in columns:
                     raise OffGRPOConfigError(
                         f"{key}: {file} has no {prompt_key!r} column (data.prompt_key), where verl's dataset takes "
-                        f"each row's prompt (a KeyError after Ray started); its columns: {', '.join(columns)}. "
+                        f"each row's prompt (it fails on that after Ray started); its columns: {', '.join(columns)}. "
                         f"Raw downloads lack it: {PREPARE}."
                     )
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .readers import local_parquet_files
-from .values import OffGRPOConfigError, is_int
+from .readers import local_parquet_files, validates
+from .values import OffGRPOConfigError
 from .values import config_value as _get
 
 #: the ``data_source`` names the plugin's scorer knows and verl 0.9.1's ``default_compute_score`` does not (besides
@@ -45,9 +45,7 @@ def check_data_sources_verl_can_score(config: Any) -> None:
         return  # a reward manager of the user's own: it may not call verl's scorer
     if _get(config, "reward.reward_manager.name", "naive") not in VERL_REWARD_MANAGERS:
         return
-    freq = _get(config, "trainer.test_freq", -1)
-    validates = _get(config, "trainer.val_before_train", True) or (is_int(freq) and freq > 0)
-    for key in ["data.train_files"] + (["data.val_files"] if validates else []):
+    for key in ["data.train_files"] + (["data.val_files"] if validates(config) else []):
         for path in local_parquet_files(_get(config, key)):
             source = _first_unscored_source(path)
             if source is not None:

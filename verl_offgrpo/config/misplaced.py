@@ -62,13 +62,13 @@ SYMBOLS = {"v": (PREFIX, "sync_period"), "i": ("actor_rollout_ref.actor", "ppo_e
 
 
 def _meant(homes: dict[str, str], parent: str, key: str) -> tuple[str | None, str]:
-    """``(home section, knob)`` of a key that names a plugin knob: the knob itself, the knob flattened into its
-    section's name (``off_grpo_sync_period``, ``offgrpo-sync-period``), or, under ``algorithm``, the paper's
-    ``v`` / ``i`` (:data:`SYMBOLS`); ``(None, key)`` for any other key."""
+    """``(home section, knob)`` of a key that names a plugin knob: the knob itself, or, at the top or under
+    ``algorithm``, the knob flattened into its section's name (``off_grpo_sync_period``, ``offgrpo-sync-period``) or
+    (under ``algorithm``) the paper's ``v`` / ``i`` (:data:`SYMBOLS`); ``(None, key)`` for any other key."""
     if key in homes:
         return homes[key], key
     spelt = key.lower().replace("-", "").replace("_", "")
-    if spelt.startswith("offgrpo"):
+    if spelt.startswith("offgrpo") and parent in ("", PREFIX.rpartition(".")[0]):  # not in a free-form kwargs map
         knob = next((f.name for f in dataclasses.fields(OffGRPOConfig)
                      if f.name.replace("_", "") == spelt[len("offgrpo"):]), None)
         if knob is not None:

@@ -12,8 +12,8 @@ registered in the driver (the caller reads verl's registries; nothing here impor
   ``rec_oneside_nois``, ...): an error saying which knobs (:func:`rec_variant_hint`);
 * a misspelling of one of the plugin's own names (``redrop``, ``off_grop``: :func:`plugin_near_miss`; not a
   changed letter, ``off_gspo``, nor a name built on the plugin's, ``off_grpo_v2``): an error naming it, as the
-  plugin's names register with the plugin itself (in a config that selects nothing else too:
-  :func:`plugin_name_slip`);
+  plugin's names register with the plugin itself (in a config that selects nothing else, only the slips of case,
+  ``-`` and ``_``: :func:`plugin_name_slip`);
 * a null (not an absent key): an error, as verl would look None up after the first rollout;
 * any other unregistered name: a warning (with the closest registered name, if any), since a custom estimator
   or loss may be registered only in the processes that use it (e.g. ``actor_rollout_ref.model.external_lib``
@@ -91,18 +91,21 @@ def misspelt_name_line(key: str, what: str, when: str, plugin_names: Iterable[st
 
 def plugin_name_slip(config: Any, estimators: Iterable[str], losses: Iterable[str]) -> str | None:
     """For a config that does not select the plugin: the error line where its estimator or loss is no registered name
-    but one of the plugin's names mistyped (:func:`plugin_near_miss`, :func:`rec_variant_hint`; ``offgrpo``,
-    ``Off-GRPO``, ``red-drop``), else None. Such a job selects nothing and verl fails at its lookup after the first
-    rollout; a name of verl's or another package's mistyped is left to verl, and so is a job that never looks the
-    names up (``trainer.val_only``: verl validates and stops)."""
-    if config_value(config, "trainer.val_only") is True:
+    but one of the plugin's spelt with another case, ``-`` or ``_`` (``offgrpo``, ``Off-GRPO``, ``red-drop``), else
+    None. Such a job selects nothing and verl fails at its lookup after the first rollout. Left to verl: any other
+    name (a custom one may be registered only where it runs), every name of a job that may register one after this
+    check (``actor_rollout_ref.model.external_lib``, imported in verl's TaskRunner and workers), and a job that never
+    looks the names up (``trainer.val_only`` with ``val_before_train``, read as verl reads them: validates and stops)."""
+    if config_value(config, "actor_rollout_ref.model.external_lib"):
+        return None
+    if config_value(config, "trainer.val_before_train", True) and config_value(config, "trainer.val_only", False):
         return None
     for (key, what, when, plugin_names), known in zip(NAMED, (estimators, losses)):
         name = configured_name(config, key)
         known = sorted(str(k) for k in known)
         if not isinstance(name, str) or name in known:
             continue
-        if rec_variant_hint(name) or plugin_near_miss(name, plugin_names):
+        if any(spelling(plugin) == spelling(name) for plugin in plugin_names):
             return misspelt_name_line(key, what, when, plugin_names, name, known)
     return None
 

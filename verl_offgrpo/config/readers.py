@@ -218,6 +218,13 @@ def one_optimizer_step_per_batch(config: Any) -> bool:
     return epochs == 1 and mini is not None and mini == batch
 
 
+def validates(config: Any) -> bool:
+    """Whether the job runs a validation (``trainer.val_before_train``, verl's default true, or a positive
+    ``trainer.test_freq``), so that verl reads the rows of ``data.val_files``."""
+    freq = _get(config, "trainer.test_freq", -1)
+    return bool(_get(config, "trainer.val_before_train", True)) or (_is_int(freq) and freq > 0)
+
+
 def path_list(value: Any) -> list[Any]:
     """A path key's value as a list: a path, or a list of them (what verl's data keys take); [] for none."""
     return [value] if isinstance(value, str) else list(value) if hasattr(value, "__iter__") and value else []

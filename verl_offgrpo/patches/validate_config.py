@@ -22,8 +22,8 @@ plugin (:func:`.selection.config_selects`):
    job, a plain one included (:func:`.job_env.running_ray_problem`, :func:`.job_env.driver_env_problem`).
 
 Any other config (or one whose selection test cannot resolve a key it reads: :func:`selects`, one warning naming
-the value) goes straight to verl's ``validate_config``, unless its estimator or loss is one of the plugin's names
-mistyped and registered nowhere (one line: verl would fail on it after the first rollout); if it sets ``algorithm.off_grpo`` knobs
+the value) goes straight to verl's ``validate_config``, unless its estimator or loss is one of the plugin's names in
+another case or with ``-``/``_`` slipped, registered nowhere (one line: verl would fail on it after the first rollout); if it sets ``algorithm.off_grpo`` knobs
 (composed from the plugin's yaml: away from their defaults), one warning says they have no effect
 (:mod:`verl_offgrpo.config.unselected`).
 ``verl.utils.config`` is already imported by ``import verl`` (verl 0.9.1), so the wrap goes in at once; by then
@@ -138,10 +138,11 @@ def _refuse_a_foreign_plugin_name(config) -> None:
 
 
 def _refuse_a_mistyped_plugin_name(config) -> None:
-    """A config whose estimator or loss is none of verl's registered names but one of the plugin's mistyped
-    (``adv_estimator=offgrpo``): it selects nothing, and verl would fail at its lookup after Ray, the model load and
-    the first rollout; one line now (:func:`verl_offgrpo.config.names.plugin_name_slip`). A job verl would run is
-    never refused here. Reads ``core_algos`` only where it is already imported (the plugin's entry point imports it)."""
+    """A config whose estimator or loss is none of verl's registered names but one of the plugin's with another case,
+    ``-`` or ``_`` (``adv_estimator=offgrpo``): it selects nothing, and verl would fail at its lookup after Ray, the
+    model load and the first rollout; one line now (:func:`verl_offgrpo.config.names.plugin_name_slip`, which leaves
+    to verl whatever may still be registered later). Reads ``core_algos`` only where it is already imported (the
+    plugin's entry point imports it)."""
     core_algos = sys.modules.get("verl.trainer.ppo.core_algos")
     if core_algos is None:
         return
