@@ -62,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     """``python -m verl_offgrpo``'s parser: the subcommands check, config-dir and compose."""
     from verl_offgrpo import __version__
 
-    parser = _Parser(prog="python -m verl_offgrpo", description=__doc__.replace("``", "`"),
+    prog = "verl-offgrpo" if os.path.basename(sys.argv[0]) == "verl-offgrpo" else "python -m verl_offgrpo"
+    parser = _Parser(prog=prog, description=__doc__.replace("``", "`"),
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"verl-offgrpo {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
