@@ -81,8 +81,8 @@ def check_group_size(config: Any, estimator: str) -> None:
         raise OffGRPOConfigError(
             f"actor_rollout_ref.rollout.n={n} with algorithm.adv_estimator={estimator}: "
             + ("a group of one response has" if n == 1 else "no response per prompt leaves")
-            + " no group mean or std to compare against" + (" (nor negatives to drop)" if estimator == RED_DROP_ESTIMATOR_NAME else "")
-            + "; set "
+            + " no group mean or std to compare against"
+            + (" (nor negatives to drop)" if estimator == RED_DROP_ESTIMATOR_NAME else "") + "; set "
             "actor_rollout_ref.rollout.n to the group size, >= 2 (e.g. 8)."
         )
 
