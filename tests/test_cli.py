@@ -587,3 +587,16 @@ def test_version_and_config_dirs_usage_error(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "``" not in capsys.readouterr().out  # the docstring's reST quotes, as a terminal shows them
+
+
+@pytest.mark.parametrize("argv0, prog", [("/venv/bin/verl-offgrpo", "verl-offgrpo"),
+                                         ("/x/verl_offgrpo/__main__.py", "python -m verl_offgrpo")])
+def test_usage_names_the_command_as_run_from_sys_argv(monkeypatch, capsys, argv0, prog):
+    from verl_offgrpo.cli.main import EX_USAGE, main
+
+    monkeypatch.setattr("sys.argv", [argv0, "config-dir", "extra"])
+    with pytest.raises(SystemExit) as done:
+        main()
+    err = capsys.readouterr().err
+    assert done.value.code == EX_USAGE and err.startswith(f"usage: {prog} ")
+    assert err.splitlines()[-1] == f"{prog}: error: unrecognized arguments: extra; config-dir takes no arguments"

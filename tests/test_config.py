@@ -1054,7 +1054,8 @@ def test_check_cli_is_loud_when_verl_did_not_load_the_plugin():
 
 
 @pytest.mark.parametrize("value, left_out", [(None, False), ("auto", False), ("none", True), ("off_grpo", False),
-                                             ("other_pkg, OFF_GRPO", False), ("other_pkg", True), ("", True)])
+                                             ("other_pkg, OFF_GRPO", False), ("other_pkg", True), ("", True),
+                                             (" Auto ", False)])
 def test_check_names_verls_plugin_switch_where_it_leaves_the_plugin_out(monkeypatch, value, left_out):
     """verl 0.9.1 reads VERL_USE_EXTERNAL_PLUGINS lowercased: auto (default), none, or entry point names."""
     from verl_offgrpo.cli.install_check import plugins_policy_leaves_out
@@ -1067,6 +1068,7 @@ def test_check_names_verls_plugin_switch_where_it_leaves_the_plugin_out(monkeypa
     assert (line is not None) is left_out
     if left_out:
         assert line == f"VERL_USE_EXTERNAL_PLUGINS={value} leaves its entry point 'off_grpo' out (unset it, or list off_grpo there)"
+    assert plugins_policy_leaves_out([]) is None  # no entry point at all: check says not pip-installed instead
 
 
 @pytest.mark.slow

@@ -353,22 +353,26 @@ def test_rec_without_alphas_log_probs_offers_anchor_pi_k_only_where_it_passes(v,
     (["+actor_rollout_ref.rollout.sync_period=4"], "actor_rollout_ref.rollout.sync_period is not where the plugin "
      "reads it: nothing reads it there, so the job would run as if it were unset; set algorithm.off_grpo.sync_period=4"),
     (["+algorithm.rec.clip_mode=ring"], "algorithm.rec is not where the plugin reads it: nothing reads it there, so "
-     f"the job would run as if it were unset; set {K}.rec.clip_mode=ring instead (no +: "),
+     f"the job would run as if it were unset; set {K}.rec.clip_mode=ring instead (no +: the plugin's yaml sets every "
+     "knob)."),
     ([f"+{K}.eps_low_prime=0.2"], f"{K}.eps_low_prime is not where the plugin reads it: nothing reads it there, so "
-     f"the job would run as if it were unset; set {K}.rec.eps_low_prime=0.2 instead (no +: "),
+     f"the job would run as if it were unset; set {K}.rec.eps_low_prime=0.2 instead (no +: the plugin's yaml sets every knob)."),
     (["+trainer.off_grpo.sync_period=3"], "trainer.off_grpo is not where the plugin reads it: nothing reads it "
-     "there, so the job would run as if it were unset; set algorithm.off_grpo.sync_period=3 instead (no +: "),
+     "there, so the job would run as if it were unset; set algorithm.off_grpo.sync_period=3 instead (no +: the "
+     "plugin's yaml sets every knob)."),
     # the knob flattened into its section's name, and the paper's symbols as keys of algorithm
     (["+algorithm.off_grpo_sync_period=10"], "algorithm.off_grpo_sync_period is not where the plugin reads it: nothing "
      "reads it there, so the job would run as if it were unset; set algorithm.off_grpo.sync_period=10 instead (no +: "),
     (["+offgrpo-zero-var-mask=false"], "offgrpo-zero-var-mask is not where the plugin reads it: "
      "nothing reads it there, so the job would run as if it were unset; set algorithm.off_grpo.zero_var_mask=False"),
+    (["+algorithm.OFF_GRPO_SYNC_PERIOD=10"], "algorithm.OFF_GRPO_SYNC_PERIOD is not where the plugin reads it: "
+     "nothing reads it there, so the job would run as if it were unset; set algorithm.off_grpo.sync_period=10 instead"),
     (["+algorithm.v=10"], "algorithm.v is not where the plugin reads it: nothing reads it there, so the job would run "
      "as if it were unset; set algorithm.off_grpo.sync_period=10 instead (no +: "),
     (["+algorithm.i=2"], "algorithm.i is not where the plugin reads it: nothing reads it there, so the job would run "
      "as if it were unset; set actor_rollout_ref.actor.ppo_epochs=2 instead (no +: verl's yaml sets it)."),
 ], ids=["algorithm", "algorithm_mask", "rollout", "algorithm_rec", "policy_loss_leaf", "section_elsewhere",
-        "flattened", "flattened_elsewhere", "symbol_v", "symbol_i"])
+        "flattened", "flattened_elsewhere", "flattened_upper", "symbol_v", "symbol_i"])
 def test_a_plugin_knob_appended_outside_its_section_is_refused(capsys, overrides, said):
     """hydra's "To append to your config use +..." for a knob without its section led here: verl's checks pass, nothing
     reads the key and the job trains at the knob's default. Refused in verl's validate_config before Ray (compose:
@@ -384,7 +388,7 @@ def test_a_plugin_knob_appended_outside_its_section_is_refused(capsys, overrides
 
 
 @pytest.mark.parametrize("override", ["+algorithm.weight=2", "+reward_model.tau=0.5", "+data.anchor=x",
-                                      "+trainer.v=1", "+data.i=0", "+algorithm.off_grpo_note=x",
+                                      "+trainer.v=1", "+data.i=0", "+v=10", "+i=2", "+algorithm.off_grpo_note=x",
                                       "+reward.custom_reward_function.reward_kwargs.off_grpo_std_eps=0.1"])
 def test_common_words_among_the_rec_knobs_pass_elsewhere(override):
     """The rec knobs with common names (weight, tau, anchor) may be another package's keys: left alone; so are v and i

@@ -79,3 +79,34 @@ def test_validation_files_of_a_job_that_never_validates_are_not_read(tmp_path, r
     with pytest.raises(OffGRPOConfigError, match="^data.val_files: "):  # it validates every 5 steps
         validate_as_main_ppo(shipped_config(f"data.train_files={good}", f"data.val_files={raw}", never[0],
                                             "trainer.test_freq=5"))
+
+
+def test_a_jsonl_is_read_by_its_first_row_not_its_first_line(tmp_path, ray_env):
+    raw = tmp_path / "train.jsonl"
+    raw.write_text("\n" + json.dumps({"question": "1+1?"}) + "\n")
+    with pytest.raises(OffGRPOConfigError, match=r"has no 'prompt' column .*its columns: question\."):
+        validate_as_main_ppo(shipped_config(f"data.train_files={raw}"))
+    rows = _jsonl(tmp_path / "rows.jsonl", [["1+1?", "2"]])  # no object: datasets' business
+    validate_as_main_ppo(shipped_config(f"data.train_files={rows}"))
+
+
+def test_a_glob_of_another_format_and_an_unreadable_parquet(tmp_path, ray_env):
+    (tmp_path / "train.csv").write_text("prompt\n1+1?\n")
+    with pytest.raises(OffGRPOConfigError, match=r"\*\.csv is a file of another format; "):
+        validate_as_main_ppo(shipped_config(f"data.train_files={tmp_path}/*.csv"))
+    (tmp_path / "bad.parquet").write_bytes(b"not parquet")  # cannot be read here: left to verl
+    validate_as_main_ppo(shipped_config(f"data.train_files={tmp_path}/bad.parquet"))
+
+
+def test_verls_default_prompt_key_where_the_yaml_has_none(tmp_path, ray_env):
+    good = _parquet(tmp_path / "train.parquet", {"prompt": [PROMPT]})
+    validate_as_main_ppo(shipped_config(f"data.train_files={good}", "~data.prompt_key"))
+
+
+@pytest.mark.parametrize("validating", [("trainer.val_before_train=1", "trainer.test_freq=-1"),
+                                        ("trainer.val_before_train=false", "trainer.test_freq=1")])
+def test_validation_files_are_read_as_verl_reads_its_switches(tmp_path, ray_env, validating):
+    good = _parquet(tmp_path / "train.parquet", {"prompt": [PROMPT]})
+    raw = _parquet(tmp_path / "raw.parquet", {"question": ["1+1?"]})
+    with pytest.raises(OffGRPOConfigError, match="^data.val_files: "):
+        validate_as_main_ppo(shipped_config(f"data.train_files={good}", f"data.val_files={raw}", *validating))

@@ -242,6 +242,9 @@ def test_a_mistyped_plugin_name_in_verls_own_yaml_fails_at_startup(overrides, me
     # verl validates and stops, looking up neither name: val_only as verl reads it (truthy)
     ["algorithm.adv_estimator=offgrpo", "trainer.val_only=true"], ["algorithm.adv_estimator=offgrpo", "trainer.val_only=1"],
     ["algorithm.adv_estimator=offgrpo", "trainer.val_only='true'"],
+    ["algorithm.adv_estimator=offgrpo", "~trainer.val_before_train", "trainer.val_only=true"],  # verl's default: true
+    ["algorithm.adv_estimator=null"], ["algorithm.adv_estimator=5"],  # no name at all: verl's business
+    ["actor_rollout_ref.model.external_lib=${oc.env:OFFGRPO_UNSET_LIB}"],  # resolves only where verl imports it
 ])  # fmt: skip
 def test_other_unregistered_names_in_verls_own_yaml_are_left_to_verl(overrides, ray_env, caplog):
     with caplog.at_level(logging.WARNING, logger="verl_offgrpo"):
@@ -255,3 +258,10 @@ def test_a_near_miss_that_is_registered_is_someone_elses_name(ray_env, monkeypat
 
     monkeypatch.setitem(core_algos.ADV_ESTIMATOR_REGISTRY, "offgrpo", core_algos.ADV_ESTIMATOR_REGISTRY["grpo"])
     _validate(verl_config("algorithm.adv_estimator=offgrpo"))
+
+
+def test_a_mistyped_plugin_name_is_refused_where_the_selection_cannot_be_read(ray_env, monkeypatch):
+    monkeypatch.delenv("OFFGRPO_UNSET_V", raising=False)
+    config = verl_config("algorithm.adv_estimator=offgrpo", "+algorithm.off_grpo.sync_period=${oc.env:OFFGRPO_UNSET_V}")
+    with pytest.raises(OffGRPOConfigError, match=r"did you mean algorithm\.adv_estimator=off_grpo\?"):
+        _validate(config)

@@ -97,7 +97,7 @@ def refuse_misplaced_knobs(config: Any) -> None:
         else:
             meant = f"{home}.{knob}={value}"
         there = written_value(config, f"{home}.{knob}", ABSENT) is not ABSENT
-        whose = "the plugin's yaml sets every knob" if home in (PREFIX, REC_PREFIX) else "verl's yaml sets it"
+        whose = "verl's yaml sets it" if (home, knob) == SYMBOLS["i"] else "the plugin's yaml sets every knob"
         plus = f" (no +: {whose})" if there else ""
         raise OffGRPOConfigError(
             f"{where} is not where the plugin reads it: nothing reads it there, so the job would run as if it were "
