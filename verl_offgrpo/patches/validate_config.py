@@ -22,8 +22,9 @@ plugin (:func:`.selection.config_selects`):
    job, a plain one included (:func:`.job_env.running_ray_problem`, :func:`.job_env.driver_env_problem`).
 
 Any other config (or one whose selection test cannot resolve a key it reads: :func:`selects`, one warning naming
-the value) goes straight to verl's ``validate_config``, unless its estimator or loss is one of the plugin's names in
-another case or with ``-``/``_`` slipped, registered nowhere (one line: verl would fail on it after the first rollout); if it sets ``algorithm.off_grpo`` knobs
+the value) goes straight to verl's ``validate_config``, unless it names the plugin's estimator or loss in a way verl
+cannot run (another package's, or a slip of case, ``-`` or ``_`` registered nowhere: one line,
+:func:`_refuse_plugin_names_verl_would_not_run`); if it sets ``algorithm.off_grpo`` knobs
 (composed from the plugin's yaml: away from their defaults), one warning says they have no effect
 (:mod:`verl_offgrpo.config.unselected`).
 ``verl.utils.config`` is already imported by ``import verl`` (verl 0.9.1), so the wrap goes in at once; by then
@@ -57,8 +58,7 @@ def wrap(original):
     def validate_config(config, *args, **kwargs):
         _unmark_quietly()  # an earlier selecting config's mark: only a passing selecting config re-marks
         if not selects(config):
-            _refuse_a_foreign_plugin_name(config)
-            _refuse_a_mistyped_plugin_name(config)
+            _refuse_plugin_names_verl_would_not_run(config)
             if not _warn_unknowable_selection(config):
                 _warn_unselected_knobs(config)
             _refuse_a_marked_ray(config)
@@ -118,41 +118,31 @@ def selects(config) -> bool:
         return False
 
 
-def _refuse_a_foreign_plugin_name(config) -> None:
-    """A config naming one of the plugin's (reserved) estimator or loss names that another package holds in verl's
-    registry does not select the plugin (:func:`.selection.plugins_name`), but is refused as a selecting one is
-    (:func:`verl_offgrpo.config.names.check_names_are_the_plugins`): two packages claim the name, and verl runs
-    whichever registered last in each process. Reads ``core_algos`` only where it is already imported (the only
-    way another package can have registered there)."""
-    core_algos = sys.modules.get("verl.trainer.ppo.core_algos")
-    if core_algos is None:
-        return
-    from omegaconf.errors import OmegaConfBaseException
+def _refuse_plugin_names_verl_would_not_run(config) -> None:
+    """A config that does not select the plugin but names its estimator or loss in a way verl cannot run, against
+    verl's registries in this driver, one line each (:mod:`verl_offgrpo.config.names`):
 
-    from verl_offgrpo.config.names import check_names_are_the_plugins
+    * one of the plugin's (reserved) names that another package holds in verl's registry
+      (:func:`~verl_offgrpo.config.names.check_names_are_the_plugins`): two packages claim the name, and verl runs
+      whichever registered last in each process;
+    * one of the plugin's names with another case, ``-`` or ``_`` (``adv_estimator=offgrpo``), registered nowhere
+      (:func:`~verl_offgrpo.config.names.plugin_name_slip`, which leaves to verl whatever may still be registered
+      later): it selects nothing, and verl would fail at its lookup after Ray, the model load and the first rollout.
 
-    try:
-        check_names_are_the_plugins(config, core_algos.ADV_ESTIMATOR_REGISTRY, core_algos.POLICY_LOSS_REGISTRY)
-    except OmegaConfBaseException:  # a name that does not resolve here: verl's own checks say so, or not
-        pass
-
-
-def _refuse_a_mistyped_plugin_name(config) -> None:
-    """A config whose estimator or loss is none of verl's registered names but one of the plugin's with another case,
-    ``-`` or ``_`` (``adv_estimator=offgrpo``): it selects nothing, and verl would fail at its lookup after Ray, the
-    model load and the first rollout; one line now (:func:`verl_offgrpo.config.names.plugin_name_slip`, which leaves
-    to verl whatever may still be registered later). Reads ``core_algos`` only where it is already imported (the
-    plugin's entry point imports it)."""
+    Reads ``core_algos`` only where it is already imported (the plugin's entry point imports it, and it is the only
+    way another package can have registered there). A name that does not resolve here is left to verl's checks."""
     core_algos = sys.modules.get("verl.trainer.ppo.core_algos")
     if core_algos is None:
         return
     from omegaconf.errors import OmegaConfBaseException
 
     from verl_offgrpo.config import OffGRPOConfigError
-    from verl_offgrpo.config.names import plugin_name_slip
+    from verl_offgrpo.config.names import check_names_are_the_plugins, plugin_name_slip
 
+    registries = (core_algos.ADV_ESTIMATOR_REGISTRY, core_algos.POLICY_LOSS_REGISTRY)
     try:
-        line = plugin_name_slip(config, core_algos.ADV_ESTIMATOR_REGISTRY, core_algos.POLICY_LOSS_REGISTRY)
+        check_names_are_the_plugins(config, *registries)
+        line = plugin_name_slip(config, *registries)
     except OmegaConfBaseException:  # a name that does not resolve here: verl's own checks say so, or not
         return
     if line is not None:
