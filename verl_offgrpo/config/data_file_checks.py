@@ -14,12 +14,11 @@ verl.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 from typing import Any, Optional
 
-from .readers import path_list, validates
+from .readers import expanded, path_exists, path_list, validates
 from .values import OffGRPOConfigError
 from .values import config_value as _get
 
@@ -39,7 +38,7 @@ def check_data_files_verl_reads(config: Any) -> None:
             if not isinstance(path, str):
                 continue
             if not path.endswith(READABLE_ENDINGS):
-                if _local(path):
+                if path_exists(path):
                     folder = os.path.isdir(path)
                     raise OffGRPOConfigError(
                         f"{key}: {path} is {'a directory' if folder else 'a file of another format'}; verl's dataset "
@@ -48,7 +47,7 @@ def check_data_files_verl_reads(config: Any) -> None:
                            f"{os.path.join(path, '*.parquet')})." if folder else f"convert it, or {PREPARE}.")
                     )
                 continue
-            for file in sorted(glob.glob(path)) if glob.has_magic(path) else [path]:
+            for file in expanded(path):
                 columns = _columns(file)
                 if columns is not None and prompt_key not in columns:
                     raise OffGRPOConfigError(
@@ -56,11 +55,6 @@ def check_data_files_verl_reads(config: Any) -> None:
                         f"each row's prompt (it fails on that after Ray started); its columns: {', '.join(columns)}. "
                         f"Raw downloads lack it: {PREPARE}."
                     )
-
-
-def _local(path: str) -> bool:
-    """Whether ``path`` (a glob: what it matches) is there on this machine."""
-    return bool(glob.glob(path)) if glob.has_magic(path) else os.path.exists(path)
 
 
 def _columns(file: str) -> Optional[list[str]]:

@@ -235,12 +235,17 @@ def path_exists(path: str) -> bool:
     return bool(glob.glob(path)) if glob.has_magic(path) else os.path.exists(path)
 
 
+def expanded(path: str) -> list[str]:
+    """``path`` with its glob expanded, as ``datasets`` expands one (sorted); a plain path as it is."""
+    return sorted(glob.glob(path)) if glob.has_magic(path) else [path]
+
+
 def local_parquet_files(value: Any) -> Iterator[str]:
     """The local parquet files of a data key (a path or a list of them; globs expanded, as ``datasets`` does; ``~`` is
     not, and such a path is left to verl)."""
     for path in path_list(value):
         if not isinstance(path, str):  # hdfs://… is no local file either
             continue
-        for file in sorted(glob.glob(path)) if glob.has_magic(path) else [path]:
+        for file in expanded(path):
             if os.path.isfile(file) and file.endswith(".parquet"):
                 yield file
