@@ -52,6 +52,7 @@ class _Findings:
     notes: list[str] = dataclasses.field(default_factory=list)
     entry_points: list[Any] = dataclasses.field(default_factory=list)
     plugin: Any = None  # the verl_offgrpo.plugin module, if verl imported it
+    import_failed: bool = False  # verl was let load the plugin (not turned off, not left out) but did not
     verl_version: str = "?"
     config: Any = None
     config_code: int = 0
@@ -85,6 +86,7 @@ def _find_plugin_loaded(found: _Findings) -> None:
     found.plugin = sys.modules.get("verl_offgrpo.plugin")
     if not patches.disabled() and not getattr(found.plugin, "ACTIVE", False):
         left_out = plugins_policy_leaves_out([ep.name for ep in found.entry_points])
+        found.import_failed = left_out is None
         found.problems.append(f"verl did not load the plugin: {left_out}" if left_out else
                               "verl did not load the plugin (its import failed: see below)")
     version_problem = patches.version_problem()
@@ -254,8 +256,7 @@ def _report(found: _Findings, verbose: bool = False) -> None:
         print("problems:", file=sys.stderr)
         for problem in found.problems:
             print(f"  - {problem}", file=sys.stderr)
-        if not patches.disabled() and not getattr(found.plugin, "ACTIVE", False) and not plugins_policy_leaves_out(
-                [ep.name for ep in found.entry_points]):
+        if found.import_failed:
             print("Importing verl_offgrpo.plugin directly to show the error verl hides:", file=sys.stderr)
             try:
                 importlib.import_module("verl_offgrpo.plugin")
