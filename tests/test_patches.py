@@ -278,9 +278,98 @@ def test_the_vllm_server_members_the_sleep_override_relies_on_are_in_verls_sourc
     path = Path(verl.__file__).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
     cls = next(n for n in ast.parse(path.read_text()).body if isinstance(n, ast.ClassDef) and n.name == cls_name)
     members = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    assert vllm_sleep.VERL_INTERNALS == tuple(f"{vllm_sleep.SERVER_CLASS}.{m}" for m in vllm_sleep.SERVER_MEMBERS)
-    assert set(vllm_sleep.SERVER_MEMBERS) <= members
+    declared = vllm_sleep.SERVER_MEMBERS + vllm_sleep.OTHER_SERVER_MEMBERS
+    assert vllm_sleep.VERL_INTERNALS == tuple(f"{vllm_sleep.SERVER_CLASS}.{m}" for m in declared)
+    assert set(declared) <= members
     assert ("verl_offgrpo.sync.vllm_sleep", "vllm", None) in patches.INTERNALS_MODULES
+
+
+def _source_names(function_node) -> set[str]:
+    """What :func:`verl_offgrpo.patches.names_used` finds in a function, read off its source (vllm is not installed
+    here, so verl's server module cannot be imported): names, attributes, parameters, identifier-like strings."""
+    import ast
+
+    body = function_node.body[1:] if ast.get_docstring(function_node) else function_node.body
+    found = {a.arg for a in ast.walk(function_node.args) if isinstance(a, ast.arg)}
+    for node in (n for stmt in body for n in ast.walk(stmt)):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+            found.add(node.value)
+    return found
+
+
+def test_verls_vllm_server_still_calls_what_the_sleep_override_shadows():
+    """``_sleep_hybrid`` and ``release_kv_cache`` of verl's server sleep at ``_resolve_sleep_level()`` (else shadowing
+    it would change nothing and α would be discarded at level 2) and ``wake_up`` takes ``tags``: read off verl's
+    source, as preflight reads the code where vllm is installed."""
+    import ast
+
+    from verl_offgrpo.sync import vllm_sleep
+
+    module, _, cls_name = vllm_sleep.SERVER_CLASS.rpartition(".")
+    path = Path(verl.__file__).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    cls = next(n for n in ast.parse(path.read_text()).body if isinstance(n, ast.ClassDef) and n.name == cls_name)
+    methods = {n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    assert [(t.rpartition(".")[2], names) for t, names in vllm_sleep.VERL_USES] == [
+        ("_sleep_hybrid", ("_resolve_sleep_level",)), ("release_kv_cache", ("_resolve_sleep_level",)),
+        ("wake_up", ("tags",))]
+    for target, names in vllm_sleep.VERL_USES:
+        assert set(names) <= _source_names(methods[target.rpartition(".")[2]]), target
+    assert "_resolve_sleep_level" not in _source_names(methods["sleep"])  # the reading can tell a method that does not
+
+
+def test_preflight_refuses_a_verl_function_that_no_longer_uses_what_the_plugin_relies_on(monkeypatch):
+    """``VERL_USES``: a function that still exists but no longer calls the member the plugin shadows (a mention in
+    its docstring does not count) stops a selecting job before Ray, one line; one that reads a key by name, or
+    takes the parameter, passes."""
+
+    class Server:
+        def sleeps(self):
+            """Sleeps at self._resolve_sleep_level()."""
+            return self.level()
+
+        def wakes(self, tags=None):
+            return tags
+
+        def reads(self, cfg):
+            return [cfg.get("bypass_mode") for _ in range(1)]
+
+    reach = type(sys)("fake_uses")
+    reach.Server, reach.VERL_INTERNALS = Server, ()
+    reach.VERL_USES = (("fake_uses.Server.sleeps", ("_resolve_sleep_level",)), ("fake_uses.Server.wakes", ("tags",)),
+                       ("fake_uses.Server.reads", ("bypass_mode",)))
+    monkeypatch.setitem(sys.modules, "fake_uses", reach)
+    monkeypatch.setattr(patches, "INTERNALS_MODULES", (("fake_uses", "pytest", None),))
+    line = (f"verl-offgrpo: fake_uses relies on verl's fake_uses.Server.sleeps using _resolve_sleep_level, which the "
+            f"installed verl {verl.__version__}'s does not")
+    assert patches.preflight() == [line]
+    with pytest.raises(PatchError, match=f"^{re.escape(line)}$"):
+        _validate(shipped_config())
+
+
+def test_verls_v1_trainer_still_reads_what_the_plugins_v1_mode_leaves_it(monkeypatch):
+    """The V1 mode's per-step metrics reach verl's logger through ``_pending_sync_metrics`` and ``skip_old_log_prob``
+    works through ``bypass_mode``: the installed verl's functions use both; one that stops is a preflight line for a
+    V1 job (not for a v0 one)."""
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    from verl_offgrpo.sync import old_log_prob_skip, trainer_v1
+
+    assert [t.rpartition(".")[2] for t, _ in trainer_v1.VERL_USES + old_log_prob_skip.VERL_USES] == [
+        "_consume_sync_metrics", "_compute_old_log_prob", "_compute_advantage"]
+    assert patches.uses_problems("v1") == []
+
+    def _consume_sync_metrics(self):
+        return {}
+
+    monkeypatch.setattr(PPOTrainer, "_consume_sync_metrics", _consume_sync_metrics)
+    assert patches.uses_problems("v1") == [
+        "verl-offgrpo: verl_offgrpo.sync.trainer_v1 relies on verl's verl.trainer.ppo.v1.trainer_sync.PPOTrainerSync."
+        f"_consume_sync_metrics using _pending_sync_metrics, which the installed verl {verl.__version__}'s does not"]
+    assert patches.uses_problems("v0") == []
 
 
 def test_the_v1_trainer_modes_reliance_on_verls_trainer_is_declared_and_checked():

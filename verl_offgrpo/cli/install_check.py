@@ -194,6 +194,7 @@ def _find_internals(found: _Findings) -> None:
         for target, why in found.internal_rows[name]:
             if why is not None:
                 found.problems.append(f"verl attribute {target}, relied on by {name}, is missing: {why}")
+    found.problems.extend(line.removeprefix("verl-offgrpo: ") for line in patches.uses_problems())
 
 
 def _find_vllm(found: _Findings) -> None:

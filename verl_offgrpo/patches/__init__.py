@@ -18,7 +18,11 @@ not installed, or passes every call straight to verl's original.
 Code that must reach into verl at run time, where no import-time patch can (an override on one
 server object, a subclass of verl's V1 trainer), stays in its own module and names the verl attributes it relies on in
 ``VERL_INTERNALS``; :data:`INTERNALS_MODULES` lists those modules, and :func:`preflight` checks their
-names as it checks the patches' targets.
+names as it checks the patches' targets. Where such code relies on how a verl function works inside (it calls a
+member the plugin shadows, reads an attribute or config key the plugin sets), the module also declares
+``VERL_USES``: ``(function, names)`` pairs, and :func:`preflight` checks that each function's code still uses
+each name (:func:`names_used`), so that a verl that stopped calling the shadowed member fails at start-up
+instead of quietly running its own.
 
 A verl version outside :data:`VERL_VERSIONS`, or a patch target that is missing, is an error
 (:class:`PatchError`, one line) when the plugin is selected and a :class:`PatchWarning` otherwise.
@@ -34,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.util
+import inspect
 import sys
 import warnings
 
@@ -80,6 +85,8 @@ INTERNALS_MODULES = (
     ("verl_offgrpo.patches.rollout_config", "verl", None),
     # the mini-batch's token count in verl's actor config, which the plugin's losses read and, without loss tokens, set
     ("verl_offgrpo.policy_loss", "verl", None),
+    # the CLI's compose: the frame of verl's own validate_config
+    ("verl_offgrpo.cli.compose", "verl", None),
 )
 
 
@@ -209,6 +216,48 @@ def verl_internals(trainer: str | None = None) -> tuple[dict[str, tuple[str, ...
     return names, problems
 
 
+def names_used(function) -> frozenset[str]:
+    """The identifiers (globals and attributes read or written, local and parameter names) and the string constants
+    spelled like one (a key: ``"bypass_mode"``; not a docstring) in ``function``'s code (unwrapped) and in the code
+    it nests (comprehensions, inner functions)."""
+    codes, names = [getattr(inspect.unwrap(function), "__code__", None)], set()
+    while codes:
+        code = codes.pop()
+        if code is None:
+            continue
+        names.update(code.co_names, code.co_varnames)
+        for const in code.co_consts:
+            if isinstance(const, str) and const.isidentifier():
+                names.add(const)
+            elif inspect.iscode(const):
+                codes.append(const)
+    return frozenset(names)
+
+
+def uses_problems(trainer: str | None = None) -> list[str]:
+    """One line for each ``(function, names)`` pair of an :data:`INTERNALS_MODULES` module's ``VERL_USES`` whose verl
+    function no longer uses one of the names (modules not checked for ``trainer`` and functions that are missing
+    altogether are :func:`verl_internals`'s to report)."""
+    problems = []
+    for name, package, needs in INTERNALS_MODULES:
+        if not _for_trainer(needs, trainer) or importlib.util.find_spec(package) is None:
+            continue
+        try:
+            uses = tuple(getattr(importlib.import_module(name), "VERL_USES", ()))
+        except Exception:  # noqa: BLE001 - verl_internals reports the failed import
+            continue
+        for target, used in uses:
+            try:
+                function = resolve(target)
+            except Exception:  # noqa: BLE001 - a missing function: verl_internals' line (it is in VERL_INTERNALS too)
+                continue
+            gone = [n for n in used if n not in names_used(function)]
+            if gone:
+                problems.append(f"verl-offgrpo: {name} relies on verl's {target} using {', '.join(gone)}, which "
+                                f"the installed verl {verl_version()}'s does not")
+    return problems
+
+
 #: import name → distribution name, where they differ, of packages verl's trainers import
 _DISTRIBUTIONS = {"transfer_queue": "TransferQueue", "zmq": "pyzmq", "yaml": "pyyaml"}
 #: packages verl 0.9.1's trainers import but list only in its ``verl-core`` extra (which ``verl[vllm]`` brings)
@@ -298,6 +347,7 @@ def preflight(versions: str = VERL_VERSIONS, config=None) -> list[str]:
             problem = target_problem(target, f"verl attribute relied on by {name}")
             if problem:
                 problems.append(problem)
+    problems.extend(uses_problems(trainer))
     return problems
 
 

@@ -35,6 +35,8 @@ from verl_offgrpo.policy_loss import RPRIME_PREFIX
 _TRAINER = "verl.trainer.ppo.v1.trainer_base.PPOTrainer"
 #: the verl 0.9.1 members that read ``algorithm.rollout_correction.bypass_mode`` per call
 VERL_INTERNALS = (f"{_TRAINER}._compute_old_log_prob", f"{_TRAINER}._compute_advantage")
+#: ... each reading that key by name (:func:`verl_offgrpo.patches.uses_problems`)
+VERL_USES = tuple((member, ("bypass_mode",)) for member in VERL_INTERNALS)
 
 #: metric: 1.0 on a step whose π_k came from the update's forward, 0.0 where verl's pass ran
 SKIPPED = "off_grpo/old_log_prob_skipped"

@@ -88,6 +88,9 @@ VERL_INTERNALS = (
     )),
     f"{_REPLAY_BUFFER}._sync_metadata_from_transfer_queue",
 )  # fmt: skip
+#: verl 0.9.1's ``_consume_sync_metrics`` logs ``_pending_sync_metrics`` with the step (:meth:`OffGRPOSyncTrainer.on_step_end`
+#: leaves the plugin's per-step metrics there; :func:`verl_offgrpo.patches.uses_problems`)
+VERL_USES = ((f"{_TRAINER}._consume_sync_metrics", ("_pending_sync_metrics",)),)
 
 #: seconds between the replay buffer's looks at the TransferQueue while a step waits for its groups
 #: (verl 0.9.1's ``ReplayBuffer(poll_interval=2.0)``, which its trainer does not configure: a step's

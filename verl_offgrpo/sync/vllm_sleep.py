@@ -38,11 +38,22 @@ SERVER_CLASS = "verl.workers.rollout.vllm_rollout.vllm_async_server.vLLMHttpServ
 #: the server members it needs: ``_resolve_sleep_level`` (private, shadowed on the instance), the private
 #: ``_sleep_hybrid`` that calls it, and ``sleep``/``wake_up`` (the lagged manager's wake)
 SERVER_MEMBERS = ("_resolve_sleep_level", "_sleep_hybrid", "sleep", "wake_up")
+#: the server's other members the plugin relies on: ``release_kv_cache`` (also sleeps at the shadowed level) and
+#: ``collective_rpc`` (the served-weights check's calls to vLLM's workers, :func:`.served_weights.call_replicas`)
+OTHER_SERVER_MEMBERS = ("release_kv_cache", "collective_rpc")
 #: Written for verl 0.9.1: the verl attributes this module overrides (per instance) or relies on;
 #: :func:`verl_offgrpo.patches.preflight` checks they exist (:data:`verl_offgrpo.patches.INTERNALS_MODULES`). Instance
 #: attributes, which exist only once verl's constructors ran, are read too: ``RolloutReplica.servers``
 #: (:func:`replica_servers`) and the server's ``config``, ``rollout_mode``, ``node_rank`` and ``global_steps``.
-VERL_INTERNALS = tuple(f"{SERVER_CLASS}.{name}" for name in SERVER_MEMBERS)
+VERL_INTERNALS = tuple(f"{SERVER_CLASS}.{name}" for name in SERVER_MEMBERS + OTHER_SERVER_MEMBERS)
+#: How verl 0.9.1's server uses them (:func:`verl_offgrpo.patches.uses_problems`): ``_sleep_hybrid`` and
+#: ``release_kv_cache`` sleep at ``self._resolve_sleep_level()`` (else the override would not take), and ``wake_up``
+#: takes ``tags`` (the lagged manager wakes α's weights alone, then the KV cache).
+VERL_USES = (
+    (f"{SERVER_CLASS}._sleep_hybrid", ("_resolve_sleep_level",)),
+    (f"{SERVER_CLASS}.release_kv_cache", ("_resolve_sleep_level",)),
+    (f"{SERVER_CLASS}.wake_up", ("tags",)),
+)
 
 
 def override_sleep_level(server: Any, level: int) -> dict:
