@@ -16,13 +16,18 @@ from verl_offgrpo.config import OffGRPOConfigError
 PROMPT = [{"role": "user", "content": "1+1?"}]
 
 
+#: rows a file here holds at least (each row repeated): one batch of the shipped config (verl's 1 024 prompts), so
+#: that only the test of a short training set meets that refusal
+ROWS = 1024
+
+
 def _jsonl(path, rows):
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows) * -(-ROWS // len(rows)))
     return path
 
 
 def _parquet(path, columns):
-    pq.write_table(pa.table(columns), path)
+    pq.write_table(pa.table({k: v * -(-ROWS // len(v)) for k, v in columns.items()}), path)
     return path
 
 
@@ -110,3 +115,31 @@ def test_validation_files_are_read_as_verl_reads_its_switches(tmp_path, ray_env,
     raw = _parquet(tmp_path / "raw.parquet", {"question": ["1+1?"]})
     with pytest.raises(OffGRPOConfigError, match="^data.val_files: "):
         validate_as_main_ppo(shipped_config(f"data.train_files={good}", f"data.val_files={raw}", *validating))
+
+
+def test_a_training_set_smaller_than_one_batch_is_refused_counting_every_file_and_the_cap(tmp_path, ray_env):
+    """verl's dataloader drops an incomplete batch: with fewer rows than data.train_batch_size an epoch has no step
+    (verl: steps_per_epoch = 0, a division by zero after Ray started). Rows of every file count (parquet metadata,
+    non-empty jsonl lines); data.train_max_samples caps them; a file not counted here (.json) leaves it to verl."""
+    small = ("actor_rollout_ref.actor.ppo_mini_batch_size=1", "actor_rollout_ref.rollout.n=8")
+    pq.write_table(pa.table({"prompt": [PROMPT, PROMPT]}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"prompt": [PROMPT]}), tmp_path / "b.parquet")
+    (tmp_path / "c.jsonl").write_text("\n".join(json.dumps({"prompt": PROMPT}) for _ in range(4)) + "\n\n")
+    with pytest.raises(OffGRPOConfigError) as err:
+        validate_as_main_ppo(shipped_config(f"data.train_files={tmp_path}/*.parquet", "data.train_batch_size=4", *small))
+    assert str(err.value) == (
+        "data.train_batch_size=4 is more than the 3 rows of data.train_files: verl's dataloader drops an incomplete "
+        "batch, so an epoch has no step and verl fails after Ray started (steps_per_epoch = 0); lower "
+        "data.train_batch_size or train on more prompts.")
+    validate_as_main_ppo(shipped_config(f"data.train_files={tmp_path}/*.parquet", "data.train_batch_size=3", *small))
+    both = f"data.train_files=[{tmp_path}/a.parquet,{tmp_path}/c.jsonl]"
+    validate_as_main_ppo(shipped_config(both, "data.train_batch_size=6", *small))  # 2 + 4 (the blank line is none)
+    with pytest.raises(OffGRPOConfigError, match=r"^data.train_batch_size=7 is more than the 6 rows of data.train_fi"):
+        validate_as_main_ppo(shipped_config(both, "data.train_batch_size=7", *small))
+    with pytest.raises(OffGRPOConfigError, match=r"^data.train_batch_size=6 is more than the 5 rows of "
+                                                 r"data.train_files \(data.train_max_samples=5\): "):
+        validate_as_main_ppo(shipped_config(both, "data.train_batch_size=6", "data.train_max_samples=5", *small))
+    (tmp_path / "d.json").write_text(json.dumps([{"prompt": PROMPT}]))
+    validate_as_main_ppo(shipped_config(f"data.train_files=[{tmp_path}/b.parquet,{tmp_path}/d.json]",
+                                        "data.train_batch_size=4", *small))  # .json not counted: verl's
+    validate_as_main_ppo(verl_config(f"data.train_files={tmp_path}/b.parquet", "data.train_batch_size=4", *small))

@@ -10,6 +10,12 @@ whose columns (its schema; the first row of a ``.jsonl``) lack the prompt key, a
 in a job that validates (verl reads their rows there only). A dataset class of the user's own
 (``data.custom_cls.path``), a path that is not local or not there, and a file that cannot be read here are left to
 verl.
+
+A training set with fewer rows than ``data.train_batch_size`` (after ``data.train_max_samples``) is refused too: verl's
+dataloader drops an incomplete batch (``drop_last``) and its trainers compute ``steps_per_epoch = rows // batch``, so
+such a job has no step in an epoch and fails (a division by zero) after Ray started. Counted where every train file is
+a local ``.parquet`` (its metadata) or ``.jsonl`` (its non-empty lines); the count is an upper bound (verl may filter
+over-long prompts), so a job it passes may still be short, never the other way round.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import json
 import os
 from typing import Any, Optional
 
-from .readers import expanded, path_exists, path_list, validates
+from .readers import expanded, integer_at, path_exists, path_list, validates
 from .values import OffGRPOConfigError
 from .values import config_value as _get
 
@@ -57,6 +63,55 @@ def check_data_files_verl_reads(config: Any) -> None:
                     )
 
 
+def check_train_rows_fill_a_batch(config: Any) -> None:
+    """Raise :class:`OffGRPOConfigError` if the local training files hold fewer rows than one batch (module docstring)."""
+    batch = integer_at(config, "data.train_batch_size")
+    if _get(config, "data.custom_cls.path") or not isinstance(batch, int) or batch < 1:
+        return
+    rows = 0
+    for path in path_list(_get(config, "data.train_files")):
+        files = expanded(path) if isinstance(path, str) else []
+        counts = [_rows(file, batch - rows) for file in files]
+        if not files or None in counts:
+            return  # not all local and countable: left to verl
+        rows += sum(counts)
+        if rows >= batch:
+            break  # enough (the cap below may still cut them)
+    cap = integer_at(config, "data.train_max_samples", -1)
+    capped = isinstance(cap, int) and 0 < cap < rows
+    rows = cap if capped else rows
+    if rows < batch:
+        raise OffGRPOConfigError(
+            f"data.train_batch_size={batch} is more than the {rows} row{'' if rows == 1 else 's'} of data.train_files"
+            + (f" (data.train_max_samples={cap})" if capped else "")
+            + ": verl's dataloader drops an incomplete batch, so an epoch has no step and verl fails after Ray "
+            "started (steps_per_epoch = 0); lower data.train_batch_size or train on more prompts."
+        )
+
+
+def _rows(file: str, enough: int) -> Optional[int]:
+    """The rows of a local ``.parquet`` (its metadata) or ``.jsonl`` file (its non-empty lines, counted up to
+    ``enough``); None where the file is not here, is of another kind, or cannot be read."""
+    if not os.path.isfile(file):
+        return None
+    try:
+        if file.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            return int(pq.read_metadata(file).num_rows)
+        if file.endswith(".jsonl"):
+            count = 0
+            with open(file, encoding="utf-8") as fh:
+                for line in fh:
+                    count += bool(line.strip())
+                    if count >= enough:
+                        break
+            return count
+    except Exception:  # noqa: BLE001 - unreadable here: left to verl
+        return None
+    return None
+
+
 def _columns(file: str) -> Optional[list[str]]:
     """The column names of a local ``.parquet`` (its schema) or ``.jsonl`` file (its first row's keys); None where
     the file is not here, is ``.json`` (an array or lines: left to ``datasets``), or cannot be read."""
@@ -77,4 +132,4 @@ def _columns(file: str) -> Optional[list[str]]:
     return None
 
 
-__all__ = ["READABLE_ENDINGS", "check_data_files_verl_reads"]
+__all__ = ["READABLE_ENDINGS", "check_data_files_verl_reads", "check_train_rows_fill_a_batch"]

@@ -36,7 +36,7 @@ from .final_outputs_checks import resolve_final_outputs
 from .guard_checks import warn_if_unguarded, warn_where_narrowed
 from .legacy_reward_keys import refuse_legacy_reward_keys
 from .tilde_path_checks import check_paths_verl_reads
-from .data_file_checks import check_data_files_verl_reads
+from .data_file_checks import check_data_files_verl_reads, check_train_rows_fill_a_batch
 from .data_source_checks import check_data_sources_verl_can_score
 from .loss_estimator_checks import (
     check_group_size,
@@ -170,6 +170,7 @@ def _validate(config: Any) -> OffGRPOConfig:
     refuse_legacy_reward_keys(config)  # every selecting job: before the scorer check, which names reward.* keys
     check_paths_verl_reads(config)  # every selecting job: verl reads its data and model paths as written
     check_data_files_verl_reads(config)  # before the scorer check, which reads the data_source column
+    check_train_rows_fill_a_batch(config)
     check_data_sources_verl_can_score(config)  # every selecting job: verl's estimator too reaches the scorer
     if uses_estimator:
         check_rows_leaving_denominator(config, knobs, estimator)
