@@ -546,6 +546,19 @@ def test_skipped_slot_keeps_the_actor_cache_only_if_vllms_pool_fits(ray_local, c
     assert "off_grpo/skip_cache_emptied_frac" not in manager.step_metrics(4)  # a real sync: verl's own path
 
 
+def test_an_actor_worker_group_without_ray_handles_stops_the_lagged_sync(ray_local):
+    """The skipped slot empties the actor's cache, and the sync check reads the trainer's weights, on the handles of
+    verl's ``RayWorkerGroup.workers``: none there (a verl that moved them) is an error at the first sync, not a
+    check that quietly compares nothing."""
+    cfg = compose_cfg(*V0_OVERRIDES, "algorithm.off_grpo.sync_period=4")
+    servers, workers, replicas, wg = make_cluster(n_servers=1)
+    wg.workers = []
+    manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
+    with pytest.raises(RuntimeError, match=r"^verl-offgrpo: the actor worker group \(FakeActorWG\) has no Ray handles "
+                                           r"in .workers, as verl 0.9.1's RayWorkerGroup has; the lagged sync cannot"):
+        run_v0_loop(None, manager, servers, range(1, 3))
+
+
 @pytest.mark.slow
 def test_without_the_override_skips_serve_garbage(ray_local, monkeypatch):
     """Control: the same loop with verl's level-2 sleep generates garbage on lagged steps (with the

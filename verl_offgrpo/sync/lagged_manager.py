@@ -326,8 +326,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             return {}
         start = time.perf_counter()
         keep_if_fits = self.wake_fraction if self.knobs.empty_cache_on_skip == "if_needed" else None
-        workers = getattr(self.actor_wg, "workers", None) or []
-        reports = ray.get([worker.__ray_call__.remote(empty_device_cache, keep_if_fits) for worker in workers])
+        reports = ray.get([worker.__ray_call__.remote(empty_device_cache, keep_if_fits) for worker in self.actor_workers()])
         emptied = time.perf_counter()
         await asyncio.gather(*[server.wake_up.remote(tags=["weights"]) for server in replica_servers(self.replicas)])
         weights_woken = time.perf_counter()
@@ -422,6 +421,15 @@ class LaggedCheckpointManager(CheckpointEngineManager):
             "off_grpo/weights_verified": float(action == "check"),
         }
 
+    def actor_workers(self) -> list:
+        """The actor worker group's Ray handles (verl 0.9.1's ``RayWorkerGroup.workers``), where a skipped sync empties
+        the torch cache and the sync check reads the trainer's weights; none is an error (those would do nothing)."""
+        workers = list(getattr(self.actor_wg, "workers", None) or [])
+        if not workers:
+            raise RuntimeError(f"verl-offgrpo: the actor worker group ({type(self.actor_wg).__name__}) has no Ray "
+                               "handles in .workers, as verl 0.9.1's RayWorkerGroup has; the lagged sync cannot reach them.")
+        return workers
+
     async def verify_sync_reached(self, decision: SlotDecision) -> dict[str, float]:
         """The exact check that the sync just made reached every replica (:mod:`.sync_reached`): raises
         :class:`ServedPolicyError` if a replica's weights did not change as the trainer's did since the last real
@@ -431,7 +439,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         ``off_grpo/trainer_changed`` (1 or 0; none at the first sync, which has nothing to compare with),
         ``off_grpo/sync_tensors_checked``, ``off_grpo/sync_copies_compared`` and ``off_grpo/sync_tensors_exact``."""
         start = time.perf_counter()
-        workers = getattr(self.actor_wg, "workers", None) or []
+        workers = self.actor_workers()  # outside the try: no workers is verl's change, not a check that cannot run
         try:
             if self.packed is None:
                 self.packed = sync_reached.packed_of(self.record_answers)
