@@ -350,26 +350,40 @@ def test_preflight_refuses_a_verl_function_that_no_longer_uses_what_the_plugin_r
         _validate(shipped_config())
 
 
-def test_verls_v1_trainer_still_reads_what_the_plugins_v1_mode_leaves_it(monkeypatch):
-    """The V1 mode's per-step metrics reach verl's logger through ``_pending_sync_metrics`` and ``skip_old_log_prob``
-    works through ``bypass_mode``: the installed verl's functions use both; one that stops is a preflight line for a
-    V1 job (not for a v0 one)."""
-    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+#: every ``VERL_USES`` that resolves without vllm: module → (verl function's last name, the trainer whose job needs it)
+CPU_USES = {"verl_offgrpo.sync.trainer_v1": [("_consume_sync_metrics", "v1")],
+            "verl_offgrpo.sync.old_log_prob_skip": [("_compute_old_log_prob", "v1"), ("_compute_advantage", "v1")],
+            "verl_offgrpo.patches.empty_update": [("train_batch", None)],
+            "verl_offgrpo.patches.v0_advantage_metrics": [("fit", "v0")]}
 
-    from verl_offgrpo.sync import old_log_prob_skip, trainer_v1
 
-    assert [t.rpartition(".")[2] for t, _ in trainer_v1.VERL_USES + old_log_prob_skip.VERL_USES] == [
-        "_consume_sync_metrics", "_compute_old_log_prob", "_compute_advantage"]
-    assert patches.uses_problems("v1") == []
+@pytest.mark.parametrize("module, member, trainer", [(m, f, t) for m, pairs in CPU_USES.items() for f, t in pairs])
+def test_each_verl_function_the_plugin_relies_on_inside_is_checked_for_its_trainers_jobs(monkeypatch, module, member,
+                                                                                       trainer):
+    """The installed verl's functions use what the plugin relies on (the V1 mode's metrics reach verl's logger through
+    ``_pending_sync_metrics``, ``skip_old_log_prob`` works through ``bypass_mode``, the empty-update wrap replaces
+    ``optimizer_step``, the v0 metrics wrap is the ``compute_advantage`` that ``fit`` calls); a verl function that
+    stops is one preflight line for a job of the trainer that needs it, and none for the other."""
+    import importlib
 
-    def _consume_sync_metrics(self):
-        return {}
+    declared = importlib.import_module(module).VERL_USES
+    assert [t.rpartition(".")[2] for t, _ in declared] == [f for f, _ in CPU_USES[module]]
+    assert patches.uses_problems() == []
+    target, names = next((t, n) for t, n in declared if t.endswith("." + member))
+    owner = patches.resolve(target.rpartition(".")[0])
+    original = patches.resolve(target)
 
-    monkeypatch.setattr(PPOTrainer, "_consume_sync_metrics", _consume_sync_metrics)
-    assert patches.uses_problems("v1") == [
-        "verl-offgrpo: verl_offgrpo.sync.trainer_v1 relies on verl's verl.trainer.ppo.v1.trainer_sync.PPOTrainerSync."
-        f"_consume_sync_metrics using _pending_sync_metrics, which the installed verl {verl.__version__}'s does not"]
-    assert patches.uses_problems("v0") == []
+    def stub(*args, **kwargs):  # verl's function, no longer using those names
+        return original
+
+    monkeypatch.setattr(owner, member, stub)
+    line = (f"verl-offgrpo: {module} relies on verl's {target} using {', '.join(names)}, which the installed verl "
+            f"{verl.__version__}'s does not")
+    assert patches.uses_problems() == [line]
+    assert patches.uses_problems(trainer) == [line]
+    other = {"v0": "v1", "v1": "v0", None: None}[trainer]
+    if other:
+        assert patches.uses_problems(other) == []
 
 
 def test_the_v1_trainer_modes_reliance_on_verls_trainer_is_declared_and_checked():

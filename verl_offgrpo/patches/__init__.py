@@ -18,8 +18,8 @@ not installed, or passes every call straight to verl's original.
 Code that must reach into verl at run time, where no import-time patch can (an override on one
 server object, a subclass of verl's V1 trainer), stays in its own module and names the verl attributes it relies on in
 ``VERL_INTERNALS``; :data:`INTERNALS_MODULES` lists those modules, and :func:`preflight` checks their
-names as it checks the patches' targets. Where such code relies on how a verl function works inside (it calls a
-member the plugin shadows, reads an attribute or config key the plugin sets), the module also declares
+names as it checks the patches' targets. Where a patch or such code relies on how a verl function works inside (it
+calls a member the plugin shadows, reads an attribute or config key the plugin sets), the module also declares
 ``VERL_USES``: ``(function, names)`` pairs, and :func:`preflight` checks that each function's code still uses
 each name (:func:`names_used`), so that a verl that stopped calling the shadowed member fails at start-up
 instead of quietly running its own.
@@ -235,17 +235,21 @@ def names_used(function) -> frozenset[str]:
 
 
 def uses_problems(trainer: str | None = None) -> list[str]:
-    """One line for each ``(function, names)`` pair of an :data:`INTERNALS_MODULES` module's ``VERL_USES`` whose verl
-    function no longer uses one of the names (modules not checked for ``trainer`` and functions that are missing
-    altogether are :func:`verl_internals`'s to report)."""
+    """One line for each ``(function, names)`` pair of a patch module's or an :data:`INTERNALS_MODULES` module's
+    ``VERL_USES`` whose verl function no longer uses one of the names (modules not checked for ``trainer`` and
+    functions that are missing altogether are :func:`preflight`'s other lines)."""
+    modules = [(name, "verl", None) for name in PATCH_MODULES] + list(INTERNALS_MODULES)
     problems = []
-    for name, package, needs in INTERNALS_MODULES:
+    for name, package, needs in modules:
         if not _for_trainer(needs, trainer) or importlib.util.find_spec(package) is None:
-            continue
+            continue  # before the import: a v0 job does not import the V1 trainer's modules
         try:
-            uses = tuple(getattr(importlib.import_module(name), "VERL_USES", ()))
+            module = importlib.import_module(name)
         except Exception:  # noqa: BLE001 - verl_internals reports the failed import
             continue
+        if not _for_trainer(getattr(module, "TRAINER", None), trainer):  # a patch module's own trainer
+            continue
+        uses = tuple(getattr(module, "VERL_USES", ()))
         for target, used in uses:
             try:
                 function = resolve(target)

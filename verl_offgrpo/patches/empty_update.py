@@ -48,6 +48,9 @@ from verl_offgrpo.patches.selection import loss_function_selects
 #: verl's module whose ``BaseEngine.train_batch`` is wrapped (all engines inherit it: FSDP, Megatron, …).
 BASE_ENGINE_MODULE = "verl.workers.engine.base"
 TARGETS = (f"{BASE_ENGINE_MODULE}.BaseEngine.train_batch",)
+#: verl 0.9.1's ``train_batch`` steps through ``self.optimizer_step``, which the wrap replaces for one call
+#: (:func:`verl_offgrpo.patches.uses_problems`)
+VERL_USES = ((TARGETS[0], ("optimizer_step",)),)
 WHEN = ("actor workers: skips the optimizer step of a mini-batch without loss tokens when the engine's "
         "loss is off_grpo or rec, or the job selects the plugin (VERL_OFFGRPO_JOB=1); "
         "else verl's train_batch as is")
