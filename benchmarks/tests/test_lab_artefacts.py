@@ -144,3 +144,20 @@ def test_run_13s_cuda_graph_row_is_what_its_summary_says():
     row = (f"| SmolLM2/GSM8K, 512 cap, waves, CUDA graphs | H200 ×2, 1 GPU a job | {round(100 * v1['gen_share'])} % | "
            f"**{w10['speedup_vs_v1']:.2f}× ({low:.2f}–{high:.2f})** | {ideal / w10['time_per_update_s']:.2f} |")
     assert row in (REPO / "results" / "README.md").read_text()
+
+
+def test_run_14s_one_batch_row_is_what_its_summary_says():
+    """window_speed run 14 (NOTEBOOK §31): CUDA graphs on, the window's 1 280 samples in one vLLM batch (``:full``),
+    and the results page's row (the baseline's generation share, speedup, interval, measured/ideal) from its
+    window_speed.json, as run 13's."""
+    summary = json.loads((RESULTS / "raw/window_speed/h200x2-2026-11-30k-run14/window_speed.json").read_text())
+    assert summary["args"]["extra"] == ["actor_rollout_ref.rollout.enforce_eager=False"]
+    assert summary["args"]["jobs"] == "v1=step:1,w10f=window:10:full"
+    jobs = {job["name"]: job for job in summary["jobs"]}
+    v1, w10 = jobs["v1"], jobs["w10f"]
+    assert v1["updates_logged"] == w10["updates_logged"] == 100 and w10["windows_measured"] == 9
+    low, high = w10["speedup_interval90"]
+    ideal = v1["rest_per_update_s"] + w10["gen_per_update_s"] + w10["sync_per_update_s"]
+    row = (f"| the same, one batch | H200 ×2, 1 GPU a job | {round(100 * v1['gen_share'])} % | "
+           f"{w10['speedup_vs_v1']:.2f}× ({low:.2f}–{high:.2f}) | {ideal / w10['time_per_update_s']:.2f} |")
+    assert row in (REPO / "results" / "README.md").read_text()
