@@ -28,8 +28,8 @@ def test_verls_rollout_skip_is_refused_in_a_selecting_job(skip):
 
 def test_training_data_with_a_do_sample_column_is_refused(tmp_path):
     """verl's V1 agent loop pops ``__do_sample__`` from each prompt and samples false rows greedily."""
-    rows = {"data_source": ["openai/gsm8k"] * 2, "prompt": [[{"role": "user", "content": "1+1?"}]] * 2,
-            "__do_sample__": [True, False]}
+    rows = {"data_source": ["openai/gsm8k"] * 1024, "prompt": [[{"role": "user", "content": "1+1?"}]] * 1024,
+            "__do_sample__": [True, False] * 512}  # a batch of the shipped config's 1 024 prompts
     train = tmp_path / "train.parquet"
     pq.write_table(pa.table(rows), train)
     with pytest.raises(OffGRPOConfigError, match=(

@@ -24,7 +24,8 @@ def home(tmp_path, monkeypatch):
     home = tmp_path / "home"
     (home / "d").mkdir(parents=True)
     for name in ("train", "test"):
-        pq.write_table(pa.table({"data_source": ["openai/gsm8k"], "prompt": ["1+1?"]}), home / "d" / f"{name}.parquet")
+        rows = {"data_source": ["openai/gsm8k"] * 1024, "prompt": ["1+1?"] * 1024}  # the shipped config's one batch
+        pq.write_table(pa.table(rows), home / "d" / f"{name}.parquet")
     monkeypatch.setenv("HOME", str(home))
     (tmp_path / "work").mkdir()
     monkeypatch.chdir(tmp_path / "work")
@@ -41,7 +42,7 @@ def test_verl_reads_a_tilde_data_path_as_written(home):
         datasets.load_dataset("parquet", data_files=copy_to_local(src="~/d/train.parquet", cache_dir=str(home)))
     found = datasets.load_dataset("parquet", data_files=copy_to_local(src=str(home / "d" / "train.parquet"),
                                                                       cache_dir=str(home)))
-    assert found["train"].num_rows == 1
+    assert found["train"].num_rows == 1024
 
 
 def test_a_tilde_path_to_a_file_under_home_is_refused_with_the_path_to_write(home):

@@ -170,7 +170,6 @@ def _validate(config: Any) -> OffGRPOConfig:
     refuse_legacy_reward_keys(config)  # every selecting job: before the scorer check, which names reward.* keys
     check_paths_verl_reads(config)  # every selecting job: verl reads its data and model paths as written
     check_data_files_verl_reads(config)  # before the scorer check, which reads the data_source column
-    check_train_rows_fill_a_batch(config)
     check_data_sources_verl_can_score(config)  # every selecting job: verl's estimator too reaches the scorer
     if uses_estimator:
         check_rows_leaving_denominator(config, knobs, estimator)
@@ -200,6 +199,7 @@ def _validate(config: Any) -> OffGRPOConfig:
     if knobs.ref_reset_period > 0:
         check_ref_reset_config(config, knobs=knobs)
     check_skip_old_log_prob(config, knobs)
+    check_train_rows_fill_a_batch(config)  # after the checks of what the rows hold, which name the column at fault
     knobs = resolve_final_outputs(config, knobs)
     # warnings of a job that runs, after every check that can refuse it
     if not uses_loss and (untruncated := untruncated_is_under_verls_loss(config)) is not None:
