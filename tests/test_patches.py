@@ -327,11 +327,11 @@ def test_preflight_refuses_a_verl_function_that_no_longer_uses_what_the_plugin_r
     takes the parameter, passes."""
 
     class Server:
-        def sleeps(self):
+        async def sleeps(self):  # verl's server methods are coroutines
             """Sleeps at self._resolve_sleep_level()."""
-            return self.level()
+            return await self.level()
 
-        def wakes(self, tags=None):
+        async def wakes(self, tags=None):
             return tags
 
         def reads(self, cfg):
