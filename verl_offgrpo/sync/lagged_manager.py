@@ -56,9 +56,11 @@ from ..config import advisories_silenced, check_sync_config, check_window_config
 from ..config import config_value as _get
 from ..config.readers import (
     as_integer,
+    flag_at,
     guards_verls_advantage,
     lag0_batch_reaches_every_engine,
     rollout_data_parallel_size,
+    uses_v1,
     vllm_quantization,
 )
 from ..patches import tracking_merge, v0_advantage_metrics
@@ -135,12 +137,12 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         self.trainer = trainer
         full_config = trainer.config
         if trainer_kind is None:
-            trainer_kind = "v1" if bool(_get(full_config, "trainer.use_v1", True)) else "v0"
+            trainer_kind = "v1" if uses_v1(full_config) else "v0"  # the start-up checks' reading
         self.trainer_kind = trainer_kind
         with advisories_silenced():  # the driver's validate_config advised on this config already
             self.knobs = check_sync_config(full_config, trainer=trainer_kind)
         self.schedule = SyncSchedule(self.knobs.sync_period)
-        self.free_cache_engine = bool(_get(full_config, "actor_rollout_ref.rollout.free_cache_engine", True))
+        self.free_cache_engine = flag_at(full_config, "actor_rollout_ref.rollout.free_cache_engine", True)
         # vLLM's pool takes back at most this fraction of device memory on wake
         self.wake_fraction = float(_get(full_config, "actor_rollout_ref.rollout.gpu_memory_utilization", 0.5))
         self.server_reports: list[dict] = []
