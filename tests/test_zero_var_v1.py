@@ -53,6 +53,7 @@ class Meta:
         self.keys = [f"k{i}" for i in range(5)]
         self.partition_id = "train"
         self.fields = fields
+        self.tags = [{} for _ in self.keys]  # KVBatchMeta's per-sample tags (no is_padding: every row a sample)
 
     def __len__(self):
         return len(self.keys)

@@ -23,7 +23,7 @@ from verl_offgrpo.zero_var_mask import advantage_step_metrics, padded, zero_rows
 def _real_rows(batch, n: int) -> np.ndarray:
     """Indices of the rows that are samples: verl's ``_balance_batch`` appends rows tagged ``is_padding``
     (one shared uid, reward 0, no loss token) to make the batch divisible."""
-    tags = getattr(batch, "tags", None) or [{}] * n
+    tags = batch.tags or [{}] * n  # KVBatchMeta.tags (TransferQueue's field): a batch built without tags has []
     return np.flatnonzero(np.array([not tag.get("is_padding", False) for tag in tags], dtype=bool))
 
 
