@@ -128,9 +128,9 @@ def test_a_training_set_smaller_than_one_batch_is_refused_counting_every_file_an
     with pytest.raises(OffGRPOConfigError) as err:
         validate_as_main_ppo(shipped_config(f"data.train_files={tmp_path}/*.parquet", "data.train_batch_size=4", *small))
     assert str(err.value) == (
-        "data.train_batch_size=4 is more than the 3 rows of data.train_files: verl's dataloader drops an incomplete "
-        "batch, so an epoch has no step and verl fails after Ray started (steps_per_epoch = 0); lower "
-        "data.train_batch_size or train on more prompts.")
+        "data.train_batch_size=4 is more than the 3 rows of data.train_files: an epoch has no step (verl's dataloader "
+        "drops an incomplete batch), and verl fails on that after Ray started; lower data.train_batch_size or train on "
+        "more prompts.")
     validate_as_main_ppo(shipped_config(f"data.train_files={tmp_path}/*.parquet", "data.train_batch_size=3", *small))
     both = f"data.train_files=[{tmp_path}/a.parquet,{tmp_path}/c.jsonl]"
     validate_as_main_ppo(shipped_config(both, "data.train_batch_size=6", *small))  # 2 + 4 (the blank line is none)
@@ -143,3 +143,23 @@ def test_a_training_set_smaller_than_one_batch_is_refused_counting_every_file_an
     validate_as_main_ppo(shipped_config(f"data.train_files=[{tmp_path}/b.parquet,{tmp_path}/d.json]",
                                         "data.train_batch_size=4", *small))  # .json not counted: verl's
     validate_as_main_ppo(verl_config(f"data.train_files={tmp_path}/b.parquet", "data.train_batch_size=4", *small))
+
+
+def test_the_short_training_set_check_counts_as_datasets_reads_and_per_trainer_batch(tmp_path, ray_env):
+    """``**`` matches at any depth (as ``datasets`` expands it); a ``.jsonl`` that is not one object a line (one array)
+    is left to verl; the v0 trainer's batch is its dataloader's, ``data.gen_batch_size`` where set (verl divides by
+    that loader's length), the V1 trainer's ``data.train_batch_size`` (its steps_per_epoch)."""
+    small = ("actor_rollout_ref.actor.ppo_mini_batch_size=1", "actor_rollout_ref.rollout.n=8")
+    (tmp_path / "x").mkdir()
+    for name in ("a.parquet", "x/c.parquet"):
+        pq.write_table(pa.table({"prompt": [PROMPT, PROMPT]}), tmp_path / name)
+    validate_as_main_ppo(shipped_config(f"data.train_files={tmp_path}/**/*.parquet", "data.train_batch_size=4", *small))
+    array = tmp_path / "array.jsonl"
+    array.write_text(json.dumps([{"prompt": PROMPT}] * 3) + "\n")
+    validate_as_main_ppo(shipped_config(f"data.train_files={array}", "data.train_batch_size=3", *small))
+    two = f"data.train_files={tmp_path}/x/c.parquet"
+    v0 = ("trainer.use_v1=false", "algorithm.off_grpo.rollout_schedule=per_step")
+    validate_as_main_ppo(shipped_config(two, *v0, "data.train_batch_size=4", "+data.gen_batch_size=1", *small))
+    with pytest.raises(OffGRPOConfigError, match=r"^data.gen_batch_size=4 is more than the 2 rows of data.train_files: "
+                                                 r".*; lower data.gen_batch_size or train on more prompts.$"):
+        validate_as_main_ppo(shipped_config(two, *v0, "data.train_batch_size=1", "+data.gen_batch_size=4", *small))

@@ -84,6 +84,18 @@ import verl
 print("VERL_IMPORTED")
 """
 
+PREFLIGHT_V0 = """
+import sys
+sys.path.insert(0, "tests")
+import verl
+from _overrides import shipped_config
+from verl_offgrpo import patches
+config = shipped_config("trainer.use_v1=false", "algorithm.off_grpo.rollout_schedule=per_step")
+before = {m for m in sys.modules if m.startswith("verl.trainer.ppo.v1")}
+print("PROBLEMS", patches.preflight(config=config))
+print("V1_IMPORTED", sorted({m for m in sys.modules if m.startswith("verl.trainer.ppo.v1")} - before))
+"""
+
 #: the subprocesses of the default run's tests, run in the background from the session's start (``_background``)
 BACKGROUND_JOBS = {
     "import_plain": ("test_import_verl_loads_no_verl_module_for_the_plugin_and_registers_on_first_use",
@@ -92,6 +104,7 @@ BACKGROUND_JOBS = {
                     lambda _: python_job(IMPORT_VERL)),
     "broken_entry_point": ("test_an_entry_point_that_fails_to_load_says_so_on_stderr",
                            lambda _: python_job(BROKEN_ENTRY_POINT)),
+    "preflight_v0": ("test_a_v0_jobs_preflight_imports_none_of_verls_v1_trainer", lambda _: python_job(PREFLIGHT_V0)),
     "check": (("test_check_says_its_verdict_in_a_few_lines",
                "test_check_v_lists_every_patch_with_its_target_and_whether_it_is_live"), lambda _: check_job()),
 }
@@ -250,6 +263,14 @@ def test_the_driver_side_verl_reaches_are_declared_present_and_checked():
     assert patches.verl_internals("v0")[0]["verl_offgrpo.patches.rollout_config"] == rollout_config.VERL_INTERNALS
 
 
+def test_a_v0_jobs_preflight_imports_none_of_verls_v1_trainer(procs):
+    """In a fresh process, a v0 job's preflight (its patch targets, verl internals and ``VERL_USES``) passes and imports
+    no module of verl's V1 trainer (which needs TransferQueue) that composing its config had not."""
+    out = procs["preflight_v0"]
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "PROBLEMS []" in out.stdout.splitlines() and "V1_IMPORTED []" in out.stdout.splitlines(), out.stdout[-2000:] + out.stderr[-2000:]
+
+
 def test_preflight_of_a_job_checks_only_what_its_trainer_uses(monkeypatch):
     """A v0 job does not need the V1 trainer mode's module (nor import verl's V1 trainer), and a V1 job in
     the plugin's mode does not need the v0-only patch targets; without a config (``check``) both count."""
@@ -323,8 +344,9 @@ def test_verls_vllm_server_still_calls_what_the_sleep_override_shadows():
 
 def test_preflight_refuses_a_verl_function_that_no_longer_uses_what_the_plugin_relies_on(monkeypatch):
     """``VERL_USES``: a function that still exists but no longer calls the member the plugin shadows (a mention in
-    its docstring does not count) stops a selecting job before Ray, one line; one that reads a key by name, or
-    takes the parameter, passes."""
+    its docstring does not count) stops a selecting job before Ray, one line; one that uses the name in any way its code
+    can (a key read by name, in a constant tuple, a keyword argument, a parameter, a closure's variable) passes; a
+    member with no code to read (a property) is a line too, not a pass."""
 
     class Server:
         async def sleeps(self):  # verl's server methods are coroutines
@@ -337,16 +359,31 @@ def test_preflight_refuses_a_verl_function_that_no_longer_uses_what_the_plugin_r
         def reads(self, cfg):
             return [cfg.get("bypass_mode") for _ in range(1)]
 
+        def passes(self, cfg):
+            return cfg.update(bypass_mode=True), [cfg[k] for k in ("use_kl", "rollout_is")]
+
+        def closes(self):
+            pending_sync = {}
+            return lambda: pending_sync
+
+        @property
+        def level(self):
+            return 2
+
     reach = type(sys)("fake_uses")
     reach.Server, reach.VERL_INTERNALS = Server, ()
     reach.VERL_USES = (("fake_uses.Server.sleeps", ("_resolve_sleep_level",)), ("fake_uses.Server.wakes", ("tags",)),
-                       ("fake_uses.Server.reads", ("bypass_mode",)))
+                       ("fake_uses.Server.reads", ("bypass_mode",)), ("fake_uses.Server.passes", ("bypass_mode",
+                                                                                                 "rollout_is")),
+                       ("fake_uses.Server.closes", ("pending_sync",)), ("fake_uses.Server.level", ("_level",)))
     monkeypatch.setitem(sys.modules, "fake_uses", reach)
     monkeypatch.setattr(patches, "INTERNALS_MODULES", (("fake_uses", "pytest", None),))
-    line = (f"verl-offgrpo: fake_uses relies on verl's fake_uses.Server.sleeps using _resolve_sleep_level, which the "
-            f"installed verl {verl.__version__}'s does not")
-    assert patches.preflight() == [line]
-    with pytest.raises(PatchError, match=f"^{re.escape(line)}$"):
+    line = (f"verl-offgrpo: verl {verl.__version__}'s fake_uses.Server.sleeps no longer uses _resolve_sleep_level, "
+            "which fake_uses relies on (written for verl>=0.9.1,<0.10)")
+    unreadable = (f"verl-offgrpo: verl {verl.__version__}'s fake_uses.Server.level has no code to read for _level, "
+                  "which fake_uses relies on (written for verl>=0.9.1,<0.10)")
+    assert patches.preflight() == [line, unreadable]
+    with pytest.raises(PatchError, match=f"^{re.escape(line)} \\(and 1 more\\)$"):
         _validate(shipped_config())
 
 
@@ -377,8 +414,8 @@ def test_each_verl_function_the_plugin_relies_on_inside_is_checked_for_its_train
         return original
 
     monkeypatch.setattr(owner, member, stub)
-    line = (f"verl-offgrpo: {module} relies on verl's {target} using {', '.join(names)}, which the installed verl "
-            f"{verl.__version__}'s does not")
+    line = (f"verl-offgrpo: verl {verl.__version__}'s {target} no longer uses {', '.join(names)}, which {module} "
+            "relies on (written for verl>=0.9.1,<0.10)")
     assert patches.uses_problems() == [line]
     assert patches.uses_problems(trainer) == [line]
     other = {"v0": "v1", "v1": "v0", None: None}[trainer]
@@ -729,8 +766,10 @@ def test_check_says_its_verdict_in_a_few_lines(procs):
     notes = [line for line in lines if line.startswith("  note: ")]
     assert lines[3:-1] == notes and len(notes) <= 1
     targets = sum(len(module.TARGETS) for module in patches.patch_modules())
-    assert re.fullmatch(rf"  5 registrations, {targets} patch targets and \d+ verl attributes checked: "
-                        r"`python -m verl_offgrpo check -v` lists each", lines[-1]), lines[-1]
+    uses = len(patches.verl_uses())  # CPU: the V1 trainer's three, the two patches' (vLLM's server: not installed)
+    assert uses == 5
+    assert re.fullmatch(rf"  5 registrations, {targets} patch targets, \d+ verl attributes and {uses} uses inside "
+                        r"verl's code checked: `python -m verl_offgrpo check -v` lists each", lines[-1]), lines[-1]
     assert len(lines) <= 5
     assert "patches (" not in out and "registrations:" not in out and "check -v" not in verbose
     assert verbose.splitlines()[:2] == lines[:2] and lines[2] in verbose.splitlines()  # -v: the same head, and more
@@ -754,6 +793,9 @@ def test_check_v_lists_every_patch_with_its_target_and_whether_it_is_live(procs)
     assert "    verl_offgrpo.sync.vllm_sleep: not checked here (needs vllm)" in out  # no vllm on the CPU
     assert "      verl.trainer.ppo.v1.trainer_sync.PPOTrainerSync._setup: present" in out
     assert "ReplayBuffer._sync_metadata_from_transfer_queue: present" in out
+    assert "  what verl's code must still use (function: names; VERL_USES):" in out
+    assert "    verl.trainer.ppo.v1.trainer_sync.PPOTrainerSync._consume_sync_metrics: _pending_sync_metrics: used" in out
+    assert "    verl.workers.engine.base.BaseEngine.train_batch: optimizer_step: used" in out
     assert "selects the plugin: yes; trainer: V1 off_grpo_sync" in out
 
 

@@ -555,7 +555,7 @@ def test_an_actor_worker_group_without_ray_handles_stops_the_lagged_sync(ray_loc
     wg.workers = []
     manager = FakeV0Trainer(cfg, wg).init_workers(replicas)
     with pytest.raises(RuntimeError, match=r"^verl-offgrpo: the actor worker group \(FakeActorWG\) has no Ray handles "
-                                           r"in .workers, as verl 0.9.1's RayWorkerGroup has; the lagged sync cannot"):
+                                           r"in .workers \(where verl 0.9.1's RayWorkerGroup keeps them\); the lagged"):
         run_v0_loop(None, manager, servers, range(1, 3))
 
 

@@ -65,6 +65,8 @@ class _Findings:
     patch_rows: list[tuple] = dataclasses.field(default_factory=list)  # (targets, live, {target: why}, when)
     internals: dict[str, Any] = dataclasses.field(default_factory=dict)
     internal_rows: dict[str, list[tuple[str, str | None]]] = dataclasses.field(default_factory=dict)
+    #: patches.verl_uses(): (module, verl function, names it must use, the names it no longer uses / None: no code)
+    uses_rows: list[tuple[str, str, tuple[str, ...], list[str] | None]] = dataclasses.field(default_factory=list)
     packages: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
@@ -194,6 +196,7 @@ def _find_internals(found: _Findings) -> None:
         for target, why in found.internal_rows[name]:
             if why is not None:
                 found.problems.append(f"verl attribute {target}, relied on by {name}, is missing: {why}")
+    found.uses_rows = patches.verl_uses()
     found.problems.extend(line.removeprefix("verl-offgrpo: ") for line in patches.uses_problems())
 
 
@@ -212,8 +215,8 @@ def _counts(found: _Findings) -> str:
     """What the check looked at, counted, for the short report's line that points to ``check -v``."""
     targets = sum(len(targets) for targets, *_ in found.patch_rows)
     internals = sum(len(rows) for rows in found.internal_rows.values())
-    return (f"{_plural(len(found.registrations), 'registration')}, {_plural(targets, 'patch target')} and "
-            f"{_plural(internals, 'verl attribute')} checked")
+    return (f"{_plural(len(found.registrations), 'registration')}, {_plural(targets, 'patch target')}, "
+            f"{_plural(internals, 'verl attribute')} and {_plural(len(found.uses_rows), 'use')} inside verl's code checked")
 
 
 def _report(found: _Findings, verbose: bool = False) -> None:
@@ -291,6 +294,10 @@ def _report_details(found: _Findings, out) -> None:
         print(f"    {name}:", file=out)
         for target, why in rows_of_module:
             print(f"      {target}: {'present' if why is None else 'MISSING (' + why + ')'}", file=out)
+    print("  what verl's code must still use (function: names; VERL_USES):", file=out)
+    for _module, target, used, gone in found.uses_rows:
+        state = "no code to read" if gone is None else f"NO LONGER USES {', '.join(gone)}" if gone else "used"
+        print(f"    {target}: {', '.join(used)}: {state}", file=out)
     print(f"  config file: {os.path.join(config_dir(), CONFIG_NAME + '.yaml')}", file=out)
 
 

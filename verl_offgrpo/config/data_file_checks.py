@@ -11,11 +11,12 @@ in a job that validates (verl reads their rows there only). A dataset class of t
 (``data.custom_cls.path``), a path that is not local or not there, and a file that cannot be read here are left to
 verl.
 
-A training set with fewer rows than ``data.train_batch_size`` (after ``data.train_max_samples``) is refused too: verl's
-dataloader drops an incomplete batch (``drop_last``) and its trainers compute ``steps_per_epoch = rows // batch``, so
-such a job has no step in an epoch and fails (a division by zero) after Ray started. Counted where every train file is
-a local ``.parquet`` (its metadata) or ``.jsonl`` (its non-empty lines); the count is an upper bound (verl may filter
-over-long prompts), so a job it passes may still be short, never the other way round.
+A training set with fewer rows than one batch (after ``data.train_max_samples``) is refused too: the V1 trainer
+computes ``steps_per_epoch = rows // data.train_batch_size``, and the v0 trainer's dataloader, of
+``data.gen_batch_size`` (else ``train_batch_size``) prompts a batch, drops an incomplete one (``drop_last``), so such
+a job has no step in an epoch and fails (a division by zero) after Ray started. Counted where every train file is a
+local ``.parquet`` (its metadata) or a ``.jsonl`` of one object a line (its non-empty lines); the count is an upper
+bound (verl may filter over-long prompts), so a job it passes may still be short, never the other way round.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import json
 import os
 from typing import Any, Optional
 
-from .readers import expanded, integer_at, path_exists, path_list, validates
+from .readers import expanded, integer_at, path_exists, path_list, uses_v1, validates
 from .values import OffGRPOConfigError
 from .values import config_value as _get
 
@@ -65,7 +66,10 @@ def check_data_files_verl_reads(config: Any) -> None:
 
 def check_train_rows_fill_a_batch(config: Any) -> None:
     """Raise :class:`OffGRPOConfigError` if the local training files hold fewer rows than one batch (module docstring)."""
-    batch = integer_at(config, "data.train_batch_size")
+    key = "data.train_batch_size"
+    if not uses_v1(config) and integer_at(config, "data.gen_batch_size"):
+        key = "data.gen_batch_size"  # the v0 dataloader's batch
+    batch = integer_at(config, key)
     if _get(config, "data.custom_cls.path") or not isinstance(batch, int) or batch < 1:
         return
     rows = 0
@@ -82,10 +86,10 @@ def check_train_rows_fill_a_batch(config: Any) -> None:
     rows = cap if capped else rows
     if rows < batch:
         raise OffGRPOConfigError(
-            f"data.train_batch_size={batch} is more than the {rows} row{'' if rows == 1 else 's'} of data.train_files"
+            f"{key}={batch} is more than the {rows} row{'' if rows == 1 else 's'} of data.train_files"
             + (f" (data.train_max_samples={cap})" if capped else "")
-            + ": verl's dataloader drops an incomplete batch, so an epoch has no step and verl fails after Ray "
-            "started (steps_per_epoch = 0); lower data.train_batch_size or train on more prompts."
+            + f": an epoch has no step (verl's dataloader drops an incomplete batch), and verl fails on that after "
+            f"Ray started; lower {key} or train on more prompts."
         )
 
 
@@ -103,6 +107,8 @@ def _rows(file: str, enough: int) -> Optional[int]:
             count = 0
             with open(file, encoding="utf-8") as fh:
                 for line in fh:
+                    if line.strip() and count == 0 and not isinstance(json.loads(line), dict):
+                        return None  # not one object a line (e.g. one array): datasets reads it otherwise
                     count += bool(line.strip())
                     if count >= enough:
                         break

@@ -232,12 +232,12 @@ def path_list(value: Any) -> list[Any]:
 
 def path_exists(path: str) -> bool:
     """Whether ``path`` is there as written (a glob: whether it matches, as ``datasets`` expands one)."""
-    return bool(glob.glob(path)) if glob.has_magic(path) else os.path.exists(path)
+    return bool(glob.glob(path, recursive=True)) if glob.has_magic(path) else os.path.exists(path)
 
 
 def expanded(path: str) -> list[str]:
-    """``path`` with its glob expanded, as ``datasets`` expands one (sorted); a plain path as it is."""
-    return sorted(glob.glob(path)) if glob.has_magic(path) else [path]
+    """``path`` with its glob expanded, as ``datasets`` expands one (sorted; ``**`` at any depth); a plain path as it is."""
+    return sorted(glob.glob(path, recursive=True)) if glob.has_magic(path) else [path]
 
 
 def local_parquet_files(value: Any) -> Iterator[str]:

@@ -216,30 +216,37 @@ def verl_internals(trainer: str | None = None) -> tuple[dict[str, tuple[str, ...
     return names, problems
 
 
-def names_used(function) -> frozenset[str]:
-    """The identifiers (globals and attributes read or written, local and parameter names) and the string constants
-    spelled like one (a key: ``"bypass_mode"``; not a docstring) in ``function``'s code (unwrapped) and in the code
-    it nests (comprehensions, inner functions)."""
-    codes, names = [getattr(inspect.unwrap(function), "__code__", None)], set()
+def names_used(function) -> frozenset[str] | None:
+    """The identifiers (globals and attributes read or written, local, parameter and closure names, keyword-argument
+    names) and the string constants spelled like one (a key: ``"bypass_mode"``, also inside a constant tuple or set;
+    a docstring is prose, not one) in ``function``'s code (unwrapped) and in the code it nests (comprehensions, inner
+    functions); None where it has no code to read (a property, a ``functools.partial``, a C function)."""
+    top = getattr(inspect.unwrap(function), "__code__", None)
+    if top is None:
+        return None
+    codes, names = [top], set()
     while codes:
         code = codes.pop()
-        if code is None:
-            continue
-        names.update(code.co_names, code.co_varnames)
-        for const in code.co_consts:
+        names.update(code.co_names, code.co_varnames, code.co_cellvars, code.co_freevars)
+        consts = list(code.co_consts)
+        while consts:
+            const = consts.pop()
             if isinstance(const, str) and const.isidentifier():
                 names.add(const)
+            elif isinstance(const, (tuple, frozenset)):
+                consts.extend(const)
             elif inspect.iscode(const):
                 codes.append(const)
     return frozenset(names)
 
 
-def uses_problems(trainer: str | None = None) -> list[str]:
-    """One line for each ``(function, names)`` pair of a patch module's or an :data:`INTERNALS_MODULES` module's
-    ``VERL_USES`` whose verl function no longer uses one of the names (modules not checked for ``trainer`` and
-    functions that are missing altogether are :func:`preflight`'s other lines)."""
+def verl_uses(trainer: str | None = None) -> list[tuple[str, str, tuple[str, ...], list[str] | None]]:
+    """``(module, verl function, names, gone)`` for each ``(function, names)`` pair of a patch module's or an
+    :data:`INTERNALS_MODULES` module's ``VERL_USES`` that this ``trainer``'s jobs rely on and the installed verl has:
+    ``gone`` the names its code no longer uses, None where it has no code to read (functions missing altogether, and
+    modules that cannot be imported, are :func:`preflight`'s other lines)."""
     modules = [(name, "verl", None) for name in PATCH_MODULES] + list(INTERNALS_MODULES)
-    problems = []
+    rows = []
     for name, package, needs in modules:
         if not _for_trainer(needs, trainer) or importlib.util.find_spec(package) is None:
             continue  # before the import: a v0 job does not import the V1 trainer's modules
@@ -249,16 +256,23 @@ def uses_problems(trainer: str | None = None) -> list[str]:
             continue
         if not _for_trainer(getattr(module, "TRAINER", None), trainer):  # a patch module's own trainer
             continue
-        uses = tuple(getattr(module, "VERL_USES", ()))
-        for target, used in uses:
+        for target, used in getattr(module, "VERL_USES", ()):
             try:
-                function = resolve(target)
+                found = names_used(resolve(target))
             except Exception:  # noqa: BLE001 - a missing function: verl_internals' line (it is in VERL_INTERNALS too)
                 continue
-            gone = [n for n in used if n not in names_used(function)]
-            if gone:
-                problems.append(f"verl-offgrpo: {name} relies on verl's {target} using {', '.join(gone)}, which "
-                                f"the installed verl {verl_version()}'s does not")
+            rows.append((name, target, tuple(used), None if found is None else [n for n in used if n not in found]))
+    return rows
+
+
+def uses_problems(trainer: str | None = None) -> list[str]:
+    """One line for each :func:`verl_uses` row whose verl function no longer uses a name, or has no code to read."""
+    problems = []
+    for name, target, used, gone in verl_uses(trainer):
+        if gone is None or gone:
+            what = "has no code to read for" if gone is None else "no longer uses"
+            problems.append(f"verl-offgrpo: verl {verl_version()}'s {target} {what} {', '.join(gone or used)}, which "
+                            f"{name} relies on (written for verl{VERL_VERSIONS})")
     return problems
 
 

@@ -29,9 +29,10 @@ from verl_offgrpo.patches import VERL_VERSIONS
 
 MODULE = "verl.trainer.ppo.ray_trainer"
 TARGETS = (f"{MODULE}.compute_advantage",)
-#: verl 0.9.1's ``RayPPOTrainer.fit`` calls the module's ``compute_advantage`` by name (so the wrap is what it calls)
-#: with ``config=self.config.algorithm`` (:func:`_of_the_selecting_trainer`; :func:`verl_offgrpo.patches.uses_problems`)
-VERL_USES = ((f"{MODULE}.RayPPOTrainer.fit", ("compute_advantage", "algorithm")),)
+#: verl 0.9.1's ``RayPPOTrainer.fit`` calls the module's ``compute_advantage`` by name, so the wrap is what it calls
+#: (:func:`verl_offgrpo.patches.uses_problems`; that it passes ``config=self.config.algorithm``, which
+#: :func:`_of_the_selecting_trainer` matches, is not read off its code)
+VERL_USES = ((f"{MODULE}.RayPPOTrainer.fit", ("compute_advantage",)),)
 #: used by the v0 trainer only: a job on the V1 trainer does not need its target (:func:`~verl_offgrpo.patches.preflight`)
 TRAINER = "v0"
 WHEN = ("trainer process of a v0 job with the lagged checkpoint manager (a selecting job), from when the manager "

@@ -429,7 +429,8 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         workers = list(getattr(self.actor_wg, "workers", None) or [])
         if not workers:
             raise RuntimeError(f"verl-offgrpo: the actor worker group ({type(self.actor_wg).__name__}) has no Ray "
-                               "handles in .workers, as verl 0.9.1's RayWorkerGroup has; the lagged sync cannot reach them.")
+                               "handles in .workers (where verl 0.9.1's RayWorkerGroup keeps them); the lagged sync "
+                               "cannot reach the actor's workers.")
         return workers
 
     async def verify_sync_reached(self, decision: SlotDecision) -> dict[str, float]:
