@@ -130,34 +130,24 @@ def test_run_12s_vllm_memory_is_quoted_in_the_units_nvidia_smi_gave():
     assert "117 236 MiB against 62 428 MiB" in docs and "117 GB" not in page + docs
 
 
-def test_run_13s_cuda_graph_row_is_what_its_summary_says():
-    """window_speed run 13 (NOTEBOOK §30): CUDA graphs on (the run's one extra override), and the results page's row
-    (baseline's generation share, speedup and interval, measured/ideal = ideal time / measured time, the ideal
-    v1's rest + the window's generation and sync per update) from its window_speed.json."""
-    summary = json.loads((RESULTS / "raw/window_speed/h200x2-2026-11-30j-run13/window_speed.json").read_text())
+@pytest.mark.parametrize("folder, jobs, window, row_head", [
+    ("h200x2-2026-11-30j-run13", "v1=step:1,w10=window:10", "w10", "| SmolLM2/GSM8K, 512 cap, waves, CUDA graphs |"),
+    ("h200x2-2026-11-30k-run14", "v1=step:1,w10f=window:10:full", "w10f", "| the same, one batch |"),
+])
+def test_the_cuda_graph_rows_are_what_their_summaries_say(folder, jobs, window, row_head):
+    """window_speed runs 13 and 14 (NOTEBOOK §30, §31): CUDA graphs on (the runs' one extra override), waves and one
+    batch (``:full``), and the results page's rows (baseline's generation share, speedup and interval, measured/ideal =
+    ideal time / measured time, the ideal v1's rest + the window's generation and sync per update) from their
+    window_speed.json."""
+    summary = json.loads((RESULTS / "raw/window_speed" / folder / "window_speed.json").read_text())
     assert summary["args"]["extra"] == ["actor_rollout_ref.rollout.enforce_eager=False"]
-    jobs = {job["name"]: job for job in summary["jobs"]}
-    v1, w10 = jobs["v1"], jobs["w10"]
+    assert summary["args"]["jobs"] == jobs
+    runs = {job["name"]: job for job in summary["jobs"]}
+    v1, w10 = runs["v1"], runs[window]
     assert v1["updates_logged"] == w10["updates_logged"] == 100 and w10["windows_measured"] == 9
     low, high = w10["speedup_interval90"]
     ideal = v1["rest_per_update_s"] + w10["gen_per_update_s"] + w10["sync_per_update_s"]
-    row = (f"| SmolLM2/GSM8K, 512 cap, waves, CUDA graphs | H200 ×2, 1 GPU a job | {round(100 * v1['gen_share'])} % | "
-           f"**{w10['speedup_vs_v1']:.2f}× ({low:.2f}–{high:.2f})** | {ideal / w10['time_per_update_s']:.2f} |")
-    assert row in (REPO / "results" / "README.md").read_text()
-
-
-def test_run_14s_one_batch_row_is_what_its_summary_says():
-    """window_speed run 14 (NOTEBOOK §31): CUDA graphs on, the window's 1 280 samples in one vLLM batch (``:full``),
-    and the results page's row (the baseline's generation share, speedup, interval, measured/ideal) from its
-    window_speed.json, as run 13's."""
-    summary = json.loads((RESULTS / "raw/window_speed/h200x2-2026-11-30k-run14/window_speed.json").read_text())
-    assert summary["args"]["extra"] == ["actor_rollout_ref.rollout.enforce_eager=False"]
-    assert summary["args"]["jobs"] == "v1=step:1,w10f=window:10:full"
-    jobs = {job["name"]: job for job in summary["jobs"]}
-    v1, w10 = jobs["v1"], jobs["w10f"]
-    assert v1["updates_logged"] == w10["updates_logged"] == 100 and w10["windows_measured"] == 9
-    low, high = w10["speedup_interval90"]
-    ideal = v1["rest_per_update_s"] + w10["gen_per_update_s"] + w10["sync_per_update_s"]
-    row = (f"| the same, one batch | H200 ×2, 1 GPU a job | {round(100 * v1['gen_share'])} % | "
-           f"{w10['speedup_vs_v1']:.2f}× ({low:.2f}–{high:.2f}) | {ideal / w10['time_per_update_s']:.2f} |")
+    speedup = f"{w10['speedup_vs_v1']:.2f}× ({low:.2f}–{high:.2f})"
+    row = (f"{row_head} H200 ×2, 1 GPU a job | {round(100 * v1['gen_share'])} % | "
+           f"{'**' + speedup + '**' if window == 'w10' else speedup} | {ideal / w10['time_per_update_s']:.2f} |")
     assert row in (REPO / "results" / "README.md").read_text()

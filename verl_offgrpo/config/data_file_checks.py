@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from .readers import expanded, integer_at, path_exists, path_list, uses_v1, validates
 from .values import OffGRPOConfigError
@@ -94,45 +94,46 @@ def check_train_rows_fill_a_batch(config: Any) -> None:
 
 
 def _rows(file: str, enough: int) -> Optional[int]:
-    """The rows of a local ``.parquet`` (its metadata) or ``.jsonl`` file (its non-empty lines, counted up to
-    ``enough``); None where the file is not here, is of another kind, or cannot be read."""
-    if not os.path.isfile(file):
-        return None
-    try:
-        if file.endswith(".parquet"):
-            import pyarrow.parquet as pq
+    """The rows of a local ``.parquet`` (its metadata) or ``.jsonl`` file of one object a line (its non-empty lines,
+    counted up to ``enough``); None where the file is not here, is of another kind, or cannot be read."""
 
-            return int(pq.read_metadata(file).num_rows)
-        if file.endswith(".jsonl"):
-            count = 0
-            with open(file, encoding="utf-8") as fh:
-                for line in fh:
-                    if line.strip() and count == 0 and not isinstance(json.loads(line), dict):
-                        return None  # not one object a line (e.g. one array): datasets reads it otherwise
-                    count += bool(line.strip())
-                    if count >= enough:
-                        break
-            return count
-    except Exception:  # noqa: BLE001 - unreadable here: left to verl
-        return None
-    return None
+    def objects(lines: Iterator[str]) -> Optional[int]:
+        count = 0
+        for line in lines:
+            if count == 0 and not isinstance(json.loads(line), dict):
+                return None  # not one object a line (e.g. one array): datasets reads it otherwise
+            count += 1
+            if count >= enough:
+                break
+        return count
+
+    return _read(file, lambda pq: int(pq.read_metadata(file).num_rows), objects)
 
 
 def _columns(file: str) -> Optional[list[str]]:
     """The column names of a local ``.parquet`` (its schema) or ``.jsonl`` file (its first row's keys); None where
     the file is not here, is ``.json`` (an array or lines: left to ``datasets``), or cannot be read."""
+
+    def first_keys(lines: Iterator[str]) -> Optional[list[str]]:
+        row = json.loads(next(lines, "null"))
+        return list(row) if isinstance(row, dict) else None
+
+    return _read(file, lambda pq: list(pq.read_schema(file).names), first_keys)
+
+
+def _read(file: str, of_parquet: Callable[[Any], Any], of_jsonl: Callable[[Iterator[str]], Any]) -> Any:
+    """``of_parquet(pyarrow.parquet)`` for a local ``.parquet`` file, ``of_jsonl`` of the non-empty lines of a local
+    ``.jsonl`` file; None where the file is not here, is of another kind, or cannot be read (left to verl)."""
     if not os.path.isfile(file):
         return None
     try:
         if file.endswith(".parquet"):
             import pyarrow.parquet as pq
 
-            return list(pq.read_schema(file).names)
+            return of_parquet(pq)
         if file.endswith(".jsonl"):
             with open(file, encoding="utf-8") as fh:
-                first = next((line for line in fh if line.strip()), None)
-            row = json.loads(first) if first is not None else None
-            return list(row) if isinstance(row, dict) else None
+                return of_jsonl(line for line in fh if line.strip())
     except Exception:  # noqa: BLE001 - unreadable here: verl reads it and says so, or not
         return None
     return None
