@@ -166,12 +166,6 @@ def test_rec_knobs_rejected_in_one_line(knobs, message):
         OffGRPOPolicyLossConfig(loss_mode="rec", rec=knobs)
 
 
-def test_registered_under_rec():
-    from verl_offgrpo.rec_loss import compute_policy_loss_rec
-
-    assert get_policy_loss_fn("rec") is compute_policy_loss_rec
-
-
 def test_one_side_is_has_grpos_gradient():
     """REC-OneSide-IS is GRPO with the clip read as a mask: on a random batch its gradient equals verl's
     vanilla clipped surrogate's (dual clip off), though the loss values differ (−Aρ·log π vs −min(ρA, clip·A))."""

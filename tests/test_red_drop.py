@@ -17,7 +17,6 @@ from omegaconf import OmegaConf
 
 import verl  # noqa: F401  (loads the plugin)
 from verl import DataProto
-from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
 from verl_offgrpo.groups import red_drop_rows
@@ -148,12 +147,6 @@ def test_reproducible_under_the_seed_and_another_seed_draws_again():
     # each group draws its own: the 16 alike groups do not all keep the negative at the same place
     kept_place = {tuple(np.flatnonzero(~np.array(first[8 * g:8 * g + 8]))) for g in range(16)}
     assert len(kept_place) > 1
-
-
-def test_registered_under_red_drop():
-    from verl_offgrpo.advantage import compute_red_drop_advantage
-
-    assert get_adv_estimator_fn("red_drop") is compute_red_drop_advantage
 
 
 def test_v0_bound_monitor_reports_the_dropped_fraction():

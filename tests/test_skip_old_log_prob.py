@@ -290,3 +290,19 @@ def test_a_config_the_trainer_prepared_passes_its_checks_again():
     prepare_v1_config(config)
     assert config.actor_rollout_ref.actor.policy_loss.pi_k_from_forward
     assert validate_off_grpo_config(config).skips_lagged_old_log_prob
+
+
+def test_one_optimizer_step_by_hand():
+    """π_θ = π_k at the gradient only at one mini-batch of ppo_mini_batch_size × rollout.n rows and one epoch: 8 × 2 =
+    16 rows pass, 17 do not, and neither do 16 rows at ppo_epochs = 2 (the start-up checks refuse that config; this
+    is the batch-time rule that still holds if one slips through)."""
+    from omegaconf import OmegaConf
+
+    from verl_offgrpo.sync.old_log_prob_skip import one_optimizer_step
+
+    def cfg(epochs):
+        return OmegaConf.create({"actor_rollout_ref": {"actor": {"ppo_epochs": epochs, "ppo_mini_batch_size": 8},
+                                                       "rollout": {"n": 2}}})
+
+    assert one_optimizer_step(16, cfg(1)) and not one_optimizer_step(17, cfg(1))
+    assert not one_optimizer_step(16, cfg(2))

@@ -739,7 +739,6 @@ def test_no_sleep_mode_never_wakes(ray_local):
     assert ray.get(workers[0].empty_cache_calls.remote()) == 0
 
 
-@pytest.mark.slow
 def test_period_one_is_verl_behaviour(ray_local):
     """sync_period=1: no override, every call a real sync, including the wake inside _validate."""
     cfg = compose_cfg(*V0_OVERRIDES)

@@ -171,6 +171,12 @@ def test_an_agent_loop_with_several_outputs_a_session_is_refused_before_the_upda
     padded = ["a_0_0", "a_1_0", "b_0_0", "pad9f_0_0", "pad9f_1_0"]  # verl's filler (padding_utils): one uid, a
     tags = [{}, {}, {}, {"is_padding": True}, {"is_padding": True}]  # session each; left out of the check anyway
     after_advantage_v1(FakeTQ(make_store()), KeyedMeta(["rollout_is_weights"], padded, tags), algo())
+    # filler rows whose keys would read as one session with two outputs: passed only because they are tagged
+    # is_padding (the same keys untagged are refused), so the tag filter itself is exercised
+    shared = ["a_0_0", "a_1_0", "b_0_0", "pad9f_0_0", "pad9f_0_1"]
+    after_advantage_v1(FakeTQ(make_store()), KeyedMeta(["rollout_is_weights"], shared, tags), algo())
+    with pytest.raises(RuntimeError, match=r"2 outputs for session pad9f_0"):
+        after_advantage_v1(FakeTQ(make_store()), KeyedMeta(["rollout_is_weights"], shared, [{}] * 5), algo())
     two_outputs = ["a_0_0", "a_0_1", "b_0_0", "b_1_0", "c_0_0"]
     tq = FakeTQ(make_store())
     with pytest.raises(RuntimeError, match=r"^verl-offgrpo: adv_estimator=off_grpo: the agent loop returned 2 outputs "
@@ -211,3 +217,22 @@ def test_the_session_of_a_key():
 
     assert sessions_with_several_outputs(["u_0_a", "u_0_b"]) == {}  # a3: not {uid}_{session}_{index}
     assert sessions_with_several_outputs(["my_uid_0_0", "my_uid_0_1", "my_uid_1_0"]) == {"my_uid_0": 2}  # a7
+
+
+def test_with_kl_in_the_reward_the_monitor_reads_the_rewards_the_estimator_summed():
+    """``algorithm.use_kl_in_reward`` (allowed with the mask off): verl's estimator sums ``token_level_rewards``
+    (r − β·KL), not ``rm_scores``, and so does the bound monitor. Group a's task rewards are {1, 1} (zero variance),
+    its penalised ones {1 − 0.5, 1 − 0.25} are not: zero_var_group_frac is 0 of the 2 groups, not 1/2; group b
+    {0 − 0.5, 1}: unbiased std² of {0.5, 0.75} and {−0.5, 1} are 1/32 and 9/8; with ε = 1/32, σ_a = √(1/16) = 1/4
+    and σ_b = √(37/32), so the coefficients (1 − σ)/σ are 3 and (1 − √(37/32))/√(37/32)."""
+    import math
+
+    store = make_store()
+    store["token_level_rewards"] = nested([[0, 0.5], [0, 0, 0.75], [-0.5], [0, 1.0], [2.0]])
+    metrics = after_advantage_v1(FakeTQ(store), Meta(list(store)),
+                                 OmegaConf.create({"use_kl_in_reward": True, "off_grpo": {"zero_var_mask": False,
+                                                                                          "std_eps": 1 / 32}}))
+    assert metrics["off_grpo/bound/zero_var_group_frac"] == 0.0
+    coefs = [3.0, (1 - math.sqrt(37 / 32)) / math.sqrt(37 / 32)]
+    assert metrics["off_grpo/bound/coef_mean"] == pytest.approx(sum(coefs) / 2)
+    assert metrics["off_grpo/bound/coef_max"] == pytest.approx(max(coefs))

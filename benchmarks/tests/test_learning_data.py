@@ -50,3 +50,21 @@ def test_learning_data_is_disjoint_and_deterministic():
     assert (_question(test[0]), digest) == (PINNED_FIRST_TEST_QUESTION, PINNED_TEST_DIGEST)
     other = arithmetic.make_splits(**{**LEARNING_DATA, "seed": 1, "n_train": 10})["test"]
     assert [_question(r) for r in other] != [_question(r) for r in test]
+
+
+def test_the_committed_add1_runs_data_has_the_limits_the_notebook_states():
+    """Moved from tests/test_data_prep.py (a lab fact, not a product property): the small-scale learning runs' data
+    (add1, 8192 train, 50 test, seed 0, twins kept), whose limits the results notebook states: 23 test questions have
+    their commuted twin in train, train holds the other 50 questions, and a response that only repeats the question
+    earned the committed runs' last-integer reward (no ``extra_info``) on 1159 train rows and 3 test questions."""
+    from verl_offgrpo.rewards import compute_score
+
+    splits = _arithmetic().make_splits(task="add1", n_train=8192, n_test=50, seed=0, twins_in_train=True)
+    train, test = splits["train"], splits["test"]
+
+    def echo_scores(row):
+        return compute_score(row["data_source"], _question(row), row["reward_model"]["ground_truth"])
+
+    assert len({_question(r) for r in train}) == 50
+    assert sum(_operands(r) in {_operands(t) for t in train} for r in test) == 23
+    assert (sum(map(echo_scores, train)), sum(map(echo_scores, test))) == (1159, 3)
