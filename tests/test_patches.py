@@ -237,15 +237,18 @@ def test_preflight_checks_the_verl_internals_that_code_outside_the_patches_relie
         _validate(shipped_config())
 
 
-@pytest.mark.parametrize("module", ["verl_offgrpo.sync.lagged_manager", "verl_offgrpo.ref_reset.trainer"])
+@pytest.mark.parametrize("module", ["verl_offgrpo.sync.lagged_manager", "verl_offgrpo.ref_reset.trainer",
+                                    "verl_offgrpo.worker_group"])
 def test_the_worker_group_reaches_of_the_lag_and_the_reference_reset_are_declared_and_checked(module):
-    """Both reach verl's worker-group handles (and the reset verl's worker classes) outside any patch: declared in
-    ``VERL_INTERNALS``, checked for every trainer, and all present in the installed verl."""
+    """The lag and the reset reach verl's members (the manager's base class, the reset's worker classes) outside any
+    patch, and both verl's worker-group handles through one module: declared in ``VERL_INTERNALS``, checked for every
+    trainer, and all present in the installed verl."""
     import importlib
 
     assert (module, "ray", None) in patches.INTERNALS_MODULES
     declared = importlib.import_module(module).VERL_INTERNALS
-    assert "verl.single_controller.ray.base.RayWorkerGroup.workers" in declared
+    handles = "verl.single_controller.ray.base.RayWorkerGroup.workers"
+    assert (handles in declared) == (module == "verl_offgrpo.worker_group")  # read in one place
     assert [patches.target_problem(name) for name in declared] == [None] * len(declared)
     assert patches.verl_internals("v0")[0][module] == declared == patches.verl_internals("v1")[0][module]
 

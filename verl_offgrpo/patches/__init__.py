@@ -78,9 +78,10 @@ INTERNALS_MODULES = (
     ("verl_offgrpo.sync.trainer_v1", "transfer_queue", "v1"),
     # the bypass-mode flag that verl's V1 trainer reads per call (skip_old_log_prob)
     ("verl_offgrpo.sync.old_log_prob_skip", "transfer_queue", "v1"),
-    # the lagged checkpoint manager (both trainers) and the reference reset (both trainers): worker-group handles
+    # the lagged checkpoint manager (both trainers) and the reference reset (both trainers): the verl members they use
     ("verl_offgrpo.sync.lagged_manager", "ray", None),
     ("verl_offgrpo.ref_reset.trainer", "ray", None),
+    ("verl_offgrpo.worker_group", "ray", None),  # the actor worker group's Ray handles, for both of the above
     # verl's RolloutConfig, built in the driver by the validate_config wrap (its workers build it after Ray started)
     ("verl_offgrpo.patches.rollout_config", "verl", None),
     # the mini-batch's token count in verl's actor config, which the plugin's losses read and, without loss tokens, set

@@ -27,17 +27,17 @@ import os
 import time
 from typing import Any
 
+from ..worker_group import actor_handles
 from .param_copy import RefResetError
 from .schedule import RefResetState, check_period
 
 logger = logging.getLogger(__name__)
 
 #: the verl 0.9.1 names the reset reaches through, checked before a selecting job starts
-#: (:data:`verl_offgrpo.patches.INTERNALS_MODULES`): the actor worker group's Ray handles, the colocated wrappers whose
+#: (:data:`verl_offgrpo.patches.INTERNALS_MODULES`): the colocated wrappers whose
 #: instances hold ``worker_dict`` / ``fused_worker_dict``, and the worker whose ``.actor`` / ``.ref`` TrainingWorkers
 #: hold ``engine.module`` (:mod:`.worker`); the trainer's ``ref_in_actor`` and ``actor_rollout_wg`` are instance data
 VERL_INTERNALS = (
-    "verl.single_controller.ray.base.RayWorkerGroup.workers",
     "verl.single_controller.ray.base.create_colocated_worker_cls",
     "verl.single_controller.ray.base.create_colocated_worker_cls_fused",
     "verl.workers.engine_workers.ActorRolloutRefWorker",
@@ -68,11 +68,7 @@ def actor_workers(trainer: Any) -> list:
             "verl-offgrpo ref reset: the reference is the actor's base model with LoRA adapters disabled "
             "(ref_in_actor); resetting it is not supported."
         )
-    wg = getattr(trainer, "actor_rollout_wg", None)
-    workers = list(getattr(wg, "workers", None) or [])
-    if not workers:
-        raise RefResetError("verl-offgrpo ref reset: the trainer has no actor worker group (actor_rollout_wg).")
-    return workers
+    return actor_handles(getattr(trainer, "actor_rollout_wg", None), "the reference reset", RefResetError)
 
 
 def run_reset_on_workers(workers: list, verify: bool = False) -> list[dict]:

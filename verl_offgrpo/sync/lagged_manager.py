@@ -64,6 +64,7 @@ from ..config.readers import (
     vllm_quantization,
 )
 from ..patches import tracking_merge, v0_advantage_metrics
+from ..worker_group import actor_handles
 from . import served_cast, served_weights, sync_reached
 from .alpha_guard import EXACT_CHECK_PASSED, SAME_PHASE_AS_LAG_0, ServedPolicyError, check_served_policy
 from .schedule import FIRST, REPEAT, SlotDecision, SyncSchedule, validation_follows
@@ -74,8 +75,8 @@ logger = logging.getLogger(__name__)
 
 #: the verl 0.9.1 names the manager relies on, checked before a selecting job starts
 #: (:data:`verl_offgrpo.patches.INTERNALS_MODULES`): the members of its base class it overrides (``update_weights``,
-#: ``sleep_replicas``) or calls (``__init__``, ``resume_kv_cache_replicas``), and the actor worker group's Ray handles
-#: (a skipped slot empties their device cache). It also relies on instance attributes, which exist only once verl's
+#: ``sleep_replicas``) or calls (``__init__``, ``resume_kv_cache_replicas``); the actor worker group's Ray handles are
+#: read in :mod:`verl_offgrpo.worker_group`. It also relies on instance attributes, which exist only once verl's
 #: constructors ran: ``CheckpointEngineManager.{config,actor_wg,replicas}``, ``RolloutReplica.servers``
 #: (:func:`.vllm_sleep.replica_servers`), and the trainer's ``config``, ``actor_rollout_wg``, ``global_steps`` and
 #: ``total_training_steps`` (v0: ``RayPPOTrainer``, whose ``init_workers`` builds the manager,
@@ -84,7 +85,6 @@ VERL_INTERNALS = (
     *(f"verl.checkpoint_engine.base.CheckpointEngineManager.{name}" for name in (
         "__init__", "update_weights", "sleep_replicas", "resume_kv_cache_replicas",
     )),
-    "verl.single_controller.ray.base.RayWorkerGroup.workers",
 )  # fmt: skip
 
 #: the warning, once per run, when ``empty_cache_on_skip=if_needed`` had to empty a worker's cache:
@@ -424,14 +424,9 @@ class LaggedCheckpointManager(CheckpointEngineManager):
         }
 
     def actor_workers(self) -> list:
-        """The actor worker group's Ray handles (verl 0.9.1's ``RayWorkerGroup.workers``), where a skipped sync empties
-        the torch cache and the sync check reads the trainer's weights; none is an error (those would do nothing)."""
-        workers = list(getattr(self.actor_wg, "workers", None) or [])
-        if not workers:
-            raise RuntimeError(f"verl-offgrpo: the actor worker group ({type(self.actor_wg).__name__}) has no Ray "
-                               "handles in .workers (where verl 0.9.1's RayWorkerGroup keeps them); the lagged sync "
-                               "cannot reach the actor's workers.")
-        return workers
+        """The actor worker group's Ray handles, where a skipped sync empties the torch cache and the sync check reads
+        the trainer's weights (:func:`verl_offgrpo.worker_group.actor_handles`)."""
+        return actor_handles(self.actor_wg, "the lagged sync")
 
     async def verify_sync_reached(self, decision: SlotDecision) -> dict[str, float]:
         """The exact check that the sync just made reached every replica (:mod:`.sync_reached`): raises
