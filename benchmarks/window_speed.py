@@ -155,6 +155,37 @@ def job_overrides(args, name: str, kind: str, v: int, model_dir: Path, data_dir:
     return mainppo_job.set_overrides(base, updates) + list(args.extra) + own
 
 
+#: the engine settings a job's speed hangs on that its overrides may leave implicit, by the key they are read from:
+#: vLLM's output kind (the lab pins final outputs off, ``sync_e2e.overrides``), eager vs CUDA graphs, agent-loop workers
+SETTINGS = {
+    "final_outputs_only": "algorithm.off_grpo.final_outputs_only",
+    "enforce_eager": "actor_rollout_ref.rollout.enforce_eager",
+    "agent_workers": "actor_rollout_ref.rollout.agent.num_workers",
+}
+
+
+def job_settings(overrides: list[str]) -> dict[str, str | None]:
+    """The value each of :data:`SETTINGS` takes in a job's hydra overrides (the last one wins, as in hydra), else None
+    (verl's or the plugin's default)."""
+    values = dict(override.lstrip("+").split("=", 1) for override in overrides if "=" in override)
+    return {name: values.get(key) for name, key in SETTINGS.items()}
+
+
+def settings_line(settings: dict[str, dict[str, str | None]]) -> str:
+    """The workload line's account of :func:`job_settings`, once where every job has the same (``cumulative outputs,
+    CUDA graphs, 2 agent-loop workers``), else per job (``v1: …; w10: …``)."""
+    def words(s):
+        flag = {name: str(value).lower() for name, value in s.items()}
+        outputs = {"true": "final outputs only", "false": "cumulative outputs"}.get(flag["final_outputs_only"],
+                                                                                  "outputs: plugin default")
+        engine = {"true": "vLLM eager", "false": "CUDA graphs"}.get(flag["enforce_eager"], "vLLM default engine")
+        return f"{outputs}, {engine}, {s['agent_workers'] or 'default'} agent-loop workers"
+    described = {name: words(s) for name, s in settings.items()}
+    if len(set(described.values())) == 1:
+        return next(iter(described.values()))
+    return "; ".join(f"{name}: {text}" for name, text in described.items())
+
+
 def parse_job_extras(items: list[str] | None, flag: str = "--job-extra") -> list[tuple[str, str]]:
     """``--job-extra NAME=OVERRIDE`` (or ``--job-env NAME=VAR=VALUE``) items -> (job name, key=value)."""
     out = []
@@ -329,14 +360,16 @@ def main(argv=None) -> int:
         name, kind, v, full = job
         env_extra = {**env_extra, **job_env(args.job_env, name)}
         timeout = mainppo_job.job_timeout(args.run_timeout, args.budget_s, t0, time.time())
+        overrides = job_overrides(args, name, kind, v, model_dir, data_dir, full)
         rc, progress, jsonl = mainppo_job.run_main_ppo(
-            name, job_overrides(args, name, kind, v, model_dir, data_dir, full), out, log_dir, timeout,
+            name, overrides, out, log_dir, timeout,
             -(-args.steps // (v if kind == "bigbatch" else 1)), args.stall_s, args.mem_sample_s,
             startup_s=args.startup_s, **env_extra)
         metrics, source = mainppo_job.read_metrics(out / "logs", name)
         rows = per_update(metrics, kind, v)
         summary = summarize(name, kind, v, rows, args.warmup_windows)
         summary.update(rc=rc, metrics_source=source, gpu=env_extra.get("CUDA_VISIBLE_DEVICES"),
+                       settings=job_settings(overrides),
                        startup_s=progress.get("startup_s"), memory=progress.get("memory"))
         return {"summary": summary, "updates": rows}
 
@@ -347,7 +380,8 @@ def main(argv=None) -> int:
             else f"SmolLM2-135M-Instruct, GSM8K, {args.response_length}-token cap")
     layout = f"{args.n_gpus} GPU(s)/job, TP={args.tp}" + (", FSDP offload" if args.offload else "")
     result = {
-        "workload": f"{task}, {args.batch} prompts x {args.n} per update, {layout}, zero_var_mask off"
+        "workload": f"{task}, {args.batch} prompts x {args.n} per update, {layout}, zero_var_mask off, "
+                    + settings_line({s["name"]: s["settings"] for s in summaries})
                     + (f", extra {' '.join(args.extra)}" if args.extra else "")
                     + "".join(f", {job}: {override}" for job, override in parse_job_extras(args.job_extra))
                     + "".join(f", {job}: env {setting}" for job, setting in parse_job_extras(args.job_env, "--job-env"))

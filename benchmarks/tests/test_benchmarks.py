@@ -2068,6 +2068,36 @@ def test_window_speed_job_extra_reaches_only_its_job(tmp_path):
             window_speed.parse_job_extras([bad])
 
 
+def test_window_speed_names_the_engine_settings_each_job_ran_with(tmp_path):
+    """The workload line and each job's summary say what the overrides left implicit: the lab's pin of
+    ``final_outputs_only`` off (runs 13-15 ran so, unnoticed), eager vs CUDA graphs, agent-loop workers; each as the
+    composed config has it (the last override wins)."""
+    from hydra import compose, initialize_config_dir
+
+    from verl_offgrpo.cli.paths import config_dir
+
+    args = argparse.Namespace(steps=40, lr=1e-6, batch=32, n=4, response_length=1024, micro_batch=8, gpu_mem=0.4,
+                              shape=None, tp=1, n_gpus=1, offload=False,
+                              extra=["actor_rollout_ref.rollout.enforce_eager=False"],
+                              job_extra=["w10fo=algorithm.off_grpo.final_outputs_only=true"])  # fmt: skip
+    settings = {}
+    for name in ("v1", "w10fo"):
+        overrides = window_speed.job_overrides(args, name, "window", 10, tmp_path / "m", tmp_path / "d")
+        settings[name] = window_speed.job_settings(overrides)
+        with initialize_config_dir(config_dir=config_dir(), version_base=None):
+            cfg = compose(config_name="off_grpo_trainer", overrides=overrides)
+        rollout = cfg.actor_rollout_ref.rollout
+        assert settings[name] == {"final_outputs_only": str(cfg.algorithm.off_grpo.final_outputs_only).lower(),
+                                  "enforce_eager": str(rollout.enforce_eager), "agent_workers": str(rollout.agent.num_workers)}
+    assert settings["v1"] == {"final_outputs_only": "false", "enforce_eager": "False", "agent_workers": "2"}
+    assert window_speed.settings_line(settings) == ("v1: cumulative outputs, CUDA graphs, 2 agent-loop workers; "
+                                                    "w10fo: final outputs only, CUDA graphs, 2 agent-loop workers")
+    assert window_speed.settings_line({"v1": settings["v1"], "w10": settings["v1"]}) == (
+        "cumulative outputs, CUDA graphs, 2 agent-loop workers")
+    unset = dict.fromkeys(window_speed.SETTINGS)
+    assert window_speed.settings_line({"x": unset}) == "outputs: plugin default, vLLM default engine, default agent-loop workers"
+
+
 def test_window_speed_full_window_raises_vllms_token_budget_with_it(tmp_path):
     """vLLM refuses max_num_batched_tokens < max_num_seqs: a window of 10 × 128 × 8 = 10240 samples on one
     engine sets both to 10240 (verl's 8192 would not start)."""

@@ -131,23 +131,29 @@ def test_run_12s_vllm_memory_is_quoted_in_the_units_nvidia_smi_gave():
 
 
 @pytest.mark.parametrize("folder, jobs, window, row_head", [
-    ("h200x2-2026-11-30j-run13", "v1=step:1,w10=window:10", "w10", "| SmolLM2/GSM8K, 512 cap, waves, CUDA graphs |"),
+    ("h200x2-2026-11-30j-run13", "v1=step:1,w10=window:10", "w10", "| SmolLM2/GSM8K, 512 cap, waves, CUDA graphs, cumul. |"),
     ("h200x2-2026-11-30k-run14", "v1=step:1,w10f=window:10:full", "w10f", "| the same, one batch |"),
+    ("h200x2-2026-11-30l-run15", "v1=step:1,w10=window:10", "w10", "| the same, waves, 1 024 cap |"),
 ])
 def test_the_cuda_graph_rows_are_what_their_summaries_say(folder, jobs, window, row_head):
-    """window_speed runs 13 and 14 (NOTEBOOK §30, §31): CUDA graphs on (the runs' one extra override), waves and one
-    batch (``:full``), and the results page's rows (baseline's generation share, speedup and interval, measured/ideal =
-    ideal time / measured time, the ideal v1's rest + the window's generation and sync per update) from their
-    window_speed.json."""
+    """window_speed runs 13-15 (NOTEBOOK §30, §31, §33): CUDA graphs on (the runs' one extra override), waves and one
+    batch (``:full``), ``final_outputs_only`` off (the lab's pin, which no override of theirs lifted: "cumul." on the
+    page, "off" in each NOTE), and the results page's rows (baseline's generation share, speedup and interval,
+    measured/ideal = ideal time / measured time, the ideal v1's rest + the window's generation and sync per update)
+    from their window_speed.json."""
+    import sync_e2e
+
     summary = json.loads((RESULTS / "raw/window_speed" / folder / "window_speed.json").read_text())
     assert summary["args"]["extra"] == ["actor_rollout_ref.rollout.enforce_eager=False"]
-    assert summary["args"]["jobs"] == jobs
+    assert not summary["args"].get("job_extra") and summary["args"]["jobs"] == jobs
+    assert "algorithm.off_grpo.final_outputs_only=false" in sync_e2e.overrides("v1", 1, Path("m"), Path("d"), 1, 1e-6, "x")
+    assert "`final_outputs_only` **off** (the lab's pin in `sync_e2e.overrides`" in (
+        RESULTS / "raw/window_speed" / folder / "NOTE.md").read_text()
     runs = {job["name"]: job for job in summary["jobs"]}
     v1, w10 = runs["v1"], runs[window]
     assert v1["updates_logged"] == w10["updates_logged"] == 100 and w10["windows_measured"] == 9
     low, high = w10["speedup_interval90"]
     ideal = v1["rest_per_update_s"] + w10["gen_per_update_s"] + w10["sync_per_update_s"]
-    speedup = f"{w10['speedup_vs_v1']:.2f}× ({low:.2f}–{high:.2f})"
     row = (f"{row_head} H200 ×2, 1 GPU a job | {round(100 * v1['gen_share'])} % | "
-           f"{'**' + speedup + '**' if window == 'w10' else speedup} | {ideal / w10['time_per_update_s']:.2f} |")
+           f"{w10['speedup_vs_v1']:.2f}× ({low:.2f}–{high:.2f}) | {ideal / w10['time_per_update_s']:.2f} |")
     assert row in (REPO / "results" / "README.md").read_text()
