@@ -9,7 +9,9 @@ without detokenization (the plugin's ``final_outputs_only``), on one engine, eag
     python3 benchmarks/diag/vllm_batch_scaling.py --out $OUT/scaling.json --work /tmp/vs --gsm8k .gpu/gsm8k \
         --batches 128,1280 --kinds cumulative,final --max-tokens 1024
 
-Writes the JSON after every case (a cut run keeps what it measured). GPU only; nothing here runs in CI.
+Writes the JSON after every case (a cut run keeps what it measured). With CUDA graphs the engine's start-up (compile
+and graph capture, uncached) took over 5 minutes on an H200, or hung (NOTEBOOK §34): give it a detached lease, and try
+``--eager`` first. GPU only; nothing here runs in CI.
 """
 
 from __future__ import annotations
