@@ -264,7 +264,6 @@ def test_sharded_world_size_2(mode, tmp_path):
 
 
 # ----------------------------------------------------------------------------- trainer entry (Ray __ray_call__)
-@pytest.mark.slow
 @pytest.mark.parametrize("worker_group", [None, types.SimpleNamespace(workers=[]), types.SimpleNamespace()])
 def test_a_reset_without_the_actors_ray_handles_is_an_error_not_a_quiet_no_op(worker_group):
     """The copy runs on the handles of verl's ``RayWorkerGroup.workers``: no worker group, or none there (a verl
@@ -273,11 +272,14 @@ def test_a_reset_without_the_actors_ray_handles_is_an_error_not_a_quiet_no_op(wo
 
     cfg = OmegaConf.create({"algorithm": {"off_grpo": {"ref_reset_period": 1}}})
     trainer = types.SimpleNamespace(config=cfg, actor_rollout_wg=worker_group)
-    with pytest.raises(RefResetError, match=r"^verl-offgrpo: the actor worker group \((NoneType|SimpleNamespace)\) has "
-                                            r"no Ray handles in .workers .*; the reference reset cannot reach"):
+    expected = (r"^verl-offgrpo: the reference reset needs the trainer's actor worker group \(actor_rollout_wg\); it "
+                r"has none\.$" if worker_group is None else r"^verl-offgrpo: the actor worker group \(SimpleNamespace\) has "
+                r"no Ray handles in .workers .*; the reference reset cannot reach the actor's workers\.$")
+    with pytest.raises(RefResetError, match=expected):
         maybe_reset_reference(trainer, 1)
 
 
+@pytest.mark.slow
 def test_maybe_reset_reference_through_ray_call():
     ray = pytest.importorskip("ray")
     from verl_offgrpo.ref_reset.trainer import maybe_reset_reference

@@ -13,8 +13,11 @@ from typing import Any
 VERL_INTERNALS = ("verl.single_controller.ray.base.RayWorkerGroup.workers",)
 
 
-def actor_handles(worker_group: Any, needed_by: str, error: type[Exception] = RuntimeError) -> list:
-    """``worker_group.workers`` as a list; ``error`` (one line naming ``needed_by``) where it is missing or empty."""
+def actor_handles(worker_group: Any, needed_by: str, where: str, error: type[Exception] = RuntimeError) -> list:
+    """``worker_group.workers`` as a list; ``error`` (one line naming ``needed_by``, and ``where``, the attribute that
+    should hold the group) where there is no group, or its handles are missing or empty."""
+    if worker_group is None:
+        raise error(f"verl-offgrpo: {needed_by} needs the trainer's actor worker group ({where}); it has none.")
     workers = list(getattr(worker_group, "workers", None) or [])
     if not workers:
         raise error(f"verl-offgrpo: the actor worker group ({type(worker_group).__name__}) has no Ray handles in "

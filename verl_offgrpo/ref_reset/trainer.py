@@ -68,7 +68,8 @@ def actor_workers(trainer: Any) -> list:
             "verl-offgrpo ref reset: the reference is the actor's base model with LoRA adapters disabled "
             "(ref_in_actor); resetting it is not supported."
         )
-    return actor_handles(getattr(trainer, "actor_rollout_wg", None), "the reference reset", RefResetError)
+    return actor_handles(getattr(trainer, "actor_rollout_wg", None), "the reference reset", "actor_rollout_wg",
+                         RefResetError)
 
 
 def run_reset_on_workers(workers: list, verify: bool = False) -> list[dict]:

@@ -426,7 +426,7 @@ class LaggedCheckpointManager(CheckpointEngineManager):
     def actor_workers(self) -> list:
         """The actor worker group's Ray handles, where a skipped sync empties the torch cache and the sync check reads
         the trainer's weights (:func:`verl_offgrpo.worker_group.actor_handles`)."""
-        return actor_handles(self.actor_wg, "the lagged sync")
+        return actor_handles(self.actor_wg, "the lagged sync", "actor_rollout_wg")
 
     async def verify_sync_reached(self, decision: SlotDecision) -> dict[str, float]:
         """The exact check that the sync just made reached every replica (:mod:`.sync_reached`): raises
