@@ -186,6 +186,16 @@ def settings_line(settings: dict[str, dict[str, str | None]]) -> str:
     return "; ".join(f"{name}: {text}" for name, text in described.items())
 
 
+def cumulative_outputs_note(settings: dict[str, dict[str, str | None]]) -> str | None:
+    """One line where a plugin job runs with vLLM's cumulative outputs: the lab's pin (``sync_e2e.overrides``), not
+    the plugin's default, which three CUDA-graph runs measured unnoticed (NOTEBOOK §33)."""
+    pinned = [name for name, s in settings.items() if str(s["final_outputs_only"]).lower() == "false"]
+    if not pinned:
+        return None
+    return (f"[window_speed] {', '.join(pinned)}: final_outputs_only=false (the lab's pin in sync_e2e.overrides; the "
+            "plugin's default is on): add algorithm.off_grpo.final_outputs_only=true to --extra to measure the default")
+
+
 def parse_job_extras(items: list[str] | None, flag: str = "--job-extra") -> list[tuple[str, str]]:
     """``--job-extra NAME=OVERRIDE`` (or ``--job-env NAME=VAR=VALUE``) items -> (job name, key=value)."""
     out = []
@@ -340,6 +350,9 @@ def main(argv=None) -> int:
             p.error(f"{flag} names no job of --jobs: {', '.join(sorted(unknown))}")
     if not args.shape and not args.gsm8k:
         p.error("--gsm8k is needed without --shape")
+    if note := cumulative_outputs_note({name: job_settings(job_overrides(args, name, kind, v, *placeholder, full))
+                                        for name, kind, v, full in jobs if kind != "bigbatch"}):
+        print(note, flush=True)
     import throughput  # noqa: E402  (random-init shapes and their synthetic task; gpu_groups)
 
     if args.shape:

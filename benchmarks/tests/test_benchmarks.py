@@ -2094,6 +2094,10 @@ def test_window_speed_names_the_engine_settings_each_job_ran_with(tmp_path):
                                                     "w10fo: final outputs only, CUDA graphs, 2 agent-loop workers")
     assert window_speed.settings_line({"v1": settings["v1"], "w10": settings["v1"]}) == (
         "cumulative outputs, CUDA graphs, 2 agent-loop workers")
+    assert window_speed.cumulative_outputs_note(settings) == (
+        "[window_speed] v1: final_outputs_only=false (the lab's pin in sync_e2e.overrides; the plugin's default is on): "
+        "add algorithm.off_grpo.final_outputs_only=true to --extra to measure the default")
+    assert window_speed.cumulative_outputs_note({"w10fo": settings["w10fo"]}) is None
     unset = dict.fromkeys(window_speed.SETTINGS)
     assert window_speed.settings_line({"x": unset}) == "outputs: plugin default, vLLM default engine, default agent-loop workers"
 
