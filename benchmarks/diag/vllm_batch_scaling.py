@@ -71,9 +71,12 @@ async def main_async(args) -> None:
     tokenizer = AutoTokenizer.from_pretrained(model)
     batches = [int(b) for b in args.batches.split(",")]
     prompts = gsm8k_prompts(Path(args.gsm8k), tokenizer, max(batches) // args.n)
+    # the engine arguments verl 0.9.1's vLLMHttpServer passes that differ from vLLM's defaults (the setup known to start)
     engine_args = AsyncEngineArgs(model=str(model), dtype="bfloat16", enforce_eager=args.eager, seed=0,
                                   gpu_memory_utilization=args.gpu_mem, max_num_seqs=args.max_num_seqs,
-                                  max_model_len=args.max_tokens + 512)
+                                  max_model_len=args.max_tokens + 512, max_num_batched_tokens=8192,
+                                  distributed_executor_backend="mp", enable_sleep_mode=True,
+                                  enable_prefix_caching=True, compilation_config={"cudagraph_mode": "FULL_AND_PIECEWISE"})
     t0 = time.perf_counter()
     engine = AsyncLLM.from_vllm_config(vllm_config=engine_args.create_engine_config())
     result = {"engine_start_s": time.perf_counter() - t0, "args": vars(args), "cases": []}
