@@ -4,7 +4,8 @@ window_speed's CUDA-graph runs (NOTEBOOK §30, §31, §33) had vLLM's cumulative
 a window's 1 280 samples took 8-9× one step's 128. This script asks the engine alone, as verl's server drives it
 (``AsyncLLM``, one request a sample, each stream read to its end, ``logprobs=0``): the time for B and 10·B samples
 of SmolLM2-135M-Instruct on GSM8K prompts, with ``RequestOutputKind.CUMULATIVE`` (verl's default) and ``FINAL_ONLY``
-without detokenization (the plugin's ``final_outputs_only``), on one engine, eager or with CUDA graphs.
+without detokenization (the plugin's ``final_outputs_only``; ``final_flat`` adds vLLM's ``flat_logprobs``), on one
+engine, eager or with CUDA graphs.
 
     python3 benchmarks/diag/vllm_batch_scaling.py --out $OUT/scaling.json --work /tmp/vs --gsm8k .gpu/gsm8k \
         --batches 128,1280 --kinds cumulative,final --max-tokens 1024
@@ -81,7 +82,9 @@ async def main_async(args) -> None:
     engine = AsyncLLM.from_vllm_config(vllm_config=engine_args.create_engine_config())
     result = {"engine_start_s": time.perf_counter() - t0, "args": vars(args), "cases": []}
     kinds = {"cumulative": dict(output_kind=RequestOutputKind.CUMULATIVE),
-             "final": dict(output_kind=RequestOutputKind.FINAL_ONLY, detokenize=False)}
+             "final": dict(output_kind=RequestOutputKind.FINAL_ONLY, detokenize=False),
+             # the same with a request's log-probs in flat lists (vllm.logprobs.FlatLogprobs), not a dict per token
+             "final_flat": dict(output_kind=RequestOutputKind.FINAL_ONLY, detokenize=False, flat_logprobs=True)}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     warm = SamplingParams(max_tokens=16, logprobs=0)
@@ -103,7 +106,7 @@ def main(argv=None) -> int:
     p.add_argument("--work", required=True)
     p.add_argument("--gsm8k", required=True, help="folder with train.jsonl (a 'question' a line)")
     p.add_argument("--batches", default="128,1280", help="samples a case, comma-separated")
-    p.add_argument("--kinds", default="cumulative,final")
+    p.add_argument("--kinds", default="cumulative,final", help="of cumulative, final, final_flat")
     p.add_argument("--n", type=int, default=4, help="samples a prompt (rollout.n)")
     p.add_argument("--max-tokens", type=int, default=1024)
     p.add_argument("--max-num-seqs", type=int, default=256, help="verl's yaml: 256")

@@ -2171,3 +2171,23 @@ def test_progress_line_names_the_job_and_its_last_logged_step():
 
     assert mainppo_job.progress_line("w10", 61.4, {}, 80) == "[progress] w10 61s: starting"
     assert mainppo_job.progress_line("w10", 400.0, {0: 300.0, 1: 320.0, 7: 399.0}, 80) == "[progress] w10 400s: step 7/80"
+
+
+def test_vllm_batch_scaling_prompts_are_data_preps_gsm8k_prompts(tmp_path, monkeypatch):
+    """The engine-alone diag (no vLLM on the CPU) sends data_prep's GSM8K prompt, chat-templated, cycling questions."""
+    monkeypatch.syspath_prepend(str(BENCH / "diag"))
+    import vllm_batch_scaling
+
+    (tmp_path / "train.jsonl").write_text('{"question": "Q1?"}\n{"question": "Q22?"}\n')
+
+    class Tokenizer:
+        def apply_chat_template(self, messages, add_generation_prompt, tokenize):
+            assert add_generation_prompt and not tokenize
+            return "<user>" + messages[0]["content"] + "<assistant>"
+
+        def __call__(self, text, add_special_tokens):
+            return {"input_ids": [len(text), int(add_special_tokens)]}
+
+    prompts = vllm_batch_scaling.gsm8k_prompts(tmp_path, Tokenizer(), 3)
+    text = '<user>Q1? Let\'s think step by step and output the final answer after "####".<assistant>'
+    assert prompts == [[len(text), 0], [len(text) + 1, 0], [len(text), 0]]  # Q1, Q22, Q1 again
