@@ -179,6 +179,26 @@ def test_auto_turns_it_on_exactly_where_it_can_hold_and_never_refuses(overrides,
     assert said and said[0].startswith(f"off_grpo: final_outputs_only=auto is {'on' if on else 'off'}")
 
 
+@pytest.mark.parametrize("overrides, said", [
+    (("algorithm.off_grpo.sync_period=4",), True),  # the shipped yaml at v > 1: the window
+    (("algorithm.off_grpo.sync_period=4", "algorithm.off_grpo.rollout_schedule=per_step"), False),
+    ((), False),  # v = 1: no window
+])  # fmt: skip
+def test_turning_final_outputs_off_under_the_window_says_what_it_costs_once(overrides, said, ray_env, caplog):
+    """An explicit ``false`` where a window runs (only where ``auto`` would be on: a window needs the synchronous V1
+    mode and vLLM): one info line (per-token outputs for every sequence of the window in flight), not a refusal;
+    nothing under per_step or at v = 1."""
+    config = composed(f"{KNOB}=false", *overrides)
+    knobs = validate_off_grpo_config(config)
+    with caplog.at_level(logging.INFO, logger="verl_offgrpo.config.final_outputs_checks"):
+        _validate(config)
+    lines = [r.getMessage() for r in caplog.records if "final_outputs_only=false with the window" in r.getMessage()]
+    assert knobs.final_outputs_only is False
+    assert lines == ([f"off_grpo: final_outputs_only=false with the window: vLLM builds and queues an output per "
+                      f"generated token for each sequence in flight, and a window puts up to 4 batches in flight at "
+                      f"once; the default (auto) turns final outputs on here."] if said else [])
+
+
 def test_a_plain_verl_job_that_selects_the_plugin_gets_auto(ray_env):
     """verl's own ppo_trainer yaml with the plugin's estimator: no off_grpo node, so the knob's default applies."""
     _validate(verl_config("algorithm.adv_estimator=off_grpo", "trainer.v1.trainer_mode=off_grpo_sync"))

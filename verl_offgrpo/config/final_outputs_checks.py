@@ -59,4 +59,8 @@ def resolve_final_outputs(config: Any, knobs: OffGRPOConfig) -> OffGRPOConfig:
         logger.info("off_grpo: final_outputs_only=auto is %s (actor_rollout_ref.rollout.name=%r, %s).",
                     "on" if knobs.final_outputs_only else "off", _rollout_name(config),
                     f"trainer.v1.trainer_mode={v1_mode(config)!r}" if uses_v1(config) else "v0 trainer")
+    elif knobs.final_outputs_only is False and knobs.rollout_schedule == "window" and knobs.sync_period > 1:
+        logger.info("off_grpo: final_outputs_only=false with the window: vLLM builds and queues an output per "
+                    "generated token for each sequence in flight, and a window puts up to %d batches in flight at "
+                    "once; the default (auto) turns final outputs on here.", knobs.sync_period)
     return knobs
