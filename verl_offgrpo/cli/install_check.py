@@ -197,7 +197,7 @@ def _find_internals(found: _Findings) -> None:
             if why is not None:
                 found.problems.append(f"verl attribute {target}, relied on by {name}, is missing: {why}")
     found.uses_rows = patches.verl_uses()
-    found.problems.extend(line.removeprefix("verl-offgrpo: ") for line in patches.uses_problems())
+    found.problems.extend(line.removeprefix("verl-offgrpo: ") for line in patches.uses_problems(rows=found.uses_rows))
 
 
 def _find_vllm(found: _Findings) -> None:

@@ -266,10 +266,11 @@ def verl_uses(trainer: str | None = None) -> list[tuple[str, str, tuple[str, ...
     return rows
 
 
-def uses_problems(trainer: str | None = None) -> list[str]:
-    """One line for each :func:`verl_uses` row whose verl function no longer uses a name, or has no code to read."""
+def uses_problems(trainer: str | None = None, rows: list[tuple] | None = None) -> list[str]:
+    """One line for each :func:`verl_uses` row whose verl function no longer uses a name, or has no code to read
+    (``rows``: :func:`verl_uses`'s, where the caller has them already)."""
     problems = []
-    for name, target, used, gone in verl_uses(trainer):
+    for name, target, used, gone in verl_uses(trainer) if rows is None else rows:
         if gone is None or gone:
             what = "has no code to read for" if gone is None else "no longer uses"
             problems.append(f"verl-offgrpo: verl {verl_version()}'s {target} {what} {', '.join(gone or used)}, which "
