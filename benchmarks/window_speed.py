@@ -339,9 +339,8 @@ def main(argv=None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     jobs = parse_jobs(args.jobs)
     placeholder = Path("/model"), Path("/data")
-    clash = mainppo_job.plain_jobs_side_by_side(
-        {name: job_overrides(args, name, kind, v, *placeholder, full) for name, kind, v, full in jobs},
-        bool(args.gpus) and len(args.gpus.split(",")) > args.n_gpus)
+    planned = {name: job_overrides(args, name, kind, v, *placeholder, full) for name, kind, v, full in jobs}
+    clash = mainppo_job.plain_jobs_side_by_side(planned, bool(args.gpus) and len(args.gpus.split(",")) > args.n_gpus)
     if clash:
         p.error(clash)
     for flag, items in (("--job-extra", args.job_extra), ("--job-env", args.job_env)):
@@ -350,8 +349,8 @@ def main(argv=None) -> int:
             p.error(f"{flag} names no job of --jobs: {', '.join(sorted(unknown))}")
     if not args.shape and not args.gsm8k:
         p.error("--gsm8k is needed without --shape")
-    if note := cumulative_outputs_note({name: job_settings(job_overrides(args, name, kind, v, *placeholder, full))
-                                        for name, kind, v, full in jobs if kind != "bigbatch"}):
+    if note := cumulative_outputs_note({name: job_settings(planned[name]) for name, kind, _v, _full in jobs
+                                        if kind != "bigbatch"}):
         print(note, flush=True)
     import throughput  # noqa: E402  (random-init shapes and their synthetic task; gpu_groups)
 
