@@ -149,11 +149,29 @@ def test_the_cuda_graph_rows_are_what_their_summaries_say(folder, jobs, window, 
     assert "algorithm.off_grpo.final_outputs_only=false" in sync_e2e.overrides("v1", 1, Path("m"), Path("d"), 1, 1e-6, "x")
     assert "`final_outputs_only` **off** (the lab's pin in `sync_e2e.overrides`" in (
         RESULTS / "raw/window_speed" / folder / "NOTE.md").read_text()
+    assert graph_row(summary, window, row_head) in (REPO / "results" / "README.md").read_text()
+
+
+def graph_row(summary: dict, window: str, row_head: str) -> str:
+    """A CUDA-graph run's results-page row from its window_speed.json (100 updates a job, 9 windows measured)."""
     runs = {job["name"]: job for job in summary["jobs"]}
     v1, w10 = runs["v1"], runs[window]
     assert v1["updates_logged"] == w10["updates_logged"] == 100 and w10["windows_measured"] == 9
     low, high = w10["speedup_interval90"]
     ideal = v1["rest_per_update_s"] + w10["gen_per_update_s"] + w10["sync_per_update_s"]
-    row = (f"{row_head} H200 ×2, 1 GPU a job | {round(100 * v1['gen_share'])} % | "
-           f"{w10['speedup_vs_v1']:.2f}× ({low:.2f}–{high:.2f}) | {ideal / w10['time_per_update_s']:.2f} |")
-    assert row in (REPO / "results" / "README.md").read_text()
+    return (f"{row_head} H200 ×2, 1 GPU a job | {round(100 * v1['gen_share'])} % | "
+            f"{w10['speedup_vs_v1']:.2f}× ({low:.2f}–{high:.2f}) | {ideal / w10['time_per_update_s']:.2f} |")
+
+
+def test_the_cuda_graph_row_with_final_outputs_only_is_what_its_summary_says():
+    """window_speed run 16 (NOTEBOOK §35): run 15's pair with ``final_outputs_only=true`` in ``--extra`` (lifting the
+    lab's pin), recorded as on in both jobs' settings, "on" in its NOTE, and its results-page row from its summary."""
+    folder = RESULTS / "raw/window_speed/h200x2-2026-11-30m-run16"
+    summary = json.loads((folder / "window_speed.json").read_text())
+    assert summary["args"]["extra"] == ["actor_rollout_ref.rollout.enforce_eager=False",
+                                        "algorithm.off_grpo.final_outputs_only=true"]
+    assert not summary["args"].get("job_extra") and summary["args"]["jobs"] == "v1=step:1,w10=window:10"
+    assert summary["args"]["response_length"] == 1024
+    assert {job["name"]: job["settings"]["final_outputs_only"] for job in summary["jobs"]} == {"v1": "true", "w10": "true"}
+    assert "`final_outputs_only` **on** in both jobs" in (folder / "NOTE.md").read_text()
+    assert graph_row(summary, "w10", "| the same, final outputs only |") in (REPO / "results" / "README.md").read_text()
