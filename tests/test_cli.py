@@ -603,3 +603,49 @@ def test_usage_names_the_command_as_run_from_sys_argv(monkeypatch, capsys, argv0
     err = capsys.readouterr().err
     assert done.value.code == EX_USAGE and err.startswith(f"usage: {prog} ")
     assert err.splitlines()[-1] == f"{prog}: error: unrecognized arguments: extra; config-dir takes no arguments"
+
+
+@pytest.mark.parametrize("key, what", [
+    ("actor_rollout_ref.model.path", "a local model directory or a hub id"),
+    ("data.val_files", "your validation data (verl builds it at start-up whether or not the job validates)"),
+])
+def test_compose_says_a_null_model_path_or_data_file_first_and_alone(capsys, key, what):
+    """verl's validate_config passes ``actor_rollout_ref.model.path=null`` (its TaskRunner then fails on
+    ``HFModelConfig(path=None)``, after Ray started) and a null data file: compose says it like a ???, exit 3, one line."""
+    from verl_offgrpo.cli.compose import dry_run
+
+    assert dry_run([*BASE, VLLM, f"{key}=null"]) == 3
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.splitlines() == [
+        f"incomplete config: {key} is null: set it to {what} (verl's own checks pass a null there, so main_ppo would "
+        "start Ray, then fail where it reads it)"], captured.err
+
+
+def test_main_ppos_check_refuses_a_null_training_file_of_a_selecting_job():
+    """Through verl's validate_config (the wrap main_ppo's driver runs): a selecting job with ``data.train_files=null``
+    is refused in one line naming the key (the row check said "more than the 0 rows of data.train_files"); two
+    nulls, one line naming both in NOT_NULL's order."""
+    with pytest.raises(OffGRPOConfigError) as err:
+        validate_as_main_ppo(shipped_config("data.train_files=null"))
+    assert str(err.value) == (
+        "incomplete config: data.train_files is null: set it to your training data (a parquet or jsonl file, or a list "
+        "of them) (verl's own checks pass a null there, so main_ppo would start Ray, then fail where it reads it)")
+    with pytest.raises(OffGRPOConfigError, match=r"^incomplete config: actor_rollout_ref.model.path is null: set it to "
+                       r"a local model directory or a hub id; data.train_files is null: "):
+        validate_as_main_ppo(shipped_config("data.train_files=null", "actor_rollout_ref.model.path=null"))
+
+
+def test_compose_names_the_fix_for_a_bare_tilde_in_an_override(capsys, monkeypatch):
+    """bash leaves ``data.train_files=~/...`` as typed (not a shell variable's assignment) and hydra's grammar refuses the
+    ``~`` with a lexer error that names no fix: compose says to write the path in full (verl reads ``~`` as written)."""
+    from verl_offgrpo.cli.compose import dry_run
+
+    monkeypatch.setenv("HOME", "/home/u")
+    assert dry_run([*BASE, "data.train_files=~/data/gsm8k/train.parquet"]) == 4
+    assert capsys.readouterr().err.splitlines() == [
+        "config error (hydra): data.train_files=~/data/gsm8k/train.parquet: hydra takes no bare ~ in a value, and verl "
+        "does not expand ~ in paths: write data.train_files=/home/u/data/gsm8k/train.parquet (in a shell, "
+        "data.train_files=$HOME/data/gsm8k/train.parquet)"]
+    assert dry_run([*BASE, "data.val_files=[~/a.parquet,/b.parquet]"]) == 4
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        "write data.val_files=[/home/u/a.parquet,/b.parquet] (in a shell, data.val_files=[$HOME/a.parquet,/b.parquet])")

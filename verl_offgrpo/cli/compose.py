@@ -13,7 +13,7 @@ import os
 import re
 import sys
 
-from verl_offgrpo.config.missing_values import incomplete, missing_values
+from verl_offgrpo.config.missing_values import incomplete, missing_values, null_values, nulled
 from .paths import CONFIG_NAME, config_dir, local_path_notes
 
 
@@ -79,6 +79,25 @@ def _own_yaml_hint(message: str) -> str | None:
     if "Could not load 'off_grpo_settings'" in said or "Could not load 'off_grpo_trainer'" in said:
         return f"{said.split(' Config search path:', 1)[0]} (the plugin's settings: {OWN_YAML})"
     return None
+
+
+#: a ``~`` where a path starts in an override's value: alone, or an item of a list
+_TILDE = re.compile(r"(^|[\[,])~(?=/|$|[\],])")
+
+
+def _tilde_hint(message: str) -> str | None:
+    """The one line for hydra's lexer error on a ``~`` in an override's value, or None for any other error. bash
+    expands a ``~`` only at a word's start (or after the ``=`` of a shell variable's assignment), so
+    ``data.train_files=~/x.parquet`` reaches hydra as typed, whose grammar takes no bare ``~``; and verl reads paths
+    as written (:mod:`verl_offgrpo.config.tilde_path_checks`): the path in full is the fix."""
+    found = re.match(r"LexerNoViableAltException: (\S+)", message)
+    key, _, value = found.group(1).partition("=") if found else ("", "", "")
+    if not value or not _TILDE.search(value):
+        return None
+    home = os.path.expanduser("~")
+    full, shell = (_TILDE.sub(lambda m: m.group(1) + prefix, value) for prefix in (home, "$HOME"))
+    return (f"{key}={value}: hydra takes no bare ~ in a value, and verl does not expand ~ in paths: write {key}={full} "
+            f"(in a shell, {key}={shell})")
 
 
 def _override_hint(message: str, overrides: list[str], source: dict | None = None) -> str | None:
@@ -297,8 +316,9 @@ def validate(overrides: list[str], config_path: str | None = None, config_name: 
     exactly as main_ppo's driver does, without Ray or a GPU: ``(exit code, the one-line error or None, the composed
     config or None)``; the codes as :func:`dry_run`'s. The plugin's info lines and verl's banner go to stderr on the way.
 
-    A mandatory value still ``???`` (:func:`missing_values`) is said before any check runs, alone: the config
-    cannot run without it (:func:`incomplete`), and the checks would read it as unset."""
+    A mandatory value still ``???`` (:func:`missing_values`), or null where verl needs one (:func:`null_values`), is
+    said before any check runs, alone: the config cannot run without it (:func:`incomplete`, :func:`nulled`), and the
+    checks would read it as unset."""
     import verl  # noqa: F401  (loads the plugin)
     import verl.utils.config as verl_config
     from hydra.errors import HydraException
@@ -315,7 +335,7 @@ def validate(overrides: list[str], config_path: str | None = None, config_name: 
     try:
         config = compose(overrides, **source)
     except (HydraException, OmegaConfBaseException) as err:
-        hint = _own_yaml_hint(str(err)) or _override_hint(str(err), overrides, source)
+        hint = _own_yaml_hint(str(err)) or _override_hint(str(err), overrides, source) or _tilde_hint(str(err))
         return 4, f"config error (hydra): {hint or _one_line(err)}", None
     except Exception as err:  # noqa: BLE001 - hydra's own ValueError/TypeError for an override it cannot apply
         return _group_override_error(err, overrides)
@@ -337,6 +357,8 @@ def validate(overrides: list[str], config_path: str | None = None, config_name: 
     missing = missing_values(config)
     if missing:  # first: the checks would read a ??? as unset, and pass or fail for the wrong reason
         return 3, incomplete(missing), config
+    if nulls := null_values(config):
+        return 3, nulled(nulls), config
     try:
         with contextlib.redirect_stdout(sys.stderr), _plugin_info_on_stderr():  # stdout is the yaml
             verl_config.validate_config(

@@ -1,9 +1,11 @@
-"""The mandatory values (``???``) a composed config still leaves unset, and the one line that names them.
+"""The mandatory values a composed config still leaves unset (``???``, or null where verl needs a value), and the
+one line that names them.
 
-verl 0.9.1's ``validate_config`` does not look for them (``actor_rollout_ref.rollout.name=???`` passes it), so
-a job fails where it first reads one (omegaconf's ``MissingMandatoryValue``), after Ray has started; the
-plugin's checks would read one as unset. ``compose`` says them first (exit 3), and the ``validate_config``
-wrap refuses a selecting config that has one."""
+verl 0.9.1's ``validate_config`` does not look for them (``actor_rollout_ref.rollout.name=???`` and
+``actor_rollout_ref.model.path=null`` pass it), so a job fails where it first reads one (omegaconf's
+``MissingMandatoryValue``; ``HFModelConfig(path=None)``'s TypeError), after Ray has started; the plugin's checks
+would read one as unset. ``compose`` says them first (exit 3), and the ``validate_config`` wrap refuses a selecting
+config that has one."""
 
 from __future__ import annotations
 
@@ -48,3 +50,28 @@ def incomplete(missing: list[str]) -> str:
         what, how = f"the mandatory values {', '.join(missing)} are", "set each"
     return (f"incomplete config: {what} still ???; {how} as an override, e.g. {example} (verl's own checks pass "
             "a ???, so main_ppo would start Ray, then fail on the first ??? it reads)")
+
+
+#: the values every job reads at start-up that verl's yaml gives and a null override takes away, with what to set:
+#: verl 0.9.1 builds ``HFModelConfig(path=...)`` and both datasets (``create_rl_dataset``) in its TaskRunner, a Ray
+#: actor, and a null fails there (a TypeError on the path; ``copy_to_local(None)``), after Ray started
+NOT_NULL = {
+    "actor_rollout_ref.model.path": "a local model directory or a hub id",
+    "data.train_files": "your training data (a parquet or jsonl file, or a list of them)",
+    "data.val_files": "your validation data (verl builds it at start-up whether or not the job validates)",
+}
+
+
+def null_values(config) -> list[str]:
+    """The keys of :data:`NOT_NULL` that ``config`` sets to null."""
+    from omegaconf import OmegaConf
+
+    unset = object()
+    return [key for key in NOT_NULL if OmegaConf.select(config, key, default=unset, throw_on_missing=False) is None]
+
+
+def nulled(keys: list[str]) -> str:
+    """The one line that names the values of :data:`NOT_NULL` set to null, and what to set each to."""
+    what = "; ".join(f"{key} is null: set it to {NOT_NULL[key]}" for key in keys)
+    return (f"incomplete config: {what} (verl's own checks pass a null there, so main_ppo would start Ray, then fail "
+            "where it reads it)")
