@@ -635,6 +635,18 @@ def test_main_ppos_check_refuses_a_null_training_file_of_a_selecting_job():
         validate_as_main_ppo(shipped_config("data.train_files=null", "actor_rollout_ref.model.path=null"))
 
 
+def test_a_dataset_class_of_your_own_may_take_null_data_files():
+    """With ``data.custom_cls.path`` set, the class reads the data files its way: a null one is not refused as unset
+    (the model path still is)."""
+    from verl_offgrpo.config.missing_values import null_values
+
+    own = ("data.custom_cls.path=/x/my_dataset.py", "data.custom_cls.name=MyDataset")
+    assert null_values(shipped_config(*own, "data.train_files=null", "data.val_files=null")) == []
+    assert null_values(shipped_config(*own, "data.val_files=null", "actor_rollout_ref.model.path=null")) == [
+        "actor_rollout_ref.model.path"]
+    assert null_values(shipped_config("data.val_files=null")) == ["data.val_files"]
+
+
 def test_compose_names_the_fix_for_a_bare_tilde_in_an_override(capsys, monkeypatch):
     """bash leaves ``data.train_files=~/...`` as typed (not a shell variable's assignment) and hydra's grammar refuses the
     ``~`` with a lexer error that names no fix: compose says to write the path in full (verl reads ``~`` as written)."""

@@ -63,11 +63,14 @@ NOT_NULL = {
 
 
 def null_values(config) -> list[str]:
-    """The keys of :data:`NOT_NULL` that ``config`` sets to null."""
+    """The keys of :data:`NOT_NULL` that ``config`` sets to null; not the data files where a dataset class of the
+    user's own (``data.custom_cls.path``) takes them, which may read a null its way."""
     from omegaconf import OmegaConf
 
     unset = object()
-    return [key for key in NOT_NULL if OmegaConf.select(config, key, default=unset, throw_on_missing=False) is None]
+    own_dataset = OmegaConf.select(config, "data.custom_cls.path", default=None, throw_on_missing=False)
+    keys = [key for key in NOT_NULL if not (own_dataset and key.startswith("data."))]
+    return [key for key in keys if OmegaConf.select(config, key, default=unset, throw_on_missing=False) is None]
 
 
 def nulled(keys: list[str]) -> str:
