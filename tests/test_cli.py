@@ -541,6 +541,18 @@ def test_check_validates_your_yaml_without_overrides(capsys):
     assert (f"config: {verl_dir}/ppo_trainer.yaml — selects the plugin: no; trainer: V1 sync; validated as compose "
             "validates it: FAILED (last line)") in err
     assert err.splitlines()[-1].startswith("incomplete config: the mandatory value actor_rollout_ref.rollout.name")
+    assert err.splitlines()[0].endswith(" check FAILED: the config (last line); the install passed"), err
+
+
+def test_checks_headline_says_failed_alone_where_the_install_has_a_problem(capsys):
+    """The headline names the config as what failed only where the install passed: with a problem of the install too,
+    it says FAILED alone (the problem lines follow)."""
+    from verl_offgrpo.cli import install_check
+
+    found = install_check._Findings(overrides=["x=1"], config_code=2, config_error="off_grpo config error: bad",
+                                    problems=["a patch target is missing"])
+    install_check._report(found)
+    assert capsys.readouterr().err.splitlines()[0].endswith(" check FAILED")
 
 
 def test_compose_says_a_missing_transfer_queue_on_the_v1_trainer_as_check_does(monkeypatch):

@@ -879,7 +879,8 @@ def test_check_cli_with_overrides_validates_as_compose(procs):
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr[-3000:]
     lines = proc.stderr.splitlines()
     assert lines[-1].startswith(WINDOW_ON_V0_SAYS), lines[-1]
-    assert "verl-offgrpo 0.1.0 check FAILED" in lines and "validated as compose validates it: FAILED" in proc.stderr
+    assert lines[0] == "verl-offgrpo 0.1.0 check FAILED: the config (last line); the install passed", lines
+    assert "validated as compose validates it: FAILED" in proc.stderr
     assert "patches (" not in proc.stderr and len(lines) <= 6  # the short report: `check -v` lists what was checked
     assert not any(noise in proc.stderr for noise in VERL_NOISE), proc.stderr
 

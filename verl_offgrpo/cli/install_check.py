@@ -232,7 +232,10 @@ def _report(found: _Findings, verbose: bool = False) -> None:
     status = "OFF" if patches.disabled() else "INCOMPLETE" if unchecked else "FAILED" if failed else "OK"
     out = sys.stderr if failed else sys.stdout
     overrides, config, eps = found.overrides, found.config, found.entry_points
-    print(f"verl-offgrpo {__version__} check {status}", file=out)
+    # a config that fails on an install that passed: the headline says which (a skim would read the install failed)
+    only_config = failed and not unchecked and not found.problems and status == "FAILED"
+    print(f"verl-offgrpo {__version__} check {status}"
+          + (": the config (last line); the install passed" if only_config else ""), file=out)
     print(f"  verl {found.verl_version} (patches written for verl{patches.VERL_VERSIONS}); "
           f"vLLM {found.vllm_version or 'not installed'}; TransferQueue {found.tq_version or 'not installed'}", file=out)
     if verbose and eps:
