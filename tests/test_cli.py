@@ -661,15 +661,19 @@ def test_a_dataset_class_of_your_own_may_take_null_data_files():
 
 def test_compose_names_the_fix_for_a_bare_tilde_in_an_override(capsys, monkeypatch):
     """bash leaves ``data.train_files=~/...`` as typed (not a shell variable's assignment) and hydra's grammar refuses the
-    ``~`` with a lexer error that names no fix: compose says to write the path in full (verl reads ``~`` as written)."""
+    ``~`` with a lexer error that names no fix: compose says to write the path in full (verl reads ``~`` as written),
+    spelt out for one path, in general terms for a list (a rewrite of a list's items could miss a quoted or spaced one)."""
     from verl_offgrpo.cli.compose import dry_run
 
     monkeypatch.setenv("HOME", "/home/u")
+    said = "hydra takes no bare ~ in a value, and verl reads data and model paths as written: write "
     assert dry_run([*BASE, "data.train_files=~/data/gsm8k/train.parquet"]) == 4
     assert capsys.readouterr().err.splitlines() == [
-        "config error (hydra): data.train_files=~/data/gsm8k/train.parquet: hydra takes no bare ~ in a value, and verl "
-        "does not expand ~ in paths: write data.train_files=/home/u/data/gsm8k/train.parquet (in a shell, "
-        "data.train_files=$HOME/data/gsm8k/train.parquet)"]
-    assert dry_run([*BASE, "data.val_files=[~/a.parquet,/b.parquet]"]) == 4
-    assert capsys.readouterr().err.splitlines()[-1].endswith(
-        "write data.val_files=[/home/u/a.parquet,/b.parquet] (in a shell, data.val_files=[$HOME/a.parquet,/b.parquet])")
+        f"config error (hydra): data.train_files=~/data/gsm8k/train.parquet: {said}"
+        "data.train_files=/home/u/data/gsm8k/train.parquet (in a shell, data.train_files=$HOME/data/gsm8k/train.parquet)"]
+    for listed in ("data.val_files=[~/a.parquet,/b.parquet]", "data.val_files=[/a.parquet, ~/b.parquet]"):
+        assert dry_run([*BASE, listed]) == 4
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            f"config error (hydra): {listed}: {said}each path in full (/home/u/... for ~/..., or $HOME/... in a shell)")
+    assert dry_run([*BASE, "data.train_files=/x/~/y"]) == 4  # no ~ where a path starts: hydra's own line
+    assert "LexerNoViableAltException" in capsys.readouterr().err

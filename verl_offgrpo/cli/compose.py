@@ -81,23 +81,29 @@ def _own_yaml_hint(message: str) -> str | None:
     return None
 
 
-#: a ``~`` where a path starts in an override's value: alone, or an item of a list
-_TILDE = re.compile(r"(^|[\[,])~(?=/|$|[\],])")
+#: a ``~`` where a path starts in an override's value: alone, or an item of a list (after ``[``, ``,``, a space or a quote)
+_TILDE = re.compile(r"""(^|[\[,\s'"])~(?=/|$|[\],\s'"])""")
+#: a value that is one path starting with ``~`` (``~`` or ``~/...``, no list, quote or space): its fix is spelt out
+_ONE_TILDE_PATH = re.compile(r"""~(/[^\s,\[\]'"]*)?""")
 
 
 def _tilde_hint(message: str) -> str | None:
     """The one line for hydra's lexer error on a ``~`` in an override's value, or None for any other error. bash
     expands a ``~`` only at a word's start (or after the ``=`` of a shell variable's assignment), so
-    ``data.train_files=~/x.parquet`` reaches hydra as typed, whose grammar takes no bare ``~``; and verl reads paths
-    as written (:mod:`verl_offgrpo.config.tilde_path_checks`): the path in full is the fix."""
-    found = re.match(r"LexerNoViableAltException: (\S+)", message)
-    key, _, value = found.group(1).partition("=") if found else ("", "", "")
+    ``data.train_files=~/x.parquet`` reaches hydra as typed, whose grammar takes no bare ``~``; and verl reads its data
+    and model paths as written (:mod:`verl_offgrpo.config.tilde_path_checks`): the path in full is the fix, spelt out
+    for a value that is one path, in general terms for a list."""
+    found = re.match(r"LexerNoViableAltException: (.*)", message)
+    override = found.group(1).rstrip() if found else ""
+    key, _, value = override.partition("=")
     if not value or not _TILDE.search(value):
         return None
     home = os.path.expanduser("~")
-    full, shell = (_TILDE.sub(lambda m: m.group(1) + prefix, value) for prefix in (home, "$HOME"))
-    return (f"{key}={value}: hydra takes no bare ~ in a value, and verl does not expand ~ in paths: write {key}={full} "
-            f"(in a shell, {key}={shell})")
+    if _ONE_TILDE_PATH.fullmatch(value):
+        fix = f"write {key}={home}{value[1:]} (in a shell, {key}=$HOME{value[1:]})"
+    else:
+        fix = f"write each path in full ({home}/... for ~/..., or $HOME/... in a shell)"
+    return f"{override}: hydra takes no bare ~ in a value, and verl reads data and model paths as written: {fix}"
 
 
 def _override_hint(message: str, overrides: list[str], source: dict | None = None) -> str | None:
