@@ -81,7 +81,7 @@ def _own_yaml_hint(message: str) -> str | None:
     return None
 
 
-#: a ``~`` where a path starts in an override's value: alone, or an item of a list (after ``[``, ``,``, a space or a quote)
+#: a ``~`` where a path starts in an override's value: alone, or a list's item (after ``[``, ``,``, a space, a quote)
 _TILDE = re.compile(r"""(^|[\[,\s'"])~(?=/|$|[\],\s'"])""")
 #: a value that is one path starting with ``~`` (``~`` or ``~/...``, no list, quote or space): its fix is spelt out
 _ONE_TILDE_PATH = re.compile(r"""~(/[^\s,\[\]'"]*)?""")

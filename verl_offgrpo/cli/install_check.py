@@ -233,7 +233,7 @@ def _report(found: _Findings, verbose: bool = False) -> None:
     out = sys.stderr if failed else sys.stdout
     overrides, config, eps = found.overrides, found.config, found.entry_points
     # a config that fails on an install that passed: the headline says which (a skim would read the install failed)
-    only_config = failed and not unchecked and not found.problems and status == "FAILED"
+    only_config = status == "FAILED" and not found.problems
     print(f"verl-offgrpo {__version__} check {status}"
           + (": the config (last line); the install passed" if only_config else ""), file=out)
     print(f"  verl {found.verl_version} (patches written for verl{patches.VERL_VERSIONS}); "

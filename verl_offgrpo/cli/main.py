@@ -13,11 +13,12 @@ composition.
                                                    # data/model paths that do not exist here
 
 Exit codes: 0 fine; 1 the plugin is not usable here (turned off, not loaded, a patch or the TransferQueue missing); 2
-the plugin's checks reject the config; 3 a mandatory ``???`` value is still unset (or a null model path or data file); 4 hydra cannot compose
-the config, or verl's ``validate_config`` or its workers' ``RolloutConfig`` rejects it; 5 a value cannot be read (a ``${...}`` that does not
-resolve, a section set to null); 6 verl's ``validate_config`` needs what this machine lacks for the config
-(vLLM installed, the model hub): not checked here; 64 a usage error (an unknown flag: ``check`` and ``compose``
-take hydra overrides and ``--config-path``/``--config-name`` only).
+the plugin's checks reject the config; 3 a mandatory ``???`` value is still unset (or a null model path or data
+file); 4 hydra cannot compose the config, or verl's ``validate_config`` or its workers' ``RolloutConfig`` rejects
+it; 5 a value cannot be read (a ``${...}`` that does not resolve, a section set to null); 6 verl's
+``validate_config`` needs what this machine lacks for the config (vLLM installed, the model hub): not checked here;
+64 a usage error (an unknown flag: ``check`` and ``compose`` take hydra overrides and ``--config-path``/
+``--config-name`` only).
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
         "compose", help="compose + validate the training config (no GPU), print it",
         description="Compose the shipped yaml + overrides and validate it as main_ppo's driver does, without Ray or "
         "a GPU: exit 0 and the yaml on stdout, or one line on stderr: 1 the plugin is not usable here, 2 the "
-        "plugin's checks, 3 a ??? value still unset (or a null model path or data file), 4 hydra or verl's validate_config, 5 a value that cannot be read "
+        "plugin's checks, 3 a ??? value still unset (or a null model path or data file), 4 hydra or verl's "
+        "validate_config, 5 a value that cannot be read "
         "(a ${...} that does not resolve, a section set to null), 6 verl's validate_config needs what this machine "
         "lacks (vLLM installed, the model hub): not checked here, the plugin's checks (where they apply) passed; 64 a "
         "usage error. "

@@ -3,9 +3,9 @@ one line that names them.
 
 verl 0.9.1's ``validate_config`` does not look for them (``actor_rollout_ref.rollout.name=???`` and
 ``actor_rollout_ref.model.path=null`` pass it), so a job fails where it first reads one (omegaconf's
-``MissingMandatoryValue``; for the model path a TypeError, which hydra's instantiate wraps), after Ray has started; the plugin's checks
-would read one as unset. ``compose`` says them first (exit 3), and the ``validate_config`` wrap refuses a selecting
-config that has one."""
+``MissingMandatoryValue``; for the model path a TypeError, which hydra's instantiate wraps), after Ray has
+started; the plugin's checks would read one as unset. ``compose`` says them first (exit 3), and the
+``validate_config`` wrap refuses a selecting config that has one."""
 
 from __future__ import annotations
 
