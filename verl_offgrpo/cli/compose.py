@@ -13,7 +13,7 @@ import os
 import re
 import sys
 
-from verl_offgrpo.config.missing_values import incomplete, missing_values, null_values, nulled
+from verl_offgrpo.config.missing_values import incomplete, unset_line
 from .paths import CONFIG_NAME, config_dir, local_path_notes
 
 
@@ -322,9 +322,8 @@ def validate(overrides: list[str], config_path: str | None = None, config_name: 
     exactly as main_ppo's driver does, without Ray or a GPU: ``(exit code, the one-line error or None, the composed
     config or None)``; the codes as :func:`dry_run`'s. The plugin's info lines and verl's banner go to stderr on the way.
 
-    A mandatory value still ``???`` (:func:`missing_values`), or null where verl needs one (:func:`null_values`), is
-    said before any check runs, alone: the config cannot run without it (:func:`incomplete`, :func:`nulled`), and the
-    checks would read it as unset."""
+    A mandatory value still ``???``, or null where verl needs one, is said before any check runs, alone
+    (:func:`unset_line`): the config cannot run without it, and the checks would read it as unset."""
     import verl  # noqa: F401  (loads the plugin)
     import verl.utils.config as verl_config
     from hydra.errors import HydraException
@@ -360,11 +359,8 @@ def validate(overrides: list[str], config_path: str | None = None, config_name: 
         check_readable(config)
     except UnreadableConfigError as err:  # no config to hand on: nothing can read it
         return 5, f"config error (unreadable): {err}", None
-    missing = missing_values(config)
-    if missing:  # first: the checks would read a ??? as unset, and pass or fail for the wrong reason
-        return 3, incomplete(missing), config
-    if nulls := null_values(config):
-        return 3, nulled(nulls), config
+    if unset := unset_line(config):  # first: the checks would read it as unset, and pass or fail for the wrong reason
+        return 3, unset, config
     try:
         with contextlib.redirect_stdout(sys.stderr), _plugin_info_on_stderr():  # stdout is the yaml
             verl_config.validate_config(

@@ -63,14 +63,26 @@ NOT_NULL = {
 
 
 def null_values(config) -> list[str]:
-    """The keys of :data:`NOT_NULL` that ``config`` sets to null; not the data files where a dataset class of the
-    user's own (``data.custom_cls.path``) takes them, which may read a null its way."""
+    """The keys of :data:`NOT_NULL` that ``config`` sets to null, among those verl reads
+    (:func:`.tilde_path_checks.keys_verl_reads`: not the data files where a dataset class of the user's own,
+    ``data.custom_cls.path``, takes them and may read a null its way)."""
     from omegaconf import OmegaConf
 
-    unset = object()
-    own_dataset = OmegaConf.select(config, "data.custom_cls.path", default=None, throw_on_missing=False)
-    keys = [key for key in NOT_NULL if not (own_dataset and key.startswith("data."))]
-    return [key for key in keys if OmegaConf.select(config, key, default=unset, throw_on_missing=False) is None]
+    from .tilde_path_checks import keys_verl_reads
+
+    unset, read = object(), keys_verl_reads(config)
+    return [key for key in NOT_NULL
+            if key in read and OmegaConf.select(config, key, default=unset, throw_on_missing=False) is None]
+
+
+def unset_line(config) -> str | None:
+    """The one line for the values ``config`` leaves unset, or None: the ``???`` first (:func:`incomplete`: the checks
+    would read one as unset), else the nulls verl needs a value for (:func:`nulled`)."""
+    if missing := missing_values(config):
+        return incomplete(missing)
+    if nulls := null_values(config):
+        return nulled(nulls)
+    return None
 
 
 def nulled(keys: list[str]) -> str:

@@ -75,12 +75,10 @@ def wrap(original):
         from verl_offgrpo.config import OffGRPOConfigError, advice_after_the_checks, validate_off_grpo_config
         from verl_offgrpo.config.yaml_hint import shipped_yaml_hint
 
-        from verl_offgrpo.config.missing_values import incomplete, missing_values, null_values, nulled
+        from verl_offgrpo.config.missing_values import unset_line
 
-        if missing := missing_values(config):  # the checks would read a ??? as unset; verl's pass it
-            raise OffGRPOConfigError(incomplete(missing))
-        if nulls := null_values(config):  # verl's checks pass a null model path or data file; its TaskRunner fails on it
-            raise OffGRPOConfigError(nulled(nulls))
+        if unset := unset_line(config):  # a ??? or a null model path or data file: verl's checks pass them
+            raise OffGRPOConfigError(unset)
         # before verl's checks, so a config the plugin rejects never prints verl's success banner; the plugin's
         # warnings only once verl's checks passed too, so a refused job gets its error line alone
         with advice_after_the_checks():
